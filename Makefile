@@ -1,0 +1,48 @@
+# Two entry points for a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export ANONYMIZED_TELEMETRY := False
+
+.PHONY: run test install install-test browser-deps demo bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.base: pyproject.toml | $(PY)
+	$(PIP) --upgrade pip
+	$(PIP) -e .
+	touch $@
+
+# torch is pinned to the CPU build so pip never pulls a multi-GB CUDA build.
+$(VENV)/.test: pyproject.toml | $(PY)
+	$(PIP) --upgrade pip
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[test,models]"
+	touch $(VENV)/.base $@
+
+install: $(VENV)/.base
+install-test: $(VENV)/.test
+
+demo: install
+	$(PY) scripts/make_demo_docs.py
+	$(VENV)/bin/docmind ingest data/demo --kb demo --description "Demo corpus: the fictional Aurora and Nimbus products" --if-missing
+
+run: demo
+	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port 8501
+
+browser-deps:
+	@bash scripts/browser_deps.sh
+
+test: install-test browser-deps
+	$(PY) -m pytest -q
+
+bench: install-test
+	$(PY) bench/retrieval_latency.py
+	$(PY) bench/answer_latency.py
+
+clean:
+	rm -rf $(VENV) data/docmind.db* data/chroma data/cache artifacts

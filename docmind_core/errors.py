@@ -1,0 +1,49 @@
+"""A small error hierarchy.
+
+``DocMindError`` texts are written for the user and shown as they are.
+Developer mistakes (wrong arguments to the API) stay ordinary ``ValueError``/
+``TypeError``.
+"""
+
+from __future__ import annotations
+
+
+class DocMindError(Exception):
+    """An error whose message is meant for the person using DocMind."""
+
+
+class ConfigError(DocMindError):
+    """A config key or value was refused."""
+
+
+class BackendUnavailable(DocMindError):
+    """A configured backend (model, server, key) cannot be used right now."""
+
+
+class IngestError(DocMindError):
+    """A document could not be read or indexed; the message says why."""
+
+
+class EmbedderMismatch(DocMindError):
+    """A knowledge base was indexed with another embedder than the one configured."""
+
+
+class AccessDenied(DocMindError):
+    """The user may not read or change this object."""
+
+
+class NotFound(DocMindError):
+    """A knowledge base, document, conversation or trace does not exist."""
+
+
+class StageError(DocMindError):
+    """A pipeline stage failed; wraps the cause with the stage's name."""
+
+    def __init__(self, stage: str, cause: BaseException):
+        super().__init__(f"{stage} failed: {cause}")
+        self.stage = stage
+        self.cause = cause
+
+
+class ModelOutputError(DocMindError):
+    """A model answered, but not in the shape asked for (invalid JSON, missing fields)."""

@@ -1,0 +1,193 @@
+"""The typed events one run of the pipeline yields.
+
+Every consumer — the chat page, the CLI, the trace store, Langfuse export and
+the tests — reads the same ``Iterator[Event]`` from ``Engine.ask()``.  Each
+event is a frozen model with a ``kind`` discriminator; :data:`Event` is the
+union and :func:`event_from_dict` rebuilds one from its stored form.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from docmind_core.models import (
+    BackendStatus,
+    CitationResult,
+    Confidence,
+    GradeResult,
+    ModelCall,
+    PathDecision,
+    RetrievalPlan,
+    RetrievedChunk,
+    Scope,
+    ToolCallRecord,
+    Understanding,
+    WorkerReport,
+)
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    t_ms: float = 0.0  # milliseconds since the run started, stamped by the pipeline
+
+
+class RunStarted(_Event):
+    kind: Literal["run"] = "run"
+    run_id: str
+    question: str
+    kb_ids: list[int]
+    requested_mode: str
+    backends: list[BackendStatus]
+    conversation_id: str = ""
+    selected_doc_ids: list[int] = Field(default_factory=list)
+
+
+class ScopeDecided(_Event):
+    kind: Literal["scope"] = "scope"
+    scope: Scope
+    confidence: float
+    via: Literal["regex", "model", "fallback"]
+    reason: str = ""
+
+
+class Understood(_Event):
+    kind: Literal["understanding"] = "understanding"
+    understanding: Understanding
+    via: Literal["model", "offline", "fallback"]
+    duration_ms: float = 0.0
+
+
+class Routed(_Event):
+    kind: Literal["routing"] = "routing"
+    decision: PathDecision
+    plan: RetrievalPlan | None = None  # RULE_PLANNER's planned tools
+    note: str = ""  # e.g. why AGENTIC fell back to one-shot
+
+
+class AgenticStep(_Event):
+    kind: Literal["agentic_step"] = "agentic_step"
+    iteration: int  # 1-based
+    max_iterations: int
+    tool_calls: list[ToolCallRecord]
+    new_chunks: int
+    duplicate_chunks: int
+    duration_ms: float
+    thought: str = ""  # the model's text beside its tool calls, if any
+
+
+class Retrieved(_Event):
+    kind: Literal["retrieval"] = "retrieval"
+    mode: Literal["one_shot", "agentic_loop", "selected_doc", "none"]
+    workers: list[WorkerReport] = Field(default_factory=list)  # one-shot workers
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)  # agentic loop calls
+    candidate_count: int = 0
+    kb_chunks: int = 0
+    web_chunks: int = 0
+    memory_items: int = 0
+    stop_reason: str = ""  # agentic: model_done / max_iterations / iteration_timeout / total_timeout / cancelled / error
+    rounds: int = 0
+    dedupe_hits: int = 0
+    duration_ms: float = 0.0
+
+
+class Reranked(_Event):
+    kind: Literal["rerank"] = "rerank"
+    candidates: list[RetrievedChunk]  # every candidate with its per-stage scores, kept or cut
+    reranker: str
+    duration_ms: float = 0.0
+
+
+class Graded(_Event):
+    kind: Literal["grader"] = "grader"
+    grade: GradeResult
+    round: Literal["initial", "after_web"] = "initial"
+
+
+class WebCompensated(_Event):
+    kind: Literal["web_compensation"] = "web_compensation"
+    ran: bool
+    reason: str
+    added_chunks: int = 0
+    duration_ms: float = 0.0
+
+
+class Fallback(_Event):
+    kind: Literal["fallback"] = "fallback"
+    stage: str
+    reason: str
+    to: str = ""  # what was used instead
+
+
+class AnswerStarted(_Event):
+    kind: Literal["start"] = "start"
+    prompt: str  # template name: knowledge_qa / low_confidence / fallback / meta_dialogue / chitchat / capability ...
+    sources: list[RetrievedChunk]  # numbered [1..n] in this order
+    memories: list[str] = Field(default_factory=list)
+
+
+class Token(_Event):
+    kind: Literal["token"] = "token"
+    text: str
+
+
+class ErrorRaised(_Event):
+    kind: Literal["error"] = "error"
+    stage: str
+    message: str
+
+
+class Done(_Event):
+    kind: Literal["done"] = "done"
+    run_id: str
+    answer: str
+    mode: str  # SELECTED_DOC / RULE_PLANNER / AGENTIC, or NONE when no retrieval ran
+    route_reason: str = ""
+    scope: Scope = Scope.KNOWLEDGE_QUERY
+    sources: list[RetrievedChunk] = Field(default_factory=list)
+    citations: CitationResult = Field(default_factory=CitationResult)
+    confidence: Confidence | None = None
+    grade: GradeResult | None = None
+    stop_reason: str = ""
+    web_compensated: bool = False
+    cancelled: bool = False
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    model_calls: list[ModelCall] = Field(default_factory=list)
+    backend: str = ""  # the LLM backend's name
+
+
+Event = Annotated[
+    Union[
+        RunStarted,
+        ScopeDecided,
+        Understood,
+        Routed,
+        AgenticStep,
+        Retrieved,
+        Reranked,
+        Graded,
+        WebCompensated,
+        Fallback,
+        AnswerStarted,
+        Token,
+        ErrorRaised,
+        Done,
+    ],
+    Field(discriminator="kind"),
+]
+
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+EVENT_KINDS: tuple[str, ...] = (
+    "run", "scope", "understanding", "routing", "agentic_step", "retrieval", "rerank", "grader",
+    "web_compensation", "fallback", "start", "token", "error", "done",
+)
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    return event.model_dump(mode="json")
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    return _ADAPTER.validate_python(data)

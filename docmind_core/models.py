@@ -1,0 +1,318 @@
+"""Value types that cross module boundaries.
+
+Pydantic models so they validate on the way in, serialise for the trace store
+and the CLI's ``--json`` for free, and round-trip exactly.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------
+# Knowledge bases, documents, chunks
+# --------------------------------------------------------------------------
+
+Visibility = Literal["private", "department", "public"]
+
+
+class KnowledgeBase(_Value):
+    id: int
+    name: str
+    description: str = ""
+    embedder_id: str
+    embedding_dim: int
+    owner_id: int | None = None
+    department: str = ""
+    visibility: Visibility = "private"
+    created_at: str = ""
+    document_count: int = 0
+    chunk_count: int = 0
+
+
+DocumentStatus = Literal["pending", "complete", "failed"]
+
+
+class DocumentRecord(_Value):
+    id: int
+    kb_id: int
+    name: str
+    source_path: str = ""
+    content_hash: str
+    mime: str
+    size: int
+    status: DocumentStatus
+    error: str = ""
+    chunk_count: int = 0
+    created_at: str = ""
+
+
+class ChunkRecord(_Value):
+    """A stored child chunk (retrieval unit) or parent block (context unit)."""
+
+    id: str  # stable: hash of kb, document name and text position
+    kb_id: int
+    doc_id: int
+    index: int  # position within the document (children and parents numbered separately)
+    is_parent: bool = False
+    parent_id: str | None = None
+    text: str
+    token_count: int
+    start: int  # character offsets into the document's extracted text
+    end: int
+
+
+class IngestOutcome(_Value):
+    """What happened to one file of a batch."""
+
+    path: str
+    name: str
+    status: Literal["added", "replaced", "unchanged", "failed"]
+    doc_id: int | None = None
+    chunks: int = 0
+    error: str = ""
+    seconds: float = 0.0
+
+
+class IngestProgress(_Value):
+    """Reported through the ingest progress callback."""
+
+    file_index: int
+    file_count: int
+    name: str
+    stage: Literal["parsing", "chunking", "embedding", "indexing", "done", "failed", "skipped"]
+    fraction: float = 0.0  # within this file, 0..1
+    message: str = ""
+
+
+# --------------------------------------------------------------------------
+# Retrieval
+# --------------------------------------------------------------------------
+
+Origin = Literal["kb", "web", "memory"]
+
+
+class StageScores(_Value):
+    vector: float | None = None  # cosine similarity from the vector store
+    keyword: float | None = None  # bm25 score from the keyword index
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+    fused: float | None = None
+    rerank: float | None = None  # 0..1
+    mmr: float | None = None
+
+
+class RetrievedChunk(_Value):
+    chunk_id: str
+    kb_id: int | None = None
+    doc_id: int | None = None
+    document: str  # the name the file had when it was ingested, or the web page title
+    text: str
+    start: int | None = None
+    end: int | None = None
+    chunk_index: int | None = None
+    parent_id: str | None = None
+    expanded: bool = False  # text replaced by the parent block
+    origin: Origin = "kb"
+    url: str = ""
+    scores: StageScores = Field(default_factory=StageScores)
+    kept: bool = True
+    cut_by: str | None = None  # "fusion" | "rerank" | "mmr" | "budget" | None when kept
+    found_by: list[str] = Field(default_factory=list)  # retrievers/tools that returned it
+
+
+class SearchResult(_Value):
+    """Output of the hybrid retrieval engine: kept chunks plus every candidate with its provenance."""
+
+    query: str
+    chunks: list[RetrievedChunk]
+    candidates: list[RetrievedChunk]
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    used_tokens: int = 0
+
+
+# --------------------------------------------------------------------------
+# Understanding, routing, planning
+# --------------------------------------------------------------------------
+
+
+class Scope(str, Enum):
+    KNOWLEDGE_QUERY = "knowledge_query"
+    META_DIALOGUE = "meta_dialogue"
+    CHITCHAT = "chitchat"
+    MEMORY_COMMAND = "memory_command"
+    CAPABILITY = "capability"
+    OUT_OF_SCOPE = "out_of_scope"
+
+
+class Intent(str, Enum):
+    FACTOID = "factoid"
+    PROCEDURAL = "procedural"
+    COMPARISON = "comparison"
+    OPINION = "opinion"
+    CHITCHAT = "chitchat"
+
+
+class Complexity(str, Enum):
+    SIMPLE = "SIMPLE"
+    MEDIUM = "MEDIUM"
+    COMPLEX = "COMPLEX"
+
+
+class Specificity(str, Enum):
+    PRECISE = "PRECISE"
+    BROAD = "BROAD"
+
+
+class Understanding(_Value):
+    rewritten_query: str
+    intent: Intent = Intent.FACTOID
+    complexity: Complexity = Complexity.SIMPLE
+    specificity: Specificity = Specificity.BROAD
+    time_aware: bool = False
+    memory_aware: bool = False
+    is_ambiguous: bool = False
+    scope: Scope = Scope.KNOWLEDGE_QUERY
+    scope_confidence: float = 0.5
+    memory_write_hints: list[str] = Field(default_factory=list)
+    is_fallback: bool = False  # produced by the fallback classification
+    upgraded_complexity: bool = False  # raised by the deterministic multi-focus rule
+
+    @classmethod
+    def fallback(cls, question: str) -> "Understanding":
+        return cls(rewritten_query=question, is_ambiguous=True, is_fallback=True, scope_confidence=0.0)
+
+
+class Mode(str, Enum):
+    SELECTED_DOC = "SELECTED_DOC"
+    RULE_PLANNER = "RULE_PLANNER"
+    AGENTIC = "AGENTIC"
+
+
+class RequestedMode(str, Enum):
+    AUTO = "auto"
+    RULE = "rule"
+    AGENTIC = "agentic"
+
+
+class PathDecision(_Value):
+    mode: Mode
+    reason: str  # machine-readable: selected_docs / rule_planner / agentic / agentic_disabled / forced_rule ...
+    forced: bool = False
+
+
+ToolName = Literal["doc_search", "keyword_search", "web_search", "recall_memory"]
+
+
+class RetrievalPlan(_Value):
+    tools: list[ToolName]
+    conservative: bool = False
+    reasons: dict[str, str] = Field(default_factory=dict)  # tool -> why it was planned
+
+
+# --------------------------------------------------------------------------
+# Grading, citations
+# --------------------------------------------------------------------------
+
+
+class Tier(str, Enum):
+    HIGH = "HIGH"
+    AMBIGUOUS = "AMBIGUOUS"
+    LOW = "LOW"
+
+
+class GradeResult(_Value):
+    tier: Tier
+    top_score: float
+    lex_coverage: float
+    kb_entity_weak: bool
+    web_compensation_needed: bool
+    reason: str
+    gray_zone_mode: str = ""
+
+
+class CitationOccurrence(_Value):
+    index: int
+    char_start: int
+    char_end: int
+    valid: bool
+
+
+class UsedSource(_Value):
+    index: int
+    chunk_id: str
+    document: str
+    origin: Origin = "kb"
+
+
+class CitationResult(_Value):
+    used_sources: list[UsedSource] = Field(default_factory=list)
+    occurrences: list[CitationOccurrence] = Field(default_factory=list)
+    coverage: float | None = None  # None when it could not be computed
+    invalid_refs: int = 0
+    substantive_sentences: int = 0
+    cited_sentences: int = 0
+
+
+Band = Literal["HIGH", "MEDIUM", "LOW"]
+
+
+class Confidence(_Value):
+    score: float
+    band: Band
+    ungrounded: bool = False
+
+
+# --------------------------------------------------------------------------
+# Tools and model calls
+# --------------------------------------------------------------------------
+
+
+class ToolCallRecord(_Value):
+    name: str
+    args: dict
+    result_count: int = 0
+    new_chunks: int = 0
+    duplicate_chunks: int = 0
+    latency_ms: float = 0.0
+    status: Literal["ok", "error", "deduplicated", "rejected", "unavailable"] = "ok"
+    message: str = ""  # error text or the observation summary
+
+
+class WorkerReport(_Value):
+    """One one-shot retrieval worker's outcome."""
+
+    name: ToolName
+    status: Literal["ok", "timeout", "error", "unavailable"]
+    hits: int = 0
+    latency_ms: float = 0.0
+    message: str = ""
+
+
+class ModelCall(_Value):
+    """Usage of one model call, recorded for traces and Langfuse generations."""
+
+    purpose: str  # understanding / agent_round / answer / ...
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    ok: bool = True
+    error: str = ""
+
+
+class BackendStatus(_Value):
+    """What is live for one backend role, shown by the UI and the CLI."""
+
+    role: Literal["llm", "embedder", "reranker", "vector_store", "keyword_index", "web_search", "tracing"]
+    name: str  # e.g. "offline engine", "openai:qwen-plus"
+    live: bool  # the real (configured) implementation is active
+    detail: str = ""
+    how_to_enable: str = ""

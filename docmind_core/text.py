@@ -1,0 +1,232 @@
+"""Language-aware text helpers shared by every stage.
+
+* ``count_tokens``: one consistent count for Chinese and English without a
+  downloaded tokenizer (tiktoken fetches its files at first use).  Each CJK
+  character counts as one token; a latin word as one token plus one per eight
+  characters beyond the first; other symbols as one.  It over-counts slightly
+  against BPE tokenizers, which is the safe side for a budget.
+* ``split_sentences``: Chinese (。！？；…) and English (. ! ?) sentence ends,
+  with abbreviations, decimals and version numbers kept whole.
+* ``keyword_tokens``: what the keyword index and lexical coverage see: jieba
+  words for Chinese, lower-cased (optionally stemmed) English words, codes such
+  as ``DM-3000`` or ``v2.4.1`` kept whole as well as split, stop words removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from functools import lru_cache
+
+import jieba
+
+jieba.setLogLevel(logging.WARNING)
+_jieba_lock = threading.Lock()
+
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RE = re.compile(f"[{_CJK}]")
+_TOKEN_RE = re.compile(f"[{_CJK}]|[A-Za-z0-9]+|[^\\s{_CJK}A-Za-z0-9]")
+_CODE_RE = re.compile(r"[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+")
+_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:'[a-z]+)?")
+
+ENGLISH_STOP_WORDS = frozenset(
+    """a an the and or but if then else of to in on at by for with from as is are was were be been being
+    this that these those it its it's i you he she we they them his her our your their me my mine us do does did
+    done have has had having not no nor so than too very can could should would will shall may might must
+    what which who whom whose when where why how all any both each few more most other some such only own same
+    about above after again against below between into through during before under over out up down off once
+    here there just also s t don now ok please tell explain describe give show let know yes""".split()
+)
+
+CHINESE_STOP_WORDS = frozenset(
+    """的 了 是 在 和 与 及 或 也 就 都 而 被 把 让 给 对 从 向 以 于 之 其 这 那 这个 那个 这些 那些 什么 怎么
+    怎样 如何 哪些 哪个 哪 吗 呢 啊 吧 呀 嘛 哦 么 请 请问 一下 一个 我 你 他 她 它 我们 你们 他们 有 没有 还 又 很 更
+    最 会 能 可以 要 想 吧 着 过 得 地 个 为 为什么 多少 几 是否 是不是 告诉 介绍 说说 讲讲 一 下 上 中 等 及其 以及""".split()
+)
+
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e eg ie no fig inc ltd co corp dept approx est vol pp al".split()
+)
+
+
+def is_cjk(ch: str) -> bool:
+    return bool(_CJK_RE.match(ch))
+
+
+def detect_language(text: str) -> str:
+    """'zh' when CJK characters make up a fair share of the letters, else 'en'."""
+    cjk = len(_CJK_RE.findall(text))
+    latin = sum(len(w) for w in _WORD_RE.findall(text))
+    return "zh" if cjk and cjk * 3 >= latin else "en"
+
+
+def count_tokens(text: str) -> int:
+    total = 0
+    for tok in _TOKEN_RE.findall(text):
+        if len(tok) > 1:
+            total += 1 + (len(tok) - 1) // 8
+        else:
+            total += 1
+    return total
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (cut at a token boundary)."""
+    if max_tokens <= 0:
+        return ""
+    used = 0
+    for m in _TOKEN_RE.finditer(text):
+        tok = m.group(0)
+        cost = 1 + (len(tok) - 1) // 8 if len(tok) > 1 else 1
+        if used + cost > max_tokens:
+            return text[: m.start()].rstrip()
+        used += cost
+    return text
+
+
+# --------------------------------------------------------------------------
+# Sentences
+# --------------------------------------------------------------------------
+
+_CN_END = "。！？；…!?;"
+_SENT_RE = re.compile(r"[^。！？；…!?;.\n]*(?:[。！？；…!?;]+[”’」』）)]*|\.+|\n+|$)")
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Character spans (start, end) of sentences, covering the text without gaps or overlaps."""
+    spans: list[tuple[int, int]] = []
+    n = len(text)
+    start = 0
+    i = 0
+    while i < n:
+        ch = text[i]
+        end = None
+        if ch in _CN_END:
+            j = i + 1
+            while j < n and (text[j] in _CN_END or text[j] in "”’」』）)\"'"):
+                j += 1
+            end = j
+        elif ch == "\n":
+            j = i + 1
+            while j < n and text[j] == "\n":
+                j += 1
+            end = j
+        elif ch == ".":
+            if _is_sentence_period(text, i):
+                j = i + 1
+                while j < n and text[j] in ".\"')”’":
+                    j += 1
+                end = j
+        if end is not None:
+            if text[start:end].strip():
+                spans.append((start, end))
+            elif spans:
+                spans[-1] = (spans[-1][0], end)
+            start = end
+            i = end
+            continue
+        i += 1
+    if start < n:
+        if text[start:n].strip() or not spans:
+            spans.append((start, n))
+        else:
+            spans[-1] = (spans[-1][0], n)
+    return spans
+
+
+def _is_sentence_period(text: str, i: int) -> bool:
+    n = len(text)
+    nxt = text[i + 1] if i + 1 < n else ""
+    prev = text[i - 1] if i > 0 else ""
+    if prev.isdigit() and nxt.isdigit():  # 3.14, v2.4.1
+        return False
+    if nxt and not nxt.isspace() and nxt not in "\"')”’":
+        return False  # e.g. "example.com", "e.g"
+    m = re.search(r"([A-Za-z][A-Za-z.]*)$", text[max(0, i - 12): i])
+    if m:
+        word = m.group(1).lower().rstrip(".")
+        if word in _ABBREVIATIONS:
+            return False
+        if len(word) == 1 and word.isalpha() and prev.isupper():  # initials: "J. Smith", "U.S."
+            return False
+    return True
+
+
+def sentences(text: str) -> list[str]:
+    return [text[a:b].strip() for a, b in split_sentences(text) if text[a:b].strip()]
+
+
+# --------------------------------------------------------------------------
+# Keyword tokens
+# --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    try:
+        import Stemmer  # PyStemmer
+
+        return Stemmer.Stemmer("english")
+    except Exception:  # optional: without it English words are kept as they are
+        return None
+
+
+@lru_cache(maxsize=50000)
+def _stem(word: str) -> str:
+    s = _stemmer()
+    return s.stemWord(word) if s is not None else word
+
+
+def _jieba_words(segment: str) -> list[str]:
+    with _jieba_lock:  # jieba's lazy initialisation is not thread-safe
+        return jieba.lcut(segment)
+
+
+_SEGMENT_RE = re.compile(f"([{_CJK}]+)")
+
+
+def keyword_tokens(text: str, stem: bool = True) -> list[str]:
+    """Tokens for BM25 and lexical coverage, stop words removed, in text order."""
+    out: list[str] = []
+    for code in _CODE_RE.findall(text):
+        out.append(code.lower())
+    for part in _SEGMENT_RE.split(text):
+        if not part:
+            continue
+        if _CJK_RE.match(part):
+            for w in _jieba_words(part):
+                w = w.strip()
+                if w and w not in CHINESE_STOP_WORDS:
+                    out.append(w)
+        else:
+            for w in _WORD_RE.findall(part):
+                low = w.lower()
+                if low in ENGLISH_STOP_WORDS:
+                    continue
+                out.append(_stem(low) if stem and low.isalpha() else low)
+    return out
+
+
+def salient_terms(text: str) -> dict[str, float]:
+    """Query terms with weights: codes, numbers, capitalised names and long CJK words count more."""
+    weights: dict[str, float] = {}
+    capitalised = {w.lower() for w in re.findall(r"\b[A-Z][A-Za-z0-9]+", text)}
+    for tok in keyword_tokens(text, stem=False):
+        w = 1.0
+        if any(c.isdigit() for c in tok) or _CODE_RE.fullmatch(tok):
+            w = 2.0
+        elif tok in capitalised:
+            w = 1.6
+        elif is_cjk(tok[0]) and len(tok) >= 3:
+            w = 1.4
+        elif is_cjk(tok[0]) and len(tok) == 1:
+            w = 0.5
+        weights[tok] = max(weights.get(tok, 0.0), w)
+    return weights
+
+
+def normalise_query(query: str) -> str:
+    """Canonical form used to detect a repeated search in one run."""
+    toks = keyword_tokens(query, stem=True)
+    return " ".join(sorted(set(toks))) if toks else re.sub(r"\s+", " ", query.strip().lower())
