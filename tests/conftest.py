@@ -1,0 +1,42 @@
+"""Shared test set-up: no network, a temp DocMind home per test, offline model hubs."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ["ANONYMIZED_TELEMETRY"] = "False"
+for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY", "LANGFUSE_PUBLIC_KEY",
+             "LANGFUSE_SECRET_KEY", "DASHSCOPE_API_KEY"):
+    os.environ.pop(_var, None)
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self, address):  # tests may talk to servers they start on this machine only
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1") or host.startswith("/")):
+        raise OSError(f"test tried to reach {host!r}: only loopback is allowed in tests")
+    return _real_connect(self, address)
+
+
+socket.socket.connect = _loopback_only
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh DocMind home (database, Chroma, caches) for one test."""
+    monkeypatch.setenv("DOCMIND_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The bundled multilingual encoder, loaded once per test session."""
+    from docmind_core.backends.embedders import Usem3Embedder
+
+    return Usem3Embedder()
