@@ -1,0 +1,82 @@
+"""The ``docmind`` command: a thin click front over the Engine.
+
+The engine is opened lazily, once per invocation, so ``docmind --help`` stays
+instant and every subcommand shares the same composition root as the UI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from docmind_core.errors import DocMindError
+
+_COMMAND_MODULES = ("ingest_cmds", "eval_cmds", "ask_cmds", "agentic_cmds", "user_cmds")
+
+
+class _EngineHolder:
+    def __init__(self) -> None:
+        self.home: Path | None = None
+        self._engine = None
+
+    def __call__(self):
+        if self._engine is None:
+            from docmind_core.engine import Engine
+
+            self._engine = Engine.open(self.home)
+        return self._engine
+
+
+_holder = _EngineHolder()
+
+
+class _FriendlyGroup(click.Group):
+    """Show DocMindError messages as they are, without a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except DocMindError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_FriendlyGroup)
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), envvar="DOCMIND_HOME",
+              help="Data folder (database, vectors, caches). Default: ./data")
+@click.version_option(package_name="docmind")
+def cli(home: Path | None) -> None:
+    """DocMind: agentic RAG over your document collections."""
+    if home is not None:
+        os.environ["DOCMIND_HOME"] = str(home)
+        _holder.home = home
+
+
+@cli.command()
+def backends() -> None:
+    """Show which backend is live for each role."""
+    engine = _holder()
+    for status in engine.backends():
+        mark = "live" if status.live else "embedded default"
+        click.echo(f"{status.role:<14} {status.name:<40} [{mark}] {status.detail}")
+        if not status.live and status.how_to_enable:
+            click.echo(f"{'':<14} to enable: {status.how_to_enable}")
+    for note in engine.backend_notes():
+        click.echo(f"note: {note}")
+
+
+for _name in _COMMAND_MODULES:
+    _module = importlib.import_module(f"docmind_core.commands.{_name}")
+    _module.register(cli, _holder)
+
+
+def main() -> None:
+    cli(prog_name="docmind")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""SELECTED_DOC path: read the user's chosen documents directly, no search.
+
+Chunks come in document order; when a document does not fit its share of the
+token budget, chunks are sampled evenly so the head, the middle and the tail are
+all represented (a summary needs every part, not just the best-matching one).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from docmind_core.models import ChunkRecord, RetrievedChunk, StageScores
+from docmind_core.text import truncate_to_tokens
+
+
+def evenly_spaced(count: int, take: int) -> list[int]:
+    """``take`` indices spread over ``range(count)``, always including the first and the last."""
+    if take >= count:
+        return list(range(count))
+    if take <= 0:
+        return []
+    if take == 1:
+        return [0]
+    step = (count - 1) / (take - 1)
+    return sorted({round(i * step) for i in range(take)})
+
+
+def sample_within_budget(chunks: Sequence[ChunkRecord], budget: int) -> list[ChunkRecord]:
+    """The largest evenly spaced subset of ``chunks`` whose tokens fit ``budget``."""
+    if not chunks or budget <= 0:
+        return []
+    if sum(c.token_count for c in chunks) <= budget:
+        return list(chunks)
+    lo, hi, best = 1, len(chunks), [chunks[0]]
+    while lo <= hi:  # token counts vary, so search the largest sample size that fits
+        mid = (lo + hi) // 2
+        picked = [chunks[i] for i in evenly_spaced(len(chunks), mid)]
+        if sum(c.token_count for c in picked) <= budget:
+            best, lo = picked, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def read_selected_documents(store, doc_ids: Sequence[int], budget_tokens: int) -> list[RetrievedChunk]:
+    """Chunks of the selected documents, in order, sampled to fit ``budget_tokens`` shared equally."""
+    if not doc_ids:
+        return []
+    share = max(1, budget_tokens // len(doc_ids))
+    names = store.doc_names(list(doc_ids))
+    out: list[RetrievedChunk] = []
+    for doc_id in doc_ids:
+        records = store.chunks_for_document(doc_id, parents=False)
+        picked = sample_within_budget(records, share)
+        if not picked and records:  # a single chunk larger than the share: keep its head
+            first = records[0]
+            picked = [first.model_copy(update={"text": truncate_to_tokens(first.text, share)})]
+        for rec in picked:
+            out.append(RetrievedChunk(
+                chunk_id=rec.id, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(doc_id, str(doc_id)),
+                text=rec.text, start=rec.start, end=rec.end, chunk_index=rec.index, parent_id=rec.parent_id,
+                origin="kb", scores=StageScores(), found_by=["direct_read"],
+            ))
+    return out

@@ -1,0 +1,355 @@
+"""The composition root: builds every backend and stage once, from settings.
+
+``Engine.open(home)`` is the only place that turns config into objects.  The
+UI (through ``st.cache_resource``), the CLI, the MCP server and the tests all
+hold one Engine; it is safe to share between threads.  Settings are re-read
+from the config store for every run, so edits apply to the next run; when an
+edit touches a backend key (model name, endpoint ...), the affected backends
+are rebuilt once, here, before that run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from docmind_core.backends.chat_offline import OfflineEngine
+from docmind_core.backends.embedders import build_embedder
+from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
+from docmind_core.backends.protocols import (
+    Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
+)
+from docmind_core.backends.rerankers import build_reranker
+from docmind_core.backends.tracing import build_exporter
+from docmind_core.backends.vector_store import ChromaVectorStore
+from docmind_core.backends.web_search import build_web_search
+from docmind_core.errors import AccessDenied, EmbedderMismatch
+from docmind_core.events import Done, ErrorRaised, Event
+from docmind_core.grade import CragGrader
+from docmind_core.ingest.pipeline import Ingestor
+from docmind_core.memory import MemoryStore
+from docmind_core.models import BackendStatus, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode, SearchResult
+from docmind_core.pipeline import AnswerPipeline, AskRequest
+from docmind_core.prompts import PromptLibrary
+from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever
+from docmind_core.settings import Settings
+from docmind_core.store.config_store import ConfigStore
+from docmind_core.store.conversations import ConversationStore
+from docmind_core.store.db import Database
+from docmind_core.store.kb_store import KnowledgeStore
+from docmind_core.store.traces import TraceStore
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+PROMPTS_DIR = PACKAGE_ROOT / "prompts"
+# Settings groups whose change means rebuilding backends rather than just reading a new value.
+_BACKEND_GROUPS = ("llm", "embedding", "reranker", "vector_store", "keyword", "web", "tracing")
+
+
+def default_home() -> Path:
+    """DOCMIND_HOME, else ./data (the repository's data folder when run from a checkout)."""
+    env = os.environ.get("DOCMIND_HOME")
+    return Path(env) if env else Path.cwd() / "data"
+
+
+def build_language_model(settings: Settings, env: dict[str, str], prompts: PromptLibrary) -> LanguageModel:
+    """OpenAI-compatible endpoint when one is configured (key or base URL), else the offline engine."""
+    llm = settings.llm
+    if llm.provider == "offline":
+        return OfflineEngine(prompts)
+    base_url = llm.base_url or env.get("OPENAI_BASE_URL", "")
+    api_key = env.get("OPENAI_API_KEY") or env.get("DASHSCOPE_API_KEY", "")
+    if env.get("DASHSCOPE_API_KEY") and not env.get("OPENAI_API_KEY") and not base_url:
+        base_url = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+    if llm.provider == "auto" and not (api_key or base_url):
+        return OfflineEngine(prompts)
+    from docmind_core.backends.chat_openai import OpenAIChatModel  # imported only when configured
+
+    return OpenAIChatModel(base_url=base_url or None, api_key=api_key or "not-needed", model=llm.model,
+                           timeout_s=llm.timeout_s, max_retries=llm.max_retries, temperature=llm.temperature,
+                           prompts=prompts)
+
+
+def build_keyword_index(settings: Settings, db: Database) -> KeywordIndex:
+    if settings.keyword.backend == "rank_bm25":
+        return RankBM25KeywordIndex(db, stem=settings.keyword.english_stemming)
+    return Fts5KeywordIndex(db, stem=settings.keyword.english_stemming)
+
+
+@dataclass
+class Backends:
+    """Everything chosen from settings at start-up (or after a backend key changed)."""
+
+    settings_key: str
+    llm: LanguageModel
+    embedder: Embedder
+    reranker: Reranker
+    vector_store: VectorStore
+    keyword_index: KeywordIndex
+    web: WebSearch
+    exporter: TraceExporter
+    notes: list[str]
+
+
+class Engine:
+    def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None):
+        self.home = home
+        self.db = db
+        self.config = config
+        self.env = dict(os.environ if env is None else env)
+        self.prompts = PromptLibrary(PROMPTS_DIR)
+        self.offline_llm = OfflineEngine(self.prompts)
+        self.store = KnowledgeStore(db)
+        self.memory_store: MemoryStore | None = None
+        self.conversations = ConversationStore(db)
+        self.traces = TraceStore(db)
+        self.grader = CragGrader()
+        self._lock = threading.RLock()
+        self._backends: Backends | None = None
+        self._build(self.settings)
+        self.ingestor.reconcile()
+
+    # ------------------------------------------------------------------
+    @classmethod
+    def open(cls, home: Path | str | None = None, overrides: dict[str, Any] | None = None,
+             env: dict[str, str] | None = None) -> "Engine":
+        home = Path(home) if home else default_home()
+        home.mkdir(parents=True, exist_ok=True)
+        db = Database(home / "docmind.db")
+        config = ConfigStore(db)
+        if overrides:
+            config.set_many(overrides, by="engine.open")
+        return cls(home, db, config, env)
+
+    @property
+    def settings(self) -> Settings:
+        return self.config.load()
+
+    # ------------------------------------------------------------------
+    def _build(self, settings: Settings) -> None:
+        key = _backend_key(settings)
+        notes: list[str] = []
+        if not settings.embedding.allow_hub_download:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # an uncached hub name would otherwise retry for ~70 s
+        embedder, note = build_embedder(settings.embedding)
+        notes += [note] if note else []
+        reranker, note = build_reranker(settings, embedder)
+        notes += [note] if note else []
+        if settings.vector_store.url:
+            vector_store = ChromaVectorStore(url=settings.vector_store.url)
+        else:
+            vector_store = ChromaVectorStore(path=self.home / "chroma")
+        keyword_index = build_keyword_index(settings, self.db)
+        web = build_web_search(settings.web, self.env)
+        llm = build_language_model(settings, self.env, self.prompts)
+        exporter = build_exporter(settings.tracing, self.env)
+        self._backends = Backends(key, llm, embedder, reranker, vector_store, keyword_index, web, exporter, notes)
+        self._wire(self._backends)
+
+    def _wire(self, b: Backends) -> None:
+        from docmind_core.agentic import AgenticSearch
+        from docmind_core.oneshot import OneShotRetrieval
+        from docmind_core.tools import ToolContext, Toolbox
+
+        self.memory_store = MemoryStore(self.db, b.embedder)
+        self.ingestor = Ingestor(self.store, b.embedder, b.vector_store, b.keyword_index)
+        self.retriever = HybridRetriever(self.store, b.embedder, b.vector_store, b.keyword_index)
+        self.refiner = EvidenceRefiner(self.store, b.embedder, b.reranker)
+        self.toolbox = Toolbox(self.retriever, self.refiner, b.web, self.memory_store, self.store, b.embedder)
+        one_shot = OneShotRetrieval(self.toolbox, self.refiner, self.grader)
+        agentic = AgenticSearch(b.llm, self.toolbox, self.refiner, self.grader, self.prompts, one_shot)
+        self.pipeline = AnswerPipeline(
+            llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, toolbox=self.toolbox,
+            refiner=self.refiner, grader=self.grader, one_shot=one_shot, agentic=agentic, memory=self.memory_store,
+            tool_context_factory=ToolContext.for_run)
+
+    def _current(self, settings: Settings) -> Backends:
+        with self._lock:
+            if self._backends is None or self._backends.settings_key != _backend_key(settings):
+                self._build(settings)
+            assert self._backends is not None
+            return self._backends
+
+    # -- backends ---------------------------------------------------------
+    @property
+    def llm(self) -> LanguageModel:
+        return self._current(self.settings).llm
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._current(self.settings).embedder
+
+    @property
+    def web(self) -> WebSearch:
+        return self._current(self.settings).web
+
+    def backends(self) -> list[BackendStatus]:
+        b = self._current(self.settings)
+        return [b.llm.status(), b.embedder.status(), b.reranker.status(), b.vector_store.status(),
+                b.keyword_index.status(), b.web.status(), self._tracing_status(b)]
+
+    def backend_notes(self) -> list[str]:
+        return list(self._current(self.settings).notes)
+
+    def _tracing_status(self, b: Backends) -> BackendStatus:
+        exporter = b.exporter.status()
+        detail = f"local SQLite trace store; {exporter.detail or exporter.name}"
+        return exporter.model_copy(update={"detail": detail})
+
+    # -- access -------------------------------------------------------------
+    def readable_kbs(self, user_id: int | None = None) -> list[KnowledgeBase]:
+        guard = self._guard()
+        if guard is None:
+            return self.store.list_kbs()
+        return guard.readable_kbs(self._user(user_id))
+
+    def _guard(self):
+        try:
+            from docmind_core.access import KbAccessGuard
+            from docmind_core.users import UserStore
+        except ImportError:
+            return None
+        return KbAccessGuard(self.store, UserStore(self.db))
+
+    def _user(self, user_id: int | None):
+        from docmind_core.users import LOCAL_USER, UserStore
+
+        if user_id is None or user_id == LOCAL_USER.id:
+            return LOCAL_USER
+        return UserStore(self.db).get(user_id)
+
+    def _readable(self, kb_ids: Sequence[int], user_id: int | None) -> tuple[list[int], list[int]]:
+        guard = self._guard()
+        if guard is None:
+            return list(kb_ids), []
+        allowed, denied = guard.filter_readable(self._user(user_id), list(kb_ids))
+        return list(allowed), list(denied)
+
+    def _check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
+        """KBs searchable with the live embedder, and a message for each one that is not."""
+        embedder = self.embedder
+        ok, problems = [], []
+        for kb_id in kb_ids:
+            kb = self.store.get_kb(kb_id)
+            if kb.embedder_id != embedder.id:
+                problems.append(f"knowledge base '{kb.name}' was indexed with {kb.embedder_id}, but the live "
+                                f"embedder is {embedder.id}; re-index it (docmind kb reindex {kb.name}) or switch "
+                                f"embedding settings back")
+            else:
+                ok.append(kb_id)
+        return ok, problems
+
+    # -- knowledge bases ----------------------------------------------------
+    def create_kb(self, name: str, description: str = "", user_id: int | None = None,
+                  department: str = "", visibility: str = "private") -> KnowledgeBase:
+        embedder = self.embedder
+        owner = None if user_id is None else user_id
+        return self.store.create_kb(name, embedder.id, embedder.dim, description=description, owner_id=owner,
+                                    department=department, visibility=visibility)
+
+    def delete_kb(self, kb_id: int, user_id: int | None = None) -> None:
+        self._require_manage(kb_id, user_id)
+        self._current(self.settings)
+        self.ingestor.delete_kb(kb_id)
+
+    def delete_document(self, doc_id: int, user_id: int | None = None) -> None:
+        doc = self.store.get_document(doc_id)
+        self._require_manage(doc.kb_id, user_id)
+        self._current(self.settings)
+        self.ingestor.delete_document(doc_id)
+
+    def ingest(self, kb_id: int, paths: Sequence[Path | str], progress: Callable[[IngestProgress], None] | None = None,
+               names: Sequence[str] | None = None, user_id: int | None = None) -> list[IngestOutcome]:
+        self._require_manage(kb_id, user_id)
+        settings = self.settings
+        self._current(settings)
+        return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
+                                    names=list(names) if names else None)
+
+    def _require_manage(self, kb_id: int, user_id: int | None) -> None:
+        guard = self._guard()
+        if guard is None:
+            return
+        kb = self.store.get_kb(kb_id)
+        if not guard.can_manage(self._user(user_id), kb):
+            raise AccessDenied(f"you may not change knowledge base '{kb.name}': only its owner or an admin can")
+
+    # -- retrieval and answers -----------------------------------------------
+    def search(self, query: str, kb_ids: Sequence[int], doc_ids: Sequence[int] | None = None,
+               user_id: int | None = None) -> SearchResult:
+        allowed, denied = self._readable(kb_ids, user_id)
+        if denied:
+            raise AccessDenied(f"you may not read knowledge base(s) {_names(self.store, denied)}")
+        settings = self.settings
+        self._current(settings)
+        usable, problems = self._check_embedder(allowed)
+        if problems:
+            raise EmbedderMismatch("; ".join(problems))
+        return self.retriever.search(query, usable, settings, doc_ids=list(doc_ids) if doc_ids else None)
+
+    def ask(self, question: str, kb_ids: Sequence[int], conversation_id: str | None = None,
+            mode: str | RequestedMode = "auto", selected_doc_ids: Sequence[int] | None = None,
+            user_id: int | None = None, cancel: threading.Event | None = None,
+            pair_id: str | None = None) -> Iterator[Event]:
+        """Run the pipeline; every event is recorded in the trace store as it is yielded."""
+        settings = self.settings
+        backends = self._current(settings)
+        pipeline = self.pipeline
+        requested = mode if isinstance(mode, RequestedMode) else RequestedMode(str(mode).lower())
+        allowed, denied = self._readable(kb_ids, user_id)
+        usable, problems = self._check_embedder(allowed)
+        if denied:
+            problems.insert(0, f"you may not read knowledge base(s) {_names(self.store, denied)}; they were left out")
+        history = self.conversations.history_turns(conversation_id, settings.rag.history_turns) \
+            if conversation_id else []
+        selected = [d for d in (selected_doc_ids or []) if self._doc_kb(d) in usable]
+        request = AskRequest(question=question, kb_ids=usable, requested_mode=requested, selected_doc_ids=selected,
+                             user_id=user_id, conversation_id=conversation_id or "", history=history)
+        recorder = self.traces.recorder(run_id=request.run_id, question=question, requested_mode=requested.value,
+                                        kb_ids=list(usable), config=settings.flat(), user_id=user_id,
+                                        conversation_id=conversation_id, pair_id=pair_id)
+        done: Done | None = None
+        try:
+            for i, event in enumerate(pipeline.ask(request, settings, self.backends(), cancel)):
+                if i == 0 and problems:  # say right after the run starts which KBs were left out and why
+                    yield from (_record(recorder, e) for e in
+                                [event] + [ErrorRaised(stage="access", message=p, t_ms=event.t_ms) for p in problems])
+                    continue
+                if isinstance(event, Done):
+                    done = event
+                yield _record(recorder, event)
+        finally:
+            recorder.finish()
+            if done is not None and conversation_id:
+                self.conversations.add_message(conversation_id, "user", question, run_id=request.run_id)
+                self.conversations.add_message(conversation_id, "assistant", done.answer, run_id=request.run_id)
+            if done is not None:
+                backends.exporter.export(self.traces.get(request.run_id))
+
+    def _doc_kb(self, doc_id: int) -> int | None:
+        try:
+            return self.store.get_document(doc_id).kb_id
+        except Exception:
+            return None
+
+
+def _record(recorder, event: Event) -> Event:
+    recorder.record(event)
+    return event
+
+
+def _names(store: KnowledgeStore, kb_ids: Sequence[int]) -> str:
+    names = []
+    for kb_id in kb_ids:
+        try:
+            names.append(f"'{store.get_kb(kb_id).name}'")
+        except Exception:
+            names.append(f"#{kb_id}")
+    return ", ".join(names)
+
+
+def _backend_key(settings: Settings) -> str:
+    dumped = settings.model_dump()
+    return repr({g: dumped[g] for g in _BACKEND_GROUPS})

@@ -1,0 +1,330 @@
+"""One run of the answer pipeline, as a stream of typed events.
+
+scope → understanding → routing → retrieval (SELECTED_DOC / RULE_PLANNER /
+AGENTIC) → grading (inside retrieval) → prompt → streamed answer → citations.
+
+A failure anywhere yields an ``ErrorRaised`` or ``Fallback`` event and the
+run still ends with ``Done``.  The pipeline holds no per-run state between
+calls; persistence (conversation, trace, Langfuse) is the engine's job.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+from docmind_core.backends.protocols import LanguageModel, Turn, UsageMeter
+from docmind_core.citations import confidence_from, parse_citations
+from docmind_core.direct_read import read_selected_documents
+from docmind_core.events import (
+    AnswerStarted, Done, ErrorRaised, Event, Fallback, Graded, Reranked, Retrieved, Routed, RunStarted,
+    ScopeDecided, Token, Understood,
+)
+from docmind_core.generate import build_answer_prompt, choose_template
+from docmind_core.models import (
+    BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievalPlan, RetrievedChunk, Scope, SearchResult,
+    Tier, Understanding,
+)
+from docmind_core.plan import plan_retrieval
+from docmind_core.route import decide_path
+from docmind_core.scope import fast_scope
+from docmind_core.settings import Settings
+from docmind_core.understand import QueryUnderstanding
+
+# Scopes that never retrieve: each maps to the answer template that handles it.
+_DIRECT_TEMPLATES = {
+    Scope.META_DIALOGUE: "meta_dialogue",
+    Scope.CHITCHAT: "chitchat",
+    Scope.CAPABILITY: "capability",
+    Scope.OUT_OF_SCOPE: "out_of_scope",
+    Scope.MEMORY_COMMAND: "memory_ack",
+}
+# The model's non-knowledge scope is trusted only when it is this sure (a wrong call skips retrieval).
+_MODEL_SCOPE_MIN_CONFIDENCE = 0.7
+_MEMORY_PREFIX = re.compile(
+    r"^\s*(?:请\s*)?(?:帮我\s*)?(?:记住|记一下|记下)[:：,，\s]*|^\s*(?:please\s+)?remember(?:\s+that)?[:,\s]*",
+    re.IGNORECASE)
+
+
+@dataclass
+class AskRequest:
+    question: str
+    kb_ids: list[int]
+    requested_mode: RequestedMode = RequestedMode.AUTO
+    selected_doc_ids: list[int] = field(default_factory=list)
+    user_id: int | None = None
+    conversation_id: str = ""
+    history: list[Turn] = field(default_factory=list)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass
+class _RunState:
+    """What one run has learnt so far; read by the final Done event even after a failure."""
+
+    started: float
+    stage: str = "start"
+    scope: Scope = Scope.KNOWLEDGE_QUERY
+    decision: PathDecision | None = None
+    sources: list[RetrievedChunk] = field(default_factory=list)
+    grade: GradeResult | None = None
+    stop_reason: str = ""
+    web_compensated: bool = False
+    memories: list[str] = field(default_factory=list)
+    answer: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+
+class AnswerPipeline:
+    """Turns a question into a graded, cited, streamed answer."""
+
+    def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts, store, toolbox, refiner,
+                 grader, one_shot, agentic, memory, tool_context_factory):
+        self.llm = llm
+        self.fallback_llm = fallback_llm  # the offline engine: answers when the configured model fails
+        self.prompts = prompts
+        self.store = store
+        self.toolbox = toolbox
+        self.refiner = refiner
+        self.grader = grader
+        self.one_shot = one_shot
+        self.agentic = agentic
+        self.memory = memory
+        self.tool_context_factory = tool_context_factory
+        self.understanding = QueryUnderstanding(llm, prompts)
+
+    # ------------------------------------------------------------------
+    def ask(self, request: AskRequest, settings: Settings, backends: Sequence[BackendStatus],
+            cancel: threading.Event | None = None) -> Iterator[Event]:
+        cancel = cancel or threading.Event()
+        state = _RunState(started=time.perf_counter())
+        meter = UsageMeter()
+
+        def stamp(event: Event) -> Event:
+            return event.model_copy(update={"t_ms": round(state.elapsed_ms(), 2)})
+
+        yield stamp(RunStarted(
+            run_id=request.run_id, question=request.question, kb_ids=list(request.kb_ids),
+            requested_mode=request.requested_mode.value, backends=list(backends),
+            conversation_id=request.conversation_id, selected_doc_ids=list(request.selected_doc_ids)))
+        try:
+            if not request.question.strip():
+                raise ValueError("the question is empty")
+            for event in self._run(request, settings, cancel, meter, state):
+                yield stamp(event)
+        except GeneratorExit:  # the consumer went away: stop tools and the model, end quietly
+            cancel.set()
+            raise
+        except Exception as exc:  # any stage: report it where it happened, then still finish the run
+            yield stamp(ErrorRaised(stage=state.stage, message=f"{type(exc).__name__}: {exc}"))
+            if not state.answer:
+                for event in self._fallback_answer(request, state, meter, cancel, settings):
+                    yield stamp(event)
+        state.timings["total"] = round(state.elapsed_ms(), 2)
+        yield stamp(self._done(request, state, meter, settings, cancel))
+
+    # ------------------------------------------------------------------
+    def _run(self, request: AskRequest, settings: Settings, cancel: threading.Event, meter: UsageMeter,
+             state: _RunState) -> Iterator[Event]:
+        question = request.question.strip()
+        history = request.history[-2 * settings.rag.history_turns:] if settings.rag.history_turns else []
+
+        # 1. scope: the regex fast path answers with zero model calls when it is sure
+        state.stage = "scope"
+        t = time.perf_counter()
+        fast = fast_scope(question, history)
+        state.timings["scope"] = _ms(t)
+        understanding: Understanding | None = None
+        if fast is not None:
+            state.scope = fast.scope
+            yield ScopeDecided(scope=fast.scope, confidence=fast.confidence, via="regex", reason=fast.reason)
+        else:
+            # 2. understanding: one model call that also decides the scope
+            state.stage = "understanding"
+            t = time.perf_counter()
+            understanding, via = self.understanding.run(question, history, self._kb_brief(request.kb_ids), meter)
+            state.timings["understanding"] = _ms(t)
+            trusted = (understanding.scope == Scope.KNOWLEDGE_QUERY
+                       or understanding.scope_confidence >= _MODEL_SCOPE_MIN_CONFIDENCE)
+            state.scope = understanding.scope if trusted else Scope.KNOWLEDGE_QUERY
+            yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence,
+                               via="fallback" if via == "fallback" else "model",
+                               reason="" if trusted else f"model said {understanding.scope.value} "
+                                                         f"with low confidence; treated as a knowledge query")
+            yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"])
+            self._store_memory_hints(request, understanding, settings)
+
+        if state.scope != Scope.KNOWLEDGE_QUERY:
+            yield from self._answer_without_retrieval(request, question, history, state, meter, cancel)
+            return
+
+        if understanding is None:  # fast path said "knowledge" (it never does today, but stay total)
+            understanding = Understanding(rewritten_query=question)
+
+        # 3. routing
+        state.stage = "routing"
+        decision = decide_path(question, understanding, request.selected_doc_ids, request.requested_mode, settings)
+        state.decision = decision
+        plan: RetrievalPlan | None = None
+        note = ""
+        if decision.mode == Mode.RULE_PLANNER:
+            plan = plan_retrieval(question, understanding)
+        yield Routed(decision=decision, plan=plan, note=note)
+
+        # 4. retrieval and grading
+        state.stage = "retrieval"
+        t = time.perf_counter()
+        ctx = self.tool_context_factory(kb_ids=list(request.kb_ids), user_id=request.user_id, settings=settings)
+        if decision.mode == Mode.SELECTED_DOC:
+            yield from self._direct_read(request, understanding, settings, state)
+        else:
+            if decision.mode == Mode.AGENTIC:
+                outcome = yield from self.agentic.run(
+                    question, understanding, self._kb_brief(request.kb_ids), ctx, settings, cancel, meter)
+            else:
+                outcome = yield from self.one_shot.run(question, understanding, plan, ctx, settings, cancel)
+            state.sources = [c for c in outcome.result.chunks]
+            state.grade = outcome.grade
+            state.stop_reason = outcome.stop_reason
+            state.web_compensated = outcome.web_compensated
+            state.memories = list(outcome.memories)
+            for name, value in outcome.timings_ms.items():
+                state.timings[f"retrieval.{name}"] = round(value, 2)
+        state.timings["retrieval"] = _ms(t)
+
+        if cancel.is_set():
+            state.stop_reason = state.stop_reason or "cancelled"
+            return
+
+        # 5. generation
+        state.stage = "generation"
+        template = choose_template(state.grade, state.sources)
+        yield from self._generate(template, request, question, history, state, meter, cancel)
+
+    # ------------------------------------------------------------------
+    def _direct_read(self, request: AskRequest, understanding: Understanding, settings: Settings,
+                     state: _RunState) -> Iterator[Event]:
+        doc_ids = request.selected_doc_ids[: settings.rag.selected_doc_max]
+        chunks = read_selected_documents(self.store, doc_ids, settings.rag.context_max_tokens)
+        yield Retrieved(mode="selected_doc", candidate_count=len(chunks), kb_chunks=len(chunks))
+        # Score the chunks so the UI can still show relevance, but keep them all: the user chose these documents.
+        query = understanding.rewritten_query or request.question
+        scores = self.refiner.reranker.score(query, chunks) if chunks else []
+        scored = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s})})
+                  for c, s in zip(chunks, scores)]
+        yield Reranked(candidates=scored, reranker=self.refiner.reranker.name)
+        top = max(scores, default=0.0)
+        grade = GradeResult(
+            tier=Tier.HIGH if scored else Tier.LOW, top_score=top, lex_coverage=1.0 if scored else 0.0,
+            kb_entity_weak=False, web_compensation_needed=False,
+            reason="the selected documents are read directly; their relevance is given by the user's choice"
+            if scored else "the selected documents have no text")
+        state.sources, state.grade = scored, grade
+        yield Graded(grade=grade)
+
+    def _answer_without_retrieval(self, request: AskRequest, question: str, history: list[Turn],
+                                  state: _RunState, meter: UsageMeter, cancel: threading.Event) -> Iterator[Event]:
+        template = _DIRECT_TEMPLATES[state.scope]
+        if state.scope == Scope.MEMORY_COMMAND:
+            text = _MEMORY_PREFIX.sub("", question).strip() or question
+            if request.user_id is not None and self.memory is not None:
+                self.memory.add(request.user_id, text, source="memory_command")
+                state.memories = [text]
+            else:
+                yield Fallback(stage="memory", reason="no signed-in user to store a memory for", to="reply only")
+        state.stage = "generation"
+        yield from self._generate(template, request, question, history, state, meter, cancel)
+
+    def _generate(self, template: str, request: AskRequest, question: str, history: list[Turn],
+                  state: _RunState, meter: UsageMeter, cancel: threading.Event) -> Iterator[Event]:
+        prompt = build_answer_prompt(template, question, state.sources, history, state.memories, self.prompts)
+        yield AnswerStarted(prompt=template, sources=state.sources, memories=state.memories)
+        t = time.perf_counter()
+        pieces: list[str] = []
+        try:
+            for piece in self.llm.stream_answer(prompt, meter, cancel):
+                if cancel.is_set():
+                    state.stop_reason = state.stop_reason or "cancelled"
+                    break
+                pieces.append(piece)
+                yield Token(text=piece)
+        except Exception as exc:
+            if self.llm is self.fallback_llm:
+                raise
+            yield ErrorRaised(stage="generation", message=f"{type(exc).__name__}: {exc}")
+            yield Fallback(stage="generation", reason="the language model failed while answering",
+                           to=self.fallback_llm.name)
+            if pieces:  # keep what streamed; mark the switch so the reader sees where it happened
+                pieces.append("\n\n")
+                yield Token(text="\n\n")
+            for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
+                pieces.append(piece)
+                yield Token(text=piece)
+        state.answer = "".join(pieces)
+        state.timings["generation"] = _ms(t)
+
+    def _fallback_answer(self, request: AskRequest, state: _RunState, meter: UsageMeter,
+                         cancel: threading.Event, settings: Settings) -> Iterator[Event]:
+        """After a failure before the answer: answer with the fallback template and whatever evidence we have."""
+        yield Fallback(stage=state.stage, reason="the pipeline failed before answering", to="fallback prompt")
+        try:
+            prompt = build_answer_prompt("fallback" if not state.sources else "low_confidence", request.question,
+                                         state.sources, [], state.memories, self.prompts)
+            yield AnswerStarted(prompt=prompt.template, sources=state.sources)
+            pieces = []
+            for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
+                pieces.append(piece)
+                yield Token(text=piece)
+            state.answer = "".join(pieces)
+        except Exception as exc:  # even the fallback failed: say so plainly
+            message = f"Sorry, DocMind could not answer this question ({type(exc).__name__}: {exc})."
+            state.answer = message
+            yield Token(text=message)
+
+    # ------------------------------------------------------------------
+    def _done(self, request: AskRequest, state: _RunState, meter: UsageMeter, settings: Settings,
+              cancel: threading.Event) -> Done:
+        citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
+        confidence = None
+        if state.grade is not None:
+            confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation)
+        decision = state.decision
+        return Done(
+            run_id=request.run_id, answer=state.answer,
+            mode=decision.mode.value if decision else "NONE",
+            route_reason=decision.reason if decision else f"scope:{state.scope.value}",
+            scope=state.scope, sources=state.sources, citations=citations, confidence=confidence,
+            grade=state.grade, stop_reason=state.stop_reason or ("cancelled" if cancel.is_set() else ""),
+            web_compensated=state.web_compensated, cancelled=cancel.is_set(), timings_ms=state.timings,
+            model_calls=list(meter.calls), backend=self.llm.name,
+        )
+
+    # ------------------------------------------------------------------
+    def _kb_brief(self, kb_ids: Sequence[int]) -> str:
+        """Names and descriptions of the selected KBs (never their ids) for rewriting and the agentic seed."""
+        lines = []
+        for kb_id in kb_ids:
+            try:
+                kb = self.store.get_kb(kb_id)
+            except Exception:
+                continue
+            lines.append(f"- {kb.name}: {kb.description}" if kb.description else f"- {kb.name}")
+        return "\n".join(lines) if lines else "(no knowledge base selected)"
+
+    def _store_memory_hints(self, request: AskRequest, understanding: Understanding, settings: Settings) -> None:
+        if request.user_id is None or self.memory is None:
+            return
+        for hint in understanding.memory_write_hints[:3]:
+            if hint.strip():
+                self.memory.add(request.user_id, hint.strip(), source="hint")
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 2)
