@@ -1,0 +1,219 @@
+"""One-shot retrieval: the planned tools in parallel, then one refine → grade → web-compensation pass.
+
+This is the RULE_PLANNER path and the agentic loop's fallback.  The closing
+stage (:class:`EvidenceFinisher`) is shared with the loop's finalize step so
+both paths rerank, grade and compensate in exactly the same way.
+
+Both ``run`` methods are generators: they yield events and *return* a
+:class:`RetrievalOutcome` (read it with ``outcome = yield from ...``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Generator, Literal, Sequence
+
+from docmind_core.events import Event, Graded, Reranked, Retrieved, WebCompensated
+from docmind_core.models import (
+    GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, Tier, ToolCallRecord, ToolName, Understanding,
+    WorkerReport,
+)
+from docmind_core.settings import Settings
+from docmind_core.tools import ToolContext, Toolbox, ToolOutput
+
+EventStream = Generator[Event, None, "RetrievalOutcome"]
+
+# Plan tool name -> (toolbox tool, its arguments besides the query)
+_WORKER_TOOLS: dict[str, str] = {
+    "doc_search": "searchDocs", "keyword_search": "keywordSearch", "web_search": "webSearch",
+    "recall_memory": "recall_memory",
+}
+
+
+@dataclass
+class RetrievalOutcome:
+    """What retrieval hands to generation, whichever path produced it."""
+
+    result: SearchResult  # chunks = the sources, in order; candidates = every candidate with its scores
+    grade: GradeResult
+    mode: Literal["one_shot", "agentic_loop"]
+    stop_reason: str = ""
+    web_compensated: bool = False
+    memories: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    workers: list[WorkerReport] = field(default_factory=list)
+    rounds: int = 0
+    dedupe_hits: int = 0
+    fell_back: bool = False
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def sources(self) -> list[RetrievedChunk]:
+        return self.result.chunks
+
+
+@dataclass
+class FinishedEvidence:
+    result: SearchResult
+    grade: GradeResult
+    web_compensated: bool
+    timings_ms: dict[str, float]
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 2)
+
+
+def _reranker_name(refiner: Any) -> str:
+    reranker = getattr(refiner, "reranker", None)
+    return str(getattr(reranker, "name", "") or type(refiner).__name__)
+
+
+class EvidenceFinisher:
+    """union → refine (rerank, MMR, parent expansion, compression) → grade → at most one web round."""
+
+    def __init__(self, toolbox: Toolbox, refiner: Any, grader: Any):
+        self.toolbox = toolbox
+        self.refiner = refiner
+        self.grader = grader
+
+    def finish(self, query: str, union: Sequence[RetrievedChunk], ctx: ToolContext, settings: Settings,
+               web_already_used: bool, rerank_query: str | None = None) -> Generator[Event, None, FinishedEvidence]:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        result = self.refiner.refine(rerank_query or query, list(union), settings)
+        timings["refine"] = _ms(t0)
+        yield Reranked(candidates=result.candidates, reranker=_reranker_name(self.refiner),
+                       duration_ms=timings["refine"])
+        t0 = time.perf_counter()
+        grade = self.grader.grade(query, result.chunks, settings.grader)
+        timings["grade"] = _ms(t0)
+        yield Graded(grade=grade, round="initial")
+
+        wanted, reason = self._compensation_wanted(grade, settings, web_already_used)
+        if not wanted:
+            yield WebCompensated(ran=False, reason=reason)
+            return FinishedEvidence(result, grade, False, timings)
+
+        t0 = time.perf_counter()
+        try:
+            web = self.toolbox.call(ctx, "webSearch", {"query": query, "max_results": settings.web.max_results})
+        except Exception as exc:  # noqa: BLE001 - compensation is best effort; keep the KB evidence
+            web = ToolOutput(status="error", message=str(exc))
+        ctx.record(ToolCallRecord(name="webSearch", args={"query": query}, result_count=len(web.chunks),
+                                  status=web.status, latency_ms=_ms(t0), message=web.message or "web compensation"))
+        if web.status != "ok" or not web.chunks:
+            timings["web_compensation"] = _ms(t0)
+            why = web.message or "web search returned nothing"
+            yield WebCompensated(ran=False, reason=f"{reason}; {why}", duration_ms=timings["web_compensation"])
+            return FinishedEvidence(result, grade, False, timings)
+
+        merged = _merge(union, web.chunks)
+        result = self.refiner.refine(rerank_query or query, merged, settings)
+        timings["web_compensation"] = _ms(t0)
+        added = sum(1 for c in result.chunks if c.origin == "web")
+        yield WebCompensated(ran=True, reason=reason, added_chunks=added, duration_ms=timings["web_compensation"])
+        grade = self.grader.grade(query, result.chunks, settings.grader)
+        yield Graded(grade=grade, round="after_web")
+        return FinishedEvidence(result, grade, True, timings)
+
+    @staticmethod
+    def _compensation_wanted(grade: GradeResult, settings: Settings, web_already_used: bool) -> tuple[bool, str]:
+        if not grade.web_compensation_needed:
+            return False, f"not needed: tier {grade.tier.value}"
+        if grade.tier == Tier.LOW and not settings.retrieval.web_compensation_on_low:
+            return False, "not run: retrieval.web_compensation_on_low is off"
+        if web_already_used:
+            return False, "not run: the web was already searched in this run"
+        return True, f"tier {grade.tier.value}: {grade.reason}" if grade.reason else f"tier {grade.tier.value}"
+
+
+def _merge(first: Sequence[RetrievedChunk], second: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
+    seen: dict[str, RetrievedChunk] = {}
+    for chunk in [*first, *second]:
+        seen.setdefault(chunk.chunk_id, chunk)
+    return list(seen.values())
+
+
+class OneShotRetrieval:
+    """Planned tools in parallel threads, each under retrieval.worker_timeout_ms; failures drop out."""
+
+    def __init__(self, toolbox: Toolbox, refiner: Any, grader: Any):
+        self.toolbox = toolbox
+        self.finisher = EvidenceFinisher(toolbox, refiner, grader)
+
+    def run(self, question: str, understanding: Understanding, plan: RetrievalPlan, ctx: ToolContext,
+            settings: Settings, cancel: threading.Event | None = None) -> EventStream:
+        started = time.perf_counter()
+        query = understanding.rewritten_query or question
+        reports, outputs = self._run_workers(query, plan.tools, ctx, settings, cancel)
+        union: list[RetrievedChunk] = []
+        for output in outputs:
+            union = _merge(union, output.chunks)
+        memories = [m for o in outputs for m in o.memories]
+        memories = list(dict.fromkeys(memories))
+        retrieval_ms = _ms(started)
+        yield Retrieved(mode="one_shot", workers=reports, candidate_count=len(union),
+                        kb_chunks=sum(1 for c in union if c.origin == "kb"),
+                        web_chunks=sum(1 for c in union if c.origin == "web"),
+                        memory_items=len(memories), duration_ms=retrieval_ms)
+        web_used = any(r.name == "web_search" and r.status == "ok" for r in reports)
+        done = yield from self.finisher.finish(query, union, ctx, settings, web_used)
+        timings = {"retrieval": retrieval_ms, **done.timings_ms}
+        return RetrievalOutcome(result=done.result, grade=done.grade, mode="one_shot", stop_reason="",
+                                web_compensated=done.web_compensated, memories=memories,
+                                tool_calls=list(ctx.records), workers=reports, timings_ms=timings)
+
+    def _run_workers(self, query: str, tools: Sequence[ToolName], ctx: ToolContext, settings: Settings,
+                     cancel: threading.Event | None) -> tuple[list[WorkerReport], list[ToolOutput]]:
+        """Each planned tool in its own thread; a slow or failing worker is reported and left out."""
+        timeout_s = settings.retrieval.worker_timeout_ms / 1000
+        names = list(dict.fromkeys(tools))
+        if not names or (cancel is not None and cancel.is_set()):
+            return [], []
+        pool = ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="docmind-worker")
+        starts = {name: time.perf_counter() for name in names}
+        futures = {name: pool.submit(self._work, name, query, ctx) for name in names}
+        deadline = time.perf_counter() + timeout_s
+        pending = set(futures.values())
+        while pending:  # wake up early on cancel; otherwise until all finish or the deadline passes
+            left = deadline - time.perf_counter()
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                break
+            _, pending = wait(pending, timeout=min(left, 0.1), return_when=FIRST_EXCEPTION)
+        pool.shutdown(wait=False, cancel_futures=True)  # stragglers finish in the background, unused
+
+        reports: list[WorkerReport] = []
+        outputs: list[ToolOutput] = []
+        for name, fut in futures.items():
+            if not fut.done():
+                reports.append(WorkerReport(name=name, status="timeout", latency_ms=round(timeout_s * 1000, 2),
+                                            message=f"no answer within {settings.retrieval.worker_timeout_ms} ms"))
+                continue
+            exc = fut.exception()
+            if exc is not None:
+                reports.append(WorkerReport(name=name, status="error", latency_ms=_ms(starts[name]),
+                                            message=str(exc)))
+                continue
+            output, latency = fut.result()
+            status = "ok" if output.status == "ok" else ("unavailable" if output.status == "unavailable" else "error")
+            reports.append(WorkerReport(name=name, status=status, hits=len(output.chunks) + len(output.memories),
+                                        latency_ms=latency, message=output.message))
+            if status == "ok":
+                outputs.append(output)
+        return reports, outputs
+
+    def _work(self, name: str, query: str, ctx: ToolContext) -> tuple[ToolOutput, float]:
+        t0 = time.perf_counter()
+        tool = _WORKER_TOOLS[name]
+        args: dict[str, Any] = {"query": query}
+        if tool in ("searchDocs",):
+            args["top_k"] = None  # the whole fused candidate list; the refiner cuts it
+        output = self.toolbox.call(ctx, tool, args)
+        latency = _ms(t0)
+        ctx.record(ToolCallRecord(name=tool, args={"query": query}, result_count=len(output.chunks),
+                                  status=output.status, latency_ms=latency, message=output.message))
+        return output, latency

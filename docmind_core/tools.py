@@ -1,0 +1,427 @@
+"""The retrieval tools and the per-run tool context that enforces the security boundary.
+
+One set of tool functions serves the one-shot workers, the agentic loop and
+(later) the MCP server.  Every call runs under a :class:`ToolContext` built
+from the *session*: the knowledge-base ids and the user id never come from the
+model, so a prompt-injected ``kbIds=[999]`` is overridden, not obeyed.
+
+``searchDocs`` is the hybrid search (vector + keyword, fused), not the dense
+retriever alone: the bundled encoder is weak on rare names and codes, and a
+model reading the results gains nothing from a worse list.  ``keywordSearch``
+stays separate for exact codes, versions and quoted names.
+
+``executeCode`` runs Python in a child process with a wall-clock limit.  It
+cannot enforce "no network" on this machine, so it is off by default
+(``sandbox.enabled``) and absent from the loop's tool list when off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec
+from docmind_core.errors import DocMindError
+from docmind_core.models import RetrievedChunk, ToolCallRecord
+from docmind_core.settings import Settings
+from docmind_core.text import normalise_query, truncate_to_tokens
+
+ToolStatus = Literal["ok", "error", "deduplicated", "rejected", "unavailable"]
+
+# Argument names a model might use to pick knowledge bases or users; the session decides those.
+_SESSION_ARGS = ("kb_ids", "kbIds", "kb_id", "kbId", "user_id", "userId")
+_SNIPPET_TOKENS = 160  # per chunk in the text the model reads
+_CODE_OUTPUT_CHARS = 4000
+
+
+class ToolExecutionError(DocMindError):
+    """A tool's backend failed while running a well-formed call."""
+
+    def __init__(self, tool: str, cause: BaseException):
+        super().__init__(f"{tool} failed: {cause}")
+        self.tool = tool
+        self.cause = cause
+
+
+@dataclass
+class ToolOutput:
+    chunks: list[RetrievedChunk] = field(default_factory=list)
+    text: str = ""  # what the model reads
+    status: ToolStatus = "ok"
+    message: str = ""
+    memories: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ToolContext:
+    """One run's tool state: the session's scope plus what the tools found so far.
+
+    Calls in one agentic round run in parallel threads, so every mutation goes
+    through the lock.
+    """
+
+    kb_ids: tuple[int, ...]
+    user_id: int | None
+    settings: Settings
+    cancel: threading.Event = field(default_factory=threading.Event)
+    searched: set[tuple[str, str]] = field(default_factory=set)  # (tool, normalised query)
+    chunks: dict[str, RetrievedChunk] = field(default_factory=dict)  # first-seen order
+    records: list[ToolCallRecord] = field(default_factory=list)
+    used_web: bool = False
+    memories: list[str] = field(default_factory=list)
+    dedupe_hits: int = 0
+    call_count: int = 0
+    closed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def for_run(cls, kb_ids: Sequence[int], user_id: int | None, settings: Settings,
+                cancel: threading.Event | None = None) -> "ToolContext":
+        return cls(kb_ids=tuple(int(k) for k in kb_ids), user_id=user_id, settings=settings,
+                   cancel=cancel if cancel is not None else threading.Event())
+
+    def fresh(self) -> "ToolContext":
+        """Same session scope, empty state (used when the loop falls back to one-shot)."""
+        return ToolContext.for_run(self.kb_ids, self.user_id, self.settings, threading.Event())
+
+    # -- state updates (thread-safe) ------------------------------------------
+    def claim_query(self, tool: str, query: str) -> bool:
+        """False when this tool already ran this (normalised) query in the run."""
+        key = (tool, normalise_query(query))
+        with self._lock:
+            if key in self.searched:
+                self.dedupe_hits += 1
+                return False
+            self.searched.add(key)
+            return True
+
+    def reserve_call(self) -> bool:
+        """Count one call against the run's cap; False when the cap is reached."""
+        with self._lock:
+            if self.call_count >= self.settings.agentic.max_tool_calls:
+                return False
+            self.call_count += 1
+            return True
+
+    def absorb(self, chunks: Sequence[RetrievedChunk], tool: str) -> tuple[list[str], int]:
+        """Add chunks to the union; returns (new chunk ids, duplicate count)."""
+        new: list[str] = []
+        dup = 0
+        with self._lock:
+            for chunk in chunks:
+                seen = self.chunks.get(chunk.chunk_id)
+                if seen is None:
+                    self.chunks[chunk.chunk_id] = chunk.model_copy(
+                        deep=True, update={"found_by": list(dict.fromkeys([*chunk.found_by, tool]))})
+                    new.append(chunk.chunk_id)
+                else:
+                    dup += 1
+                    if tool not in seen.found_by:
+                        seen.found_by.append(tool)
+        return new, dup
+
+    def add_memories(self, texts: Sequence[str]) -> None:
+        with self._lock:
+            for text in texts:
+                if text not in self.memories:
+                    self.memories.append(text)
+
+    def mark_web_used(self) -> None:
+        with self._lock:
+            self.used_web = True
+
+    def record(self, record: ToolCallRecord) -> None:
+        with self._lock:
+            self.records.append(record)
+
+    def union(self) -> list[RetrievedChunk]:
+        with self._lock:
+            return [c.model_copy(deep=True) for c in self.chunks.values()]
+
+    def close(self) -> None:
+        """End of run: in-flight tools see the cancel flag, later calls are refused."""
+        with self._lock:
+            self.closed = True
+        self.cancel.set()
+
+
+# --------------------------------------------------------------------------
+# Tool schemas
+# --------------------------------------------------------------------------
+
+def _query_schema(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    props: dict[str, Any] = {"query": {"type": "string", "description": "What to look for, in the documents' language"}}
+    props.update(extra or {})
+    return {"type": "object", "properties": props, "required": ["query"], "additionalProperties": False}
+
+
+_TOP_K = {"top_k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many passages to return"}}
+
+TOOL_SPECS: dict[str, ToolSpec] = {
+    "searchDocs": ToolSpec("searchDocs", "Search the selected knowledge bases (semantic + keyword). Start here; "
+                           "search each focus of a comparison separately.", _query_schema(_TOP_K)),
+    "keywordSearch": ToolSpec("keywordSearch", "Exact keyword search of the selected knowledge bases, for codes, "
+                              "versions, model numbers and quoted names.", _query_schema(_TOP_K)),
+    "webSearch": ToolSpec("webSearch", "Search the web. Only for recent events or when the knowledge bases fall "
+                          "short.", _query_schema({"max_results": {"type": "integer", "minimum": 1, "maximum": 20}})),
+    "recall_memory": ToolSpec("recall_memory", "Recall what this user asked DocMind to remember.", _query_schema()),
+    "executeCode": ToolSpec("executeCode", "Run a short Python program for exact arithmetic or counting; print "
+                            "the result.", {"type": "object", "properties": {"code": {"type": "string"}},
+                                            "required": ["code"], "additionalProperties": False}),
+    # Exposed to MCP clients only; never offered to the loop.
+    "store_memory": ToolSpec("store_memory", "Remember a fact for this user.",
+                             {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+    "kb_meta": ToolSpec("kb_meta", "Names, descriptions and document counts of the selected knowledge bases.",
+                        {"type": "object", "properties": {}}),
+}
+
+LOOP_TOOLS = ("searchDocs", "keywordSearch", "webSearch", "recall_memory")
+
+
+def loop_tool_specs(sandbox_enabled: bool) -> list[ToolSpec]:
+    """The tools the agentic loop may call; write and metadata tools are never among them."""
+    names = [*LOOP_TOOLS, "executeCode"] if sandbox_enabled else list(LOOP_TOOLS)
+    return [TOOL_SPECS[n] for n in names]
+
+
+# --------------------------------------------------------------------------
+# The toolbox
+# --------------------------------------------------------------------------
+
+class Toolbox:
+    """The tool functions over the engine's backends; stateless apart from the ToolContext passed in."""
+
+    def __init__(self, retriever: Any, refiner: Any = None, web: Any = None, memory: Any = None,
+                 store: Any = None, embedder: Any = None):
+        self.retriever = retriever
+        self.refiner = refiner
+        self.web = web
+        self.memory = memory
+        self.store = store
+        self.embedder = embedder
+        self._functions: dict[str, Callable[..., ToolOutput]] = {
+            "searchDocs": self.search_docs, "keywordSearch": self.keyword_search, "webSearch": self.web_search,
+            "recall_memory": self.recall_memory, "executeCode": self.execute_code,
+            "store_memory": self.store_memory, "kb_meta": self.kb_meta,
+        }
+
+    # -- the tools ---------------------------------------------------------------
+    def search_docs(self, ctx: ToolContext, query: str, top_k: int | None = None) -> ToolOutput:
+        """Hybrid candidates (vector + keyword, fused), best first; ``top_k=None`` returns all of them."""
+        chunks = self.retriever.candidates(query, list(ctx.kb_ids), ctx.settings)
+        chunks = [c for c in chunks if c.cut_by != "fusion"] or chunks
+        if top_k is not None:
+            chunks = chunks[:top_k]
+        return ToolOutput(chunks=_labelled(chunks, "searchDocs"), text=_describe(chunks))
+
+    def keyword_search(self, ctx: ToolContext, query: str, top_k: int | None = None) -> ToolOutput:
+        k = top_k if top_k is not None else ctx.settings.retrieval.keyword_top_k
+        chunks = self.retriever.keyword_candidates(query, list(ctx.kb_ids), k)
+        return ToolOutput(chunks=_labelled(chunks, "keywordSearch"), text=_describe(chunks))
+
+    def web_search(self, ctx: ToolContext, query: str, max_results: int | None = None) -> ToolOutput:
+        if self.web is None:
+            return ToolOutput(status="unavailable", message="web search unavailable: no web backend configured",
+                              text="Web search is unavailable.")
+        n = max_results if max_results is not None else ctx.settings.web.max_results
+        result = self.web.search(query, n)
+        if not result.available:
+            msg = result.message or "web search unavailable"
+            return ToolOutput(status="unavailable", message=msg, text=msg)
+        ctx.mark_web_used()
+        chunks = [c.model_copy(update={"origin": "web"}) for c in result.chunks]
+        return ToolOutput(chunks=_labelled(chunks, "webSearch"), text=_describe(chunks), message=result.message)
+
+    def recall_memory(self, ctx: ToolContext, query: str) -> ToolOutput:
+        if self.memory is None or ctx.user_id is None:
+            return ToolOutput(status="unavailable", message="no memory for this session", text="No memories.")
+        items = self.memory.recall(ctx.user_id, query, ctx.settings.memory.top_k, ctx.settings.memory.min_similarity)
+        texts = [getattr(m, "text", m) if not isinstance(m, str) else m for m in items]
+        texts = [str(t) for t in texts if t]
+        ctx.add_memories(texts)
+        body = "\n".join(f"- {t}" for t in texts) if texts else "No matching memories."
+        return ToolOutput(text=body, memories=texts)
+
+    def store_memory(self, ctx: ToolContext, text: str) -> ToolOutput:
+        if self.memory is None or ctx.user_id is None:
+            return ToolOutput(status="unavailable", message="no memory for this session", text="Not stored.")
+        self.memory.add(ctx.user_id, text, "tool")
+        return ToolOutput(text="Stored.")
+
+    def kb_meta(self, ctx: ToolContext) -> ToolOutput:
+        if self.store is None:
+            return ToolOutput(status="unavailable", message="no knowledge store", text="No metadata.")
+        lines = []
+        for kb_id in ctx.kb_ids:
+            kb = self.store.get_kb(kb_id)
+            desc = f": {kb.description}" if kb.description else ""
+            lines.append(f"- {kb.name}{desc} ({kb.document_count} documents)")
+        return ToolOutput(text="\n".join(lines) or "No knowledge base selected.")
+
+    def execute_code(self, ctx: ToolContext, code: str) -> ToolOutput:
+        if not ctx.settings.sandbox.enabled:
+            return ToolOutput(status="rejected", message="executeCode is disabled (sandbox.enabled is off)",
+                              text="Code execution is disabled.")
+        return _run_python(code, ctx.settings.sandbox.timeout_s)
+
+    # -- dispatch ----------------------------------------------------------------
+    def call(self, ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolOutput:
+        """Run one tool by name with already-validated arguments (used by the one-shot workers)."""
+        try:
+            return self._functions[name](ctx, **args)
+        except DocMindError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a backend failure becomes one typed error
+            raise ToolExecutionError(name, exc) from exc
+
+    def dispatch(self, ctx: ToolContext, request: ToolCallRequest,
+                 allowed: Sequence[str] | None = None) -> Observation:
+        """Run one model-requested call under the context's rules and record it.
+
+        Validation problems (unknown tool, bad arguments, cap reached, repeated
+        query) become an observation for the model.  A backend failure raises
+        :class:`ToolExecutionError`: the loop then falls back to one-shot
+        instead of letting the model reason over an error.
+        """
+        allowed = list(allowed) if allowed is not None else [s.name for s in
+                                                            loop_tool_specs(ctx.settings.sandbox.enabled)]
+        started = time.perf_counter()
+        args, notes = _scrub_session_args(request.arguments)
+
+        def finish(status: ToolStatus, text: str, message: str = "", output: ToolOutput | None = None,
+                   new: list[str] | None = None, dup: int = 0) -> Observation:
+            chunks = output.chunks if output else []
+            record = ToolCallRecord(
+                name=request.name, args=args, result_count=len(chunks) + len(output.memories if output else []),
+                new_chunks=len(new or []), duplicate_chunks=dup, status=status,
+                latency_ms=round((time.perf_counter() - started) * 1000, 2),
+                message="; ".join(x for x in [message, *notes] if x))
+            ctx.record(record)
+            return Observation(call=request, text=text, chunks=chunks, new_chunk_ids=new or [])
+
+        if ctx.closed or ctx.cancel.is_set():
+            return finish("rejected", "The search has ended.", "run ended")
+        if not ctx.reserve_call():
+            return finish("rejected", "Tool-call budget exhausted; stop and let the answer be written.",
+                          f"cap of {ctx.settings.agentic.max_tool_calls} tool calls reached")
+        if request.name not in allowed:
+            return finish("error", f"Unknown tool {request.name!r}. Available: {', '.join(allowed)}.",
+                          "unknown tool")
+        problem = request.parse_error or _check_args(request.name, args)
+        if problem:
+            return finish("error", f"Invalid arguments for {request.name}: {problem}", problem)
+        args = _with_defaults(request.name, args, ctx.settings)
+        query = args.get("query")
+        if isinstance(query, str) and not ctx.claim_query(request.name, query):
+            return finish("deduplicated", "Already searched; try another angle or stop.", "repeated query")
+        output = self.call(ctx, request.name, args)
+        new, dup = ctx.absorb(output.chunks, request.name)
+        return finish(output.status, output.text, output.message, output, new, dup)
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+def _scrub_session_args(arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    args = dict(arguments or {})
+    notes = []
+    for key in _SESSION_ARGS:
+        if key in args:
+            args.pop(key)
+            notes.append(f"{key} overridden by the session")
+    return args, notes
+
+
+_ALLOWED_ARGS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "searchDocs": {"query": str, "top_k": int, "topK": int},
+    "keywordSearch": {"query": str, "top_k": int, "topK": int},
+    "webSearch": {"query": str, "max_results": int, "maxResults": int},
+    "recall_memory": {"query": str},
+    "executeCode": {"code": str},
+    "store_memory": {"text": str},
+    "kb_meta": {},
+}
+_REQUIRED = {"searchDocs": "query", "keywordSearch": "query", "webSearch": "query", "recall_memory": "query",
+             "executeCode": "code", "store_memory": "text"}
+
+
+def _check_args(name: str, args: dict[str, Any]) -> str:
+    spec = _ALLOWED_ARGS.get(name, {})
+    for key, value in args.items():
+        if key not in spec:
+            return f"unexpected argument {key!r}"
+        expected = spec[key]
+        if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
+            return f"{key} must be an integer"
+        if expected is str and not isinstance(value, str):
+            return f"{key} must be a string"
+    required = _REQUIRED.get(name)
+    if required and not str(args.get(required, "")).strip():
+        return f"missing {required}"
+    return ""
+
+
+def _with_defaults(name: str, args: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    args = dict(args)
+    if "topK" in args:
+        args["top_k"] = args.pop("topK")
+    if "maxResults" in args:
+        args["max_results"] = args.pop("maxResults")
+    if name in ("searchDocs", "keywordSearch"):
+        args["top_k"] = max(1, min(int(args.get("top_k", settings.agentic.search_top_k)), 50))
+    if name == "webSearch":
+        args["max_results"] = max(1, min(int(args.get("max_results", settings.agentic.web_max_results)), 20))
+    return args
+
+
+def _labelled(chunks: Sequence[RetrievedChunk], tool: str) -> list[RetrievedChunk]:
+    return [c.model_copy(update={"found_by": list(dict.fromkeys([*c.found_by, tool]))}) for c in chunks]
+
+
+def _describe(chunks: Sequence[RetrievedChunk]) -> str:
+    """The observation the model reads: numbered passages with their document and origin."""
+    if not chunks:
+        return "No results."
+    lines = []
+    for i, c in enumerate(chunks, 1):
+        where = f"web: {c.url or c.document}" if c.origin == "web" else c.document
+        snippet = truncate_to_tokens(" ".join(c.text.split()), _SNIPPET_TOKENS)
+        lines.append(f"[{i}] ({where}) {snippet}")
+    return "\n".join(lines)
+
+
+def _run_python(code: str, timeout_s: float) -> ToolOutput:
+    """Run code in an isolated interpreter (-I: no site, no env paths) in a temp dir, with a time limit."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8"}
+    with tempfile.TemporaryDirectory(prefix="docmind-exec-") as workdir:
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", code], cwd=workdir, env=env, capture_output=True,
+                                  text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return ToolOutput(status="error", message=f"timed out after {timeout_s:g}s",
+                              text=f"The program was stopped after {timeout_s:g} seconds.")
+    out = (done.stdout + (f"\n[stderr]\n{done.stderr}" if done.stderr else ""))[:_CODE_OUTPUT_CHARS]
+    status: ToolStatus = "ok" if done.returncode == 0 else "error"
+    return ToolOutput(status=status, text=out or "(no output)",
+                      message="" if status == "ok" else f"exit code {done.returncode}")
+
+
+def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str]:
+    """Parse a model's JSON arguments; returns (arguments, error text)."""
+    if not raw or not raw.strip():
+        return {}, ""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON ({exc.msg})"
+    if not isinstance(value, dict):
+        return {}, "arguments must be a JSON object"
+    return value, ""
