@@ -1,0 +1,163 @@
+"""HTML for an answer with clickable citation chips and the source cards they point at.
+
+Safety rule: every piece of model output, document text, file name or URL is
+passed through :func:`html.escape` before any markup of ours is added, so a
+document containing ``<script>`` or ``onerror=`` is shown as text.  The only
+tags in the output are the ones built here.
+
+Clicking chip ``[n]`` follows the anchor ``#src-<run>-<n>``; the page's CSS
+highlights the card with ``:target``, so no JavaScript is needed.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Sequence
+
+from docmind_core.models import CitationResult, RetrievedChunk
+from docmind_core.text import keyword_tokens, split_sentences
+
+# [3], [1][3] (two matches), [1,3], [1，3], 【2】 — the forms the citation parser accepts
+CITATION_RE = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
+_NUMBER_RE = re.compile(r"\d{1,3}")
+_SAFE_ID_RE = re.compile(r"[^A-Za-z0-9_-]")
+_MIN_SPAN_OVERLAP = 0.3  # share of a citing sentence's terms a chunk sentence must contain to be highlighted
+
+
+def anchor_id(run_id: str, n: int) -> str:
+    """The element id of source card ``n`` of one run (unique even with two runs on one page)."""
+    return f"src-{_SAFE_ID_RE.sub('', run_id) or 'run'}-{n}"
+
+
+def _chip(n: int, run_id: str, source_count: int) -> str:
+    if 1 <= n <= source_count:
+        return f'<a class="dm-cite" href="#{anchor_id(run_id, n)}" data-n="{n}">[{n}]</a>'
+    return f'<span class="dm-cite dm-cite-invalid" data-n="{n}" title="no source [{n}]">[{n}]</span>'
+
+
+def citation_html(answer: str, citations: CitationResult | None, sources: Sequence[RetrievedChunk],
+                  run_id: str = "run") -> str:
+    """The answer as one escaped HTML block with every [n] turned into a chip.
+
+    ``citations`` is the parser's result; validity is decided by the source count
+    here too, so the chips agree with ``invalid_refs`` even for a run whose
+    citation result is missing (a cancelled or failed run).
+    """
+    del citations  # the numbering is fully determined by the sources list; kept for the documented signature
+    escaped = html.escape(answer)
+
+    def replace(match: re.Match[str]) -> str:
+        numbers = [int(x) for x in _NUMBER_RE.findall(match.group(1))]
+        return "".join(_chip(n, run_id, len(sources)) for n in numbers)
+
+    body = CITATION_RE.sub(replace, escaped).replace("\r\n", "\n").replace("\n", "<br>")
+    return f'<div class="dm-answer">{body}</div>'
+
+
+def invalid_citations(answer: str, source_count: int) -> list[int]:
+    """Reference numbers in the answer that point at no source."""
+    return [n for m in CITATION_RE.finditer(answer) for n in map(int, _NUMBER_RE.findall(m.group(1)))
+            if not 1 <= n <= source_count]
+
+
+# --------------------------------------------------------------------------
+# Source cards
+# --------------------------------------------------------------------------
+
+
+def citing_sentences(answer: str, n: int) -> list[str]:
+    """Sentences of the answer that cite source ``n``, with the markers removed."""
+    out = []
+    for start, end in split_sentences(answer):
+        sentence = answer[start:end]
+        cited = {int(x) for m in CITATION_RE.finditer(sentence) for x in _NUMBER_RE.findall(m.group(1))}
+        if n in cited:
+            clean = CITATION_RE.sub("", sentence).strip()
+            if clean:
+                out.append(clean)
+    return out
+
+
+def cited_spans(chunk_text: str, claims: Sequence[str]) -> list[tuple[int, int]]:
+    """Character spans of the chunk that support the citing sentences.
+
+    A claim found verbatim (extractive answers quote) is highlighted exactly;
+    otherwise the chunk sentence sharing the largest part of the claim's terms.
+    """
+    spans: list[tuple[int, int]] = []
+    sentence_spans = split_sentences(chunk_text)
+    for claim in claims:
+        core = claim.strip().rstrip("。.!！?？;； ").strip()
+        if len(core) >= 6:
+            pos = chunk_text.find(core)
+            if pos >= 0:
+                spans.append((pos, pos + len(core)))
+                continue
+        terms = set(keyword_tokens(claim))
+        if not terms:
+            continue
+        best, best_score = None, 0.0
+        for start, end in sentence_spans:
+            overlap = len(terms & set(keyword_tokens(chunk_text[start:end]))) / len(terms)
+            if overlap > best_score:
+                best, best_score = (start, end), overlap
+        if best is not None and best_score >= _MIN_SPAN_OVERLAP:
+            spans.append(best)
+    return _merge(spans)
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def highlighted_html(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """Escaped text with the given spans wrapped in <mark>."""
+    out, pos = [], 0
+    for start, end in spans:
+        out.append(html.escape(text[pos:start]))
+        out.append(f'<mark class="dm-span">{html.escape(text[start:end])}</mark>')
+        pos = end
+    out.append(html.escape(text[pos:]))
+    return "".join(out).replace("\n", "<br>")
+
+
+def _score(label: str, value: float | None, digits: int = 3) -> str:
+    shown = "—" if value is None else f"{value:.{digits}f}"
+    return f'<span class="dm-score"><b>{label}</b> {shown}</span>'
+
+
+def _safe_url(url: str) -> str:
+    return url if url.lower().startswith(("https://", "http://")) else ""
+
+
+def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer: str = "",
+                     cited: bool | None = None) -> str:
+    """Source card ``n``: document, origin, per-stage scores and the chunk with the cited span marked."""
+    claims = citing_sentences(answer, n) if answer else []
+    is_cited = bool(claims) if cited is None else cited
+    spans = cited_spans(source.text, claims)
+    origin = "web" if source.origin == "web" else ("memory" if source.origin == "memory" else "kb")
+    origin_label = {"web": "Web", "memory": "Memory", "kb": "KB"}[origin]
+    url = _safe_url(source.url)
+    link = (f' <a class="dm-source-url" href="{html.escape(url)}" target="_blank" rel="noopener noreferrer">'
+            f'{html.escape(url)}</a>' if url else "")
+    s = source.scores
+    classes = f"dm-source dm-origin-{origin}" + (" dm-cited" if is_cited else "")
+    expanded = ' <span class="dm-tag">parent block</span>' if source.expanded else ""
+    return (
+        f'<div class="{classes}" id="{anchor_id(run_id, n)}">'
+        f'<div class="dm-source-head"><span class="dm-source-n">[{n}]</span> '
+        f'<span class="dm-source-doc">{html.escape(source.document)}</span> '
+        f'<span class="dm-tag dm-tag-{origin}">{origin_label}</span>{expanded}{link}</div>'
+        f'<div class="dm-scores">{_score("vector", s.vector)}{_score("keyword", s.keyword, 2)}'
+        f'{_score("fused", s.fused)}{_score("rerank", s.rerank)}</div>'
+        f'<div class="dm-source-text">{highlighted_html(source.text, spans)}</div>'
+        f"</div>"
+    )

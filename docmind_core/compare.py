@@ -1,0 +1,313 @@
+"""Comparing runs and re-grading stored runs, without any model call.
+
+``compare_runs`` lines two traces up step by step (by event kind) and measures
+how they differ: the evidence they ended with (Jaccard of source chunk ids),
+their tool calls, score distributions, tiers, confidence, latency per stage,
+tokens and configuration.  ``regrade`` answers "what if the grader thresholds
+had been different?" by running the CRAG grader again on the rerank scores a
+trace already holds.
+
+The view helpers the pages share (``timeline``, ``citation_html``,
+``source_card_html``) live in their own modules and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from docmind_core.citation_html import citation_html, source_card_html  # noqa: F401 - re-exported
+from docmind_core.errors import ConfigError, DocMindError
+from docmind_core.events import Graded, Reranked
+from docmind_core.models import RetrievedChunk
+from docmind_core.settings import Settings
+from docmind_core.timeline import RunDigest, TimelineRow, as_events, timeline, tool_call_item  # noqa: F401
+
+# --------------------------------------------------------------------------
+# Reading a trace record (duck-typed: the trace store's TraceRecord or a dict of its JSON form)
+# --------------------------------------------------------------------------
+
+
+def _part(record: Any, name: str, default: Any = None) -> Any:
+    if isinstance(record, dict):
+        return record.get(name, default)
+    return getattr(record, name, default)
+
+
+def record_events(record: Any) -> list:
+    return as_events(_part(record, "events", []) or [])
+
+
+def record_run_id(record: Any) -> str:
+    meta = _part(record, "meta")
+    run_id = _part(meta, "run_id", "") if meta is not None else ""
+    return run_id or RunDigest.from_events(record_events(record)).run_id
+
+
+def flat_config(config: Any) -> dict[str, Any]:
+    """A config snapshot as ``{"group.key": value}`` whatever shape it was stored in."""
+    if config is None:
+        return {}
+    if isinstance(config, Settings):
+        return config.flat()
+    if isinstance(config, str):
+        config = json.loads(config) if config.strip() else {}
+    if hasattr(config, "model_dump"):
+        config = config.model_dump()
+    flat: dict[str, Any] = {}
+    for key, value in dict(config).items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{sub}": v for sub, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+# --------------------------------------------------------------------------
+# Comparison
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlignedStep:
+    kind: str
+    a: TimelineRow | None
+    b: TimelineRow | None
+
+
+@dataclass(frozen=True)
+class ChunkOverlap:
+    jaccard: float  # |A ∩ B| / |A ∪ B| over source chunk ids; 1.0 when both are empty
+    shared: list[str]
+    only_a: list[str]
+    only_b: list[str]
+
+
+@dataclass(frozen=True)
+class ScoreDistribution:
+    scores: list[float]  # rerank score of every candidate, best first
+    kept: int
+    web: int
+    top: float | None
+    mean: float | None
+    median: float | None
+
+
+@dataclass(frozen=True)
+class StageLatency:
+    stage: str
+    a_ms: float | None
+    b_ms: float | None
+
+
+@dataclass(frozen=True)
+class ConfigDifference:
+    key: str
+    a: Any
+    b: Any
+
+
+@dataclass
+class RunSide:
+    """The headline facts of one side of a comparison."""
+
+    run_id: str
+    question: str
+    mode: str
+    tier: str
+    top_score: float | None
+    confidence: float | None
+    band: str
+    coverage: float | None
+    stop_reason: str
+    tool_calls: list[dict[str, Any]]
+    tokens: dict[str, int]
+    sources: int
+
+
+@dataclass
+class RunComparison:
+    a: RunSide
+    b: RunSide
+    steps: list[AlignedStep]
+    chunk_overlap: ChunkOverlap
+    scores_a: ScoreDistribution
+    scores_b: ScoreDistribution
+    latency: list[StageLatency]
+    config_differences: list[ConfigDifference] = field(default_factory=list)
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """Metric / A / B rows for a table."""
+        def fmt(v: Any) -> Any:
+            return round(v, 3) if isinstance(v, float) else v
+        a, b = self.a, self.b
+        rows = [
+            ("mode", a.mode, b.mode), ("tier", a.tier, b.tier), ("top rerank score", a.top_score, b.top_score),
+            ("confidence", a.confidence, b.confidence), ("band", a.band, b.band),
+            ("citation coverage", a.coverage, b.coverage), ("stop reason", a.stop_reason, b.stop_reason),
+            ("tool calls", len(a.tool_calls), len(b.tool_calls)), ("sources", a.sources, b.sources),
+            ("prompt tokens", a.tokens.get("prompt", 0), b.tokens.get("prompt", 0)),
+            ("completion tokens", a.tokens.get("completion", 0), b.tokens.get("completion", 0)),
+            ("model calls", a.tokens.get("calls", 0), b.tokens.get("calls", 0)),
+            ("chunk overlap (Jaccard)", self.chunk_overlap.jaccard, self.chunk_overlap.jaccard),
+        ]
+        return [{"metric": m, "A": "" if x is None else str(fmt(x)), "B": "" if y is None else str(fmt(y))}
+                for m, x, y in rows]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "docmind.comparison", **asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2, default=str)
+
+
+def _side(digest: RunDigest) -> RunSide:
+    done, grade = digest.done, digest.grade
+    return RunSide(
+        run_id=digest.run_id, question=digest.question, mode=digest.mode, tier=digest.tier,
+        top_score=grade.top_score if grade else None,
+        confidence=done.confidence.score if done and done.confidence else None,
+        band=done.confidence.band if done and done.confidence else "",
+        coverage=done.citations.coverage if done else None, stop_reason=digest.stop_reason,
+        tool_calls=[tool_call_item(c) for c in digest.tool_calls], tokens=digest.tokens,
+        sources=len(digest.sources))
+
+
+def align_steps(rows_a: Sequence[TimelineRow], rows_b: Sequence[TimelineRow]) -> list[AlignedStep]:
+    """Pair the two timelines step by step by event kind; a step one run lacks gets a gap."""
+    kinds_a, kinds_b = [r.kind for r in rows_a], [r.kind for r in rows_b]
+    steps: list[AlignedStep] = []
+    matcher = difflib.SequenceMatcher(a=kinds_a, b=kinds_b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            steps += [AlignedStep(kinds_a[i], rows_a[i], rows_b[j]) for i, j in zip(range(i1, i2), range(j1, j2))]
+            continue
+        for i in range(i1, i2):
+            steps.append(AlignedStep(kinds_a[i], rows_a[i], None))
+        for j in range(j1, j2):
+            steps.append(AlignedStep(kinds_b[j], None, rows_b[j]))
+    return steps
+
+
+def chunk_overlap(sources_a: Sequence[RetrievedChunk], sources_b: Sequence[RetrievedChunk]) -> ChunkOverlap:
+    ids_a = list(dict.fromkeys(s.chunk_id for s in sources_a))
+    ids_b = list(dict.fromkeys(s.chunk_id for s in sources_b))
+    set_a, set_b = set(ids_a), set(ids_b)
+    union = set_a | set_b
+    return ChunkOverlap(
+        jaccard=len(set_a & set_b) / len(union) if union else 1.0,
+        shared=[i for i in ids_a if i in set_b], only_a=[i for i in ids_a if i not in set_b],
+        only_b=[i for i in ids_b if i not in set_a])
+
+
+def score_distribution(candidates: Sequence[RetrievedChunk]) -> ScoreDistribution:
+    scores = sorted((c.scores.rerank for c in candidates if c.scores.rerank is not None), reverse=True)
+    return ScoreDistribution(
+        scores=scores, kept=sum(1 for c in candidates if c.kept), web=sum(1 for c in candidates if c.origin == "web"),
+        top=scores[0] if scores else None, mean=statistics.fmean(scores) if scores else None,
+        median=statistics.median(scores) if scores else None)
+
+
+def stage_latencies(timings_a: dict[str, float], timings_b: dict[str, float]) -> list[StageLatency]:
+    stages = list(dict.fromkeys([*timings_a, *timings_b]))
+    return [StageLatency(s, timings_a.get(s), timings_b.get(s)) for s in stages]
+
+
+def config_differences(config_a: Any, config_b: Any) -> list[ConfigDifference]:
+    flat_a, flat_b = flat_config(config_a), flat_config(config_b)
+    keys = sorted(set(flat_a) | set(flat_b))
+    return [ConfigDifference(k, flat_a.get(k), flat_b.get(k)) for k in keys if flat_a.get(k) != flat_b.get(k)]
+
+
+def compare_runs(a: Any, b: Any) -> RunComparison:
+    """Step-aligned comparison of two stored runs (``TraceRecord`` or its JSON dict form)."""
+    digest_a, digest_b = RunDigest.from_events(record_events(a)), RunDigest.from_events(record_events(b))
+    return RunComparison(
+        a=_side(digest_a), b=_side(digest_b),
+        steps=align_steps(timeline(digest_a.events), timeline(digest_b.events)),
+        chunk_overlap=chunk_overlap(digest_a.sources, digest_b.sources),
+        scores_a=score_distribution(digest_a.candidates), scores_b=score_distribution(digest_b.candidates),
+        latency=stage_latencies(digest_a.timings_ms, digest_b.timings_ms),
+        config_differences=config_differences(_part(a, "config"), _part(b, "config")))
+
+
+# --------------------------------------------------------------------------
+# What-if regrade
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegradeRow:
+    run_id: str
+    question: str
+    mode: str
+    old_tier: str  # the tier of the run's first grading, as recorded
+    new_tier: str  # with the overridden grader settings
+    top_score: float | None
+    lex_coverage: float | None
+    reason: str
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new_tier) and self.old_tier != self.new_tier
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "changed": self.changed}
+
+
+def _grader_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in overrides.items():
+        full = key if key.startswith("grader.") else f"grader.{key}"
+        out[full] = value
+    return out
+
+
+def _graded_input(digest: RunDigest) -> list[RetrievedChunk] | None:
+    """The chunks the first grading saw: the kept candidates of the rerank just before it, best first."""
+    rerank: Reranked | None = None
+    for ev in digest.events:
+        if isinstance(ev, Reranked):
+            rerank = ev
+        elif isinstance(ev, Graded):
+            break
+    if rerank is None:
+        return None
+    kept = [c for c in rerank.candidates if c.kept] or list(rerank.candidates)
+    return sorted(kept, key=lambda c: c.scores.rerank if c.scores.rerank is not None else -1.0, reverse=True)
+
+
+def regrade(records: Sequence[Any], grader_overrides: dict[str, Any]) -> list[RegradeRow]:
+    """Recompute the CRAG tier of stored runs with other grader settings; no model is called.
+
+    Each run keeps its own recorded configuration except the overridden keys.
+    Raises ConfigError when the overrides are invalid (e.g. low >= high).
+    """
+    try:
+        from docmind_core.grade import CragGrader
+    except ImportError as exc:  # the grader module belongs to the answer pipeline
+        raise DocMindError(f"what-if regrade needs the CRAG grader, which is not available: {exc}") from None
+    overrides = _grader_overrides(grader_overrides)
+    Settings().with_overrides(overrides)  # refuse bad overrides once, before touching any run
+    grader = CragGrader()
+    rows: list[RegradeRow] = []
+    for record in records:
+        digest = RunDigest.from_events(record_events(record))
+        recorded = {k: v for k, v in flat_config(_part(record, "config")).items() if k.startswith("grader.")}
+        try:
+            settings = Settings().with_overrides({**recorded, **overrides})
+        except ConfigError as exc:
+            raise ConfigError(f"run {digest.run_id}: {exc}") from None
+        old = digest.grades[0].grade if digest.grades else None
+        chunks = _graded_input(digest)
+        if chunks is None or old is None:
+            rows.append(RegradeRow(digest.run_id, digest.question, digest.mode, old.tier.value if old else "", "",
+                                   None, None, "no retrieval was graded in this run"))
+            continue
+        result = grader.grade(digest.query, chunks, settings.grader)
+        rows.append(RegradeRow(digest.run_id, digest.question, digest.mode, old.tier.value, result.tier.value,
+                               result.top_score, result.lex_coverage, result.reason))
+    return rows
