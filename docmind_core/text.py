@@ -71,6 +71,18 @@ def count_tokens(text: str) -> int:
     return total
 
 
+def token_spans(text: str) -> list[tuple[int, int, int]]:
+    """(start, end, cost) of each counted token in order; the costs add up to ``count_tokens(text)``.
+
+    Lets the chunker cut an over-long sentence at token boundaries.
+    """
+    out = []
+    for m in _TOKEN_RE.finditer(text):
+        tok = m.group(0)
+        out.append((m.start(), m.end(), 1 + (len(tok) - 1) // 8 if len(tok) > 1 else 1))
+    return out
+
+
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
     """The longest prefix of ``text`` within ``max_tokens`` (cut at a token boundary)."""
     if max_tokens <= 0:

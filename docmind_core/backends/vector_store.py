@@ -1,0 +1,193 @@
+"""Chroma as the vector store: embedded (PersistentClient) or a Chroma server (HttpClient).
+
+One collection per knowledge base, named ``kb_<id>``, in cosine space.  We
+always hand Chroma our own embeddings and create collections with
+``embedding_function=None``: Chroma's default embedding function downloads an
+ONNX model on first use, which must never happen here.  Filtering by document
+happens inside Chroma through ``where`` so a query never returns chunks the
+caller may not see.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+
+from docmind_core.backends.protocols import IndexedChunk
+from docmind_core.errors import BackendUnavailable
+from docmind_core.models import BackendStatus
+
+log = logging.getLogger(__name__)
+
+_COLLECTION_PREFIX = "kb_"
+
+
+def collection_name(kb_id: int) -> str:
+    return f"{_COLLECTION_PREFIX}{int(kb_id)}"
+
+
+def parse_server_url(url: str) -> tuple[str, int, bool]:
+    """``http://host:port`` → (host, port, ssl); the port defaults to 8000 (http) or 443 (https)."""
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parsed = urlparse(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise BackendUnavailable(f"vector_store.url {url!r} is not a valid http(s)://host:port address.")
+    ssl = parsed.scheme == "https"
+    try:
+        port = parsed.port or (443 if ssl else 8000)
+    except ValueError:
+        raise BackendUnavailable(f"vector_store.url {url!r} has an invalid port.") from None
+    return parsed.hostname, port, ssl
+
+
+class ChromaVectorStore:
+    """Implements the ``VectorStore`` protocol on Chroma."""
+
+    def __init__(self, path: Path | str | None = None, url: str = ""):
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        chroma_settings = ChromaSettings(anonymized_telemetry=False)
+        self.url = url.strip()
+        self.path = Path(path) if path is not None else None
+        if self.url:
+            host, port, ssl = parse_server_url(self.url)
+            try:
+                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=chroma_settings)
+                self._client.heartbeat()
+            except Exception as exc:  # connection refused, DNS, TLS ...
+                raise BackendUnavailable(
+                    f"Cannot reach the Chroma server at {self.url}: {exc}. Start it with "
+                    "`chroma run --path <dir> --port <port>` or clear vector_store.url to use the embedded store."
+                ) from None
+            self.name = f"chroma server {host}:{port}"
+        else:
+            if self.path is None:
+                raise ValueError("ChromaVectorStore needs a path (embedded) or a url (server)")
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._client = chromadb.PersistentClient(path=str(self.path), settings=chroma_settings)
+            self.name = "chroma embedded"
+        self._collections: dict[int, Any] = {}
+        self._max_batch = self._client.get_max_batch_size()
+
+    # ------------------------------------------------------------------
+    # Collections
+    # ------------------------------------------------------------------
+
+    def _collection(self, kb_id: int, create: bool):
+        cached = self._collections.get(kb_id)
+        if cached is not None:
+            return cached
+        name = collection_name(kb_id)
+        if create:
+            col = self._client.get_or_create_collection(
+                name, configuration={"hnsw": {"space": "cosine"}}, metadata={"kb_id": int(kb_id)},
+                embedding_function=None)
+        else:
+            try:
+                col = self._client.get_collection(name, embedding_function=None)
+            except Exception:  # chromadb raises NotFoundError (a ValueError in some versions)
+                return None
+        self._collections[kb_id] = col
+        return col
+
+    def kb_ids(self) -> set[int]:
+        """KBs that have a collection (used to drop collections of KBs deleted during a crash)."""
+        ids = set()
+        for col in self._client.list_collections():
+            name = getattr(col, "name", col)
+            if name.startswith(_COLLECTION_PREFIX) and name[len(_COLLECTION_PREFIX):].isdigit():
+                ids.add(int(name[len(_COLLECTION_PREFIX):]))
+        return ids
+
+    # ------------------------------------------------------------------
+    # VectorStore protocol
+    # ------------------------------------------------------------------
+
+    def add(self, chunks: Sequence[IndexedChunk], embeddings: np.ndarray) -> None:
+        if len(chunks) != len(embeddings):
+            raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
+        if not chunks:
+            return
+        vectors = np.asarray(embeddings, dtype=np.float32)
+        by_kb: dict[int, list[int]] = {}
+        for i, chunk in enumerate(chunks):
+            by_kb.setdefault(chunk.kb_id, []).append(i)
+        for kb_id, rows in by_kb.items():
+            col = self._collection(kb_id, create=True)
+            for start in range(0, len(rows), self._max_batch):
+                part = rows[start:start + self._max_batch]
+                # upsert: a retried batch must not fail on ids it already wrote
+                col.upsert(ids=[chunks[i].chunk_id for i in part], embeddings=vectors[part],
+                           metadatas=[{"kb_id": int(chunks[i].kb_id), "doc_id": int(chunks[i].doc_id)} for i in part])
+
+    def query(self, kb_ids: Sequence[int], embedding: np.ndarray, top_k: int,
+              doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+        if top_k <= 0:
+            return []
+        if doc_ids is not None and len(doc_ids) == 0:
+            return []
+        where = None
+        if doc_ids is not None:
+            where = {"doc_id": {"$in": [int(d) for d in doc_ids]}}
+        query = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
+        hits: list[tuple[str, float]] = []
+        for kb_id in dict.fromkeys(kb_ids):
+            col = self._collection(kb_id, create=False)
+            if col is None:
+                continue
+            result = col.query(query_embeddings=query, n_results=int(top_k), where=where, include=["distances"])
+            ids = result["ids"][0] if result["ids"] else []
+            distances = result["distances"][0] if result["distances"] else []
+            hits.extend((cid, 1.0 - float(dist)) for cid, dist in zip(ids, distances))
+        hits.sort(key=lambda h: (-h[1], h[0]))
+        return hits[:top_k]
+
+    def delete_document(self, kb_id: int, doc_id: int) -> None:
+        col = self._collection(kb_id, create=False)
+        if col is not None:
+            col.delete(where={"doc_id": int(doc_id)})
+
+    def delete_kb(self, kb_id: int) -> None:
+        self._collections.pop(kb_id, None)
+        try:
+            self._client.delete_collection(collection_name(kb_id))
+        except Exception:  # already gone
+            pass
+
+    def count(self, kb_id: int) -> int:
+        col = self._collection(kb_id, create=False)
+        return 0 if col is None else col.count()
+
+    def document_ids(self, kb_id: int) -> set[int]:
+        col = self._collection(kb_id, create=False)
+        if col is None:
+            return set()
+        found: set[int] = set()
+        page = 5000
+        offset = 0
+        while True:  # page through metadata only; vectors are never fetched
+            result = col.get(include=["metadatas"], limit=page, offset=offset)
+            metas = result["metadatas"] or []
+            found.update(int(m["doc_id"]) for m in metas if m and "doc_id" in m)
+            if len(metas) < page:
+                return found
+            offset += page
+
+    def status(self) -> BackendStatus:
+        if self.url:
+            try:
+                self._client.heartbeat()
+                return BackendStatus(role="vector_store", name=self.name, live=True, detail=self.url)
+            except Exception as exc:
+                return BackendStatus(role="vector_store", name=self.name, live=False,
+                                     detail=f"heartbeat failed: {exc}",
+                                     how_to_enable=f"start the Chroma server at {self.url}")
+        return BackendStatus(role="vector_store", name=self.name, live=True,
+                             detail="PersistentClient (set vector_store.url to use a Chroma server)")

@@ -1,0 +1,222 @@
+"""Turn a file into plain text: .txt .md .html/.htm .pdf .docx .csv.
+
+Every failure a user can cause (a corrupt PDF, an empty file, a binary file
+named .txt, an unsupported extension, a file that is too large) raises
+:class:`IngestError` with a message that names the file and the reason.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from docmind_core.errors import IngestError
+
+MAX_FILE_BYTES = 50 * 1024 * 1024
+
+MIME_TYPES = {
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".csv": "text/csv",
+}
+SUPPORTED_EXTENSIONS = tuple(MIME_TYPES)
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    text: str
+    mime: str
+
+
+def mime_for(path: Path | str) -> str:
+    return MIME_TYPES.get(Path(path).suffix.lower(), "application/octet-stream")
+
+
+def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = MAX_FILE_BYTES) -> LoadedDocument:
+    """Read ``path`` (or the given bytes of it) and extract its text."""
+    path = Path(path)
+    ext = path.suffix.lower()
+    parser = _PARSERS.get(ext)
+    if parser is None:
+        supported = ", ".join(sorted(set(MIME_TYPES)))
+        raise IngestError(f"{path.name}: unsupported file type {ext or '(no extension)'!r}; supported: {supported}")
+    if data is None:
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise IngestError(f"{path.name}: cannot read the file ({exc.strerror or exc})") from None
+        if size > max_bytes:
+            raise IngestError(f"{path.name}: file is too large ({size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB)")
+        data = path.read_bytes()
+    if len(data) > max_bytes:
+        raise IngestError(f"{path.name}: file is too large ({len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB)")
+    if not data.strip():
+        raise IngestError(f"{path.name}: the file is empty")
+    text = parser(path.name, data)
+    text = _tidy(text)
+    if not text.strip():
+        raise IngestError(f"{path.name}: no text could be extracted (scanned images or an empty document?)")
+    return LoadedDocument(text=text, mime=MIME_TYPES[ext])
+
+
+# --------------------------------------------------------------------------
+# Text encodings
+# --------------------------------------------------------------------------
+
+
+def decode_text(name: str, data: bytes) -> str:
+    """Decode text bytes: BOMs first, then strict UTF-8, then charset-normalizer (GBK/GB18030, Big5 ...)."""
+    for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF32_LE, "utf-32"),
+                          (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+                          (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            try:
+                return data.decode(encoding)
+            except UnicodeDecodeError:
+                raise IngestError(f"{name}: starts with a {encoding} byte-order mark but is not valid {encoding}") from None
+    if _looks_binary(data):
+        raise IngestError(f"{name}: looks like a binary file, not text (wrong extension?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    if best is None:
+        raise IngestError(f"{name}: could not detect the text encoding (tried UTF-8, GBK/GB18030, UTF-16 ...)")
+    return str(best)
+
+
+def _looks_binary(data: bytes) -> bool:
+    sample = data[:8192]
+    if b"\x00" in sample:  # UTF-16 without a BOM is rare in practice; NULs almost always mean binary
+        return True
+    control = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27))
+    return control > len(sample) * 0.05
+
+
+def _tidy(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = re.sub(r"[ \t\u00a0]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
+
+
+# --------------------------------------------------------------------------
+# Parsers
+# --------------------------------------------------------------------------
+
+
+def _parse_text(name: str, data: bytes) -> str:
+    return decode_text(name, data)
+
+
+def _parse_html(name: str, data: bytes) -> str:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(decode_text(name, data), "html.parser")
+    for tag in soup(["script", "style", "noscript", "template", "head"]):
+        tag.decompose()
+    title = soup.title.get_text(strip=True) if soup.title else ""
+    # Block elements end with a newline so sentences and headings stay apart.
+    for block in soup.find_all(["p", "div", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6",
+                                "section", "article", "table", "pre", "blockquote"]):
+        block.insert_after("\n")
+    for heading in soup.find_all(["h1", "h2", "h3", "h4", "h5", "h6"]):
+        heading.insert_before("\n" + "#" * int(heading.name[1]) + " ")  # keep headings as Markdown for chunking
+    for cell in soup.find_all(["td", "th"]):
+        cell.insert_after(" | ")
+    text = soup.get_text()
+    text = re.sub(r"[ \t]+", " ", text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    if title and title not in text[:200]:
+        text = f"# {title}\n\n{text}"
+    return text
+
+
+def _parse_pdf(name: str, data: bytes) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    if not data.lstrip().startswith(b"%PDF"):
+        raise IngestError(f"{name}: not a valid PDF (the file does not start with %PDF)")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                reader.decrypt("")
+            except Exception:
+                raise IngestError(f"{name}: the PDF is password-protected") from None
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except IngestError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+        raise IngestError(f"{name}: corrupt or unreadable PDF ({exc})") from None
+    except Exception as exc:  # pypdf raises many internal types on damaged files
+        raise IngestError(f"{name}: corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from None
+    return "\n\n".join(p.strip() for p in pages if p.strip())
+
+
+def _parse_docx(name: str, data: bytes) -> str:
+    import zipfile
+
+    try:
+        import docx
+
+        document = docx.Document(io.BytesIO(data))
+    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise IngestError(f"{name}: corrupt or unreadable DOCX ({exc})") from None
+    except Exception as exc:
+        raise IngestError(f"{name}: corrupt or unreadable DOCX ({type(exc).__name__}: {exc})") from None
+    lines: list[str] = []
+    for para in document.paragraphs:
+        text = para.text.strip()
+        if not text:
+            continue
+        style = (para.style.name if para.style is not None else "") or ""
+        match = re.match(r"Heading (\d)", style)
+        lines.append(("#" * int(match.group(1)) + " " + text) if match else text)
+    for table in document.tables:
+        for row in table.rows:
+            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
+    return "\n\n".join(lines)
+
+
+def _parse_csv(name: str, data: bytes) -> str:
+    text = decode_text(name, data)
+    try:
+        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    rows = [row for row in csv.reader(io.StringIO(text), dialect) if any(c.strip() for c in row)]
+    if not rows:
+        return ""
+    header, body = rows[0], rows[1:]
+    if not body:
+        return " | ".join(header)
+    # One line per row with its column names, so a row read alone still says what its values are.
+    return "\n".join("; ".join(f"{h.strip()}: {v.strip()}" for h, v in zip(header, row) if v.strip()) + "."
+                     for row in body)
+
+
+_PARSERS: dict[str, Callable[[str, bytes], str]] = {
+    ".txt": _parse_text,
+    ".md": _parse_text,
+    ".markdown": _parse_text,
+    ".html": _parse_html,
+    ".htm": _parse_html,
+    ".pdf": _parse_pdf,
+    ".docx": _parse_docx,
+    ".csv": _parse_csv,
+}
