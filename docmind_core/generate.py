@@ -1,0 +1,79 @@
+"""Answer prompt assembly: template choice and the messages sent to the language model.
+
+History enters the prompt as plain prior turns (what the user asked, what
+DocMind answered) and never with the evidence retrieved for those turns:
+stored context from earlier runs would pollute the conversation and crowd out
+the current evidence.  Only the current sources are numbered [1..n], in exactly
+the order the UI lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from docmind_core.backends.protocols import AnswerPrompt, Turn
+from docmind_core.models import GradeResult, RetrievedChunk, Tier
+from docmind_core.prompts import PromptLibrary, format_sources, language_name
+from docmind_core.text import detect_language, truncate_to_tokens
+
+ANSWER_TEMPLATES = ("knowledge_qa", "low_confidence", "fallback")
+DIRECT_TEMPLATES = ("chitchat", "capability", "out_of_scope")
+HISTORY_TURN_TOKENS = 600  # an earlier answer is cut to this many tokens when replayed
+
+
+def choose_template(grade: GradeResult | None, sources: Sequence[RetrievedChunk]) -> str:
+    """HIGH → knowledge_qa; weak evidence (LOW / AMBIGUOUS) → low_confidence; no evidence → fallback."""
+    if not sources:
+        return "fallback"
+    if grade is None or grade.tier is Tier.HIGH:
+        return "knowledge_qa"
+    return "low_confidence"
+
+
+def format_memories(memories: Sequence[str]) -> str:
+    return "\n".join(f"- {m.strip()}" for m in memories if m.strip()) or "(none)"
+
+
+def format_conversation(history: Sequence[Turn]) -> str:
+    if not history:
+        return "(the conversation is empty)"
+    lines = []
+    for turn in history:
+        who = "User" if turn.role == "user" else "DocMind"
+        lines.append(f"{who}: {truncate_to_tokens(turn.content.strip(), HISTORY_TURN_TOKENS)}")
+    return "\n\n".join(lines)
+
+
+def _history_messages(history: Sequence[Turn]) -> list[dict[str, str]]:
+    return [{"role": "user" if t.role == "user" else "assistant",
+             "content": truncate_to_tokens(t.content.strip(), HISTORY_TURN_TOKENS)}
+            for t in history if t.content.strip()]
+
+
+def build_answer_prompt(template: str, question: str, sources: Sequence[RetrievedChunk],
+                        history: Sequence[Turn], memories: Sequence[str],
+                        prompts: PromptLibrary) -> AnswerPrompt:
+    """The system + user messages for one answer, with earlier turns in between.
+
+    For ``meta_dialogue`` the conversation is the material itself, so it goes
+    into the user message once instead of as separate turns.
+    """
+    language = detect_language(question)
+    values: dict[str, str] = {"question": question.strip(), "language": language_name(language)}
+    if template in ANSWER_TEMPLATES:
+        values["memories"] = format_memories(memories)
+        if template != "fallback":
+            values["sources"] = format_sources(sources)
+    elif template == "meta_dialogue":
+        values["conversation"] = format_conversation(history)
+    elif template == "memory_ack":
+        values["memories"] = format_memories(memories)
+
+    rendered = prompts.render_messages(template, **values)
+    system = [m for m in rendered if m["role"] == "system"]
+    user = [m for m in rendered if m["role"] != "system"]
+    prior = [] if template == "meta_dialogue" else _history_messages(history)
+    messages = system + prior + user
+    return AnswerPrompt(template=template, messages=messages, question=question,
+                        sources=list(sources) if template != "fallback" else [],
+                        history=list(history), memories=list(memories), language=language)

@@ -1,0 +1,183 @@
+"""The CRAG grader: a pre-generation quality gate from two independent signals.
+
+Signal one is the top rerank score (semantic relevance, 0..1).  Signal two is
+lexical coverage: how much of the query's salient terms (codes, numbers, names
+and long Chinese words weigh more) appear in the best of the top three chunks.
+The two fail differently — a reranker can love a chunk that is "about the same
+thing" but lacks the asked-for entity — so each corrects the other:
+
+* score >= high → HIGH, unless coverage is near zero (< 0.1) → AMBIGUOUS;
+* score <= low  → LOW, unless a rare entity of the query is found → AMBIGUOUS;
+* in between, ``grader.gray_zone_mode`` arbitrates:
+  - ``coverage_first``: coverage >= coverage_high → HIGH, <= coverage_low → LOW, else AMBIGUOUS;
+  - ``rerank_only``: always AMBIGUOUS;
+  - ``blend``: 0.5 x (score normalised to 0..1 inside the gray zone) + 0.5 x coverage,
+    >= 0.75 → HIGH, <= 0.25 → LOW, else AMBIGUOUS.
+
+The tier never throws evidence away: LOW or AMBIGUOUS with chunks is answered
+under the low-confidence prompt; only an empty context uses the fallback.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Sequence
+
+from docmind_core.models import GradeResult, RetrievedChunk, Tier
+from docmind_core.settings import GraderSettings, Settings
+from docmind_core.text import is_cjk, keyword_tokens, salient_terms
+
+log = logging.getLogger(__name__)
+
+COVERAGE_TOP_CHUNKS = 3
+NEAR_ZERO_COVERAGE = 0.1
+RARE_ENTITY_WEIGHT = 1.6  # salient_terms weight of codes, numbers and capitalised names
+BLEND_HIGH = 0.75
+BLEND_LOW = 0.25
+
+
+class GrayZoneMode(str, Enum):
+    COVERAGE_FIRST = "coverage_first"
+    RERANK_ONLY = "rerank_only"
+    BLEND = "blend"
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    coverage: float  # 0..1; 0 when the query has no salient terms
+    rare_entity_hit: bool
+    has_terms: bool
+
+
+def chunk_score(chunk: RetrievedChunk) -> float:
+    """The chunk's rerank score, or its fused score when no reranker scored it, clamped to 0..1."""
+    value = chunk.scores.rerank if chunk.scores.rerank is not None else chunk.scores.fused
+    return min(1.0, max(0.0, float(value or 0.0)))
+
+
+def _top_chunks(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
+    return sorted(chunks, key=chunk_score, reverse=True)[:COVERAGE_TOP_CHUNKS]
+
+
+def _term_in_chunk(term: str, text_lower: str, plain: set[str], stemmed: set[str]) -> bool:
+    if is_cjk(term[0]):
+        # jieba may cut the query and the chunk differently ("向量数据库" vs "向量 / 数据库")
+        return term in text_lower
+    if term in plain:
+        return True
+    stem = keyword_tokens(term, stem=True)
+    return bool(stem) and stem[0] in stemmed
+
+
+def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageReport:
+    """Best weighted coverage of the query's salient terms among the top <= 3 chunks.
+
+    Terms are weighted by ``text.salient_terms`` (which already favours long
+    Chinese words over single characters, i.e. is length-aware); the best single
+    chunk counts, not the union, because an answer needs its facts together.
+    """
+    terms = salient_terms(query)
+    total = sum(terms.values())
+    if not terms or total <= 0:
+        return CoverageReport(0.0, False, False)
+    best = 0.0
+    rare_hit = False
+    for chunk in _top_chunks(chunks):
+        text_lower = chunk.text.lower()
+        plain = set(keyword_tokens(chunk.text, stem=False))
+        stemmed = set(keyword_tokens(chunk.text, stem=True))
+        hit_weight = 0.0
+        for term, weight in terms.items():
+            if _term_in_chunk(term, text_lower, plain, stemmed):
+                hit_weight += weight
+                rare_hit = rare_hit or weight >= RARE_ENTITY_WEIGHT
+        best = max(best, hit_weight / total)
+    return CoverageReport(round(best, 4), rare_hit, True)
+
+
+def lexical_coverage(query: str, chunks: Sequence[RetrievedChunk]) -> tuple[float, bool]:
+    """(coverage, rare_entity_hit) — see :func:`coverage_report`."""
+    report = coverage_report(query, chunks)
+    return report.coverage, report.rare_entity_hit
+
+
+class CragGrader:
+    """Grades the refined evidence of one query into HIGH / AMBIGUOUS / LOW."""
+
+    def __init__(self) -> None:
+        self._arbiters: dict[GrayZoneMode, Callable[[float, CoverageReport, GraderSettings], tuple[Tier, str]]] = {
+            GrayZoneMode.COVERAGE_FIRST: self._coverage_first,
+            GrayZoneMode.RERANK_ONLY: self._rerank_only,
+            GrayZoneMode.BLEND: self._blend,
+        }
+
+    def grade(self, query: str, chunks: Sequence[RetrievedChunk], settings: GraderSettings | Settings,
+              web_compensation_on_low: bool | None = None) -> GradeResult:
+        """``settings`` is ``Settings.grader`` or the whole Settings (then the retrieval flag is read from it);
+        ``web_compensation_on_low`` overrides ``retrieval.web_compensation_on_low`` (default True)."""
+        if isinstance(settings, Settings):
+            grader = settings.grader
+            on_low = settings.retrieval.web_compensation_on_low if web_compensation_on_low is None \
+                else web_compensation_on_low
+        else:
+            grader = settings
+            on_low = True if web_compensation_on_low is None else web_compensation_on_low
+
+        mode = grader.gray_zone_mode
+        if not chunks:
+            return GradeResult(tier=Tier.LOW, top_score=0.0, lex_coverage=0.0, kb_entity_weak=True,
+                               web_compensation_needed=on_low, reason="no_evidence", gray_zone_mode=mode)
+
+        top = max(chunk_score(c) for c in chunks)
+        report = coverage_report(query, chunks)
+        tier, reason = self._tier(top, report, grader)
+
+        kb_entity_weak = report.has_terms and report.coverage < grader.entity_weak_below
+        web_needed = (tier is Tier.LOW and on_low) or \
+            (tier is Tier.AMBIGUOUS and kb_entity_weak and grader.web_fallback_on_ambiguous)
+        return GradeResult(tier=tier, top_score=round(top, 4), lex_coverage=report.coverage,
+                           kb_entity_weak=kb_entity_weak, web_compensation_needed=web_needed,
+                           reason=reason, gray_zone_mode=mode)
+
+    def _tier(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
+        if top >= grader.high_threshold:
+            if report.has_terms and report.coverage < NEAR_ZERO_COVERAGE:
+                return Tier.AMBIGUOUS, "high_rerank_but_no_coverage"
+            return Tier.HIGH, "rerank_high"
+        if top <= grader.low_threshold:
+            if report.rare_entity_hit:
+                return Tier.AMBIGUOUS, "low_rerank_but_rare_entity_hit"
+            return Tier.LOW, "rerank_low"
+        try:
+            arbiter = self._arbiters[GrayZoneMode(grader.gray_zone_mode)]
+            return arbiter(top, report, grader)
+        except Exception as exc:  # a broken arbiter must not block the answer
+            log.warning("gray-zone arbitration failed: %s", exc)
+            return Tier.AMBIGUOUS, f"gray_zone_error:{type(exc).__name__}"
+
+    @staticmethod
+    def _coverage_first(top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
+        if not report.has_terms:
+            return Tier.AMBIGUOUS, "gray_zone_no_terms"
+        if report.coverage >= grader.coverage_high:
+            return Tier.HIGH, "gray_zone_coverage_high"
+        if report.coverage <= grader.coverage_low:
+            return Tier.LOW, "gray_zone_coverage_low"
+        return Tier.AMBIGUOUS, "gray_zone_coverage_mid"
+
+    @staticmethod
+    def _rerank_only(top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
+        return Tier.AMBIGUOUS, "gray_zone_rerank_only"
+
+    @staticmethod
+    def _blend(top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
+        span = grader.high_threshold - grader.low_threshold
+        normalised = (top - grader.low_threshold) / span
+        blended = 0.5 * normalised + 0.5 * report.coverage
+        if blended >= BLEND_HIGH:
+            return Tier.HIGH, f"gray_zone_blend_high:{blended:.2f}"
+        if blended <= BLEND_LOW:
+            return Tier.LOW, f"gray_zone_blend_low:{blended:.2f}"
+        return Tier.AMBIGUOUS, f"gray_zone_blend_mid:{blended:.2f}"
