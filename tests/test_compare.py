@@ -239,8 +239,9 @@ def test_regrade_changes_tier_with_thresholds_without_model_calls():
     pytest.importorskip("docmind_core.grade")
     record = {"meta": {"run_id": "r1"}, "config": Settings().flat(), "events": sample_run()}
     same = regrade([record], {})
-    assert same[0].old_tier == "HIGH" and same[0].top_score == pytest.approx(0.82)
+    assert same[0].old_tier == same[0].new_tier == "HIGH" and not same[0].changed
+    assert same[0].top_score == pytest.approx(0.82)
     stricter = regrade([record], {"grader.high_threshold": 0.95, "grader.low_threshold": 0.9})
-    assert stricter[0].new_tier == "LOW" and stricter[0].changed
+    assert stricter[0].new_tier in ("LOW", "AMBIGUOUS") and stricter[0].changed  # rare-entity hit may lift LOW
     no_retrieval = {"events": [e for e in sample_run() if e.kind not in ("rerank", "grader")]}
     assert regrade([no_retrieval], {})[0].new_tier == ""
