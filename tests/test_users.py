@@ -1,0 +1,151 @@
+"""Accounts: argon2 hashing and verification, refusals, the first admin, API keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from docmind_core.apikeys import ApiKeyStore
+from docmind_core.errors import NotFound
+from docmind_core.store.db import Database
+from docmind_core.users import (
+    ADMIN_PASSWORD_ENV,
+    ADMIN_USER_ENV,
+    LOCAL_USER,
+    User,
+    UserError,
+    UserStore,
+)
+
+
+@pytest.fixture
+def db(tmp_path):
+    return Database(tmp_path / "docmind.db")
+
+
+@pytest.fixture
+def users(db):
+    return UserStore(db)  # the real argon2 parameters
+
+
+def _stored_hash(db: Database, username: str) -> str:
+    return db.db.execute("SELECT password_hash FROM users WHERE username = ?", [username]).fetchone()[0]
+
+
+def test_password_is_stored_as_salted_argon2_hash(users, db):
+    users.add("alice", "s3cret-passphrase", department="research")
+    users.add("bob", "s3cret-passphrase")
+    alice_hash = _stored_hash(db, "alice")
+    assert alice_hash.startswith("$argon2id$")
+    assert "s3cret-passphrase" not in alice_hash
+    assert alice_hash != _stored_hash(db, "bob")  # same password, different salt
+
+
+def test_authenticate_accepts_right_password_only(users):
+    added = users.add("alice", "s3cret-passphrase", department="research")
+    signed_in = users.authenticate("alice", "s3cret-passphrase")
+    assert signed_in == added
+    assert signed_in.department == "research" and signed_in.role == "member"
+    assert users.authenticate("alice", "wrong-passphrase") is None
+    assert users.authenticate("nobody", "s3cret-passphrase") is None
+    assert users.authenticate("alice", "") is None
+
+
+@pytest.mark.parametrize("password", ["", "   ", "short"])
+def test_empty_or_short_password_refused(users, password):
+    with pytest.raises(UserError, match="password"):
+        users.add("alice", password)
+    assert users.count() == 0
+
+
+def test_bad_names_roles_and_duplicates_refused(users):
+    with pytest.raises(UserError, match="not allowed"):
+        users.add("al ice", "long enough password")
+    with pytest.raises(UserError, match="role"):
+        users.add("alice", "long enough password", role="superuser")
+    users.add("alice", "long enough password")
+    with pytest.raises(UserError, match="already exists"):
+        users.add("alice", "another long password")
+
+
+def test_set_password_replaces_old_one(users):
+    alice = users.add("alice", "first passphrase")
+    users.set_password(alice.id, "second passphrase")
+    assert users.authenticate("alice", "first passphrase") is None
+    assert users.authenticate("alice", "second passphrase") == alice
+    with pytest.raises(UserError):
+        users.set_password(alice.id, "tiny")
+    with pytest.raises(NotFound):
+        users.set_password(999, "long enough password")
+
+
+def test_remove_and_last_admin_protection(users):
+    root = users.add("root", "admin passphrase", role="admin")
+    alice = users.add("alice", "member passphrase")
+    with pytest.raises(UserError, match="last admin"):
+        users.remove(root.id)
+    users.remove(alice.id)
+    assert [u.username for u in users.list()] == ["root"]
+    with pytest.raises(NotFound):
+        users.get(alice.id)
+
+
+def test_no_default_admin_without_env(users, monkeypatch):
+    monkeypatch.delenv(ADMIN_USER_ENV, raising=False)
+    monkeypatch.delenv(ADMIN_PASSWORD_ENV, raising=False)
+    assert users.ensure_admin_from_env() is None
+    assert users.count() == 0
+    monkeypatch.setenv(ADMIN_USER_ENV, "root")  # a name without a password is not enough
+    assert users.ensure_admin_from_env() is None
+    assert users.count() == 0
+
+
+def test_admin_created_from_env_once(users, monkeypatch):
+    monkeypatch.setenv(ADMIN_USER_ENV, "root")
+    monkeypatch.setenv(ADMIN_PASSWORD_ENV, "from-the-environment")
+    admin = users.ensure_admin_from_env()
+    assert admin is not None and admin.is_admin and admin.username == "root"
+    assert users.authenticate("root", "from-the-environment") == admin
+    monkeypatch.setenv(ADMIN_PASSWORD_ENV, "changed-in-the-environment")
+    assert users.ensure_admin_from_env() is None  # an admin exists: nothing is reset
+    assert users.authenticate("root", "from-the-environment") == admin
+
+
+def test_admin_from_env_refuses_short_password(users, monkeypatch):
+    monkeypatch.setenv(ADMIN_USER_ENV, "root")
+    monkeypatch.setenv(ADMIN_PASSWORD_ENV, "admin")
+    with pytest.raises(UserError, match="too short"):
+        users.ensure_admin_from_env()
+
+
+def test_local_user_is_admin_with_id_zero():
+    assert LOCAL_USER.id == 0 and LOCAL_USER.is_admin
+    assert isinstance(LOCAL_USER, User)
+
+
+def test_api_key_shown_once_stored_as_hash_and_revocable(users, db):
+    alice = users.add("alice", "member passphrase")
+    keys = ApiKeyStore(db)
+    key = keys.create(alice.id, label="laptop agent")
+    assert key.startswith("dm_") and len(key) > 40
+    stored = db.db.execute("SELECT key_hash, prefix FROM api_keys").fetchone()
+    assert key not in stored and stored[1] == key[:10]
+    assert keys.resolve(key) == alice
+    assert keys.resolve(key + "x") is None and keys.resolve("") is None and keys.resolve("not-a-key") is None
+    [listed] = keys.list(alice.id)
+    assert listed.label == "laptop agent" and listed.active and listed.username == "alice"
+    keys.revoke(listed.id)
+    assert keys.resolve(key) is None
+    assert not keys.list(alice.id)[0].active
+    assert keys.list(alice.id, include_revoked=False) == []
+
+
+def test_api_keys_go_with_their_user(users, db):
+    users.add("root", "admin passphrase", role="admin")
+    alice = users.add("alice", "member passphrase")
+    keys = ApiKeyStore(db)
+    key = keys.create(alice.id)
+    users.remove(alice.id)
+    assert keys.resolve(key) is None
+    assert keys.list() == []
+    with pytest.raises(NotFound):
+        keys.create(alice.id)
