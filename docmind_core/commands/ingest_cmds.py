@@ -1,0 +1,167 @@
+"""``docmind ingest`` and ``docmind kb list|show|delete|reindex``.
+
+``get_engine()`` returns the composition root (``docmind_core.engine.Engine``);
+these commands use only its ``settings``, ``embedder``, ``store`` and
+``ingestor`` attributes, read in that order so the engine can rebuild its
+backends first if the settings changed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from docmind_core.errors import DocMindError, NotFound
+from docmind_core.models import IngestOutcome, IngestProgress, KnowledgeBase
+
+_STATUS_MARK = {"added": "+", "replaced": "~", "unchanged": "=", "failed": "!"}
+
+
+def _kb_or_fail(store, name: str) -> KnowledgeBase:
+    try:
+        return store.get_kb_by_name(name)
+    except NotFound:
+        raise DocMindError(f"no knowledge base named '{name}' (see: docmind kb list)") from None
+
+
+class _ProgressBar:
+    """A tqdm bar over files; the fraction within the current file moves it smoothly."""
+
+    def __init__(self, enabled: bool):
+        self._bar = None
+        self._enabled = enabled
+
+    def __call__(self, event: IngestProgress) -> None:
+        if not self._enabled:
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=event.file_count, unit="file", file=sys.stderr, dynamic_ncols=True,
+                             bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} [{elapsed}<{remaining}]")
+        self._bar.n = event.file_index + event.fraction
+        self._bar.set_postfix_str(f"{event.name} {event.stage}", refresh=False)
+        self._bar.refresh()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _outcome_line(outcome: IngestOutcome) -> str:
+    mark = _STATUS_MARK[outcome.status]
+    if outcome.status == "failed":
+        return f"{mark} {outcome.name}: FAILED - {outcome.error}"
+    return f"{mark} {outcome.name}: {outcome.status}, {outcome.chunks} chunks ({outcome.seconds:.2f}s)"
+
+
+def register(cli: click.Group, get_engine) -> None:
+    @cli.command()
+    @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+    @click.option("--kb", "kb_name", required=True, help="Knowledge base name (created if it does not exist).")
+    @click.option("--description", default="", help="Description for a newly created knowledge base.")
+    @click.option("--if-missing", is_flag=True, help="Do nothing when the knowledge base already has documents.")
+    @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
+    def ingest(paths, kb_name, description, if_missing, progress, as_json):
+        """Add files or folders to a knowledge base (unchanged files are skipped, changed ones replaced).
+
+        Exit code 0 when at least one file landed or was already there (failures
+        are listed), 2 when nothing could be ingested.
+        """
+        engine = get_engine()
+        settings = engine.settings
+        embedder = engine.embedder
+        store = engine.store
+        kb = store.find_kb(kb_name)
+        if kb is not None and if_missing and kb.document_count > 0:
+            click.echo(f"knowledge base '{kb_name}' already has {kb.document_count} documents; nothing to do")
+            return
+        if kb is None:
+            kb = store.create_kb(kb_name, embedder.id, embedder.dim, description=description)
+            if not as_json:
+                click.echo(f"created knowledge base '{kb_name}' ({embedder.id})")
+        bar = _ProgressBar(progress and not as_json)
+        try:
+            outcomes = engine.ingestor.ingest(kb.id, list(paths), settings, progress=bar)
+        finally:
+            bar.close()
+        if as_json:
+            click.echo(json.dumps([o.model_dump() for o in outcomes], ensure_ascii=False, indent=2))
+        else:
+            for outcome in outcomes:
+                click.echo(_outcome_line(outcome))
+            counts = {s: sum(o.status == s for o in outcomes) for s in _STATUS_MARK}
+            click.echo(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no files found")
+        if not outcomes:
+            raise DocMindError("no files found under the given paths")
+        if all(o.status == "failed" for o in outcomes):
+            sys.exit(2)
+
+    @cli.group()
+    def kb() -> None:
+        """List, inspect, delete or re-index knowledge bases."""
+
+    @kb.command("list")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def kb_list(as_json):
+        """List knowledge bases with their document and chunk counts."""
+        kbs = get_engine().store.list_kbs()
+        if as_json:
+            click.echo(json.dumps([k.model_dump() for k in kbs], ensure_ascii=False, indent=2))
+            return
+        if not kbs:
+            click.echo("no knowledge bases yet (create one with: docmind ingest PATH --kb NAME)")
+            return
+        width = max(len(k.name) for k in kbs)
+        click.echo(f"{'name':<{width}}  {'docs':>5}  {'chunks':>7}  embedder")
+        for k in kbs:
+            click.echo(f"{k.name:<{width}}  {k.document_count:>5}  {k.chunk_count:>7}  {k.embedder_id}"
+                       + (f"  - {k.description}" if k.description else ""))
+
+    @kb.command("show")
+    @click.argument("name")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def kb_show(name, as_json):
+        """Show one knowledge base and its documents (failed ones with their reason)."""
+        store = get_engine().store
+        k = _kb_or_fail(store, name)
+        docs = store.list_documents(k.id)
+        if as_json:
+            click.echo(json.dumps({"kb": k.model_dump(), "documents": [d.model_dump() for d in docs]},
+                                  ensure_ascii=False, indent=2))
+            return
+        click.echo(f"{k.name}: {k.document_count} documents, {k.chunk_count} chunks, embedder {k.embedder_id} "
+                   f"({k.embedding_dim}-d), created {k.created_at}")
+        if k.description:
+            click.echo(f"  {k.description}")
+        for d in docs:
+            line = f"  [{d.status}] {d.name}  {d.chunk_count} chunks, {d.size} bytes, {d.mime}"
+            click.echo(line + (f"\n      reason: {d.error}" if d.error else ""))
+
+    @kb.command("delete")
+    @click.argument("name")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+    def kb_delete(name, yes):
+        """Delete a knowledge base from SQLite, the vector store and the keyword index."""
+        engine = get_engine()
+        engine.embedder  # noqa: B018 - makes the engine build current backends before we use the ingestor
+        k = _kb_or_fail(engine.store, name)
+        if not yes:
+            click.confirm(f"Delete knowledge base '{name}' with {k.document_count} documents?", abort=True)
+        engine.ingestor.delete_kb(k.id)
+        click.echo(f"deleted knowledge base '{name}'")
+
+    @kb.command("reindex")
+    @click.argument("name")
+    def kb_reindex(name):
+        """Re-embed a knowledge base with the configured embedder (after changing embedding settings)."""
+        engine = get_engine()
+        settings = engine.settings
+        embedder = engine.embedder
+        k = _kb_or_fail(engine.store, name)
+        count = engine.ingestor.reindex_kb(k.id, batch_size=settings.embedding.batch_size)
+        click.echo(f"re-embedded {count} chunks of '{name}' with {embedder.id}")

@@ -1,0 +1,275 @@
+"""Ingestion: files → text → chunks → SQLite rows, vectors and keyword entries, one document at a time.
+
+Atomic per document.  The document row is written first with status
+``pending``; chunk rows, vectors and keyword entries follow; only then is the
+row marked ``complete``.  If anything fails, whatever was written for that
+document is removed from all three stores again.  If the process dies
+half-way, the row is still ``pending`` and :meth:`Ingestor.reconcile` (run by
+the engine at start-up) removes it.
+
+Failed files: when a file cannot be read, the batch goes on.  A file that was
+never in the KB gets a ``failed`` row carrying the reason (no chunks), so the
+knowledge-base page can show it; a file whose earlier version is in the KB
+keeps that version untouched when the new one cannot be parsed.  Every failure
+is also in the returned :class:`IngestOutcome` list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
+from docmind_core.errors import DocMindError, EmbedderMismatch, IngestError
+from docmind_core.ingest.chunking import TextChunk, chunk_document
+from docmind_core.ingest.loaders import MAX_FILE_BYTES, load_document, mime_for
+from docmind_core.models import IngestOutcome, IngestProgress, KnowledgeBase
+from docmind_core.settings import Settings
+from docmind_core.store.kb_store import KnowledgeStore
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[IngestProgress], None]
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    name: str  # the document name inside the KB
+
+
+def expand_paths(paths: Sequence[Path | str], names: Sequence[str] | None = None) -> list[SourceFile]:
+    """Files to ingest: files as given, folders walked recursively (hidden files and folders skipped).
+
+    Files found in a folder are named by their path relative to that folder,
+    so ``a/readme.md`` and ``b/readme.md`` stay two documents.
+    """
+    if names is not None and len(names) != len(paths):
+        raise ValueError(f"{len(names)} names for {len(paths)} paths")
+    found: list[SourceFile] = []
+    for i, raw in enumerate(paths):
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path)
+                if child.is_file() and not any(part.startswith(".") for part in rel.parts):
+                    found.append(SourceFile(child, rel.as_posix()))
+        else:
+            found.append(SourceFile(path, names[i] if names is not None else path.name))
+    return found
+
+
+class Ingestor:
+    """Keeps SQLite, the vector store and the keyword index in step for ingest and delete."""
+
+    def __init__(self, store: KnowledgeStore, embedder: Embedder, vector_store: VectorStore,
+                 keyword_index: KeywordIndex):
+        self.store = store
+        self.embedder = embedder
+        self.vector_store = vector_store
+        self.keyword_index = keyword_index
+
+    # ------------------------------------------------------------------
+    # Ingest
+    # ------------------------------------------------------------------
+
+    def check_embedder(self, kb: KnowledgeBase) -> None:
+        if kb.embedder_id != self.embedder.id or kb.embedding_dim != self.embedder.dim:
+            raise EmbedderMismatch(
+                f"Knowledge base '{kb.name}' was indexed with {kb.embedder_id} ({kb.embedding_dim}-d), but the "
+                f"configured embedder is {self.embedder.id} ({self.embedder.dim}-d). Re-index it with "
+                f"`docmind kb reindex {kb.name}`, or switch the embedding settings back.")
+
+    def ingest(self, kb_id: int, paths: Sequence[Path | str], settings: Settings,
+               progress: ProgressCallback | None = None, names: Sequence[str] | None = None) -> list[IngestOutcome]:
+        kb = self.store.get_kb(kb_id)
+        self.check_embedder(kb)
+        files = expand_paths(paths, names)
+        outcomes = []
+        for index, source in enumerate(files):
+            reporter = _Reporter(progress, index, len(files), source.name)
+            outcomes.append(self._ingest_file(kb, source, settings, reporter))
+        return outcomes
+
+    def _ingest_file(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
+                     reporter: "_Reporter") -> IngestOutcome:
+        started = time.perf_counter()
+
+        def outcome(status: str, **extra) -> IngestOutcome:
+            return IngestOutcome(path=str(source.path), name=source.name, status=status,
+                                 seconds=round(time.perf_counter() - started, 3), **extra)
+
+        reporter("parsing", 0.0)
+        data, digest = b"", ""
+        try:
+            data = _read_bytes(source.path)
+            digest = hashlib.sha256(data).hexdigest()
+            existing = self.store.find_document(kb.id, source.name)
+            if existing is not None and existing.status == "complete" and existing.content_hash == digest:
+                reporter("skipped", 1.0, "unchanged")
+                return outcome("unchanged", doc_id=existing.id, chunks=existing.chunk_count)
+            loaded = load_document(source.path, data=data)
+            reporter("chunking", 0.1)
+            parents, children = chunk_document(kb.id, source.name, loaded.text, settings.rag.chunk_tokens,
+                                               settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens)
+            if not children:
+                raise IngestError(f"{source.name}: no text could be extracted")
+        except Exception as exc:
+            message = _describe(exc)
+            current = self.store.find_document(kb.id, source.name)
+            if current is None or current.status != "complete":
+                self.store.record_failed_document(kb.id, source.name, source_path=str(source.path),
+                                                  content_hash=digest, mime=mime_for(source.path),
+                                                  size=len(data), error=message)
+            reporter("failed", 1.0, message)
+            return outcome("failed", error=message)
+
+        replaced = existing is not None and existing.status == "complete"
+        if existing is not None:
+            # Mark it pending before touching the other stores, so a crash here is cleaned up by reconcile().
+            self.store.set_document_status(existing.id, "pending")
+            self._purge_document(kb.id, existing.id)
+        doc_id = self.store.begin_document(kb.id, source.name, source_path=str(source.path), content_hash=digest,
+                                           mime=loaded.mime, size=len(data), text=loaded.text)
+        try:
+            self._write_chunks(kb.id, doc_id, parents, children, settings, reporter)
+            self.store.set_document_status(doc_id, "complete")
+        except BaseException as exc:
+            message = _describe(exc)
+            self._purge_document(kb.id, doc_id)
+            self.store.set_document_status(doc_id, "failed", message)
+            reporter("failed", 1.0, message)
+            if not isinstance(exc, Exception):  # KeyboardInterrupt and friends still stop the batch
+                raise
+            return outcome("failed", doc_id=doc_id, error=message)
+        reporter("done", 1.0, f"{len(children)} chunks")
+        return outcome("replaced" if replaced else "added", doc_id=doc_id, chunks=len(children))
+
+    def _write_chunks(self, kb_id: int, doc_id: int, parents: list[TextChunk], children: list[TextChunk],
+                      settings: Settings, reporter: "_Reporter") -> None:
+        self.store.add_chunks([c.to_record(kb_id, doc_id) for c in parents + children])
+        indexed = [IndexedChunk(c.id, kb_id, doc_id, c.text) for c in children]
+        batch = settings.embedding.batch_size
+        for start in range(0, len(indexed), batch):
+            part = indexed[start:start + batch]
+            reporter("embedding", 0.15 + 0.75 * start / len(indexed))
+            vectors = self.embedder.embed([c.text for c in part])
+            if vectors.shape != (len(part), self.embedder.dim):
+                raise IngestError(f"the embedder returned vectors of shape {vectors.shape}, "
+                                  f"expected ({len(part)}, {self.embedder.dim})")
+            self.vector_store.add(part, vectors)
+        reporter("indexing", 0.92)
+        self.keyword_index.add(indexed)
+
+    # ------------------------------------------------------------------
+    # Delete and repair
+    # ------------------------------------------------------------------
+
+    def _purge_document(self, kb_id: int, doc_id: int) -> None:
+        """Remove a document's chunks from all three stores (its row stays)."""
+        self.vector_store.delete_document(kb_id, doc_id)
+        self.keyword_index.delete_document(kb_id, doc_id)
+        self.store.delete_chunks_of_document(doc_id)
+
+    def delete_document(self, doc_id: int) -> None:
+        doc = self.store.get_document(doc_id)
+        self.store.set_document_status(doc_id, "pending")  # a crash half-way leaves work for reconcile()
+        self._purge_document(doc.kb_id, doc_id)
+        self.store.delete_document(doc_id)
+
+    def delete_kb(self, kb_id: int) -> None:
+        self.store.get_kb(kb_id)
+        self.store.set_kb_documents_status(kb_id, "pending")
+        self.vector_store.delete_kb(kb_id)
+        self.keyword_index.delete_kb(kb_id)
+        self.store.delete_kb(kb_id)
+
+    def reconcile(self) -> list[str]:
+        """Repair what an interrupted ingest or delete left behind; returns one line per repair.
+
+        * pending documents (the process died mid-document): removed from all stores, row deleted;
+        * failed documents: any stray chunk, vector or keyword entry removed, the row kept;
+        * vectors or keyword entries of documents that are not complete (or no longer exist): removed;
+        * collections and keyword entries of knowledge bases that no longer exist: dropped.
+        """
+        repairs: list[str] = []
+        for doc in self.store.incomplete_documents():
+            self._purge_document(doc.kb_id, doc.id)
+            if doc.status == "pending":
+                self.store.delete_document(doc.id)
+                repairs.append(f"removed interrupted document '{doc.name}' (kb {doc.kb_id})")
+        known_kbs = {kb.id for kb in self.store.list_kbs()}
+        for kb_id in sorted(known_kbs):
+            complete = self.store.complete_document_ids(kb_id)
+            stray = set(self.vector_store.document_ids(kb_id)) - complete
+            keyword_ids = getattr(self.keyword_index, "document_ids", None)
+            if keyword_ids is not None:
+                stray |= set(keyword_ids(kb_id)) - complete
+            for doc_id in sorted(stray):
+                self.vector_store.delete_document(kb_id, doc_id)
+                self.keyword_index.delete_document(kb_id, doc_id)
+                repairs.append(f"removed stray index entries of document {doc_id} (kb {kb_id})")
+        for store in (self.vector_store, self.keyword_index):
+            listed = getattr(store, "kb_ids", None)
+            for kb_id in sorted(set(listed()) - known_kbs) if listed is not None else []:
+                store.delete_kb(kb_id)
+                repairs.append(f"dropped {store.name} entries of deleted knowledge base {kb_id}")
+        for line in repairs:
+            log.warning("reconcile: %s", line)
+        return repairs
+
+    def reindex_kb(self, kb_id: int, progress: ProgressCallback | None = None, batch_size: int = 64) -> int:
+        """Re-embed every chunk of a KB with the current embedder (after the embedding model changed).
+
+        Chunk rows and keyword entries are kept; vectors are rebuilt and the
+        KB's embedder id and dimension updated.  Returns the number of chunks embedded.
+        """
+        kb = self.store.get_kb(kb_id)
+        self.vector_store.delete_kb(kb_id)
+        rows = self.store.child_texts(kb_id)
+        reporter = _Reporter(progress, 0, 1, kb.name)
+        for start in range(0, len(rows), batch_size):
+            part = rows[start:start + batch_size]
+            reporter("embedding", start / max(1, len(rows)))
+            vectors = self.embedder.embed([text for _, _, text in part])
+            self.vector_store.add([IndexedChunk(cid, kb_id, doc_id, text) for cid, doc_id, text in part], vectors)
+        self.store.update_kb(kb_id, embedder_id=self.embedder.id, embedding_dim=self.embedder.dim)
+        reporter("done", 1.0, f"{len(rows)} chunks re-embedded")
+        return len(rows)
+
+
+class _Reporter:
+    """Sends IngestProgress for one file; a failing callback must not fail the ingest."""
+
+    def __init__(self, callback: ProgressCallback | None, index: int, count: int, name: str):
+        self.callback, self.index, self.count, self.name = callback, index, count, name
+
+    def __call__(self, stage: str, fraction: float, message: str = "") -> None:
+        if self.callback is None:
+            return
+        try:
+            self.callback(IngestProgress(file_index=self.index, file_count=self.count, name=self.name,
+                                         stage=stage, fraction=min(1.0, max(0.0, fraction)), message=message))
+        except Exception:
+            log.exception("ingest progress callback failed")
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise IngestError(f"{path.name}: cannot read the file ({exc.strerror or exc})") from None
+    if size > MAX_FILE_BYTES:
+        raise IngestError(f"{path.name}: file is too large ({size / 1e6:.1f} MB; the limit is "
+                          f"{MAX_FILE_BYTES / 1e6:.0f} MB)")
+    return path.read_bytes()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, DocMindError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
