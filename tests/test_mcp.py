@@ -1,0 +1,216 @@
+"""The MCP server on 127.0.0.1, driven by the official ``mcp`` client SDK over streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import httpx2
+import pytest
+import uvicorn
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from docmind_core.apikeys import ApiKeyStore
+from docmind_core.mcp_server import MCP_TOOL_NAMES, api_key_from_headers, build_mcp_app
+from tests.access_world import build_world
+
+_INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One world and one server for the module; every test talks to it over real HTTP."""
+    world = build_world(tmp_path_factory.mktemp("mcp"))
+    world.overrides = {"web.mcp_rate_limit_per_minute": 2}
+    keys = ApiKeyStore(world.db)
+    issued = {name: keys.create(user.id, label=f"{name} agent") for name, user in world.people.items()}
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(build_mcp_app(world), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "MCP server did not start"
+        time.sleep(0.05)
+    yield world, f"http://127.0.0.1:{port}/mcp", issued, keys
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+async def _session_run(url: str, key: str | None, work, bearer: bool = False):
+    headers = {}
+    if key is not None:
+        headers = {"Authorization": f"Bearer {key}"} if bearer else {"X-API-Key": key}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await work(session)
+
+
+def run(url, key, work, bearer=False):
+    return asyncio.run(_session_run(url, key, work, bearer))
+
+
+def _payload(result) -> dict:
+    assert not result.is_error, result.content[0].text
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+# -- authentication ------------------------------------------------------------
+
+
+def test_no_key_gets_401_and_no_tool_listing(served):
+    _, url, _, _ = served
+    for headers in ({}, {"X-API-Key": "dm_not-a-real-key"}, {"Authorization": "Basic dXNlcjpwYXNz"}):
+        for body in (_INIT, _LIST):
+            response = httpx2.post(url, json=body, headers={**_HEADERS, **headers})
+            assert response.status_code == 401
+            assert "searchDocs" not in response.text and "API key" in response.json()["message"]
+
+
+def test_sdk_client_without_key_is_refused(served):
+    _, url, _, _ = served
+    with pytest.raises(BaseException) as refused:
+        run(url, None, lambda s: s.list_tools())
+    assert _contains(refused.value, MCPError)
+
+
+def test_revoked_key_gets_401(served):
+    world, url, _, keys = served
+    key = keys.create(world.people["bob"].id, label="to revoke")
+    assert httpx2.post(url, json=_INIT, headers={**_HEADERS, "X-API-Key": key}).status_code == 200
+    keys.revoke(keys.list(world.people["bob"].id)[-1].id)
+    assert httpx2.post(url, json=_INIT, headers={**_HEADERS, "X-API-Key": key}).status_code == 401
+    with pytest.raises(BaseException):
+        run(url, key, lambda s: s.list_tools())
+
+
+def test_valid_key_lists_the_six_tools(served):
+    _, url, issued, _ = served
+
+    async def work(session):
+        return await session.list_tools()
+
+    listed = run(url, issued["bob"], work, bearer=True)
+    names = {t.name for t in listed.tools}
+    assert names == set(MCP_TOOL_NAMES)
+    assert "executeCode" not in names
+    for tool in listed.tools:  # no tool lets a caller say who it is
+        assert not {"userId", "user_id"} & set(tool.input_schema.get("properties", {}))
+
+
+# -- knowledge-base access -------------------------------------------------------
+
+
+def test_search_docs_returns_only_readable_kbs(served):
+    world, url, issued, _ = served
+    k = world.kbs
+
+    async def work(session):
+        return await session.call_tool("searchDocs", {"query": "quarterly", "topK": 20})
+
+    found = _payload(run(url, issued["bob"], work))
+    assert {c["kb_id"] for c in found["chunks"]} == {k["alice_team"].id, k["carol_public"].id}
+    admin_found = _payload(run(url, issued["root"], work))
+    assert {c["kb_id"] for c in admin_found["chunks"]} == {kb.id for kb in k.values()}
+
+
+def test_search_naming_an_unreadable_kb_is_refused(served):
+    world, url, issued, _ = served
+    k = world.kbs
+
+    async def work(session):
+        refused = await session.call_tool("searchDocs", {"query": "zephyr", "kbIds": [k["alice_private"].id,
+                                                                                     k["alice_team"].id]})
+        keyword = await session.call_tool("keywordSearch", {"query": "zephyr", "kbIds": [k["alice_private"].id]})
+        own = await session.call_tool("keywordSearch", {"query": "quarterly", "kbIds": [k["alice_team"].id]})
+        return refused, keyword, own
+
+    refused, keyword, own = run(url, issued["bob"], work)
+    for result in (refused, keyword):
+        assert result.is_error
+        text = result.content[0].text
+        assert f"#{k['alice_private'].id}" in text and "may not read" in text
+        assert "zephyr" not in text
+    assert {c["kb_id"] for c in _payload(own)["chunks"]} == {k["alice_team"].id}
+
+
+def test_kb_meta_lists_readable_kbs_only(served):
+    world, url, issued, _ = served
+
+    async def work(session):
+        return await session.call_tool("kb_meta", {})
+
+    meta = _payload(run(url, issued["carol"], work))
+    assert sorted(kb["name"] for kb in meta["knowledge_bases"]) == ["carol_private", "carol_public"]
+
+
+# -- memories and web ------------------------------------------------------------
+
+
+def test_memory_tools_stay_within_the_keys_user(served):
+    _, url, issued, _ = served
+
+    async def alice_work(session):
+        stored = await session.call_tool("store_memory", {"text": "alice prefers tea over coffee"})
+        recalled = await session.call_tool("recall_memory", {"query": "tea preference"})
+        return stored, recalled
+
+    stored, recalled = run(url, issued["alice"], alice_work)
+    assert _payload(stored)["status"] == "ok"
+    assert _payload(recalled)["memories"] == ["alice prefers tea over coffee"]
+
+    async def carol_work(session):
+        # userId is not a parameter of the tool: an extra one is dropped, never obeyed
+        sneaky = await session.call_tool("recall_memory", {"query": "tea preference", "userId": 1})
+        plain = await session.call_tool("recall_memory", {"query": "tea preference"})
+        return sneaky, plain
+
+    sneaky, plain = run(url, issued["carol"], carol_work)
+    assert _payload(sneaky)["memories"] == []
+    assert _payload(plain)["memories"] == []
+
+
+def test_web_search_is_rate_limited_per_key(served):
+    world, url, issued, keys = served
+    other_key = keys.create(world.people["carol"].id, label="second key")
+
+    async def three_calls(session):
+        return [await session.call_tool("webSearch", {"query": f"news {i}"}) for i in range(3)]
+
+    first, second, third = run(url, issued["carol"], three_calls)
+    assert _payload(first)["chunks"][0]["origin"] == "web" and not second.is_error
+    assert third.is_error
+    assert "rate limit" in third.content[0].text and "per minute" in third.content[0].text
+    # the limit is per key: the same user's other key still has its own allowance
+    assert not run(url, other_key, lambda s: s.call_tool("webSearch", {"query": "news"})).is_error
+
+
+def test_api_key_header_parsing():
+    assert api_key_from_headers([(b"x-api-key", b" dm_a ")]) == "dm_a"
+    assert api_key_from_headers([(b"authorization", b"Bearer dm_b")]) == "dm_b"
+    assert api_key_from_headers([(b"authorization", b"Basic abc")]) == ""
+    assert api_key_from_headers([]) == ""
+
+
+def _contains(exc: BaseException, kind: type) -> bool:
+    if isinstance(exc, kind):
+        return True
+    return any(_contains(e, kind) for e in getattr(exc, "exceptions", ()))
