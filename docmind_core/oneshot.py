@@ -89,7 +89,7 @@ class EvidenceFinisher:
         yield Reranked(candidates=result.candidates, reranker=_reranker_name(self.refiner),
                        duration_ms=timings["refine"])
         t0 = time.perf_counter()
-        grade = self.grader.grade(query, result.chunks, settings.grader)
+        grade = self.grader.grade(query, result.chunks, settings)
         timings["grade"] = _ms(t0)
         yield Graded(grade=grade, round="initial")
 
@@ -116,7 +116,7 @@ class EvidenceFinisher:
         timings["web_compensation"] = _ms(t0)
         added = sum(1 for c in result.chunks if c.origin == "web")
         yield WebCompensated(ran=True, reason=reason, added_chunks=added, duration_ms=timings["web_compensation"])
-        grade = self.grader.grade(query, result.chunks, settings.grader)
+        grade = self.grader.grade(query, result.chunks, settings)
         yield Graded(grade=grade, round="after_web")
         return FinishedEvidence(result, grade, True, timings)
 

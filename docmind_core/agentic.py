@@ -1,0 +1,274 @@
+"""The AGENTIC path: our own bounded tool-calling loop, then the shared finalize step.
+
+Each round sends the conversation and the tool schemas to the model
+(``LanguageModel.agent_turn``); no tool call means the model is done.  The
+calls of one round run in parallel under the run's :class:`ToolContext`, and
+their results go back into the conversation as OpenAI ``tool`` messages (plus
+structured observations for the offline policy).
+
+The loop is bounded four ways (rounds, per-round time, total time, tool-call
+cap) and checks the cancel flag while it waits.  A round runs in a worker
+thread so a slow model cannot hold the loop past its deadline; on timeout the
+context's cancel flag stops pending tools, and the worker is joined before
+``run`` returns (the model call itself was given the same deadline).
+
+Finalize reranks the union of everything found on one scale, then grades and
+compensates with the web exactly as one-shot does.  Any exception or an empty
+union falls back to one-shot retrieval with the conservative plan.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from docmind_core.backends.protocols import AgentTranscript, AgentTurn, Observation, ToolSpec, UsageMeter
+from docmind_core.events import AgenticStep, Fallback, Retrieved
+from docmind_core.models import GradeResult, RetrievalPlan, SearchResult, Tier, Understanding
+from docmind_core.oneshot import EventStream, EvidenceFinisher, OneShotRetrieval, RetrievalOutcome, _ms
+from docmind_core.settings import Settings
+from docmind_core.text import keyword_tokens
+from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs
+
+_JOIN_GRACE_S = 3.0  # after a timeout, how long to wait for the round's worker to notice and finish
+_POLL_S = 0.05  # how often the waiting loop looks at the cancel flag
+_SANDBOX_SECTION = ("- executeCode: run a short Python program for exact arithmetic, counting or date maths over "
+                    "numbers you found; print the result. It cannot read the knowledge bases.\n")
+CONSERVATIVE_PLAN = RetrievalPlan(tools=["doc_search", "keyword_search"], conservative=True,
+                                  reasons={"doc_search": "agentic fallback", "keyword_search": "agentic fallback"})
+
+
+@dataclass
+class _Round:
+    turn: AgentTurn
+    observations: list[Observation] = field(default_factory=list)
+
+
+class _LoopStop(Exception):
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(detail or reason)
+        self.reason = reason
+
+
+class AgenticSearch:
+    """The bounded tool-calling loop with its finalize step; falls back to one-shot on failure."""
+
+    def __init__(self, llm: Any, toolbox: Toolbox, refiner: Any, grader: Any, prompts: Any,
+                 one_shot: OneShotRetrieval | None = None):
+        self.llm = llm
+        self.toolbox = toolbox
+        self.prompts = prompts
+        self.finisher = EvidenceFinisher(toolbox, refiner, grader)
+        self.one_shot = one_shot or OneShotRetrieval(toolbox, refiner, grader)
+
+    # ------------------------------------------------------------------
+    def run(self, question: str, understanding: Understanding, kb_brief: str, ctx: ToolContext,
+            settings: Settings, cancel: threading.Event | None = None,
+            meter: UsageMeter | None = None) -> EventStream:
+        cancel = cancel or threading.Event()
+        meter = meter or UsageMeter()
+        started = time.perf_counter()
+        query = understanding.rewritten_query or question
+        tools = loop_tool_specs(settings.sandbox.enabled)
+        transcript = AgentTranscript(question=question, rewritten_query=query, kb_brief=kb_brief,
+                                     messages=self._seed_messages(question, query, kb_brief, settings))
+        rounds = 0
+        stop_reason = "max_iterations"
+        failure = ""
+        try:
+            loop = self._loop(transcript, tools, ctx, settings, cancel, meter, started)
+            try:
+                while True:
+                    step = next(loop)
+                    rounds += 1
+                    yield step
+            except StopIteration as done:
+                stop_reason = done.value
+        except Exception as exc:  # noqa: BLE001 - any loop failure degrades to one-shot, the answer still comes
+            stop_reason, failure = "error", f"{type(exc).__name__}: {exc}"
+        finally:
+            ctx.close()  # the loop is over: nothing may run under this context any more
+
+        loop_ms = _ms(started)
+        if stop_reason == "cancelled":
+            return self._cancelled_outcome(query, ctx, rounds, loop_ms)
+        union = ctx.union()
+        if failure or not union:
+            reason = failure or "the loop found no evidence"
+            return (yield from self._fall_back(question, understanding, ctx, settings, cancel, reason,
+                                               stop_reason, rounds, loop_ms))
+        try:
+            yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), candidate_count=len(union),
+                            kb_chunks=sum(1 for c in union if c.origin == "kb"),
+                            web_chunks=sum(1 for c in union if c.origin == "web"),
+                            memory_items=len(ctx.memories), stop_reason=stop_reason, rounds=rounds,
+                            dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
+            done = yield from self.finisher.finish(query, union, ctx, settings, ctx.used_web,
+                                                   rerank_query=expanded_rerank_query(query, ctx))
+        except Exception as exc:  # noqa: BLE001
+            return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
+                                               f"finalize failed: {type(exc).__name__}: {exc}", "error", rounds,
+                                               loop_ms))
+        if not done.result.chunks:
+            return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
+                                               "finalize kept no evidence", stop_reason, rounds, loop_ms))
+        return RetrievalOutcome(
+            result=done.result, grade=done.grade, mode="agentic_loop", stop_reason=stop_reason,
+            web_compensated=done.web_compensated, memories=list(ctx.memories), tool_calls=list(ctx.records),
+            rounds=rounds, dedupe_hits=ctx.dedupe_hits, timings_ms={"agentic_loop": loop_ms, **done.timings_ms})
+
+    # ------------------------------------------------------------------
+    def _loop(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext, settings: Settings,
+              cancel: threading.Event, meter: UsageMeter, started: float):
+        """Yields one AgenticStep per round and returns the stop reason."""
+        cfg = settings.agentic
+        allowed = [t.name for t in tools]
+        total_deadline = started + cfg.total_timeout_ms / 1000
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docmind-agent-round")
+        future: Future | None = None
+        try:
+            for iteration in range(1, cfg.max_iterations + 1):
+                if cancel.is_set():
+                    return "cancelled"
+                now = time.perf_counter()
+                if now >= total_deadline:
+                    return "total_timeout"
+                round_s = cfg.iteration_timeout_ms / 1000
+                bound = "iteration_timeout"
+                if total_deadline - now < round_s:
+                    round_s, bound = total_deadline - now, "total_timeout"
+                before = len(ctx.records)
+                round_started = time.perf_counter()
+                future = pool.submit(self._round, transcript, tools, ctx, meter, round_s, allowed)
+                outcome = self._await(future, round_s, cancel)
+                if outcome is None:  # deadline or cancel while the round was running
+                    ctx.cancel.set()
+                    return "cancelled" if cancel.is_set() else bound
+                if outcome.exception() is not None:
+                    exc = outcome.exception()
+                    if _looks_like_timeout(exc) and time.perf_counter() - round_started >= round_s * 0.9:
+                        return bound
+                    raise exc
+                rnd: _Round = outcome.result()
+                if not rnd.turn.tool_calls:
+                    return "model_done"
+                self._append(transcript, rnd, iteration)
+                records = ctx.records[before:]
+                yield AgenticStep(iteration=iteration, max_iterations=cfg.max_iterations, tool_calls=records,
+                                  new_chunks=sum(r.new_chunks for r in records),
+                                  duplicate_chunks=sum(r.duplicate_chunks for r in records),
+                                  duration_ms=_ms(round_started), thought=rnd.turn.text or "")
+                if ctx.call_count >= cfg.max_tool_calls:
+                    return "max_tool_calls"
+            return "max_iterations"
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            if future is not None and not future.done():
+                ctx.cancel.set()  # pending tools of the abandoned round see this and return at once
+                wait([future], timeout=_JOIN_GRACE_S)  # the model call had the same deadline; let it end
+
+    def _round(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext, meter: UsageMeter,
+               timeout_s: float, allowed: list[str]) -> _Round:
+        turn = self.llm.agent_turn(transcript, tools, meter, timeout_s)
+        calls = list(turn.tool_calls or [])
+        for i, call in enumerate(calls):
+            if not call.id:
+                call.id = f"call_{len(transcript.rounds) + 1}_{i + 1}"
+        if not calls or ctx.cancel.is_set():
+            return _Round(turn=turn)
+        if len(calls) == 1:
+            observations = [self.toolbox.dispatch(ctx, calls[0], allowed)]
+        else:  # the calls of one round are independent: run them side by side
+            with ThreadPoolExecutor(max_workers=min(4, len(calls)), thread_name_prefix="docmind-tool") as tools_pool:
+                observations = list(tools_pool.map(lambda c: self.toolbox.dispatch(ctx, c, allowed), calls))
+        return _Round(turn=turn, observations=observations)
+
+    @staticmethod
+    def _await(future: Future, timeout_s: float, cancel: threading.Event) -> Future | None:
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            left = deadline - time.perf_counter()
+            if cancel.is_set() or left <= 0:
+                return future if future.done() and not cancel.is_set() else None
+            done, _ = wait([future], timeout=min(left, _POLL_S))
+            if done:
+                return future
+
+    @staticmethod
+    def _append(transcript: AgentTranscript, rnd: _Round, iteration: int) -> None:
+        """The assistant turn and one tool message per call, in OpenAI format, plus the structured round."""
+        message = dict(rnd.turn.assistant_message or {})
+        if not message:
+            message = {"role": "assistant", "content": rnd.turn.text or None, "tool_calls": [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": c.raw_arguments or json.dumps(c.arguments,
+                                                                                         ensure_ascii=False)}}
+                for c in rnd.turn.tool_calls]}
+        transcript.messages.append(message)
+        for obs in rnd.observations:
+            transcript.messages.append({"role": "tool", "tool_call_id": obs.call.id, "content": obs.text})
+        transcript.rounds.append(list(rnd.observations))
+
+    def _seed_messages(self, question: str, query: str, kb_brief: str, settings: Settings) -> list[dict[str, Any]]:
+        sandbox = _SANDBOX_SECTION if settings.sandbox.enabled else ""
+        system = self.prompts.render("agentic_system", sandbox_section=sandbox)
+        lines = [f"Question: {question}"]
+        if query.strip() != question.strip():
+            lines.append(f"Rewritten search query: {query}")
+        lines.append(f"Knowledge bases: {kb_brief or '(none described)'}")
+        lines.append("Gather the evidence with the tools, then stop.")
+        return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
+
+    # ------------------------------------------------------------------
+    def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, settings: Settings,
+                   cancel: threading.Event, reason: str, stop_reason: str, rounds: int,
+                   loop_ms: float) -> EventStream:
+        yield Fallback(stage="agentic", reason=reason, to="one_shot")
+        fresh = ctx.fresh()  # the loop's dedupe memory must not block the fallback's searches
+        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh, settings, cancel)
+        outcome.fell_back = True
+        outcome.stop_reason = stop_reason
+        outcome.rounds = rounds
+        outcome.dedupe_hits = ctx.dedupe_hits
+        outcome.tool_calls = [*ctx.records, *outcome.tool_calls]
+        outcome.memories = list(dict.fromkeys([*ctx.memories, *outcome.memories]))
+        outcome.timings_ms = {"agentic_loop": loop_ms, **outcome.timings_ms}
+        return outcome
+
+    def _cancelled_outcome(self, query: str, ctx: ToolContext, rounds: int, loop_ms: float) -> EventStream:
+        yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), stop_reason="cancelled", rounds=rounds,
+                        dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
+        grade = GradeResult(tier=Tier.LOW, top_score=0.0, lex_coverage=0.0, kb_entity_weak=False,
+                            web_compensation_needed=False, reason="cancelled before the evidence was graded")
+        return RetrievalOutcome(result=SearchResult(query=query, chunks=[], candidates=[]), grade=grade,
+                                mode="agentic_loop", stop_reason="cancelled", tool_calls=list(ctx.records),
+                                rounds=rounds, dedupe_hits=ctx.dedupe_hits, memories=list(ctx.memories),
+                                timings_ms={"agentic_loop": loop_ms})
+
+
+def expanded_rerank_query(query: str, ctx: ToolContext) -> str:
+    """The question plus the loop's search queries that reached beyond its own words.
+
+    A bridge paragraph found by a second-hop search ("Shirley Temple") shares
+    few words with the question, so reranking the union against the question
+    alone would throw away exactly what the hop found.  Queries whose terms the
+    question already contains (per-focus searches of a comparison) add nothing.
+    """
+    own = set(keyword_tokens(query))
+    extra: list[str] = []
+    for record in ctx.records:
+        if record.name not in ("searchDocs", "keywordSearch") or record.status != "ok" or not record.new_chunks:
+            continue
+        text = str(record.args.get("query", ""))
+        if set(keyword_tokens(text)) - own and text not in extra:
+            extra.append(text)
+    return " ".join([query, *extra]) if extra else query
+
+
+def _looks_like_timeout(exc: BaseException) -> bool:
+    name = type(exc).__name__.lower()
+    return isinstance(exc, TimeoutError) or "timeout" in name or "timed out" in str(exc).lower()

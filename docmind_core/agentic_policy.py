@@ -1,0 +1,268 @@
+"""The offline engine's tool policy: deterministic, but it really acts on what it reads.
+
+Round 1 plans from the question alone: one ``searchDocs`` per focus of a
+comparison (or one for the whole question), ``keywordSearch`` for exact codes,
+versions and quoted names, ``webSearch`` for time-aware questions when offered.
+Later rounds read the observations: for a chain question it searches again
+with entities the best passages introduced (titles, proper nouns, 《》 titles)
+that the question did not name; it reformulates once when the question's
+salient terms stay poorly covered; it stops when coverage is adequate or a
+round brought nothing new.  All state comes from the transcript, so one
+policy object serves every run and thread.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec
+from docmind_core.models import RetrievedChunk
+from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens, salient_terms
+
+ADEQUATE_COVERAGE = 0.75
+_MAX_HOP_ENTITIES = 2
+_BEST_CHUNKS = 2
+
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
+_CODE_RE = re.compile(r"\b(?:[A-Za-z]+[-_]?\d[\w.-]*|v?\d+(?:\.\d+){1,3}[a-z]?|[A-Z]{2,}\d*)\b")
+_QUOTED_RE = re.compile(r"[\"“「『《]([^\"”」』》]{2,60})[\"”」』》]")
+_BOOK_RE = re.compile(r"《([^》]{1,40})》")
+_TIME_RE = re.compile(r"最新|近期|最近|今年|去年|本月|目前|现在|当前|latest|recent(?:ly)?|current(?:ly)?|today|"
+                      r"this (?:year|month|week)|now\b|(?:19|20)\d{2}年?", re.IGNORECASE)
+# Conjunctions that separate the foci of a comparison.  "or"/vs always split; "and"-like words only with a cue.
+_STRONG_SPLIT_RE = re.compile(r"\s+(?:or|vs\.?|versus|compared (?:with|to))\s+|还是|VS", re.IGNORECASE)
+_WEAK_SPLIT_RE = re.compile(r"\s+and\s+|、|和|与|及|跟|同")
+_COMPARISON_CUE_RE = re.compile(
+    r"\b(?:both|same|between|compare|comparison|difference|differ|common|older|younger|first|earlier|later|"
+    r"larger|bigger|smaller|more|less|longer|shorter|higher|taller|share|shared|located)\b|"
+    r"^(?:are|were|is|was|do|did|does|have|has)\b|"
+    r"对比|比较|区别|差异|异同|分别|各自|哪个|哪一个|谁更|更", re.IGNORECASE)
+_CN_LEAD_RE = re.compile(r"^(?:请|请问|帮我|麻烦)?(?:对比|比较|分析|介绍|说说|讲讲|看看)?(?:一下)?")
+_CN_TAIL_RE = re.compile(r"(?:的|之间|在|有|哪个|谁|是否|分别|各自|区别|差异|异同|优缺点|有什么|有何|相比).*$")
+_EN_LEAD_RE = re.compile(r"^.*?\b(?:between|compare|of|is|are|was|were|did|do|does|has|have)\s+", re.IGNORECASE)
+_CONNECTORS = r"(?:\s+(?:(?:of|the|for|to|de|la|le|von|van|du|in|on|a)\s+)*)"
+_FOCUS_RUN_RE = re.compile(rf"[A-Z0-9][\w'’.&-]*(?:{_CONNECTORS}[A-Z0-9][\w'’.&-]*)*")  # "888 7th Avenue"
+_NAME_RUN_RE = re.compile(rf"[A-Z][\w'’.&-]*(?:{_CONNECTORS}[A-Z][\w'’.&-]*)*")  # entities start with a capital
+_GENERIC_CAPS = frozenset(
+    "the a an he she it they his her its their this that these those in on at of for and but or as by with from "
+    "january february march april may june july august september october november december monday tuesday "
+    "wednesday thursday friday saturday sunday american british english french german italian spanish chinese "
+    "japanese canadian australian russian indian irish scottish dutch swedish korean mexican european "
+    "are were is was do did does which who what where when how why whose whom both".split())
+
+_posseg_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    tool: str
+    query: str
+
+
+class OfflineToolPolicy:
+    """Which tools to call next, decided by rules over the transcript (no model)."""
+
+    def next_turn(self, transcript: AgentTranscript, tools: Sequence[ToolSpec]) -> AgentTurn:
+        offered = {t.name for t in tools}
+        done_round = len(transcript.rounds)
+        question = transcript.rewritten_query or transcript.question
+        if done_round == 0:
+            plans = self._first_round(question, transcript.question, offered)
+        else:
+            plans = self._later_round(transcript, question, offered)
+        ran = _queries_run(transcript)
+        plans = [p for p in plans if p.tool in offered and (p.tool, _norm(p.query)) not in ran]
+        plans = list(dict.fromkeys(plans))
+        if not plans:
+            return AgentTurn(tool_calls=[], text="The evidence gathered is enough; stopping.")
+        calls = [ToolCallRequest(id=f"offline_{done_round + 1}_{i}", name=p.tool, arguments={"query": p.query})
+                 for i, p in enumerate(plans, 1)]
+        return AgentTurn(tool_calls=calls, text=_explain(done_round, plans))
+
+    # -- round 1 -----------------------------------------------------------------
+    def _first_round(self, question: str, original: str, offered: set[str]) -> list[_Plan]:
+        foci = split_foci(question)
+        plans = [_Plan("searchDocs", q) for q in foci] if len(foci) >= 2 else [_Plan("searchDocs", question)]
+        for exact in exact_terms(original if original else question):
+            plans.append(_Plan("keywordSearch", exact))
+        if "webSearch" in offered and (_TIME_RE.search(original) or _TIME_RE.search(question)):
+            plans.append(_Plan("webSearch", question))
+        return plans
+
+    # -- later rounds ------------------------------------------------------------
+    def _later_round(self, transcript: AgentTranscript, question: str, offered: set[str]) -> list[_Plan]:
+        last = transcript.rounds[-1]
+        if not any(obs.new_chunk_ids for obs in last):
+            return []  # nothing new came back: more of the same will not help
+        seen = _all_chunks(transcript)
+        coverage, missing = coverage_of(question, seen)
+        hops_done = any(obs.call.arguments.get("_hop") or _is_hop(obs.call.arguments.get("query", ""), question)
+                        for rnd in transcript.rounds[1:] for obs in rnd)
+        comparison = len(split_foci(question)) >= 2
+        if not comparison and not hops_done:
+            best = _best_chunks(question, [c for obs in last for c in obs.chunks])
+            entities = bridge_entities(question, best)[:_MAX_HOP_ENTITIES]
+            if entities:
+                tail = " ".join(missing[:3])
+                return [_Plan("searchDocs", f"{e} {tail}".strip()) for e in entities]
+        if coverage < ADEQUATE_COVERAGE and not _reformulated(transcript) and missing:
+            return [_Plan("keywordSearch", " ".join(missing[:6]))]
+        return []
+
+
+# --------------------------------------------------------------------------
+# Question analysis
+# --------------------------------------------------------------------------
+
+def split_foci(question: str) -> list[str]:
+    """The separately searchable foci of a comparison, each with the question's shared terms; [] if none."""
+    text = question.strip().rstrip("?？。.!！")
+    parts = _STRONG_SPLIT_RE.split(text)
+    strong = len(parts) >= 2
+    if not strong and _COMPARISON_CUE_RE.search(text):
+        parts = _WEAK_SPLIT_RE.split(text)
+    parts = [p.strip(" ,，:：;；") for p in parts if p and p.strip(" ,，:：;；")]
+    if len(parts) < 2:
+        return []
+    names = [_focus_name(p, i, len(parts), strong) for i, p in enumerate(parts)]
+    names = [n for n in names if n]
+    if len(names) < 2 or len(set(n.lower() for n in names)) < 2:
+        return []
+    name_tokens = {t for n in names for t in keyword_tokens(n, stem=False)}
+    shared = [t for t in dict.fromkeys(keyword_tokens(text, stem=False)) if t not in name_tokens][:4]
+    return [" ".join([n, *shared]).strip() for n in names]
+
+
+def _strip_generic(run: str) -> str:
+    words = run.split()
+    while words and words[0].lower() in _GENERIC_CAPS:
+        words = words[1:]
+    return " ".join(words)
+
+
+def _focus_name(part: str, index: int, count: int, strong: bool) -> str:
+    if re.search(f"[{_CJK}]", part):
+        name = _CN_LEAD_RE.sub("", part) if index == 0 else part
+        name = _CN_TAIL_RE.sub("", name) if index == count - 1 else name
+        return name.strip()
+    runs = [_strip_generic(r) for r in _FOCUS_RUN_RE.findall(part)]
+    runs = [r for r in runs if r]
+    if runs:  # the left part's last name-like run, the right part's first
+        return runs[-1] if index == 0 else runs[0]
+    if not strong:
+        return ""  # "worlds and alien species": a plain "and" only separates names
+    if index == 0:
+        tail = re.split(r"[,，:：]", part)[-1]
+        return _EN_LEAD_RE.sub("", tail).strip()
+    return re.split(r"\b(?:in|on|at|for|with|which|who|that|when)\b", part, maxsplit=1)[0].strip()
+
+
+def exact_terms(question: str) -> list[str]:
+    """Codes, versions and quoted names that deserve an exact keyword search."""
+    found = [m.group(1).strip() for m in _QUOTED_RE.finditer(question)]
+    found += [m.group(0) for m in _CODE_RE.finditer(question) if not re.fullmatch(r"(?:19|20)\d{2}", m.group(0))]
+    return list(dict.fromkeys(f for f in found if f))
+
+
+def coverage_of(question: str, chunks: Sequence[RetrievedChunk]) -> tuple[float, list[str]]:
+    """Weighted share of the question's salient terms found in the chunks, and the missing terms."""
+    terms = salient_terms(question)
+    if not terms:
+        return 1.0, []
+    present: set[str] = set()
+    for chunk in chunks:
+        present.update(keyword_tokens(f"{chunk.document} {chunk.text}", stem=False))
+    total = sum(terms.values())
+    hit = sum(w for t, w in terms.items() if t in present)
+    missing = [t for t, _ in sorted(terms.items(), key=lambda kv: -kv[1]) if t not in present]
+    return hit / total, missing
+
+
+def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str]:
+    """Names the best chunks introduce that the question does not contain (the next hop's subject)."""
+    own = {t.lower() for t in keyword_tokens(question, stem=False)}
+    scored: dict[str, float] = {}
+
+    def add(name: str, weight: float) -> None:
+        name = re.sub(r"\s*\([^)]*\)\s*$", "", name).strip(" ,.;:'’\"")
+        toks = [t.lower() for t in keyword_tokens(name, stem=False)]
+        if not toks or len(name) < 2 or all(t in own for t in toks) or name.lower() in _GENERIC_CAPS:
+            return
+        novelty = sum(1 for t in toks if t not in own) / len(toks)
+        scored[name] = scored.get(name, 0.0) + weight * novelty
+
+    for rank, chunk in enumerate(chunks):
+        decay = 1.0 / (1 + rank)
+        add(chunk.document, 1.5 * decay)
+        for title in _BOOK_RE.findall(chunk.text):
+            add(title, 2.0 * decay)
+        if re.search(f"[{_CJK}]", chunk.text):
+            for word in _chinese_proper_nouns(chunk.text):
+                add(word, 1.2 * decay)
+        for run in _NAME_RUN_RE.findall(chunk.text):
+            name = _strip_generic(run)
+            words = name.split()
+            if words and not (len(words) == 1 and words[0].lower() in ENGLISH_STOP_WORDS):
+                add(name, (1.0 + 0.3 * (len(words) - 1)) * decay)
+    return [n for n, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def _chinese_proper_nouns(text: str) -> list[str]:
+    import jieba.posseg as pseg
+
+    with _posseg_lock:  # jieba's lazy initialisation is not thread-safe
+        pairs = [(p.word, p.flag) for p in pseg.cut(text[:600])]
+    return [w for w, flag in pairs if flag in ("nr", "ns", "nt", "nz") and len(w) >= 2]
+
+
+# --------------------------------------------------------------------------
+# Transcript reading
+# --------------------------------------------------------------------------
+
+def _norm(query: str) -> str:
+    return " ".join(sorted(set(keyword_tokens(query)))) or query.strip().lower()
+
+
+def _queries_run(transcript: AgentTranscript) -> set[tuple[str, str]]:
+    return {(obs.call.name, _norm(str(obs.call.arguments.get("query", ""))))
+            for rnd in transcript.rounds for obs in rnd}
+
+
+def _all_chunks(transcript: AgentTranscript) -> list[RetrievedChunk]:
+    seen: dict[str, RetrievedChunk] = {}
+    for rnd in transcript.rounds:
+        for obs in rnd:
+            for chunk in obs.chunks:
+                seen.setdefault(chunk.chunk_id, chunk)
+    return list(seen.values())
+
+
+def _best_chunks(question: str, chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
+    """The chunks that cover the question best (lexically), ties broken by retrieval order."""
+    terms = salient_terms(question)
+    unique = list({c.chunk_id: c for c in chunks}.values())
+
+    def score(item: tuple[int, RetrievedChunk]) -> tuple[float, int]:
+        rank, chunk = item
+        toks = set(keyword_tokens(f"{chunk.document} {chunk.text}", stem=False))
+        return (-sum(w for t, w in terms.items() if t in toks), rank)
+
+    return [c for _, c in sorted(enumerate(unique), key=score)][:_BEST_CHUNKS]
+
+
+def _is_hop(query: str, question: str) -> bool:
+    """A later-round searchDocs query that names something the question does not."""
+    own = set(keyword_tokens(question, stem=False))
+    return bool(set(keyword_tokens(query, stem=False)) - own)
+
+
+def _reformulated(transcript: AgentTranscript) -> bool:
+    return any(obs.call.name == "keywordSearch" for rnd in transcript.rounds[1:] for obs in rnd)
+
+
+def _explain(done_round: int, plans: Sequence[_Plan]) -> str:
+    what = "; ".join(f"{p.tool}({p.query})" for p in plans)
+    return f"Round {done_round + 1}: {what}"
