@@ -126,9 +126,9 @@ def _parse_html(name: str, data: bytes) -> str:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(decode_text(name, data), "html.parser")
+    title = soup.title.get_text(strip=True) if soup.title else ""
     for tag in soup(["script", "style", "noscript", "template", "head"]):
         tag.decompose()
-    title = soup.title.get_text(strip=True) if soup.title else ""
     # Block elements end with a newline so sentences and headings stay apart.
     for block in soup.find_all(["p", "div", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6",
                                 "section", "article", "table", "pre", "blockquote"]):
