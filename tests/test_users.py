@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from docmind_core.apikeys import ApiKeyStore
@@ -149,3 +151,72 @@ def test_api_keys_go_with_their_user(users, db):
     assert keys.list() == []
     with pytest.raises(NotFound):
         keys.create(alice.id)
+
+
+# -- the CLI -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli(db):
+    import types
+
+    import click
+
+    from docmind_core.commands.user_cmds import register
+
+    @click.group()
+    def group() -> None:
+        pass
+
+    register(group, lambda: types.SimpleNamespace(db=db))
+    return group
+
+
+def _invoke(cli, args, input=None):
+    from click.testing import CliRunner
+
+    return CliRunner().invoke(cli, args, input=input, catch_exceptions=False)
+
+
+def test_cli_user_add_prompts_without_echo_and_lists(cli, db):
+    added = _invoke(cli, ["user", "add", "alice", "--department", "research"],
+                    input="typed-secret-1\ntyped-secret-1\n")
+    assert added.exit_code == 0, added.output
+    assert "typed-secret-1" not in added.output
+    piped = _invoke(cli, ["user", "add", "root", "--role", "admin", "--password-stdin"], input="piped-secret-2\n")
+    assert piped.exit_code == 0 and "piped-secret-2" not in piped.output
+    listed = json.loads(_invoke(cli, ["user", "list", "--json"]).output)
+    assert [(u["username"], u["role"], u["department"]) for u in listed] == [
+        ("alice", "member", "research"), ("root", "admin", "")]
+    assert UserStore(db).authenticate("root", "piped-secret-2") is not None
+
+
+def test_cli_refuses_short_password_with_clear_message(cli):
+    from docmind_core.errors import DocMindError
+
+    with pytest.raises(DocMindError, match="too short"):
+        _invoke(cli, ["user", "add", "alice", "--password-stdin"], input="abc\n")
+
+
+def test_cli_passwd_remove_and_api_keys(cli, db):
+    _invoke(cli, ["user", "add", "root", "--role", "admin", "--password-stdin"], input="admin-secret\n")
+    _invoke(cli, ["user", "add", "alice", "--password-stdin"], input="first-secret\n")
+    _invoke(cli, ["user", "passwd", "alice", "--password-stdin"], input="second-secret\n")
+    assert UserStore(db).authenticate("alice", "second-secret") is not None
+    created = _invoke(cli, ["apikey", "create", "alice", "--label", "agent"])
+    key = created.output.splitlines()[0]
+    assert key.startswith("dm_") and ApiKeyStore(db).resolve(key).username == "alice"
+    listing = _invoke(cli, ["apikey", "list"]).output
+    assert key not in listing and key[:10] in listing and "active" in listing
+    key_id = ApiKeyStore(db).list()[0].id
+    assert "revoked" in _invoke(cli, ["apikey", "revoke", str(key_id)]).output
+    assert ApiKeyStore(db).resolve(key) is None
+    assert _invoke(cli, ["user", "remove", "alice", "--yes"]).exit_code == 0
+    assert [u.username for u in UserStore(db).list()] == ["root"]
+
+
+def test_cli_init_admin_from_env(cli, db, monkeypatch):
+    monkeypatch.setenv(ADMIN_USER_ENV, "boss")
+    monkeypatch.setenv(ADMIN_PASSWORD_ENV, "boss-password-from-env")
+    assert "created admin 'boss'" in _invoke(cli, ["user", "init-admin"]).output
+    assert "already exists" in _invoke(cli, ["user", "init-admin"]).output

@@ -1,0 +1,182 @@
+"""``docmind user ...``, ``docmind apikey ...`` and ``docmind mcp serve``.
+
+These are operator commands: whoever can run them can open the database, so
+they act without signing in.  Passwords are read by a hidden prompt (typed
+twice) or, for scripts, as one line on stdin with ``--password-stdin``; they
+are never taken as an argument, where they would land in shell history and
+``ps`` output.
+
+``get_engine()`` returns the composition root; the user and key commands use
+only its ``db``, ``mcp serve`` the whole engine.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from docmind_core.apikeys import ApiKeyStore
+from docmind_core.errors import DocMindError, NotFound
+from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, ROLES, User, UserStore
+
+
+def read_password(password_stdin: bool, confirm: bool = True) -> str:
+    """One password: a line on stdin for scripts, else a hidden prompt (typed twice)."""
+    if password_stdin:
+        line = sys.stdin.readline()
+        return line.rstrip("\r\n")
+    return click.prompt("Password", hide_input=True, confirmation_prompt=confirm)
+
+
+def user_by_name(users: UserStore, username: str) -> User:
+    user = users.find(username)
+    if user is None:
+        raise DocMindError(f"no user named '{username}' (see: docmind user list)")
+    return user
+
+
+def ensure_first_admin(users: UserStore, interactive: bool) -> User | None:
+    """Make sure an admin exists: from DOCMIND_ADMIN_USER/PASSWORD, else by asking on a terminal.
+
+    Returns the admin created now, or None when one existed (or nobody could be asked).
+    """
+    created = users.ensure_admin_from_env()
+    if created is not None or users.count("admin") > 0:
+        return created
+    if not interactive:
+        return None
+    click.echo(f"No admin account exists yet (set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or create one now).")
+    username = click.prompt("Admin user name")
+    return users.add(username, read_password(False), role="admin")
+
+
+def register(cli: click.Group, get_engine) -> None:
+    def users() -> UserStore:
+        return UserStore(get_engine().db)
+
+    def keys() -> ApiKeyStore:
+        return ApiKeyStore(get_engine().db)
+
+    # -- users ---------------------------------------------------------------
+    @cli.group("user")
+    def user_group() -> None:
+        """Manage the people who may sign in."""
+
+    @user_group.command("add")
+    @click.argument("username")
+    @click.option("--department", default="", help="Department, for KBs shared with a department")
+    @click.option("--role", type=click.Choice(ROLES), default="member", show_default=True)
+    @click.option("--password-stdin", is_flag=True, help="Read the password as one line from stdin")
+    def user_add(username: str, department: str, role: str, password_stdin: bool) -> None:
+        """Create an account (the password is asked for, never passed as an argument)."""
+        added = users().add(username, read_password(password_stdin), department=department, role=role)
+        click.echo(f"added {added.role} '{added.username}' (id {added.id})"
+                   + (f" in department '{added.department}'" if added.department else ""))
+
+    @user_group.command("list")
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
+    def user_list(as_json: bool) -> None:
+        """List accounts."""
+        found = users().list()
+        if as_json:
+            click.echo(json.dumps([u.model_dump() for u in found], ensure_ascii=False, indent=2))
+            return
+        if not found:
+            click.echo("no users yet: docmind user add NAME --role admin")
+        for u in found:
+            click.echo(f"{u.id:>4}  {u.username:<20} {u.role:<7} {u.department}")
+
+    @user_group.command("passwd")
+    @click.argument("username")
+    @click.option("--password-stdin", is_flag=True, help="Read the new password as one line from stdin")
+    def user_passwd(username: str, password_stdin: bool) -> None:
+        """Set a new password."""
+        store = users()
+        target = user_by_name(store, username)
+        store.set_password(target.id, read_password(password_stdin))
+        click.echo(f"password changed for '{target.username}'")
+
+    @user_group.command("remove")
+    @click.argument("username")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation")
+    def user_remove(username: str, yes: bool) -> None:
+        """Delete an account and its API keys (its knowledge bases stay, owned by nobody: admins only)."""
+        store = users()
+        target = user_by_name(store, username)
+        if not yes:
+            click.confirm(f"Remove '{target.username}' and revoke its API keys?", abort=True)
+        store.remove(target.id)
+        click.echo(f"removed '{target.username}'")
+
+    @user_group.command("init-admin")
+    def user_init_admin() -> None:
+        """Create the first admin from DOCMIND_ADMIN_USER/DOCMIND_ADMIN_PASSWORD, or by asking."""
+        created = ensure_first_admin(users(), interactive=sys.stdin.isatty())
+        if created is not None:
+            click.echo(f"created admin '{created.username}'")
+        elif users().count("admin"):
+            click.echo("an admin already exists")
+        else:
+            raise DocMindError(f"no admin: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or run this on a terminal")
+
+    # -- API keys ------------------------------------------------------------
+    @cli.group("apikey")
+    def apikey_group() -> None:
+        """Issue and revoke API keys (for the MCP server)."""
+
+    @apikey_group.command("create")
+    @click.argument("username")
+    @click.option("--label", default="", help="What the key is for, shown in listings")
+    def apikey_create(username: str, label: str) -> None:
+        """Issue a key acting as USERNAME; it is printed once and cannot be shown again."""
+        target = user_by_name(UserStore(get_engine().db), username)
+        key = keys().create(target.id, label=label)
+        click.echo(key)
+        click.echo(f"(API key for '{target.username}'; store it now: only its hash is kept)", err=True)
+
+    @apikey_group.command("list")
+    @click.option("--user", "username", default=None, help="Only this user's keys")
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
+    def apikey_list(username: str | None, as_json: bool) -> None:
+        """List keys (prefix, owner, label, state); never the keys themselves."""
+        user_id = user_by_name(UserStore(get_engine().db), username).id if username else None
+        found = keys().list(user_id)
+        if as_json:
+            click.echo(json.dumps([k.model_dump() for k in found], ensure_ascii=False, indent=2))
+            return
+        for k in found:
+            state = "active" if k.active else f"revoked {k.revoked_at}"
+            click.echo(f"{k.id:>4}  {k.prefix}...  {k.username:<16} {state:<10} {k.label}")
+
+    @apikey_group.command("revoke")
+    @click.argument("key_id", type=int)
+    def apikey_revoke(key_id: int) -> None:
+        """Revoke a key by its id (see: docmind apikey list); it stops working at once."""
+        try:
+            revoked = keys().revoke(key_id)
+        except NotFound:
+            raise DocMindError(f"no API key with id {key_id} (see: docmind apikey list)") from None
+        click.echo(f"revoked key {revoked.id} ({revoked.prefix}...) of '{revoked.username}'")
+
+    # -- MCP -----------------------------------------------------------------
+    @cli.group("mcp")
+    def mcp_group() -> None:
+        """The MCP tool server for other agents."""
+
+    @mcp_group.command("serve")
+    @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on")
+    @click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535))
+    @click.option("--allowed-host", "allowed_hosts", multiple=True,
+                  help="Host[:port] clients use to reach this server when not on loopback (repeatable)")
+    def mcp_serve(host: str, port: int, allowed_hosts: tuple[str, ...]) -> None:
+        """Serve searchDocs, keywordSearch, webSearch, recall_memory, store_memory and kb_meta over MCP."""
+        from docmind_core.mcp_server import MCP_PATH, serve
+
+        engine = get_engine()
+        if not ApiKeyStore(engine.db).list(include_revoked=False):
+            click.echo("note: no active API key yet; create one with: docmind apikey create USERNAME", err=True)
+        click.echo(f"MCP endpoint: http://{host}:{port}{MCP_PATH} (send X-API-Key or Authorization: Bearer)",
+                   err=True)
+        serve(engine, host=host, port=port, allowed_hosts=list(allowed_hosts) or None)
