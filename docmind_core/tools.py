@@ -235,6 +235,8 @@ class Toolbox:
         if not result.available:
             msg = result.message or "web search unavailable"
             return ToolOutput(status="unavailable", message=msg, text=msg)
+        if not result.chunks and result.message.startswith("web search failed"):
+            return ToolOutput(status="error", message=result.message, text=result.message)
         ctx.mark_web_used()
         chunks = [c.model_copy(update={"origin": "web"}) for c in result.chunks]
         return ToolOutput(chunks=_labelled(chunks, "webSearch"), text=_describe(chunks), message=result.message)

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec, UsageMeter
-from docmind_core.models import BackendStatus, RetrievedChunk, SearchResult, StageScores
+from docmind_core.models import BackendStatus, RetrievedChunk, StageScores
+from docmind_core.retrieval.hybrid import EvidenceRefiner
 from docmind_core.settings import Settings
-from docmind_core.text import count_tokens, keyword_tokens, truncate_to_tokens
+from docmind_core.text import keyword_tokens
 
 
 def chunk(cid: str, text: str, kb_id: int = 1, document: str = "", origin: str = "kb") -> RetrievedChunk:
@@ -86,35 +87,9 @@ class OverlapReranker:
         return BackendStatus(role="reranker", name=self.name, live=True)
 
 
-class BudgetRefiner:
-    """A compact EvidenceRefiner: dedupe → rerank everything → top final_top_k → token budget."""
-
-    def __init__(self, reranker: OverlapReranker | None = None):
-        self.reranker = reranker or OverlapReranker()
-        self.calls: list[tuple[str, int]] = []
-
-    def refine(self, query: str, chunks: Sequence[RetrievedChunk], settings: Settings) -> SearchResult:
-        self.calls.append((query, len(chunks)))
-        unique = list({c.chunk_id: c for c in chunks}.values())
-        scores = self.reranker.score(query, unique)
-        ranked = sorted(zip(unique, scores), key=lambda x: -x[1])
-        kept, candidates, used = [], [], 0
-        for i, (c, s) in enumerate(ranked):
-            c = c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s})})
-            cut = None
-            if i >= settings.retrieval.final_top_k:
-                cut = "mmr"
-            elif used + count_tokens(c.text) > settings.rag.context_max_tokens:
-                room = settings.rag.context_max_tokens - used
-                if room > 20:
-                    c = c.model_copy(update={"text": truncate_to_tokens(c.text, room)})
-                else:
-                    cut = "budget"
-            if cut is None:
-                used += count_tokens(c.text)
-                kept.append(c)
-            candidates.append(c.model_copy(update={"kept": cut is None, "cut_by": cut}))
-        return SearchResult(query=query, chunks=kept, candidates=candidates, used_tokens=used)
+def make_refiner(reranker: OverlapReranker | None = None) -> EvidenceRefiner:
+    """The real EvidenceRefiner (no store: no parent expansion) over the predictable reranker."""
+    return EvidenceRefiner(None, None, reranker or OverlapReranker())
 
 
 @dataclass

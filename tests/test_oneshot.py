@@ -1,0 +1,157 @@
+"""One-shot retrieval: parallel workers, worker timeouts, web compensation (fake Tavily server), web labels."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from docmind_core.backends.web_search import TavilyWebSearch
+from docmind_core.events import Graded, Reranked, Retrieved, WebCompensated
+from docmind_core.grade import CragGrader
+from docmind_core.models import RetrievalPlan, Tier, Understanding
+from docmind_core.oneshot import OneShotRetrieval
+from docmind_core.tools import ToolContext, Toolbox
+from tests.agentic_world import CORPUS, make_refiner, FixtureRetriever, settings
+from tests.fakes.tavily_server import FakeTavilyServer, result
+
+WEB_RESULTS = [
+    result("Pump market news", "https://news.example/pumps", "Zorblax pumps launched a quantum flux capacitor line."),
+    result("Flux capacitors", "https://wiki.example/flux", "A quantum flux capacitor is a fictional zorblax device."),
+]
+
+
+def collect(gen):
+    events = []
+    while True:
+        try:
+            events.append(next(gen))
+        except StopIteration as stop:
+            return events, stop.value
+
+
+@pytest.fixture
+def tavily():
+    with FakeTavilyServer(api_key="tvly-test") as server:
+        server.default_results = WEB_RESULTS
+        yield server
+
+
+def make(retriever=None, web=None):
+    retriever = retriever or FixtureRetriever(CORPUS)
+    toolbox = Toolbox(retriever, web=web)
+    return OneShotRetrieval(toolbox, make_refiner(), CragGrader()), retriever
+
+
+def run(one_shot, question, tools, cfg=None, kb_ids=(1,)):
+    cfg = cfg or settings()
+    ctx = ToolContext.for_run(list(kb_ids), 7, cfg)
+    plan = RetrievalPlan(tools=list(tools))
+    return collect(one_shot.run(question, Understanding(rewritten_query=question), plan, ctx, cfg))
+
+
+def test_planned_workers_run_in_parallel_and_union_is_refined():
+    one_shot, retriever = make()
+    retriever.delay_s = {"candidates": 0.4, "keyword_candidates": 0.4}
+    t0 = time.perf_counter()
+    events, outcome = run(one_shot, "DM-3000 pump litres per minute", ["doc_search", "keyword_search"])
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 0.75, f"workers ran one after the other ({elapsed:.2f}s)"
+    retrieved = events[0]
+    assert isinstance(retrieved, Retrieved) and retrieved.mode == "one_shot"
+    assert [(w.name, w.status) for w in retrieved.workers] == [("doc_search", "ok"), ("keyword_search", "ok")]
+    assert outcome.mode == "one_shot" and outcome.result.chunks
+    assert outcome.result.chunks[0].chunk_id == "a1"
+    assert {c.kb_id for c in outcome.result.candidates} == {1}
+
+
+def test_a_slow_worker_times_out_and_the_rest_continue():
+    one_shot, retriever = make()
+    retriever.delay_s = {"keyword_candidates": 2.0}
+    cfg = settings(**{"retrieval.worker_timeout_ms": 300})
+    t0 = time.perf_counter()
+    events, outcome = run(one_shot, "DM-4000 pump", ["doc_search", "keyword_search"], cfg)
+    assert time.perf_counter() - t0 < 1.5
+    reports = {w.name: w for w in events[0].workers}
+    assert reports["keyword_search"].status == "timeout" and "300 ms" in reports["keyword_search"].message
+    assert reports["doc_search"].status == "ok" and reports["doc_search"].hits > 0
+    assert outcome.result.chunks
+
+
+def test_a_failing_worker_is_reported_and_dropped():
+    one_shot, retriever = make()
+    retriever.fail = {"candidates"}
+    events, outcome = run(one_shot, "warranty claims pumps", ["doc_search", "keyword_search"])
+    reports = {w.name: w for w in events[0].workers}
+    assert reports["doc_search"].status == "error" and "down" in reports["doc_search"].message
+    assert reports["keyword_search"].status == "ok"
+    assert outcome.result.chunks[0].chunk_id == "a6"
+
+
+def test_event_order_without_web_compensation():
+    one_shot, _ = make()
+    events, outcome = run(one_shot, "DM-3000 pump firmware", ["doc_search"])
+    assert [e.kind for e in events] == ["retrieval", "rerank", "grader", "web_compensation"]
+    rerank = events[1]
+    assert isinstance(rerank, Reranked) and rerank.reranker == "overlap"
+    assert all(c.scores.rerank is not None for c in rerank.candidates)
+    assert outcome.grade.tier == Tier.HIGH
+    comp = events[3]
+    assert isinstance(comp, WebCompensated) and not comp.ran and "not needed" in comp.reason
+    assert not outcome.web_compensated
+
+
+def test_web_compensation_runs_on_low_and_web_evidence_is_labelled(tavily):
+    web = TavilyWebSearch("tvly-test", base_url=tavily.base_url, timeout_s=5)
+    one_shot, _ = make(web=web)
+    events, outcome = run(one_shot, "quantum flux capacitor zorblax", ["doc_search"])
+    kinds = [e.kind for e in events]
+    assert kinds == ["retrieval", "rerank", "grader", "web_compensation", "grader"]
+    assert events[2].grade.tier == Tier.LOW and events[2].grade.web_compensation_needed
+    comp = events[3]
+    assert comp.ran and comp.added_chunks >= 1
+    assert isinstance(events[4], Graded) and events[4].round == "after_web"
+    assert outcome.web_compensated
+    web_chunks = [c for c in outcome.result.chunks if c.url]
+    assert web_chunks and all(c.origin == "web" for c in web_chunks)
+    assert len(tavily.requests) == 1
+
+
+def test_web_compensation_does_not_repeat_when_the_plan_used_the_web(tavily):
+    web = TavilyWebSearch("tvly-test", base_url=tavily.base_url, timeout_s=5)
+    one_shot, _ = make(web=web)
+    tavily.default_results = []
+    events, outcome = run(one_shot, "quantum flux capacitor zorblax", ["doc_search", "web_search"])
+    comp = [e for e in events if isinstance(e, WebCompensated)][0]
+    assert not comp.ran and "already searched" in comp.reason
+    assert len(tavily.requests) == 1 and not outcome.web_compensated
+
+
+def test_web_compensation_off_on_low_is_respected(tavily):
+    web = TavilyWebSearch("tvly-test", base_url=tavily.base_url, timeout_s=5)
+    one_shot, _ = make(web=web)
+    cfg = settings(**{"retrieval.web_compensation_on_low": False})
+    events, outcome = run(one_shot, "quantum flux capacitor zorblax", ["doc_search"], cfg)
+    comp = [e for e in events if isinstance(e, WebCompensated)][0]
+    assert not comp.ran and not tavily.requests
+
+
+def test_unavailable_web_is_reported_not_raised():
+    one_shot, _ = make()
+    events, outcome = run(one_shot, "quantum flux capacitor zorblax", ["doc_search"])
+    comp = [e for e in events if isinstance(e, WebCompensated)][0]
+    assert not comp.ran and "unavailable" in comp.reason
+    assert outcome.grade.tier == Tier.LOW
+
+
+def test_memory_worker_results_are_memories_not_sources():
+    class Memory:
+        def recall(self, user_id, query, top_k, min_similarity):
+            return ["user 7 prefers the DM-4000"] if user_id == 7 else []
+
+    toolbox = Toolbox(FixtureRetriever(CORPUS), memory=Memory())
+    one_shot = OneShotRetrieval(toolbox, make_refiner(), CragGrader())
+    events, outcome = run(one_shot, "which pump do I prefer", ["doc_search", "recall_memory"])
+    assert outcome.memories == ["user 7 prefers the DM-4000"]
+    assert events[0].memory_items == 1
+    assert all(c.origin != "memory" for c in outcome.result.chunks)
