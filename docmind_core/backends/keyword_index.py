@@ -16,8 +16,10 @@ Two implementations of the ``KeywordIndex`` protocol:
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -128,6 +130,25 @@ class Fts5KeywordIndex:
                              detail=f"persistent, jieba + English tokens, stemming {'on' if self.stem else 'off'}")
 
 
+@lru_cache(maxsize=1)
+def _positive_idf_bm25():
+    """The BM25 class, built on first use so rank_bm25 is imported only when this backend is chosen."""
+    from rank_bm25 import BM25Okapi
+
+    class PositiveIdfBM25(BM25Okapi):
+        """BM25Okapi with Lucene's idf, log(1 + (N - n + 0.5) / (n + 0.5)).
+
+        rank-bm25's own idf is zero or negative for a term in half the chunks or
+        more, which in a small KB wipes out every score (a two-chunk KB matches nothing).
+        """
+
+        def _calc_idf(self, nd):
+            self.idf = {word: math.log(1 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+                        for word, freq in nd.items()}
+
+    return PositiveIdfBM25
+
+
 @dataclass
 class _KbModel:
     signature: tuple
@@ -170,10 +191,8 @@ class RankBM25KeywordIndex:
             corpus = [index_terms(r[2], self.stem) for r in rows]
             bm25 = None
             if rows:
-                from rank_bm25 import BM25Okapi
-
                 # rank-bm25 divides by the average length; an all-empty corpus would fail
-                bm25 = BM25Okapi([terms or ["\u0000"] for terms in corpus])
+                bm25 = _positive_idf_bm25()([terms or ["\u0000"] for terms in corpus])
             model = _KbModel(signature, [r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64), bm25)
             self._models[kb_id] = model
             return model
