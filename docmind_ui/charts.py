@@ -1,0 +1,59 @@
+"""Plotly figures: the rerank score distribution of a run, and two runs overlaid."""
+
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from docmind_core.compare import ScoreDistribution
+from docmind_core.models import RetrievedChunk
+
+# (origin, kept) -> legend name and colour; KB blue, web orange, cut ones pale
+_GROUPS = [
+    (("kb", True), "KB · kept", "#2563eb"),
+    (("kb", False), "KB · cut", "#bfdbfe"),
+    (("web", True), "Web · kept", "#ea580c"),
+    (("web", False), "Web · cut", "#fed7aa"),
+    (("memory", True), "Memory · kept", "#7c3aed"),
+    (("memory", False), "Memory · cut", "#ddd6fe"),
+]
+
+
+def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, title: str = "") -> go.Figure:
+    """Bars of every candidate's rerank score, best first, with the HIGH / LOW thresholds drawn."""
+    ranked = sorted(candidates, key=lambda c: c.scores.rerank if c.scores.rerank is not None else -1, reverse=True)
+    fig = go.Figure()
+    for (origin, kept), name, colour in _GROUPS:
+        xs, ys, hover = [], [], []
+        for rank, chunk in enumerate(ranked, start=1):
+            if chunk.origin == origin and chunk.kept == kept and chunk.scores.rerank is not None:
+                xs.append(rank)
+                ys.append(chunk.scores.rerank)
+                # plotly renders a few tags in hover text; escape names so a file called <b>x</b> stays text
+                cut = "kept" if chunk.kept else f"cut by {chunk.cut_by or '?'}"
+                hover.append(f"{html.escape(chunk.document)}<br>rerank {chunk.scores.rerank:.3f} · {cut}")
+        if xs:
+            fig.add_bar(x=xs, y=ys, name=name, marker_color=colour, hovertext=hover, hoverinfo="text",
+                        marker_line_color="#1f2937" if kept else colour, marker_line_width=1.2 if kept else 0)
+    fig.add_hline(y=high, line_dash="dash", line_color="#16a34a", annotation_text=f"HIGH {high:.2f}",
+                  annotation_position="top left")
+    fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text=f"LOW {low:.2f}",
+                  annotation_position="bottom left")
+    fig.update_layout(height=240, margin=dict(l=10, r=10, t=30 if title else 10, b=10), barmode="overlay",
+                      title=title or None, xaxis_title="candidate rank", yaxis_title="rerank score",
+                      yaxis_range=[0, 1.02], legend=dict(orientation="h", y=1.12, x=0), bargap=0.15)
+    return fig
+
+
+def distribution_overlay(a: ScoreDistribution, b: ScoreDistribution, label_a: str, label_b: str,
+                         high: float, low: float) -> go.Figure:
+    fig = go.Figure()
+    fig.add_scatter(x=list(range(1, len(a.scores) + 1)), y=a.scores, mode="lines+markers", name=label_a)
+    fig.add_scatter(x=list(range(1, len(b.scores) + 1)), y=b.scores, mode="lines+markers", name=label_b)
+    fig.add_hline(y=high, line_dash="dash", line_color="#16a34a", annotation_text="HIGH")
+    fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text="LOW")
+    fig.update_layout(height=260, margin=dict(l=10, r=10, t=10, b=10), xaxis_title="candidate rank",
+                      yaxis_title="rerank score", yaxis_range=[0, 1.02], legend=dict(orientation="h", y=1.12))
+    return fig

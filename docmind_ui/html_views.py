@@ -1,0 +1,162 @@
+"""Pure HTML builders for the pages (no Streamlit import, so they are unit-testable).
+
+Every value that came from a document, a file name, a model or a user goes
+through ``html.escape`` here; the pages pass the result to
+``st.markdown(..., unsafe_allow_html=True)`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+from docmind_core.models import BackendStatus, GradeResult
+from docmind_core.timeline import RunDigest, TimelineRow
+
+PAGE_CSS = """
+<style>
+.dm-answer { line-height: 1.65; font-size: 1.02rem; }
+a.dm-cite { display: inline-block; padding: 0 .38em; margin: 0 .08em; border-radius: .6em; font-size: .78em;
+  font-weight: 600; text-decoration: none; background: #e0ecff; color: #1d4ed8; border: 1px solid #93c5fd;
+  vertical-align: super; line-height: 1.3; }
+a.dm-cite:hover { background: #1d4ed8; color: #fff; }
+.dm-cite-invalid { display: inline-block; padding: 0 .38em; border-radius: .6em; font-size: .78em;
+  background: #fee2e2; color: #b91c1c; border: 1px dashed #ef4444; text-decoration: line-through;
+  vertical-align: super; line-height: 1.3; }
+.dm-source { border: 1px solid #e5e7eb; border-left: 4px solid #60a5fa; border-radius: 8px; padding: .55rem .75rem;
+  margin: .45rem 0; background: #fafafa; scroll-margin-top: 5rem; transition: background .3s, box-shadow .3s; }
+.dm-source.dm-origin-web { border-left-color: #f59e0b; }
+.dm-source.dm-origin-memory { border-left-color: #a78bfa; }
+.dm-source:target { background: #fff7d6; box-shadow: 0 0 0 3px #f59e0b; }
+.dm-source-head { font-weight: 600; margin-bottom: .2rem; }
+.dm-source-n { color: #1d4ed8; }
+.dm-source-text { font-size: .92rem; white-space: normal; }
+.dm-source-url { font-weight: 400; font-size: .8rem; margin-left: .4rem; }
+mark.dm-span { background: #fde68a; padding: 0 .1em; border-radius: 3px; }
+.dm-scores { font-size: .78rem; color: #4b5563; margin-bottom: .25rem; }
+.dm-score { margin-right: .8rem; }
+.dm-tag { font-size: .7rem; padding: .05rem .4rem; border-radius: .5rem; background: #e5e7eb; margin-left: .3rem;
+  font-weight: 500; }
+.dm-tag-web { background: #fde68a; } .dm-tag-kb { background: #dbeafe; } .dm-tag-memory { background: #ede9fe; }
+.dm-tier { display: inline-block; padding: .15rem .65rem; border-radius: 1rem; font-weight: 700; font-size: .85rem;
+  color: #fff; margin-right: .5rem; }
+.dm-tier-HIGH { background: #16a34a; } .dm-tier-AMBIGUOUS { background: #ca8a04; } .dm-tier-LOW { background: #dc2626; }
+.dm-tier-NONE { background: #6b7280; }
+.dm-gradebar { font-size: .85rem; color: #374151; margin: .2rem 0 .4rem 0; }
+.dm-gradebar span.dm-kv { margin-right: .9rem; }
+.dm-glance { font-size: .85rem; color: #374151; background: #f3f4f6; border-radius: 6px; padding: .35rem .6rem;
+  margin: .3rem 0; }
+table.dm-timeline { border-collapse: collapse; width: 100%; font-size: .82rem; }
+table.dm-timeline td { border-top: 1px solid #e5e7eb; padding: .25rem .4rem; vertical-align: top; }
+table.dm-timeline td.dm-t { color: #6b7280; white-space: nowrap; text-align: right; width: 5.5rem; }
+table.dm-timeline tr.dm-warn td.dm-step { color: #a16207; } table.dm-timeline tr.dm-error td.dm-step { color: #b91c1c; }
+table.dm-timeline td.dm-step { font-weight: 600; width: 16rem; }
+table.dm-items { border-collapse: collapse; margin-top: .2rem; font-size: .78rem; }
+table.dm-items th, table.dm-items td { border: 1px solid #e5e7eb; padding: .1rem .35rem; }
+.dm-fields span { margin-right: .7rem; } .dm-fields b { color: #4b5563; font-weight: 600; }
+.dm-dot { display: inline-block; width: .6rem; height: .6rem; border-radius: 50%; margin-right: .35rem; }
+.dm-dot-live { background: #16a34a; } .dm-dot-fallback { background: #f59e0b; }
+.dm-backend { font-size: .82rem; margin: .15rem 0; } .dm-backend small { color: #6b7280; display: block;
+  margin-left: .95rem; }
+</style>
+"""
+
+_STATUS_ICON = {"ok": "●", "info": "○", "warn": "▲", "error": "✖"}
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def tier_badge_html(grade: GradeResult | None, web_compensated: bool = False) -> str:
+    """Coloured CRAG badge with the numbers behind it."""
+    if grade is None:
+        return '<div class="dm-gradebar"><span class="dm-tier dm-tier-NONE">NO RETRIEVAL</span></div>'
+    tier = grade.tier.value
+    parts = [f'<span class="dm-tier dm-tier-{tier}" data-tier="{tier}">{tier}</span>',
+             f'<span class="dm-kv"><b>top score</b> {grade.top_score:.3f}</span>',
+             f'<span class="dm-kv"><b>lexical coverage</b> {grade.lex_coverage:.2f}</span>',
+             f'<span class="dm-kv"><b>web compensation</b> {"ran" if web_compensated else "no"}</span>']
+    if grade.reason:
+        parts.append(f'<span class="dm-kv"><b>reason</b> {esc(grade.reason)}</span>')
+    return f'<div class="dm-gradebar">{"".join(parts)}</div>'
+
+
+def confidence_html(digest: RunDigest) -> str:
+    done = digest.done
+    if done is None:
+        return ""
+    c = done.citations
+    conf = done.confidence
+    bits = []
+    if conf is not None:
+        bits.append(f"<b>confidence</b> {conf.score:.2f} ({esc(conf.band)})" + (" · ungrounded" if conf.ungrounded
+                                                                                 else ""))
+    bits.append("<b>citation coverage</b> " + ("n/a" if c.coverage is None else f"{c.coverage:.0%}"))
+    bits.append(f"<b>cited sentences</b> {c.cited_sentences}/{c.substantive_sentences}")
+    if c.invalid_refs:
+        bits.append(f'<span class="dm-cite-invalid">{c.invalid_refs} invalid reference'
+                    f'{"s" if c.invalid_refs != 1 else ""}</span>')
+    if done.cancelled:
+        bits.append("<b>stopped by you</b>")
+    return '<div class="dm-gradebar">' + " · ".join(bits) + "</div>"
+
+
+def glance_html(digest: RunDigest) -> str:
+    """One line that is always visible: scope, understanding, route and what retrieval did."""
+    bits = []
+    if digest.scope is not None:
+        bits.append(f"<b>scope</b> {esc(digest.scope.scope.value)}")
+    if digest.understood is not None:
+        u = digest.understood.understanding
+        bits.append(f"<b>intent</b> {esc(u.intent.value)} · {esc(u.complexity.value)} · {esc(u.specificity.value)}"
+                    + (" · ambiguous" if u.is_ambiguous else ""))
+    if digest.routed is not None:
+        d = digest.routed.decision
+        bits.append(f"<b>route</b> {esc(d.mode.value)} ({esc(d.reason)})")
+        if digest.routed.plan is not None:
+            bits.append("<b>planned</b> " + esc(", ".join(digest.routed.plan.tools)))
+    if digest.agentic_steps:
+        calls = sum(len(s.tool_calls) for s in digest.agentic_steps)
+        bits.append(f"<b>agentic</b> {len(digest.agentic_steps)} round(s), {calls} tool call(s)")
+    if digest.stop_reason:
+        bits.append(f"<b>stop</b> {esc(digest.stop_reason)}")
+    if digest.fallbacks or digest.errors:
+        bits.append(f"<b>fallbacks/errors</b> {len(digest.fallbacks)}/{len(digest.errors)}")
+    if digest.done is not None and digest.done.backend:
+        bits.append(f"<b>model</b> {esc(digest.done.backend)}")
+    return '<div class="dm-glance">' + " · ".join(bits) + "</div>" if bits else ""
+
+
+def _items_table(items: Sequence[dict]) -> str:
+    if not items:
+        return ""
+    columns = list(dict.fromkeys(k for item in items for k in item if item.get(k) not in ("", None)))
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{esc(item.get(c, ''))}</td>" for c in columns) + "</tr>" for item in items)
+    return f'<table class="dm-items"><tr>{head}</tr>{body}</table>'
+
+
+def timeline_html(rows: Sequence[TimelineRow]) -> str:
+    """The run timeline as one escaped table: time, step, fields and tool/worker rows."""
+    out = ['<table class="dm-timeline">']
+    for row in rows:
+        duration = f" <small>({row.duration_ms:.0f} ms)</small>" if row.duration_ms else ""
+        fields = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in row.fields.items())
+        out.append(
+            f'<tr class="dm-{row.status}" data-kind="{esc(row.kind)}"><td class="dm-t">{row.t_ms:.0f} ms</td>'
+            f'<td class="dm-step">{_STATUS_ICON[row.status]} {esc(row.title)}{duration}</td>'
+            f'<td><div class="dm-fields">{fields}</div>{_items_table(row.items)}</td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
+def backend_html(status: BackendStatus) -> str:
+    dot = "dm-dot-live" if status.live else "dm-dot-fallback"
+    hint = ""
+    if not status.live and status.how_to_enable:
+        hint = f"<small>to enable: {esc(status.how_to_enable)}</small>"
+    elif status.detail:
+        hint = f"<small>{esc(status.detail)}</small>"
+    return (f'<div class="dm-backend"><span class="dm-dot {dot}"></span><b>{esc(status.role)}</b>: '
+            f"{esc(status.name)}{hint}</div>")

@@ -1,0 +1,105 @@
+"""Streamlit renderers shared by the chat page (live runs) and the Traces page (replays).
+
+Both pages call :func:`render_run` with a :class:`RunDigest` built from the
+same event list, so a replay looks exactly like the answer did in the chat.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from docmind_core.compare import RunComparison, compare_runs, flat_config
+from docmind_core.citation_html import citation_html, source_card_html
+from docmind_core.settings import Settings
+from docmind_core.timeline import RunDigest, timeline
+from docmind_ui.charts import distribution_overlay, score_chart
+from docmind_ui.html_views import confidence_html, glance_html, timeline_html, tier_badge_html
+
+_CHART_CONFIG = {"displayModeBar": False, "responsive": True}
+
+
+def thresholds(config: Any = None) -> tuple[float, float]:
+    """(high, low) grader thresholds of a run's config snapshot, or the defaults."""
+    flat = flat_config(config) if config else {}
+    default = Settings().grader
+    return (float(flat.get("grader.high_threshold", default.high_threshold)),
+            float(flat.get("grader.low_threshold", default.low_threshold)))
+
+
+def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
+    """One answer: tier badge, answer with citation chips, glance line, timeline, score chart, source cards."""
+    run_key = key or digest.run_id or "run"
+    web_compensated = bool(digest.done and digest.done.web_compensated) or bool(digest.web and digest.web.ran)
+    with st.container(key=f"run-{run_key}"):
+        st.markdown(tier_badge_html(digest.grade, web_compensated) + confidence_html(digest), unsafe_allow_html=True)
+        citations = digest.done.citations if digest.done else None
+        st.markdown(citation_html(digest.answer, citations, digest.sources, run_id=run_key), unsafe_allow_html=True)
+        for error in digest.errors:
+            st.warning(f"{error.stage}: {error.message}")
+        st.markdown(glance_html(digest), unsafe_allow_html=True)
+        with st.expander("Timeline — scope, understanding, routing, tools, grading", expanded=False):
+            st.markdown(timeline_html(timeline(digest.events)), unsafe_allow_html=True)
+        if digest.candidates:
+            high, low = thresholds(config)
+            st.plotly_chart(score_chart(digest.candidates, high, low), key=f"chart-{run_key}",
+                            config=_CHART_CONFIG)
+        if digest.sources:
+            cards = "".join(source_card_html(i, s, run_key, digest.answer)
+                            for i, s in enumerate(digest.sources, start=1))
+            st.markdown(f"**Sources** ({len(digest.sources)})")
+            st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
+
+
+def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a: str = "A",
+                      label_b: str = "B") -> None:
+    """The step-aligned comparison of two runs."""
+    with st.container(key=f"cmp-{key}"):
+        st.markdown(f"**Comparison** — A: {label_a} · B: {label_b}")
+        st.dataframe(pd.DataFrame(cmp.summary_rows()), hide_index=True, key=f"cmp-sum-{key}")
+        overlap = cmp.chunk_overlap
+        st.caption(f"Chunk overlap (Jaccard of source chunk ids): {overlap.jaccard:.2f} — shared "
+                   f"{len(overlap.shared)}, only A {len(overlap.only_a)}, only B {len(overlap.only_b)}")
+        tabs = st.tabs(["Timeline", "Tool calls", "Scores", "Latency", "Config differences"])
+        with tabs[0]:
+            st.dataframe(pd.DataFrame([{
+                "step": s.kind,
+                "A": s.a.title if s.a else "—", "A t (ms)": round(s.a.t_ms) if s.a else None,
+                "B": s.b.title if s.b else "—", "B t (ms)": round(s.b.t_ms) if s.b else None,
+            } for s in cmp.steps]), hide_index=True, key=f"cmp-steps-{key}")
+        with tabs[1]:
+            left, right = st.columns(2)
+            left.dataframe(pd.DataFrame(cmp.a.tool_calls), hide_index=True, key=f"cmp-ta-{key}")
+            right.dataframe(pd.DataFrame(cmp.b.tool_calls), hide_index=True, key=f"cmp-tb-{key}")
+        with tabs[2]:
+            high, low = thresholds(config)
+            st.plotly_chart(distribution_overlay(cmp.scores_a, cmp.scores_b, f"A {label_a}", f"B {label_b}",
+                                                 high, low), key=f"cmp-chart-{key}", config=_CHART_CONFIG)
+        with tabs[3]:
+            st.dataframe(pd.DataFrame([{"stage": s.stage, "A (ms)": s.a_ms, "B (ms)": s.b_ms} for s in cmp.latency]),
+                         hide_index=True, key=f"cmp-lat-{key}")
+        with tabs[4]:
+            if cmp.config_differences:
+                st.dataframe(pd.DataFrame([{"key": d.key, "A": str(d.a), "B": str(d.b)}
+                                           for d in cmp.config_differences]), hide_index=True,
+                             key=f"cmp-cfg-{key}")
+            else:
+                st.caption("Both runs used the same configuration.")
+
+
+def render_pair(events_a: list, events_b: list, config_a: Any, config_b: Any, key: str) -> RunComparison:
+    """Two runs of one question in two columns, then their comparison."""
+    digest_a, digest_b = RunDigest.from_events(events_a), RunDigest.from_events(events_b)
+    left, right = st.columns(2, gap="medium")
+    with left:
+        st.markdown(f"**A · {digest_a.mode or 'run'}**")
+        render_run(digest_a, config_a)
+    with right:
+        st.markdown(f"**B · {digest_b.mode or 'run'}**")
+        render_run(digest_b, config_b)
+    cmp = compare_runs({"events": digest_a.events, "config": config_a},
+                       {"events": digest_b.events, "config": config_b})
+    render_comparison(cmp, key, config_a, digest_a.mode, digest_b.mode)
+    return cmp

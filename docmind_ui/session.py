@@ -1,0 +1,72 @@
+"""The engine shared by every session, and what the shared sidebar stores in session state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from docmind_core.engine import Engine, default_home
+from docmind_ui.html_views import PAGE_CSS, backend_html
+
+KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
+DOC_KEY = "dm_doc_ids"  # optionally selected document ids within them
+
+
+@st.cache_resource(show_spinner="Starting DocMind (loading the encoder, opening the stores)…")
+def _engine_for(home: str) -> Engine:
+    # One Engine per home for the whole server: it is thread-safe and holds the models.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return Engine.open(Path(home))
+
+
+def get_engine() -> Engine:
+    return _engine_for(str(default_home().resolve()))
+
+
+def user_id() -> int | None:
+    """Single-user mode unless sign-in put a user id in the session."""
+    return st.session_state.get("dm_user_id")
+
+
+def selected_kb_ids() -> list[int]:
+    return list(st.session_state.get(KB_KEY, []))
+
+
+def selected_doc_ids() -> list[int]:
+    return list(st.session_state.get(DOC_KEY, []))
+
+
+def inject_css() -> None:
+    st.markdown(PAGE_CSS, unsafe_allow_html=True)
+
+
+def draw_sidebar(engine: Engine) -> None:
+    """Knowledge base and document selection, then the live backends with a health dot each."""
+    with st.sidebar:
+        kbs = engine.readable_kbs(user_id())
+        names = {kb.id: f"{kb.name} ({kb.document_count} docs)" for kb in kbs}
+        if KB_KEY not in st.session_state:
+            st.session_state[KB_KEY] = [kb.id for kb in kbs]
+        else:  # drop KBs deleted since they were selected
+            st.session_state[KB_KEY] = [k for k in st.session_state[KB_KEY] if k in names]
+        st.multiselect("Knowledge bases", list(names), format_func=lambda k: names.get(k, str(k)), key=KB_KEY,
+                       placeholder="Choose knowledge bases")
+        docs = {}
+        for kb_id in st.session_state[KB_KEY]:
+            for doc in engine.store.list_documents(kb_id):
+                if doc.status == "complete":
+                    docs[doc.id] = doc.name
+        if DOC_KEY in st.session_state:
+            st.session_state[DOC_KEY] = [d for d in st.session_state[DOC_KEY] if d in docs]
+        st.multiselect("Documents (optional)", list(docs), format_func=lambda d: docs.get(d, str(d)), key=DOC_KEY,
+                       placeholder="All documents",
+                       help="Select up to a few documents to ask about them directly (summaries, 'this document').")
+        with st.expander("Backends", expanded=False):
+            try:
+                statuses = engine.backends()
+            except Exception as exc:  # noqa: BLE001 - the sidebar must render even when a backend is broken
+                st.error(f"Could not read backend status: {exc}")
+                statuses = []
+            st.markdown("".join(backend_html(s) for s in statuses), unsafe_allow_html=True)

@@ -1,0 +1,181 @@
+"""Chat: ask the selected knowledge bases; every answer shows how it was found."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from docmind_core.errors import DocMindError
+from docmind_core.timeline import RunDigest, timeline
+from docmind_ui.live import RunPump
+from docmind_ui.run_view import render_pair, render_run
+from docmind_ui.session import get_engine, selected_doc_ids, selected_kb_ids, user_id
+
+engine = get_engine()
+
+MODES = {"Auto": "auto", "RULE_PLANNER": "rule", "AGENTIC": "agentic", "Side by side": "pair"}
+CONV_KEY = "dm_conv"
+PUMPS_KEY = "dm_active_pumps"
+TRACE_CACHE = "dm_trace_cache"
+
+
+def _stop_runs() -> None:
+    for pump in st.session_state.get(PUMPS_KEY, []):
+        pump.stop()
+
+
+def _new_conversation() -> None:
+    st.session_state[CONV_KEY] = None
+
+
+def _settle_stopped_runs() -> None:
+    """A run abandoned by Stop keeps going in its thread until the core ends it; wait for it to be saved."""
+    pumps = st.session_state.pop(PUMPS_KEY, [])
+    if pumps:
+        for pump in pumps:
+            pump.stop()
+            pump.wait(15)
+        st.toast("Run stopped; what was produced so far is saved.")
+
+
+def _trace(run_id: str):
+    cache = st.session_state.setdefault(TRACE_CACHE, {})
+    if run_id not in cache:
+        try:
+            cache[run_id] = engine.traces.get(run_id)
+        except DocMindError:
+            return None
+    return cache[run_id]
+
+
+def _history(conv_id: str) -> None:
+    """The stored conversation, each answer replayed from its trace (pairs side by side)."""
+    messages = engine.conversations.messages(conv_id)
+    questions: dict[str, str] = {}
+    run_order: list[str] = []
+    for message in messages:
+        if message.run_id and message.run_id not in questions:
+            run_order.append(message.run_id)
+        if message.role == "user" and message.run_id:
+            questions[message.run_id] = message.content
+        elif message.role == "user":
+            with st.chat_message("user"):
+                st.text(message.content)
+    shown: set[str] = set()
+    for run_id in run_order:
+        if run_id in shown:
+            continue
+        record = _trace(run_id)
+        with st.chat_message("user"):
+            st.text(questions.get(run_id, record.meta.question if record else ""))
+        with st.chat_message("assistant"):
+            if record is None:
+                st.warning("The trace of this answer is missing.")
+                continue
+            partner = None
+            if record.meta.pair_id:
+                partner = next((r for r in run_order if r != run_id and r not in shown and _trace(r) is not None
+                                and _trace(r).meta.pair_id == record.meta.pair_id), None)
+            if partner:
+                other = _trace(partner)
+                first, second = (record, other) if record.meta.requested_mode == "rule" else (other, record)
+                render_pair(first.events, second.events, first.config, second.config, key=record.meta.pair_id)
+                shown.add(partner)
+            else:
+                render_run(RunDigest.from_events(record.events), record.config)
+        shown.add(run_id)
+
+
+def _stream_into(pump: RunPump) -> RunDigest:
+    """Show progress lines and stream the answer's tokens while the run goes on."""
+    placeholder = st.empty()
+    with placeholder.container():
+        progress = st.empty()
+        progress.caption("Starting…")
+
+        def tokens():
+            for event in pump.stream(idle=lambda: progress.caption("Working…")):
+                if event.kind == "token":
+                    yield event.text
+                else:
+                    row = timeline([event])[0]
+                    progress.caption(f"{row.title}")
+
+        st.write_stream(tokens())
+    placeholder.empty()
+    return RunDigest.from_events(pump.events)
+
+
+def _ask(question: str, mode: str) -> None:
+    kb_ids, doc_ids, uid = selected_kb_ids(), selected_doc_ids(), user_id()
+    conv_id = st.session_state.get(CONV_KEY)
+    if not conv_id:
+        conv_id = engine.conversations.create(uid, title=question[:60])
+        st.session_state[CONV_KEY] = conv_id  # the picker is drawn after this, at the end of the page
+
+    def start(requested: str, pair_id: str | None = None):
+        return lambda cancel: engine.ask(question, kb_ids, conversation_id=conv_id, mode=requested,
+                                         selected_doc_ids=doc_ids or None, user_id=uid, cancel=cancel,
+                                         pair_id=pair_id)
+
+    with st.chat_message("user"):
+        st.text(question)
+    with st.chat_message("assistant"):
+        if mode == "pair":
+            pair_id = engine.traces.new_pair_id()
+            pumps = [RunPump(start("rule", pair_id), "rule"), RunPump(start("agentic", pair_id), "agentic")]
+        else:
+            pumps = [RunPump(start(mode), mode)]
+        st.session_state[PUMPS_KEY] = pumps
+        st.button("Stop", key="dm_stop", icon=":material/stop_circle:", on_click=_stop_runs)
+        live = st.empty()
+        with live.container():
+            if mode == "pair":
+                left, right = st.columns(2)
+                with left:
+                    _stream_into(pumps[0])
+                with right:
+                    _stream_into(pumps[1])
+            else:
+                _stream_into(pumps[0])
+        live.empty()
+        with live.container():
+            settings = engine.settings.flat()
+            if mode == "pair":
+                render_pair(pumps[0].events, pumps[1].events, settings, settings, key=pair_id)
+            else:
+                render_run(RunDigest.from_events(pumps[0].events), settings)
+    st.session_state.pop(PUMPS_KEY, None)
+
+
+# -- page ------------------------------------------------------------------
+_settle_stopped_runs()
+st.title("Chat")
+mode_label = st.segmented_control("Mode", list(MODES), default="Auto", key="dm_chat_mode", required=True)
+if not selected_kb_ids():
+    st.caption("No knowledge base is selected in the sidebar: questions are answered without retrieval.")
+
+current = st.session_state.get(CONV_KEY)
+if current:
+    _history(current)
+
+question = st.chat_input("Ask about your documents…")
+if question:
+    _ask(question, MODES[mode_label or "Auto"])
+
+# -- conversation picker and export (drawn last so a new conversation can be selected above) --
+with st.sidebar:
+    st.divider()
+    conversations = engine.conversations.list(user_id())
+    titles = {c.id: f"{c.title or 'Untitled'} · {c.updated_at[:16].replace('T', ' ')}" for c in conversations}
+    options = [None, *titles]
+    if st.session_state.get(CONV_KEY) not in options:
+        st.session_state[CONV_KEY] = None
+    st.selectbox("Conversation", options, key=CONV_KEY,
+                 format_func=lambda c: "— new conversation —" if c is None else titles.get(c, c))
+    st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
+    conv_id = st.session_state.get(CONV_KEY)
+    if conv_id:
+        run_ids = [m.run_id for m in engine.conversations.messages(conv_id) if m.run_id]
+        markdown = engine.conversations.export_markdown(conv_id, engine.traces.sources_by_run(run_ids))
+        st.download_button("Export as Markdown", markdown, file_name=f"docmind-conversation-{conv_id[:8]}.md",
+                           mime="text/markdown", icon=":material/download:")

@@ -1,0 +1,131 @@
+"""Traces: find runs, replay one, compare two, re-grade with other thresholds, export and import."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pandas as pd
+import streamlit as st
+
+from docmind_core.compare import compare_runs, regrade
+from docmind_core.errors import DocMindError
+from docmind_core.settings import Settings
+from docmind_core.timeline import RunDigest
+from docmind_ui.run_view import render_comparison, render_run
+from docmind_ui.session import get_engine, user_id
+
+engine = get_engine()
+st.title("Traces")
+
+# -- filters -----------------------------------------------------------------
+kb_names = {kb.id: kb.name for kb in engine.readable_kbs(user_id())}
+with st.container(border=True):
+    c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1, 1, 1])
+    since = c1.date_input("Since", value=date.today() - timedelta(days=30), key="dm_tr_since")
+    modes = c2.multiselect("Mode", ["RULE_PLANNER", "AGENTIC", "SELECTED_DOC", "NONE"], key="dm_tr_mode")
+    tiers = c3.multiselect("Tier", ["HIGH", "AMBIGUOUS", "LOW"], key="dm_tr_tier")
+    stop = c4.text_input("Stop reason", key="dm_tr_stop", placeholder="e.g. max_iterations")
+    kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
+                             format_func=lambda k: "any" if k is None else kb_names.get(k, str(k)))
+
+summaries = engine.traces.list(kb_id=kb_filter, since=since.isoformat() if since else None,
+                               stop_reason=stop.strip() or None, limit=500)
+summaries = [s for s in summaries if (not modes or s.mode in modes) and (not tiers or s.tier in tiers)]
+if not summaries:
+    st.info("No run matches. Ask something in Chat, or import a trace below.")
+
+table = pd.DataFrame([{
+    "started": s.started_at[:19].replace("T", " "), "question": s.question, "mode": s.mode,
+    "requested": s.requested_mode, "tier": s.tier, "stop reason": s.stop_reason,
+    "KBs": ", ".join(kb_names.get(k, str(k)) for k in s.kb_ids), "ms": round(s.duration_ms),
+    "pair": s.pair_id or "", "label": s.label, "run id": s.run_id} for s in summaries])
+selection = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="multi-row", key="dm_tr_table")
+picked_rows = list(selection.selection.rows) if summaries else []
+picked = [summaries[i].run_id for i in picked_rows if i < len(summaries)]
+
+pair_ids = sorted({s.pair_id for s in summaries if s.pair_id})
+if pair_ids:
+    pair = st.selectbox("…or pick a side-by-side pair", [None, *pair_ids], key="dm_tr_pair",
+                        format_func=lambda p: "—" if p is None else p)
+    if pair:
+        picked = [r.meta.run_id for r in engine.traces.pair(pair)][:2]
+st.caption("Select one run to replay it, two to compare them. Selected: " + (", ".join(p[:8] for p in picked)
+                                                                              or "none"))
+
+records = []
+for run_id in picked:
+    try:
+        records.append(engine.traces.get(run_id))
+    except DocMindError as exc:
+        st.error(str(exc))
+
+# -- replay / compare -----------------------------------------------------------
+if len(records) == 1:
+    record = records[0]
+    st.subheader("Replay")
+    st.markdown(f"**Question:** {record.meta.question}", help=f"run {record.meta.run_id}")
+    render_run(RunDigest.from_events(record.events), record.config)
+elif len(records) >= 2:
+    a, b = records[0], records[1]
+    st.subheader("Comparison")
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**A · {a.meta.mode}** — {a.meta.question}")
+        render_run(RunDigest.from_events(a.events), a.config)
+    with right:
+        st.markdown(f"**B · {b.meta.mode}** — {b.meta.question}")
+        render_run(RunDigest.from_events(b.events), b.config)
+    cmp = compare_runs(a, b)
+    render_comparison(cmp, key=f"{a.meta.run_id}-{b.meta.run_id}", config=a.config, label_a=a.meta.mode,
+                      label_b=b.meta.mode)
+    st.download_button("Comparison metrics as JSON", cmp.to_json(), file_name="docmind-comparison-metrics.json",
+                       mime="application/json", icon=":material/analytics:")
+
+# -- what-if regrade ---------------------------------------------------------------
+st.subheader("What-if regrade")
+st.caption("Recompute the CRAG tier of the selected runs (or every listed run) from their recorded rerank scores "
+           "with other grader settings. No model is called.")
+g = Settings().grader
+with st.form("dm_regrade"):
+    c1, c2, c3, c4, c5 = st.columns(5)
+    high = c1.number_input("high_threshold", 0.0, 1.0, float(g.high_threshold), 0.01, key="dm_rg_high")
+    low = c2.number_input("low_threshold", 0.0, 1.0, float(g.low_threshold), 0.01, key="dm_rg_low")
+    cov_high = c3.number_input("coverage_high", 0.0, 1.0, float(g.coverage_high), 0.05, key="dm_rg_ch")
+    cov_low = c4.number_input("coverage_low", 0.0, 1.0, float(g.coverage_low), 0.05, key="dm_rg_cl")
+    gray = c5.selectbox("gray_zone_mode", ["coverage_first", "rerank_only", "blend"], key="dm_rg_mode")
+    regrade_clicked = st.form_submit_button("Regrade", icon=":material/calculate:")
+if regrade_clicked:
+    targets = records or [engine.traces.get(s.run_id) for s in summaries[:200]]
+    try:
+        rows = regrade(targets, {"high_threshold": high, "low_threshold": low, "coverage_high": cov_high,
+                                 "coverage_low": cov_low, "gray_zone_mode": gray})
+    except DocMindError as exc:
+        st.error(str(exc))
+    else:
+        changed = sum(1 for r in rows if r.changed)
+        st.markdown(f"**{changed} of {len(rows)} run(s) change tier.**")
+        frame = pd.DataFrame([{"changed": "⚠ yes" if r.changed else "", "question": r.question, "mode": r.mode,
+                               "recorded tier": r.old_tier, "new tier": r.new_tier or "—",
+                               "top score": r.top_score, "lexical coverage": r.lex_coverage, "reason": r.reason,
+                               "run id": r.run_id} for r in rows])
+        st.dataframe(frame, hide_index=True, key="dm_rg_table")
+
+# -- export / import -----------------------------------------------------------------
+st.subheader("Export and import")
+left, right = st.columns(2)
+with left:
+    if picked:
+        kind = "trace" if len(picked) == 1 else "comparison"
+        st.download_button(f"Export selected {kind} as JSON", engine.traces.export_json(picked[:2]),
+                           file_name=f"docmind-{kind}.json", mime="application/json", icon=":material/download:")
+    else:
+        st.caption("Select runs above to export them.")
+with right:
+    upload = st.file_uploader("Import a trace or comparison JSON", type=["json"], key="dm_tr_import")
+    if upload is not None and st.button("Import", icon=":material/upload_file:"):
+        try:
+            run_ids = engine.traces.import_json(upload.getvalue().decode("utf-8"), user_id=user_id())
+        except (DocMindError, UnicodeDecodeError) as exc:
+            st.error(f"Could not import {upload.name}: {exc}")
+        else:
+            st.success(f"Imported {len(run_ids)} run(s), labelled 'imported': " + ", ".join(r[:8] for r in run_ids))
