@@ -1,0 +1,250 @@
+"""A scripted fake of the OpenAI Chat Completions API on 127.0.0.1, for tests.
+
+It speaks the real wire protocol, so tests drive it with the real ``openai``
+SDK: ``POST /v1/chat/completions`` returns a JSON ``chat.completion``, or with
+``"stream": true`` server-sent events (``data: {chunk}`` lines, ``choices[0].delta``,
+a final ``data: [DONE]``, and a usage chunk when
+``stream_options.include_usage`` is set).  Tool calls are returned in the
+message (or streamed as ``delta.tool_calls`` pieces keyed by ``index``).
+
+Usage::
+
+    from tests.fakes.openai_server import FakeOpenAIServer, text, tool_calls, status, call
+
+    with FakeOpenAIServer() as server:
+        server.script(status(500), text("hello"))            # replies in order, one per request
+        server.script(tool_calls(call("searchDocs", {"query": "x"})))
+        server.script(text("slow", delay=2.0))               # sleeps before answering (timeouts)
+        server.always(text("done"))                          # reply once the queue is empty
+        server.respond_with(lambda request: text("echo"))    # or decide from the request body
+        client = OpenAI(base_url=server.base_url, api_key="test")
+        ...
+        server.requests        # list of the JSON bodies received, in order
+        server.requests[-1]["tools"]
+
+Reply builders: ``text(content, usage=(prompt, completion), delay=0)``,
+``tool_calls(*calls, content="", usage=..., delay=0)`` with
+``call(name, arguments_dict_or_raw_string, id=None)``, and
+``status(code, message="...", delay=0)`` for an HTTP error.  With an empty
+queue and no default the server answers 500 "no scripted reply", which makes
+a missing script obvious in a test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class ScriptedCall:
+    name: str
+    arguments: str  # raw JSON text as the model would send it (may be malformed on purpose)
+    id: str = ""
+
+
+@dataclass
+class Reply:
+    content: str = ""
+    calls: list[ScriptedCall] = field(default_factory=list)
+    status: int = 200
+    message: str = ""
+    usage: tuple[int, int] = (12, 7)
+    delay: float = 0.0
+
+
+def call(name: str, arguments: dict | str, id: str | None = None) -> ScriptedCall:
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return ScriptedCall(name=name, arguments=raw, id=id or f"call_{uuid.uuid4().hex[:10]}")
+
+
+def text(content: str, usage: tuple[int, int] = (12, 7), delay: float = 0.0) -> Reply:
+    return Reply(content=content, usage=usage, delay=delay)
+
+
+def tool_calls(*calls: ScriptedCall, content: str = "", usage: tuple[int, int] = (20, 9),
+               delay: float = 0.0) -> Reply:
+    return Reply(content=content, calls=list(calls), usage=usage, delay=delay)
+
+
+def status(code: int, message: str = "scripted failure", delay: float = 0.0) -> Reply:
+    return Reply(status=code, message=message, delay=delay)
+
+
+class FakeOpenAIServer:
+    """A Chat Completions endpoint in a background thread; use as a context manager."""
+
+    def __init__(self, model: str = "fake-model"):
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self._queue: deque[Reply] = deque()
+        self._default: Reply | None = None
+        self._responder: Callable[[dict[str, Any]], Reply] | None = None
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- scripting -----------------------------------------------------------
+    def script(self, *replies: Reply) -> "FakeOpenAIServer":
+        with self._lock:
+            self._queue.extend(replies)
+        return self
+
+    def always(self, reply: Reply) -> "FakeOpenAIServer":
+        self._default = reply
+        return self
+
+    def respond_with(self, responder: Callable[[dict[str, Any]], Reply]) -> "FakeOpenAIServer":
+        """Decide each reply from the request body (used when the queue is empty)."""
+        self._responder = responder
+        return self
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+        if self._responder is not None:
+            return self._responder(body)
+        if self._default is not None:
+            return self._default
+        return status(500, "no scripted reply")
+
+    # -- lifecycle -----------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> "FakeOpenAIServer":
+        server = self
+
+        class Handler(_Handler):
+            fake = server
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._json(404, {"error": {"message": f"unknown path {self.path}", "type": "invalid_request_error"}})
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
+            return
+        self.fake.requests.append(body)
+        reply = self.fake._next_reply(body)
+        if reply.delay:
+            time.sleep(reply.delay)
+        try:
+            if reply.status != 200:
+                self._json(reply.status, {"error": {"message": reply.message, "type": "server_error",
+                                                    "code": str(reply.status)}})
+            elif body.get("stream"):
+                self._stream(body, reply)
+            else:
+                self._json(200, _completion(self.fake.model, reply))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+
+    def _json(self, code: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if code >= 400:
+            self.send_header("retry-after-ms", "10")  # the SDK honours it; keeps retry tests fast
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": self.fake.model}
+
+        def send(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> None:
+            chunk = dict(base, choices=choices)
+            if usage is not None:
+                chunk["usage"] = usage
+            self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+            self.wfile.flush()
+
+        send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        for piece in _pieces(reply.content):
+            send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+        for i, c in enumerate(reply.calls):
+            half = len(c.arguments) // 2
+            send([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                                                          "function": {"name": c.name, "arguments": ""}}]},
+                   "finish_reason": None}])
+            for part in (c.arguments[:half], c.arguments[half:]):
+                send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": part}}]},
+                       "finish_reason": None}])
+        send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if reply.calls else "stop"}])
+        if (body.get("stream_options") or {}).get("include_usage"):
+            send([], usage=_usage(reply))
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+def _pieces(content: str, size: int = 4) -> list[str]:
+    return [content[i:i + size] for i in range(0, len(content), size)]
+
+
+def _usage(reply: Reply) -> dict[str, int]:
+    prompt, completion = reply.usage
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _completion(model: str, reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.calls:
+        message["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}} for c in reply.calls]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": "tool_calls" if reply.calls else "stop"}],
+        "usage": _usage(reply),
+    }
