@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -48,10 +48,31 @@ class _Round:
     observations: list[Observation] = field(default_factory=list)
 
 
-class _LoopStop(Exception):
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(detail or reason)
-        self.reason = reason
+class _RoundWorker(threading.Thread):
+    """One round (model call + its tools) in its own thread, so the loop can stop waiting at the deadline."""
+
+    def __init__(self, work, name: str):
+        super().__init__(name=name, daemon=True)
+        self._work = work
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.result = self._work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the loop, which decides
+            self.error = exc
+
+    def wait(self, timeout_s: float, cancel: threading.Event) -> bool:
+        """True when the round finished in time; False on deadline or cancel (checked every few ms)."""
+        deadline = time.perf_counter() + timeout_s
+        while self.is_alive():
+            left = deadline - time.perf_counter()
+            if left <= 0 or cancel.is_set():
+                return False
+            self.join(min(left, _POLL_S))
+        return not cancel.is_set()
 
 
 class AgenticSearch:
@@ -95,7 +116,7 @@ class AgenticSearch:
 
         loop_ms = _ms(started)
         if stop_reason == "cancelled":
-            return self._cancelled_outcome(query, ctx, rounds, loop_ms)
+            return (yield from self._cancelled_outcome(query, ctx, rounds, loop_ms))
         union = ctx.union()
         if failure or not union:
             reason = failure or "the loop found no evidence"
@@ -128,8 +149,7 @@ class AgenticSearch:
         cfg = settings.agentic
         allowed = [t.name for t in tools]
         total_deadline = started + cfg.total_timeout_ms / 1000
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docmind-agent-round")
-        future: Future | None = None
+        worker: _RoundWorker | None = None
         try:
             for iteration in range(1, cfg.max_iterations + 1):
                 if cancel.is_set():
@@ -143,17 +163,16 @@ class AgenticSearch:
                     round_s, bound = total_deadline - now, "total_timeout"
                 before = len(ctx.records)
                 round_started = time.perf_counter()
-                future = pool.submit(self._round, transcript, tools, ctx, meter, round_s, allowed)
-                outcome = self._await(future, round_s, cancel)
-                if outcome is None:  # deadline or cancel while the round was running
+                worker = _RoundWorker(lambda: self._round(transcript, tools, ctx, meter, round_s, allowed),
+                                      name=f"docmind-agent-round-{iteration}")
+                if not worker.wait(round_s, cancel):  # deadline or cancel while the round was running
                     ctx.cancel.set()
                     return "cancelled" if cancel.is_set() else bound
-                if outcome.exception() is not None:
-                    exc = outcome.exception()
-                    if _looks_like_timeout(exc) and time.perf_counter() - round_started >= round_s * 0.9:
+                if worker.error is not None:
+                    if _looks_like_timeout(worker.error) and time.perf_counter() - round_started >= round_s * 0.9:
                         return bound
-                    raise exc
-                rnd: _Round = outcome.result()
+                    raise worker.error
+                rnd: _Round = worker.result
                 if not rnd.turn.tool_calls:
                     return "model_done"
                 self._append(transcript, rnd, iteration)
@@ -166,10 +185,9 @@ class AgenticSearch:
                     return "max_tool_calls"
             return "max_iterations"
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-            if future is not None and not future.done():
+            if worker is not None and worker.is_alive():
                 ctx.cancel.set()  # pending tools of the abandoned round see this and return at once
-                wait([future], timeout=_JOIN_GRACE_S)  # the model call had the same deadline; let it end
+                worker.join(_JOIN_GRACE_S)  # the model call had the same deadline; let it end
 
     def _round(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext, meter: UsageMeter,
                timeout_s: float, allowed: list[str]) -> _Round:
@@ -186,17 +204,6 @@ class AgenticSearch:
             with ThreadPoolExecutor(max_workers=min(4, len(calls)), thread_name_prefix="docmind-tool") as tools_pool:
                 observations = list(tools_pool.map(lambda c: self.toolbox.dispatch(ctx, c, allowed), calls))
         return _Round(turn=turn, observations=observations)
-
-    @staticmethod
-    def _await(future: Future, timeout_s: float, cancel: threading.Event) -> Future | None:
-        deadline = time.perf_counter() + timeout_s
-        while True:
-            left = deadline - time.perf_counter()
-            if cancel.is_set() or left <= 0:
-                return future if future.done() and not cancel.is_set() else None
-            done, _ = wait([future], timeout=min(left, _POLL_S))
-            if done:
-                return future
 
     @staticmethod
     def _append(transcript: AgentTranscript, rnd: _Round, iteration: int) -> None:
