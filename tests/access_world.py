@@ -121,11 +121,12 @@ class World:
 
     # the engine's name for the memory backend
     @property
-    def memory_store(self) -> NoteMemory:
+    def memory_store(self):
         return self.toolbox.memory
 
 
-def build_world(folder: Path) -> World:
+def build_world(folder: Path, embedder=None) -> World:
+    """The cast and KBs above; with an embedder, memories use the real MemoryStore."""
     db = Database(folder / "docmind.db")
     users = UserStore(db, hasher=FAST_HASHER)
     people = {
@@ -146,7 +147,13 @@ def build_world(folder: Path) -> World:
         kbs[name] = store.get_kb(kb.id)
     retriever = TermRetriever(store)
     web = StaticWeb()
-    toolbox = Toolbox(retriever, web=web, memory=NoteMemory(db), store=store)
+    if embedder is not None:
+        from docmind_core.memory import MemoryStore
+
+        memory = MemoryStore(db, embedder)
+    else:
+        memory = NoteMemory(db)
+    toolbox = Toolbox(retriever, web=web, memory=memory, store=store)
     return World(db, store, toolbox, retriever, web, users, people, kbs)
 
 

@@ -32,9 +32,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """One world and one server for the module; every test talks to it over real HTTP."""
-    world = build_world(tmp_path_factory.mktemp("mcp"))
+def served(tmp_path_factory, embedder):
+    """One world (real MemoryStore over the bundled encoder) and one server; tests talk to it over HTTP."""
+    world = build_world(tmp_path_factory.mktemp("mcp"), embedder=embedder)
     world.overrides = {"web.mcp_rate_limit_per_minute": 2}
     keys = ApiKeyStore(world.db)
     issued = {name: keys.create(user.id, label=f"{name} agent") for name, user in world.people.items()}
@@ -170,7 +170,7 @@ def test_memory_tools_stay_within_the_keys_user(served):
 
     async def alice_work(session):
         stored = await session.call_tool("store_memory", {"text": "alice prefers tea over coffee"})
-        recalled = await session.call_tool("recall_memory", {"query": "tea preference"})
+        recalled = await session.call_tool("recall_memory", {"query": "does alice prefer tea or coffee"})
         return stored, recalled
 
     stored, recalled = run(url, issued["alice"], alice_work)
@@ -179,8 +179,8 @@ def test_memory_tools_stay_within_the_keys_user(served):
 
     async def carol_work(session):
         # userId is not a parameter of the tool: an extra one is dropped, never obeyed
-        sneaky = await session.call_tool("recall_memory", {"query": "tea preference", "userId": 1})
-        plain = await session.call_tool("recall_memory", {"query": "tea preference"})
+        sneaky = await session.call_tool("recall_memory", {"query": "does alice prefer tea or coffee", "userId": 1})
+        plain = await session.call_tool("recall_memory", {"query": "does alice prefer tea or coffee"})
         return sneaky, plain
 
     sneaky, plain = run(url, issued["carol"], carol_work)
