@@ -274,4 +274,65 @@ def _req(name, query):
 # The same loop through the real openai SDK against a local fake server
 # --------------------------------------------------------------------------
 
-openai_server = pytest.importorskip("tests.fakes.openai_server", reason="fake OpenAI server not available yet")
+from tests.fakes.openai_server import FakeOpenAIServer, call, status, text, tool_calls  # noqa: E402
+
+
+@pytest.fixture
+def fake_openai():
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+def openai_model(server, timeout_s=10.0):
+    from docmind_core.backends.chat_openai import OpenAIChatModel
+
+    return OpenAIChatModel(server.base_url, "test-key", "fake-model", timeout_s=timeout_s, max_retries=0,
+                           prompts=PROMPTS)
+
+
+def test_sdk_tool_call_then_answer_runs_one_round_with_session_kbs(fake_openai):
+    fake_openai.script(tool_calls(call("searchDocs", {"query": "DM-3000 flow rate", "kbIds": [2]}, id="call_1")),
+                       text("I have enough evidence."))
+    agent, retriever = build(openai_model(fake_openai))
+    events, outcome, ctx = run(agent, "What flow rate does the DM-3000 pump have?")
+    assert outcome.stop_reason == "model_done" and outcome.rounds == 1 and not outcome.fell_back
+    assert all(ids == [1] for ids in retriever.seen_kb_ids)
+    first, second = fake_openai.requests
+    offered = [t["function"]["name"] for t in first["tools"]]
+    assert offered == ["searchDocs", "keywordSearch", "webSearch", "recall_memory"]
+    roles = [m["role"] for m in second["messages"]]
+    assert roles == ["system", "user", "assistant", "tool"]
+    assert second["messages"][2]["tool_calls"][0]["id"] == "call_1"
+    assert second["messages"][3]["tool_call_id"] == "call_1" and "40 litres" in second["messages"][3]["content"]
+    assert ctx.closed and outcome.result.chunks[0].chunk_id == "a1"
+
+
+def test_sdk_malformed_arguments_become_an_error_observation(fake_openai):
+    fake_openai.script(tool_calls(call("searchDocs", "{not json", id="bad")),
+                       tool_calls(call("keywordSearch", {"query": "warranty"}, id="good")),
+                       text("done"))
+    agent, _ = build(openai_model(fake_openai))
+    events, outcome, ctx = run(agent, "warranty period")
+    assert outcome.stop_reason == "model_done" and outcome.rounds == 2
+    assert ctx.records[0].status == "error"
+    tool_msg = fake_openai.requests[1]["messages"][-1]
+    assert tool_msg["tool_call_id"] == "bad" and "Invalid arguments" in tool_msg["content"]
+    assert outcome.result.chunks[0].chunk_id == "a6"
+
+
+def test_sdk_slow_model_hits_the_round_timeout_and_falls_back(fake_openai):
+    fake_openai.always(text("too late", delay=3.0))
+    agent, _ = build(openai_model(fake_openai))
+    t0 = time.perf_counter()
+    events, outcome, _ = run(agent, "DM-4000 pump", settings(**{"agentic.iteration_timeout_ms": 400}))
+    assert time.perf_counter() - t0 < 2.5
+    assert outcome.stop_reason == "iteration_timeout" and outcome.fell_back and outcome.result.chunks
+    assert not round_threads()
+
+
+def test_sdk_server_error_falls_back_to_one_shot(fake_openai):
+    fake_openai.always(status(500, "boom"))
+    agent, _ = build(openai_model(fake_openai))
+    events, outcome, _ = run(agent, "DM-3000 filter maintenance")
+    assert outcome.fell_back and outcome.stop_reason == "error" and outcome.result.chunks
+    assert [e.kind for e in events][:2] == ["fallback", "retrieval"]
