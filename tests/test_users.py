@@ -220,3 +220,25 @@ def test_cli_init_admin_from_env(cli, db, monkeypatch):
     monkeypatch.setenv(ADMIN_PASSWORD_ENV, "boss-password-from-env")
     assert "created admin 'boss'" in _invoke(cli, ["user", "init-admin"]).output
     assert "already exists" in _invoke(cli, ["user", "init-admin"]).output
+
+
+def test_cli_acting_user_option(db):
+    import types
+
+    import click
+
+    from docmind_core.commands.user_cmds import acting_user, as_user_option
+    from docmind_core.errors import DocMindError
+
+    UserStore(db).add("alice", "member passphrase", department="research")
+    engine = types.SimpleNamespace(db=db)
+
+    @click.command()
+    @as_user_option
+    def whoami(as_user):
+        click.echo(acting_user(engine, as_user).username)
+
+    assert _invoke(whoami, []).output.strip() == LOCAL_USER.username
+    assert _invoke(whoami, ["--as", "alice"]).output.strip() == "alice"
+    with pytest.raises(DocMindError, match="no user named 'mallory'"):
+        _invoke(whoami, ["--as", "mallory"])

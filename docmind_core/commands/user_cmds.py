@@ -19,7 +19,20 @@ import click
 
 from docmind_core.apikeys import ApiKeyStore
 from docmind_core.errors import DocMindError, NotFound
-from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, ROLES, User, UserStore
+from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User, UserStore
+
+# For other commands (kb list/delete, ask ...): ``@as_user_option`` adds ``--as USERNAME`` (or DOCMIND_USER),
+# and ``acting_user(engine, as_user)`` turns it into the User whose access rules apply.
+as_user_option = click.option(
+    "--as", "as_user", default=None, envvar="DOCMIND_USER", metavar="USERNAME",
+    help="Act as this user (their knowledge-base access applies); default: the operator, who sees everything")
+
+
+def acting_user(engine, username: str | None) -> User:
+    """The named account, or LOCAL_USER (the operator at the server's shell) when no name is given."""
+    if not username:
+        return LOCAL_USER
+    return user_by_name(UserStore(engine.db), username)
 
 
 def read_password(password_stdin: bool, confirm: bool = True) -> str:
