@@ -130,7 +130,9 @@ class FakeOpenAIServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        httpd = self._httpd  # a short poll interval keeps stop() (and test teardown) fast
+        self._thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.02), name="fake-openai",
+                                        daemon=True)
         self._thread.start()
         return self
 

@@ -1,0 +1,171 @@
+"""Query understanding: model path, fallback, complexity upgrade, offline rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from docmind_core.backends.chat_offline import OfflineEngine
+from docmind_core.backends.chat_openai import OpenAIChatModel
+from docmind_core.backends.offline_understanding import main_entity, strip_filler, understand_offline
+from docmind_core.backends.protocols import Turn, UsageMeter
+from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
+from docmind_core.prompts import PromptLibrary
+from docmind_core.understand import QueryUnderstanding, upgrade_complexity
+from tests.fakes.openai_server import FakeOpenAIServer, status, text
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return PromptLibrary()
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def _model(server, prompts, retries=0):
+    return OpenAIChatModel(server.base_url, "test-key", "fake-model", timeout_s=5, max_retries=retries,
+                           prompts=prompts, retry_backoff_s=0.01)
+
+
+VALID = {"rewrittenQuery": "DM-3000 电池续航", "intent": "factoid", "complexity": "SIMPLE",
+         "specificity": "PRECISE", "timeAware": False, "memoryAware": False, "isAmbiguous": False,
+         "scope": "knowledge_query", "scopeConfidence": 0.9, "memoryWriteHints": []}
+
+
+def test_model_path_parses_the_json_and_sends_the_prompt(server, prompts):
+    server.script(text(json.dumps(VALID, ensure_ascii=False)))
+    meter = UsageMeter()
+    history = [Turn("user", "DM-3000 是什么？"), Turn("assistant", "一款投影仪[1]。")]
+    understanding, via = QueryUnderstanding(_model(server, prompts), prompts).run(
+        "它的续航呢？", history, "产品手册: 硬件产品说明", meter)
+    assert via == "model"
+    assert understanding.rewritten_query == "DM-3000 电池续航"
+    assert understanding.specificity is Specificity.PRECISE
+    body = server.requests[0]
+    assert body["response_format"] == {"type": "json_object"}
+    sent = "\n".join(m["content"] for m in body["messages"])
+    assert "它的续航呢？" in sent and "DM-3000 是什么？" in sent and "产品手册" in sent
+    assert [c.purpose for c in meter.calls] == ["understanding"]
+
+
+@pytest.mark.parametrize("reply", [
+    text("this is not json at all"),
+    text('{"rewrittenQuery": "x", "intent": "gossip", "complexity": "SIMPLE"}'),  # unknown intent
+    text('{"intent": "factoid"'),  # truncated
+    text('["a", "list"]'),
+    status(400, "bad request"),
+])
+def test_invalid_output_or_failure_falls_back(server, prompts, reply):
+    server.script(reply)
+    understanding, via = QueryUnderstanding(_model(server, prompts), prompts).run(
+        "DM-3000 的续航是多少？", [], "", UsageMeter())
+    assert via == "fallback"
+    assert understanding.is_fallback and understanding.is_ambiguous
+    assert understanding.rewritten_query == "DM-3000 的续航是多少？"
+
+
+def test_unreachable_endpoint_falls_back(prompts):
+    model = OpenAIChatModel("http://127.0.0.1:9/v1", "k", "m", timeout_s=1, max_retries=0, prompts=prompts)
+    understanding, via = QueryUnderstanding(model, prompts).run("hello there", [], "", UsageMeter())
+    assert via == "fallback" and understanding.is_fallback
+
+
+@pytest.mark.parametrize("question, upgraded", [
+    ("对比 Milvus 和 Chroma 的索引", True),
+    ("比较两种方案", True),
+    ("IVF 和 HNSW 有什么区别", True),
+    ("两者的差异是什么", True),
+    ("它们的异同", True),
+    ("分别介绍 A 和 B", True),
+    ("各自的优点", True),
+    ("Milvus vs Chroma", True),
+    ("Milvus versus Chroma", True),
+    ("Compare IVF with HNSW", True),
+    ("What is the difference between IVF and HNSW", True),
+    ("续航多久？价格多少？", True),
+    ("How long? And how much?", True),
+    ("DM-3000 的续航是多少？", False),
+    ("What is HNSW?", False),
+    ("How do vectors work", False),  # "vs" must be a word of its own
+])
+def test_complexity_upgrade_table(question, upgraded):
+    result = upgrade_complexity(question, Understanding(rewritten_query=question))
+    assert result.upgraded_complexity is upgraded
+    assert result.complexity is (Complexity.MEDIUM if upgraded else Complexity.SIMPLE)
+
+
+def test_upgrade_never_lowers_or_touches_complex():
+    complex_one = Understanding(rewritten_query="x", complexity=Complexity.COMPLEX)
+    assert upgrade_complexity("对比 A 和 B", complex_one) == complex_one
+
+
+def test_offline_engine_via_is_offline(prompts):
+    understanding, via = QueryUnderstanding(OfflineEngine(prompts), prompts).run(
+        "请问 DM-3000 的续航是多少呢？", [], "", UsageMeter())
+    assert via == "offline"
+    assert understanding.rewritten_query == "DM-3000 的续航是多少"
+    assert understanding.specificity is Specificity.PRECISE
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("请问向量数据库是什么？", "向量数据库是什么"),
+    ("请问一下 DM-3000 支持快充吗？", "DM-3000 支持快充"),
+    ("麻烦告诉我保修期多长呢", "保修期多长"),
+    ("Can you tell me what HNSW is?", "what HNSW is"),
+    ("Please explain the refund policy.", "explain the refund policy"),
+])
+def test_offline_rewrite_drops_filler(question, expected):
+    assert strip_filler(question) == expected
+
+
+@pytest.mark.parametrize("question, history_question, expected", [
+    ("它的续航是多少？", "DM-3000 的电池容量是多少？", "DM-3000的续航是多少"),
+    ("该产品多重？", "DM-3000 是什么？", "DM-3000多重"),
+    ("那它的缺点呢？", "向量数据库有哪些索引类型？", "那向量数据库的缺点"),
+    ("What about its price?", "What is the warranty of the Nova X2 router?", "What about Nova X2's price"),
+    ("Is that one waterproof?", "Tell me about the Nova X2.", "Is Nova X2 waterproof"),
+])
+def test_offline_pronoun_resolution(question, history_question, expected):
+    history = [Turn("user", history_question), Turn("assistant", "…")]
+    understanding = understand_offline(question, history)
+    assert understanding.rewritten_query == expected
+    assert not understanding.is_ambiguous
+
+
+def test_offline_unresolvable_pronoun_is_ambiguous():
+    assert understand_offline("它是什么？", []).is_ambiguous
+    assert understand_offline("it", []).is_ambiguous
+
+
+def test_main_entity_prefers_codes_and_names():
+    assert main_entity("What is the warranty of the Nova X2 router?") == "Nova X2"
+    assert main_entity("DM-3000 的电池容量是多少？") == "DM-3000"
+    assert main_entity("向量数据库有哪些索引类型？") == "向量数据库"
+
+
+@pytest.mark.parametrize("question, field, value", [
+    ("DM-3000 最新固件版本是多少？", "time_aware", True),
+    ("What changed in 2025?", "time_aware", True),
+    ("What is the latest release?", "time_aware", True),
+    ("DM-3000 的续航是多少？", "time_aware", False),
+    ("上次我说的偏好是什么？", "memory_aware", True),
+    ("Use my preference for the format", "memory_aware", True),
+    ("HNSW 的原理", "memory_aware", False),
+    ("错误码 E1023 是什么意思", "specificity", Specificity.PRECISE),
+    ("What does v2.4.1 fix?", "specificity", Specificity.PRECISE),
+    ("《用户手册》里怎么说", "specificity", Specificity.PRECISE),
+    ("怎么提高检索质量", "specificity", Specificity.BROAD),
+    ("如何安装 DocMind？", "intent", Intent.PROCEDURAL),
+    ("对比 Milvus 和 Chroma", "intent", Intent.COMPARISON),
+    ("你觉得哪个方案更好？", "intent", Intent.OPINION),
+    ("HNSW 是什么", "intent", Intent.FACTOID),
+    ("写一首关于春天的诗", "scope", Scope.OUT_OF_SCOPE),
+    ("你好", "scope", Scope.CHITCHAT),
+])
+def test_offline_classification_table(question, field, value):
+    assert getattr(understand_offline(question, []), field) == value
