@@ -164,3 +164,24 @@ def _add_document(store: KnowledgeStore, kb_id: int, name: str, text: str) -> No
     store.add_chunks([ChunkRecord(id=f"{kb_id}-{doc_id}-0", kb_id=kb_id, doc_id=doc_id, index=0, text=text,
                                   token_count=len(text.split()), start=0, end=len(text))])
     store.set_document_status(doc_id, "complete")
+
+
+def build_engine_world(home: Path, files: Path):
+    """The real Engine with alice's private KB and bob's public one, each holding one small document.
+
+    Returns (engine, alice, bob, private_kb, public_kb).
+    """
+    from docmind_core.engine import Engine
+
+    engine = Engine.open(home)
+    users = UserStore(engine.db, hasher=FAST_HASHER)
+    alice = users.add("alice", PASSWORD, department="research")
+    bob = users.add("bob", PASSWORD, department="research")
+    private = engine.create_kb("alice-notes", user_id=alice.id, department="research")
+    public = engine.create_kb("handbook", user_id=bob.id, department="research", visibility="public")
+    for kb, name, text in ((private, "plan.txt", "The zephyr project launches in March with a budget of 40k."),
+                           (public, "guide.txt", "The handbook says the zephyr office opens at nine.")):
+        path = files / name
+        path.write_text(text, encoding="utf-8")
+        engine.ingest(kb.id, [path], user_id=kb.owner_id)
+    return engine, alice, bob, engine.store.get_kb(private.id), engine.store.get_kb(public.id)

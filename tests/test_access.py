@@ -16,7 +16,7 @@ from docmind_core.backends.protocols import ToolCallRequest
 from docmind_core.errors import AccessDenied
 from docmind_core.tools import ToolContext
 from docmind_core.users import LOCAL_USER
-from tests.access_world import build_world
+from tests.access_world import build_engine_world, build_world
 
 
 @pytest.fixture
@@ -157,3 +157,32 @@ def test_conversation_memory_and_trace_predicates(world):
     with pytest.raises(AccessDenied, match="another user"):
         require_trace_reader(bob, alice.id, "run-1")
     require_trace_reader(root, alice.id, "run-1")
+
+
+# -- the same rules through the real Engine (UI, CLI and pipeline entry points) -----------------
+
+
+@pytest.fixture
+def engine_world(home, tmp_path):
+    return build_engine_world(home, tmp_path)
+
+
+def test_engine_applies_the_guard_to_list_search_ask_and_delete(engine_world):
+    engine, alice, bob, private, public = engine_world
+    assert [kb.name for kb in engine.readable_kbs(bob.id)] == ["handbook"]
+    assert {kb.name for kb in engine.readable_kbs(alice.id)} == {"alice-notes", "handbook"}
+    with pytest.raises(AccessDenied):
+        engine.search("zephyr budget", [private.id], user_id=bob.id)
+    assert engine.search("zephyr budget", [private.id], user_id=alice.id).chunks
+    events = list(engine.ask("When does the zephyr project launch?", [private.id, public.id], user_id=bob.id))
+    assert any(e.kind == "error" and e.stage == "access" for e in events)
+    done = events[-1]
+    assert done.kind == "done"
+    assert all(s.kb_id != private.id for s in done.sources)
+    assert "March" not in done.answer
+    with pytest.raises(AccessDenied):
+        engine.delete_kb(private.id, user_id=bob.id)
+    with pytest.raises(AccessDenied):
+        engine.ingest(public.id, [], user_id=alice.id)  # may read bob's public KB, may not change it
+    engine.delete_kb(private.id, user_id=alice.id)
+    assert [kb.name for kb in engine.readable_kbs(alice.id)] == ["handbook"]

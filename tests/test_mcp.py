@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from docmind_core.apikeys import ApiKeyStore
 from docmind_core.mcp_server import MCP_TOOL_NAMES, api_key_from_headers, build_mcp_app
-from tests.access_world import build_world
+from tests.access_world import build_engine_world, build_world
 
 _INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
@@ -31,6 +31,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class _RunningServer:
+    """uvicorn serving the MCP app in a daemon thread on a free loopback port."""
+
+    def __init__(self, engine):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.server = uvicorn.Server(uvicorn.Config(build_mcp_app(engine), host="127.0.0.1", port=self.port,
+                                                    log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "MCP server did not start"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, embedder):
     """One world (real MemoryStore over the bundled encoder) and one server; tests talk to it over HTTP."""
@@ -38,17 +58,9 @@ def served(tmp_path_factory, embedder):
     world.overrides = {"web.mcp_rate_limit_per_minute": 2}
     keys = ApiKeyStore(world.db)
     issued = {name: keys.create(user.id, label=f"{name} agent") for name, user in world.people.items()}
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(build_mcp_app(world), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "MCP server did not start"
-        time.sleep(0.05)
-    yield world, f"http://127.0.0.1:{port}/mcp", issued, keys
-    server.should_exit = True
-    thread.join(timeout=10)
+    running = _RunningServer(world)
+    yield world, running.url, issued, keys
+    running.stop()
 
 
 async def _session_run(url: str, key: str | None, work, bearer: bool = False):
@@ -201,6 +213,39 @@ def test_web_search_is_rate_limited_per_key(served):
     assert "rate limit" in third.content[0].text and "per minute" in third.content[0].text
     # the limit is per key: the same user's other key still has its own allowance
     assert not run(url, other_key, lambda s: s.call_tool("webSearch", {"query": "news"})).is_error
+
+
+def test_real_engine_behind_mcp_keeps_private_kbs_private(home, tmp_path):
+    """The server over the composition root: hybrid search, real memory store, same boundary."""
+    engine, alice, bob, private, public = build_engine_world(home, tmp_path)
+    keys = ApiKeyStore(engine.db)
+    bob_key, alice_key = keys.create(bob.id), keys.create(alice.id)
+    running = _RunningServer(engine)
+    try:
+        async def search_all(session):
+            return await session.call_tool("searchDocs", {"query": "zephyr"})
+
+        bob_found = _payload(run(running.url, bob_key, search_all))
+        assert bob_found["kb_ids"] == [public.id]
+        assert bob_found["chunks"] and {c["kb_id"] for c in bob_found["chunks"]} == {public.id}
+        alice_found = _payload(run(running.url, alice_key, search_all))
+        assert {c["kb_id"] for c in alice_found["chunks"]} == {private.id, public.id}
+
+        async def ask_private(session):
+            return await session.call_tool("searchDocs", {"query": "budget", "kbIds": [private.id]})
+
+        refused = run(running.url, bob_key, ask_private)
+        assert refused.is_error and "40k" not in refused.content[0].text
+
+        async def remember(session):
+            await session.call_tool("store_memory", {"text": "Bob's standup is at 9:30 every weekday"})
+            return await session.call_tool("recall_memory", {"query": "when is bob's standup"})
+
+        assert "9:30" in " ".join(_payload(run(running.url, bob_key, remember))["memories"])
+        assert [m.text for m in engine.memory_store.list(bob.id)] == ["Bob's standup is at 9:30 every weekday"]
+        assert engine.memory_store.list(alice.id) == []
+    finally:
+        running.stop()
 
 
 def test_api_key_header_parsing():
