@@ -48,9 +48,11 @@ def default_prompt_dir() -> Path:
 def placeholders_of(text: str) -> set[str]:
     """Placeholder names used in a template (``{{`` escapes are not placeholders)."""
     names: set[str] = set()
-    for _, field, spec, _ in string.Formatter().parse(text):
+    for _, field, spec, conversion in string.Formatter().parse(text):
         if field is None:
             continue
+        if conversion:
+            raise ValueError(f"placeholder {{{field}!{conversion}}} has a conversion; use plain {{{field}}}")
         if not field.isidentifier():
             raise ValueError(f"placeholder {{{field}}} is not a plain name")
         if spec:
