@@ -132,10 +132,16 @@ def test_build_exporter_from_env():
     assert "LANGFUSE_PUBLIC_KEY" in off.status().how_to_enable
     off.export(object())  # accepts anything, does nothing
     public, secret = keys()
-    on = build_exporter(Settings().tracing, env={"LANGFUSE_PUBLIC_KEY": public, "LANGFUSE_SECRET_KEY": secret,
-                                                 "LANGFUSE_BASE_URL": "http://127.0.0.1:1/"})
+    env = {"LANGFUSE_PUBLIC_KEY": public, "LANGFUSE_SECRET_KEY": secret, "LANGFUSE_BASE_URL": "http://127.0.0.1:1/"}
+    on = build_exporter(Settings().tracing, env=env)
     try:
         assert isinstance(on, LangfuseExporter) and on.host == "http://127.0.0.1:1"
+        # Rebuilding backends (any settings change) hands back the same exporter for the same key ...
+        faster = Settings().with_overrides({"tracing.export_timeout_s": 1.5}).tracing
+        assert build_exporter(faster, env=env) is on and on.timeout_s == 1.5
+        # ... and a new host for that key is reported, not silently dropped.
+        moved = build_exporter(Settings().with_overrides({"tracing.langfuse_host": "http://127.0.0.1:4"}).tracing, env)
+        assert isinstance(moved, NullExporter) and "restart DocMind" in moved.status().detail
     finally:
         on.close()
     configured = Settings().with_overrides({"tracing.langfuse_host": "http://127.0.0.1:2"})

@@ -216,8 +216,8 @@ class NullExporter:
 class LangfuseExporter:
     """Langfuse over OTLP/HTTP; ``export`` returns at once and never raises.
 
-    The SDK keeps one set of resources per public key per process, so build one exporter
-    per key (the engine does) and :meth:`close` it before building another for that key.
+    The SDK keeps one set of resources per public key per process: build exporters with
+    :func:`build_exporter`, which hands out one per key.
     """
 
     name = "langfuse"
@@ -227,6 +227,8 @@ class LangfuseExporter:
         from opentelemetry.sdk.trace import TracerProvider
 
         self.host = host.rstrip("/")
+        self._public_key = public_key
+        self._secret_key = secret_key
         self.timeout_s = float(timeout_s)
         self.last_error = ""
         self.exported_runs = 0
@@ -263,6 +265,9 @@ class LangfuseExporter:
         return not not_done
 
     def close(self) -> None:
+        with _EXPORTERS_LOCK:
+            if _EXPORTERS.get(self._public_key) is self:
+                del _EXPORTERS[self._public_key]
         self._executor.shutdown(wait=False, cancel_futures=True)
         threading.Thread(target=self._client.shutdown, name="langfuse-shutdown", daemon=True).start()
 
@@ -298,14 +303,14 @@ class LangfuseExporter:
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("Langfuse export of run %s failed: %s", getattr(run.meta, "run_id", "?"), self.last_error)
 
-    def _emit(self, plan: PlannedObservation, parent: Any, base_ns: int,
-              trace_attributes: dict[str, str] | None = None) -> Any:
+    def _emit(self, plan: PlannedObservation, parent_span: Any, base_ns: int,
+              trace_attributes: dict[str, str] | None = None) -> None:
         """Create one observation (and its children) with the run's real timing."""
         from langfuse import LangfuseGeneration, LangfuseSpan
         from opentelemetry import context as otel_context
         from opentelemetry import trace as otel_trace
 
-        parent_context = otel_trace.set_span_in_context(parent._otel_span) if parent is not None \
+        parent_context = otel_trace.set_span_in_context(parent_span) if parent_span is not None \
             else otel_context.Context()  # a root: never adopt whatever span happens to be current
         otel_span = self._tracer.start_span(plan.name, context=parent_context,
                                             start_time=base_ns + _ns(plan.start_ms))
@@ -323,9 +328,8 @@ class LangfuseExporter:
         else:
             observation = LangfuseSpan(**common)
         for child in plan.children:
-            self._emit(child, observation, base_ns)
+            self._emit(child, otel_span, base_ns)
         observation.end(end_time=base_ns + _ns(plan.end_ms))
-        return observation
 
 
 class _OutcomeRecordingExporter:
@@ -368,6 +372,13 @@ def _otlp_exporter(host: str, public_key: str, secret_key: str, timeout_s: float
                             compression=Compression.Gzip)
 
 
+# The SDK keeps one set of resources per public key per process, so a second exporter for the same
+# key would silently lose its spans.  The engine rebuilds backends when settings change; it gets the
+# exporter it already has for that key.
+_EXPORTERS: dict[str, LangfuseExporter] = {}
+_EXPORTERS_LOCK = threading.Lock()
+
+
 def build_exporter(settings: TracingSettings, env: Mapping[str, str] | None = None) -> TraceExporter:
     """Langfuse when both keys are set, else the null exporter with the reason."""
     env = os.environ if env is None else env
@@ -375,13 +386,23 @@ def build_exporter(settings: TracingSettings, env: Mapping[str, str] | None = No
     secret_key = (env.get("LANGFUSE_SECRET_KEY") or "").strip()
     if not public_key or not secret_key:
         return NullExporter("set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
-    host = settings.langfuse_host or env.get("LANGFUSE_HOST") or env.get("LANGFUSE_BASE_URL") \
-        or "https://cloud.langfuse.com"
-    try:
-        return LangfuseExporter(public_key, secret_key, host, settings.export_timeout_s)
-    except Exception as exc:  # a broken SDK install must not stop the app
-        log.warning("Langfuse exporter unavailable: %s", exc)
-        return NullExporter(f"Langfuse could not start: {exc}")
+    host = (settings.langfuse_host or env.get("LANGFUSE_HOST") or env.get("LANGFUSE_BASE_URL")
+            or "https://cloud.langfuse.com").rstrip("/")
+    with _EXPORTERS_LOCK:
+        existing = _EXPORTERS.get(public_key)
+        if existing is not None:
+            if existing.host == host and existing._secret_key == secret_key:
+                existing.timeout_s = float(settings.export_timeout_s)
+                return existing
+            return NullExporter(f"Langfuse host or key changed to {host}; restart DocMind to apply it "
+                                f"(still connected to {existing.host})")
+        try:
+            exporter = LangfuseExporter(public_key, secret_key, host, settings.export_timeout_s)
+        except Exception as exc:  # a broken SDK install must not stop the app
+            log.warning("Langfuse exporter unavailable: %s", exc)
+            return NullExporter(f"Langfuse could not start: {exc}")
+        _EXPORTERS[public_key] = exporter
+        return exporter
 
 
 def _is_docmind_span(span: Any) -> bool:
