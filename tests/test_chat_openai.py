@@ -1,0 +1,215 @@
+"""OpenAIChatModel with the real openai SDK against the fake Chat Completions server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from openai import OpenAI
+
+from docmind_core.backends.chat_openai import OpenAIChatModel
+from docmind_core.backends.openai_parsing import ToolCallAccumulator, accumulate_tool_call_deltas, parse_tool_call
+from docmind_core.backends.protocols import (
+    AgentTranscript,
+    AnswerPrompt,
+    LanguageModel,
+    ToolSpec,
+    UnderstandingRequest,
+    UsageMeter,
+)
+from docmind_core.errors import BackendUnavailable, ModelOutputError
+from docmind_core.models import Complexity, Intent, Scope
+from tests.fakes.openai_server import FakeOpenAIServer, call, status, text, tool_calls
+
+SEARCH = ToolSpec("searchDocs", "Semantic search over the selected knowledge bases",
+                  {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def model(server, **kw) -> OpenAIChatModel:
+    options = dict(timeout_s=5, max_retries=2, temperature=0.2, retry_backoff_s=0.01)
+    options.update(kw)
+    return OpenAIChatModel(server.base_url, "test-key", "fake-model", **options)
+
+
+def understanding_request(question="DM-3000 续航") -> UnderstandingRequest:
+    return UnderstandingRequest(question=question, history=[], kb_brief="",
+                                messages=[{"role": "system", "content": "json"}, {"role": "user", "content": question}])
+
+
+def answer_prompt() -> AnswerPrompt:
+    return AnswerPrompt(template="knowledge_qa", question="q", sources=[],
+                        messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "q"}])
+
+
+def transcript() -> AgentTranscript:
+    return AgentTranscript(question="q", rewritten_query="q", kb_brief="",
+                           messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "q"}])
+
+
+def test_implements_the_protocol_and_reports_status(server):
+    m = model(server)
+    assert isinstance(m, LanguageModel)
+    status_ = m.status()
+    assert status_.live and status_.role == "llm"
+    assert status_.name == m.name == f"openai:fake-model@127.0.0.1:{server.base_url.split(':')[2].split('/')[0]}"
+
+
+def test_understand_non_streaming_json(server):
+    server.script(text(json.dumps({"rewrittenQuery": "DM-3000 电池续航", "intent": "Comparison",
+                                   "complexity": "medium", "scope": "knowledge_query", "scopeConfidence": 1.4,
+                                   "timeAware": "true", "memoryWriteHints": "likes tea"}), usage=(40, 11)))
+    meter = UsageMeter()
+    u = model(server).understand(understanding_request(), meter)
+    assert u.rewritten_query == "DM-3000 电池续航"
+    assert (u.intent, u.complexity, u.scope) == (Intent.COMPARISON, Complexity.MEDIUM, Scope.KNOWLEDGE_QUERY)
+    assert u.time_aware is True and u.scope_confidence == 1.0 and u.memory_write_hints == ["likes tea"]
+    assert server.requests[0]["response_format"] == {"type": "json_object"}
+    assert server.requests[0]["model"] == "fake-model"
+    [call_] = meter.calls
+    assert (call_.purpose, call_.prompt_tokens, call_.completion_tokens, call_.ok) == ("understanding", 40, 11, True)
+    assert call_.latency_ms > 0
+
+
+def test_understand_accepts_a_fenced_reply(server):
+    server.script(text('```json\n{"rewrittenQuery": "x", "intent": "factoid", "complexity": "SIMPLE"}\n```'))
+    assert model(server).understand(understanding_request(), UsageMeter()).rewritten_query == "x"
+
+
+@pytest.mark.parametrize("content", [
+    "Sure! The query is about batteries.",
+    '{"rewrittenQuery": "x", "intent": "factoid"}',  # complexity missing
+    '{"rewrittenQuery": "x", "intent": "factoid", "complexity": "HUGE"}',
+    '{"rewrittenQuery": "x", "intent": ',
+])
+def test_invalid_json_raises_model_output_error(server, content):
+    server.script(text(content))
+    with pytest.raises(ModelOutputError):
+        model(server).understand(understanding_request(), UsageMeter())
+
+
+def test_500_then_success_is_retried(server):
+    server.script(status(500, "overloaded"), status(503, "busy"), text("Answer text [1]."))
+    meter = UsageMeter()
+    pieces = list(model(server).stream_answer(answer_prompt(), meter))
+    assert "".join(pieces) == "Answer text [1]."
+    assert len(server.requests) == 3
+    assert [c.ok for c in meter.calls] == [True]
+
+
+def test_retries_are_bounded_and_reported(server):
+    server.always(status(500, "down"))
+    meter = UsageMeter()
+    with pytest.raises(BackendUnavailable, match=r"HTTP 500.*down.*after 3 attempts"):
+        model(server, max_retries=2).understand(understanding_request(), meter)
+    assert len(server.requests) == 3
+    assert meter.calls[-1].ok is False and "500" in meter.calls[-1].error
+
+
+@pytest.mark.parametrize("code, message", [(401, "the endpoint refused the API key"), (400, "HTTP 400")])
+def test_non_transient_errors_are_not_retried(server, code, message):
+    server.always(status(code, "nope"))
+    with pytest.raises(BackendUnavailable, match=message):
+        model(server).understand(understanding_request(), UsageMeter())
+    assert len(server.requests) == 1
+
+
+def test_timeout_raises_quickly_and_is_reported(server):
+    server.always(text("too late", delay=3))
+    meter = UsageMeter()
+    started = time.perf_counter()
+    with pytest.raises(BackendUnavailable, match="timeout"):
+        model(server, timeout_s=1, max_retries=0).understand(understanding_request(), meter)
+    assert time.perf_counter() - started < 2.5
+    assert meter.calls[-1].ok is False and "timeout" in meter.calls[-1].error
+
+
+def test_streaming_yields_deltas_and_records_usage(server):
+    server.script(text("DM-3000 的续航为 12 小时[1]。", usage=(120, 18)))
+    meter = UsageMeter()
+    pieces = list(model(server).stream_answer(answer_prompt(), meter))
+    assert len(pieces) > 1 and "".join(pieces) == "DM-3000 的续航为 12 小时[1]。"
+    body = server.requests[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["temperature"] == 0.2
+    [call_] = meter.calls
+    assert (call_.purpose, call_.prompt_tokens, call_.completion_tokens) == ("answer", 120, 18)
+
+
+def test_streaming_stops_on_cancel(server):
+    server.script(text("one two three four five six seven eight nine ten"))
+    cancel = threading.Event()
+    meter = UsageMeter()
+    received = []
+    for piece in model(server).stream_answer(answer_prompt(), meter, cancel):
+        received.append(piece)
+        cancel.set()
+    assert len(received) == 1
+    assert meter.calls[0].error == "cancelled"
+
+
+def test_agent_turn_parses_tool_calls_including_malformed_arguments(server):
+    server.script(tool_calls(call("searchDocs", {"query": "DM-3000 续航"}, id="call_a"),
+                             call("searchDocs", '{"query": "broken', id="call_b"),
+                             call("keywordSearch", "[1, 2]", id="call_c"),
+                             content="Searching both."))
+    meter = UsageMeter()
+    turn = model(server).agent_turn(transcript(), [SEARCH], meter, timeout_s=5)
+    assert [c.id for c in turn.tool_calls] == ["call_a", "call_b", "call_c"]
+    good, broken, not_object = turn.tool_calls
+    assert good.arguments == {"query": "DM-3000 续航"} and not good.parse_error
+    assert broken.arguments == {} and "not valid JSON" in broken.parse_error
+    assert broken.raw_arguments == '{"query": "broken'
+    assert "JSON object" in not_object.parse_error
+    assert turn.text == "Searching both."
+    assert turn.assistant_message["tool_calls"][1]["function"]["arguments"] == '{"query": "broken'
+    body = server.requests[0]
+    assert body["tools"] == [SEARCH.openai_schema()] and body["tool_choice"] == "auto"
+    assert meter.calls[0].purpose == "agent_round"
+
+
+def test_agent_turn_without_tool_calls_means_stop(server):
+    server.script(text("I have enough evidence."))
+    turn = model(server).agent_turn(transcript(), [SEARCH], UsageMeter(), timeout_s=5)
+    assert turn.tool_calls == [] and turn.assistant_message == {"role": "assistant",
+                                                               "content": "I have enough evidence."}
+
+
+def test_agent_turn_honours_its_own_timeout(server):
+    server.always(tool_calls(call("searchDocs", {"query": "x"}), delay=2))
+    started = time.perf_counter()
+    with pytest.raises(BackendUnavailable):
+        model(server, max_retries=0).agent_turn(transcript(), [SEARCH], UsageMeter(), timeout_s=0.5)
+    assert time.perf_counter() - started < 1.8
+
+
+def test_streamed_tool_call_deltas_are_accumulated_by_index(server):
+    server.script(tool_calls(call("searchDocs", {"query": "Milvus 索引"}, id="c1"),
+                             call("keywordSearch", {"query": "HNSW"}, id="c2")))
+    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    stream = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "q"}],
+                                            tools=[SEARCH.openai_schema()], stream=True)
+    calls = accumulate_tool_call_deltas(stream)
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("c1", "searchDocs", {"query": "Milvus 索引"}), ("c2", "keywordSearch", {"query": "HNSW"})]
+
+
+def test_accumulator_handles_interleaved_dict_deltas():
+    acc = ToolCallAccumulator()
+    acc.add([{"index": 1, "id": "b", "function": {"name": "webSearch", "arguments": '{"que'}}])
+    acc.add([{"index": 0, "id": "a", "function": {"name": "searchDocs", "arguments": ""}}])
+    acc.add([{"index": 1, "function": {"arguments": 'ry": "x"}'}}, {"index": 0, "function": {"arguments": "{"}}])
+    first, second = acc.calls()
+    assert (first.id, first.name, first.parse_error != "") == ("a", "searchDocs", True)
+    assert (second.id, second.name, second.arguments) == ("b", "webSearch", {"query": "x"})
+
+
+def test_empty_arguments_are_an_empty_object():
+    assert parse_tool_call("x", "kb_meta", "").arguments == {}
