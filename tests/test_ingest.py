@@ -270,6 +270,9 @@ def test_folder_walk_skips_hidden_and_uses_relative_names(world, tmp_path):
     (root / "sub" / "a.md").write_text(ZH, encoding="utf-8")
     (root / ".hidden.md").write_text(EN, encoding="utf-8")
     (root / ".git" / "config.txt").write_text(EN, encoding="utf-8")
+    (root / "sub" / "draft.md").write_text(EN, encoding="utf-8")
+    (root / "TODO.md").write_text(EN, encoding="utf-8")
+    (root / ".docmindignore").write_text("# not content\nTODO.md\nsub/draft*\n", encoding="utf-8")
     names = sorted(o.name for o in world.ingest([root]))
     assert names == ["a.md", "sub/a.md"]
 
@@ -408,3 +411,45 @@ def test_cli_unknown_kb_is_a_clear_error(world):
     result = CliRunner().invoke(_cli(world), ["kb", "show", "nope"])
     assert result.exit_code != 0
     assert "no knowledge base named 'nope'" in str(result.exception)
+
+
+# --------------------------------------------------------------------------
+# Demo corpus
+# --------------------------------------------------------------------------
+
+DEMO = REPO / "data" / "demo"
+
+
+def _demo_questions() -> list[dict[str, str]]:
+    rows = []
+    for line in (DEMO / "QUESTIONS.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0].startswith("q") and cells[0][1:].isdigit():
+            rows.append(dict(zip(["id", "lang", "kind", "question", "source", "expected"], cells)))
+    return rows
+
+
+def test_demo_corpus_ingests_completely_and_keyword_search_finds_the_sources(world):
+    outcomes = world.ingest([DEMO])
+    assert len(outcomes) >= 10
+    assert all(o.status == "added" for o in outcomes), [o.error for o in outcomes if o.error]
+    assert "QUESTIONS.md" not in {o.name for o in outcomes}  # left out by data/demo/.docmindignore
+    names = {o.doc_id: o.name for o in outcomes}
+    kb = world.kb()
+    questions = _demo_questions()
+    assert len(questions) >= 12
+    for q in questions:
+        if q["source"] == "(none)" or q["kind"] == "cross-language":
+            continue
+        hits = world.keywords.search([kb.id], q["question"], top_k=5)
+        found = {names[world.store.get_chunks([c])[c].doc_id] for c, _ in hits}
+        for source in q["source"].split("+"):
+            assert source.strip() in found, (q["id"], found)
+
+
+def test_demo_generator_is_deterministic(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_demo_docs.py"), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("nimbus_n2_datasheet.pdf", "nimbus_manual_zh.docx"):
+        assert (tmp_path / name).read_bytes() == (DEMO / name).read_bytes(), name

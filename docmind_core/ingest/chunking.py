@@ -120,7 +120,8 @@ def _parent_groups(units: list[_Unit], parent_tokens: int) -> list[list[_Unit]]:
     current: list[_Unit] = []
     used = 0
     for unit in units:
-        starts_section = unit.heading and current
+        # A heading opens a new block, unless the block so far holds only headings (a title over a section).
+        starts_section = unit.heading and any(not u.heading for u in current)
         if current and (used + unit.tokens > parent_tokens or starts_section):
             groups.append(current)
             current, used = [], 0

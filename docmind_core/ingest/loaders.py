@@ -186,7 +186,11 @@ def _parse_docx(name: str, data: bytes) -> str:
             continue
         style = (para.style.name if para.style is not None else "") or ""
         match = re.match(r"Heading (\d)", style)
-        lines.append(("#" * int(match.group(1)) + " " + text) if match else text)
+        if match:
+            text = "#" * int(match.group(1)) + " " + text
+        elif style == "Title":
+            text = "# " + text
+        lines.append(text)
     for table in document.tables:
         for row in table.rows:
             lines.append(" | ".join(cell.text.strip() for cell in row.cells))

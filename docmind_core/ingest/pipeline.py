@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from fnmatch import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -46,7 +47,8 @@ def expand_paths(paths: Sequence[Path | str], names: Sequence[str] | None = None
     """Files to ingest: files as given, folders walked recursively (hidden files and folders skipped).
 
     Files found in a folder are named by their path relative to that folder,
-    so ``a/readme.md`` and ``b/readme.md`` stay two documents.
+    so ``a/readme.md`` and ``b/readme.md`` stay two documents.  A
+    ``.docmindignore`` file in a given folder lists glob patterns to leave out.
     """
     if names is not None and len(names) != len(paths):
         raise ValueError(f"{len(names)} names for {len(paths)} paths")
@@ -54,13 +56,27 @@ def expand_paths(paths: Sequence[Path | str], names: Sequence[str] | None = None
     for i, raw in enumerate(paths):
         path = Path(raw)
         if path.is_dir():
+            ignored = _ignore_patterns(path)
             for child in sorted(path.rglob("*")):
                 rel = child.relative_to(path)
-                if child.is_file() and not any(part.startswith(".") for part in rel.parts):
+                if (child.is_file() and not any(part.startswith(".") for part in rel.parts)
+                        and not any(fnmatch(rel.as_posix(), pat) or fnmatch(child.name, pat) for pat in ignored)):
                     found.append(SourceFile(child, rel.as_posix()))
         else:
             found.append(SourceFile(path, names[i] if names is not None else path.name))
     return found
+
+
+IGNORE_FILE = ".docmindignore"
+
+
+def _ignore_patterns(folder: Path) -> list[str]:
+    """Glob patterns from the folder's .docmindignore (one per line, # comments), e.g. notes that are not content."""
+    ignore = folder / IGNORE_FILE
+    if not ignore.is_file():
+        return []
+    lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
 class Ingestor:
