@@ -120,7 +120,7 @@ def _relevance(terms: dict[str, float], sentence: str, chunk_index: _TextIndex) 
             hit += credit * weight
             content_hit = content_hit or not is_entity
             entity_hit = entity_hit or is_entity
-            meaningful = meaningful or weight >= 0.8
+            meaningful = meaningful or weight >= 0.6  # not just a single common character (0.5)
         elif is_entity and chunk_index.credit(term) > 0:
             hit += ENTITY_IN_CONTEXT * weight
     return _Relevance(hit / total if meaningful else 0.0, content_hit, entity_hit)
