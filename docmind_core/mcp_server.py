@@ -77,8 +77,11 @@ class ApiKeyGate:
         self.keys = keys
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":  # lifespan events start and stop the SDK's session manager
+        if scope["type"] == "lifespan":  # start and stop of the SDK's session manager
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # MCP here is plain HTTP; refuse anything else (websockets) unread
+            await send({"type": "websocket.close", "code": 1008})
             return
         key = api_key_from_headers(scope.get("headers", []))
         caller = await anyio.to_thread.run_sync(self.keys.resolve_key, key) if key else None
@@ -137,6 +140,19 @@ class McpToolService:
         except DocMindError as exc:
             raise ToolError(str(exc)) from None
         return ToolContext.for_run(scope, caller.user.id, self.engine.settings)
+
+    def run(self, tool, *args):
+        """Run one tool call; DocMind's own errors reach the caller as tool errors with their message.
+
+        Other exceptions propagate: the SDK logs them and tells the caller only
+        that the tool failed, so internals do not leak to outside agents.
+        """
+        try:
+            return tool(*args)
+        except ToolError:
+            raise
+        except DocMindError as exc:
+            raise ToolError(str(exc)) from None
 
     def search_docs(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
         ctx = self._context(caller, kb_ids)
@@ -210,7 +226,7 @@ def build_mcp_server(service: McpToolService) -> MCPServer:
     server = MCPServer("docmind", instructions="Search DocMind knowledge bases, the web, and your memories.")
 
     async def call(fn, *args):
-        return await anyio.to_thread.run_sync(lambda: fn(*args))
+        return await anyio.to_thread.run_sync(lambda: service.run(fn, *args))
 
     @server.tool(name="searchDocs", description="Hybrid (semantic + keyword) search of knowledge bases you may "
                  "read. kbIds: which ones (default: all readable); asking for one you may not read is refused.")

@@ -259,3 +259,19 @@ def _contains(exc: BaseException, kind: type) -> bool:
     if isinstance(exc, kind):
         return True
     return any(_contains(e, kind) for e in getattr(exc, "exceptions", ()))
+
+
+def test_websocket_scope_is_refused_without_reaching_the_sdk():
+    from docmind_core.mcp_server import ApiKeyGate
+
+    reached, sent = [], []
+
+    async def inner(scope, receive, send):
+        reached.append(scope)
+
+    async def send(message):
+        sent.append(message)
+
+    gate = ApiKeyGate(inner, keys=None)
+    asyncio.run(gate({"type": "websocket", "headers": []}, None, send))
+    assert not reached and sent == [{"type": "websocket.close", "code": 1008}]
