@@ -43,21 +43,21 @@ def _widget(spec: KeySpec, current) -> None:
     label = f"{spec.key.split('.', 1)[1]}"
     help_text = f"{spec.description}\n\n{_range(spec)} · default {spec.default!r}"
     key = widget_key(spec.key)
-    if key not in st.session_state:
-        st.session_state[key] = current
+    # the stored value is the widget's initial value; after a reset the key is dropped so it shows the default
     if spec.type == "bool":
-        st.checkbox(label, key=key, help=help_text)
+        st.checkbox(label, value=bool(current), key=key, help=help_text)
     elif spec.type == "choice":
-        st.selectbox(label, list(spec.choices), key=key, help=help_text)
+        st.selectbox(label, list(spec.choices), index=list(spec.choices).index(current), key=key, help=help_text)
     elif spec.type == "int":
         st.number_input(label, min_value=None if spec.minimum is None else int(spec.minimum),
-                        max_value=None if spec.maximum is None else int(spec.maximum), step=1, key=key,
-                        help=help_text)
+                        max_value=None if spec.maximum is None else int(spec.maximum), value=int(current), step=1,
+                        key=key, help=help_text)
     elif spec.type == "float":
-        st.number_input(label, min_value=spec.minimum, max_value=spec.maximum, step=0.01, format="%.3f", key=key,
-                        help=help_text)
+        st.number_input(label, min_value=None if spec.minimum is None else float(spec.minimum),
+                        max_value=None if spec.maximum is None else float(spec.maximum), value=float(current),
+                        step=0.01, format="%.3f", key=key, help=help_text)
     else:
-        st.text_input(label, key=key, help=help_text)
+        st.text_input(label, value=str(current), key=key, help=help_text)
     if spec.type != "bool":
         st.caption(_range(spec) + ("" if current == spec.default else f" · default {spec.default!r}"))
 

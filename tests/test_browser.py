@@ -1,0 +1,181 @@
+"""The workbench in a real browser: `streamlit run app.py` headless on 127.0.0.1, driven by Debian's chromium.
+
+Never runs `playwright install`: it uses /usr/bin/chromium (scripts/browser_deps.sh installs it) and skips,
+saying why, only when that binary is missing.  Screenshots go to artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run"]
+ANSWER_TIMEOUT_MS = 90_000
+
+EVIL_DOC = (b"# Zephyr field notes\n\nThe Zephyr Q7 sensor calibration takes 42 seconds. "
+            b"<script>alert('xss')</script> <img src=x onerror=\"alert('onerror')\"> "
+            b"The Zephyr Q7 calibration must be repeated every 30 days.\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> None:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError("streamlit did not become healthy")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        print(f"SKIP reason: {CHROMIUM} is missing; run scripts/browser_deps.sh (apt-get install chromium)")
+        pytest.skip(f"{CHROMIUM} is missing; run scripts/browser_deps.sh to install Debian's chromium")
+    pytest.importorskip("playwright.sync_api")
+    from tests.test_pages import demo_files
+
+    base = tmp_path_factory.mktemp("browser")
+    home = base / "home"
+    env = {**os.environ, "DOCMIND_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "ANONYMIZED_TELEMETRY": "False", "PYTHONPATH": str(ROOT)}
+    files = [str(p) for p in demo_files(base / "docs")]
+    # ingest in a separate process so the server is the only one holding the stores
+    subprocess.run([sys.executable, "-c", (
+        "import sys; from docmind_core.engine import Engine; e = Engine.open(); "
+        "kb = e.create_kb('demo', 'Demo corpus: the fictional Aurora and Nimbus products'); "
+        "out = e.ingest(kb.id, sys.argv[1:]); "
+        "assert all(o.status != 'failed' for o in out), out")] + files, env=env, cwd=ROOT, check=True, timeout=300)
+    port = _free_port()
+    log = open(base / "streamlit.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1500, "height": 1100})
+        pg = context.new_page()
+        pg.dialogs = []  # every alert/confirm the page tries to open
+        pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+        pg.goto(server, wait_until="domcontentloaded")
+        pg.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=ANSWER_TIMEOUT_MS)
+        yield pg
+        browser.close()
+
+
+def _ask(pg, question: str, expected_badges: int) -> None:
+    box = pg.locator('[data-testid="stChatInputTextArea"]')
+    box.fill(question)
+    box.press("Enter")
+    pg.wait_for_function(f"document.querySelectorAll('.dm-tier').length >= {expected_badges}",
+                         timeout=ANSWER_TIMEOUT_MS)
+    pg.wait_for_load_state("networkidle")
+    time.sleep(0.5)  # let Streamlit finish painting the last elements of the run
+
+
+def test_chinese_and_english_questions_with_badge_chart_and_chips(page):
+    _ask(page, "How long does the Aurora X2 battery last?", 1)
+    assert page.locator(".dm-tier").first.is_visible()
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=30_000)
+    assert page.locator("a.dm-cite").count() >= 1
+    page.screenshot(path=str(ARTIFACTS / "chat_english.png"), full_page=True)
+
+    _ask(page, "灵云Nimbus相机的像素是多少？", 2)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 2
+    assert page.locator("a.dm-cite").count() >= 2
+    page.screenshot(path=str(ARTIFACTS / "chat_chinese.png"), full_page=True)
+
+
+def test_clicking_a_chip_highlights_its_source_card(page):
+    chip = page.locator("a.dm-cite").last
+    target = chip.get_attribute("href").lstrip("#")
+    chip.click()
+    page.wait_for_function(f"location.hash === '#{target}'", timeout=10_000)
+    state = page.evaluate(
+        """(id) => { const el = document.getElementById(id); const t = document.querySelector(':target');
+                     return {targeted: t === el, shadow: getComputedStyle(el).boxShadow,
+                             top: el.getBoundingClientRect().top, height: window.innerHeight}; }""", target)
+    assert state["targeted"], state
+    assert state["shadow"] != "none"  # the :target highlight ring
+    assert 0 <= state["top"] < state["height"], "the card was scrolled into view"
+    page.screenshot(path=str(ARTIFACTS / "chip_highlight.png"))
+
+
+def test_side_by_side_shows_both_columns_and_the_comparison(page):
+    page.get_by_role("button", name="Side by side").click()
+    time.sleep(1)
+    before = page.locator(".dm-tier").count()
+    _ask(page, "Compare the Aurora X2 and the Nimbus battery life", before + 2)
+    page.wait_for_selector("text=Comparison", timeout=30_000)
+    columns = page.locator('[data-testid="stColumn"]:has(.dm-tier)')
+    assert columns.count() >= 2
+    page.screenshot(path=str(ARTIFACTS / "side_by_side.png"), full_page=True)
+    page.get_by_role("button", name="Auto").click()
+    time.sleep(1)
+
+
+def test_uploaded_script_tag_is_shown_as_text_and_never_runs(page):
+    page.get_by_role("link", name="Knowledge bases").click()
+    page.wait_for_selector('[data-testid="stFileUploaderDropzoneInput"]', state="attached", timeout=30_000)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        files=[{"name": "zephyr<script>.md", "mimeType": "text/markdown", "buffer": EVIL_DOC}])
+    page.get_by_role("button", name="Ingest").click()
+    page.wait_for_selector('[data-testid="stAlertContentSuccess"]', timeout=ANSWER_TIMEOUT_MS)
+    page.screenshot(path=str(ARTIFACTS / "kb_upload.png"), full_page=True)
+
+    page.get_by_role("link", name="Chat").click()
+    page.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=30_000)
+    before = page.locator(".dm-tier").count()
+    _ask(page, "How long does the Zephyr Q7 sensor calibration take?", before + 1)
+    cards = page.locator(".dm-source", has_text="Zephyr")
+    assert cards.count() >= 1
+    text = cards.first.inner_text()
+    assert "<script>" in text  # shown as text
+    assert page.evaluate("document.querySelectorAll('.dm-source script, .dm-source img, .dm-answer script').length") \
+        == 0
+    time.sleep(1)
+    assert page.dialogs == [], page.dialogs
+    page.screenshot(path=str(ARTIFACTS / "escaped_script.png"), full_page=True)
