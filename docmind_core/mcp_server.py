@@ -87,6 +87,8 @@ class ApiKeyGate:
         caller = await anyio.to_thread.run_sync(self.keys.resolve_key, key) if key else None
         if caller is None:
             reason = "missing API key" if not key else "invalid or revoked API key"
+            client = scope.get("client") or ("?", 0)
+            log.info("refused MCP request from %s: %s", client[0], reason)  # never log the key itself
             await _send_401(send, f"{reason}: send X-API-Key or Authorization: Bearer with a key from "
                                   "'docmind apikey create'")
             return
