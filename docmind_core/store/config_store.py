@@ -55,6 +55,7 @@ class ConfigChange(BaseModel):
 class ConfigStore:
     def __init__(self, db: Database):
         self._db = db
+        self._warned: set[tuple[str, str]] = set()  # load() runs for every run: warn once per problem
 
     # -- reading -------------------------------------------------------------
     def overrides(self) -> dict[str, Any]:
@@ -66,7 +67,9 @@ class ConfigStore:
         """Defaults plus every stored override that still validates."""
         report = self.load_report()
         for problem in report.problems:
-            log.warning("ignoring stored config %s=%r: %s", problem.key, problem.value, problem.message)
+            if (problem.key, problem.message) not in self._warned:
+                self._warned.add((problem.key, problem.message))
+                log.warning("ignoring stored config %s=%r: %s", problem.key, problem.value, problem.message)
         return report.settings
 
     def load_report(self) -> ConfigReport:
