@@ -56,8 +56,8 @@ def is_transient(exc: BaseException) -> bool:
 class OpenAIChatModel:
     """Implements ``protocols.LanguageModel`` over the ``openai`` SDK."""
 
-    def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout_s: float = 30.0, max_retries: int = 2,
-                 temperature: float = 0.1, prompts: PromptLibrary | None = None, retry_backoff_s: float = 0.25):
+    def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout_s: float = 30.0,
+                 max_retries: int = 2, temperature: float = 0.1, prompts: PromptLibrary | None = None, retry_backoff_s: float = 0.25):
         if not model:
             raise ValueError("model must be a model name")
         self.base_url = (base_url or "").strip()
@@ -149,7 +149,7 @@ class OpenAIChatModel:
                     return self._client.chat.completions.create(model=self.model, **kwargs)
                 raise
 
-        response = self._with_retries(purpose, create, meter, started)
+        response = self._with_retries(purpose, create, meter, started, kwargs.get("timeout"))
         usage = getattr(response, "usage", None)
         meter.record(ModelCall(purpose=purpose, model=self.model,
                                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
@@ -157,7 +157,8 @@ class OpenAIChatModel:
                                latency_ms=round((time.perf_counter() - started) * 1000, 1)))
         return response
 
-    def _with_retries(self, purpose: str, fn: Callable[[], T], meter: UsageMeter, started: float) -> T:
+    def _with_retries(self, purpose: str, fn: Callable[[], T], meter: UsageMeter, started: float,
+                      timeout_s: float | None = None) -> T:
         attempt = 0
         while True:
             try:
@@ -170,17 +171,17 @@ class OpenAIChatModel:
                     attempt += 1
                     time.sleep(wait)
                     continue
-                message = self._describe(exc, purpose)
+                message = self._describe(exc, purpose, timeout_s)
                 if attempt:
                     message += f" (after {attempt + 1} attempts)"
                 meter.record(ModelCall(purpose=purpose, model=self.model, ok=False, error=message,
                                        latency_ms=round((time.perf_counter() - started) * 1000, 1)))
                 raise BackendUnavailable(message) from exc
 
-    def _describe(self, exc: BaseException, purpose: str) -> str:
+    def _describe(self, exc: BaseException, purpose: str, timeout_s: float | None = None) -> str:
         where = f"{self.name} ({purpose})"
         if isinstance(exc, openai.APITimeoutError):
-            return f"{where}: no reply within {self.timeout_s:g}s (timeout)"
+            return f"{where}: no reply within {timeout_s or self.timeout_s:g}s (timeout)"
         if isinstance(exc, openai.APIConnectionError):
             return f"{where}: cannot reach {self.base_url or 'the OpenAI API'} ({exc})"
         if isinstance(exc, openai.AuthenticationError):
