@@ -1,0 +1,120 @@
+"""``docmind search`` (per-stage scores) and ``docmind eval retrieval`` (BEIR metrics)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from docmind_core.errors import DocMindError, NotFound
+
+
+def _cache_dir(engine=None) -> Path:
+    """$DOCMIND_HOME/cache, else the engine's home, else ./data/cache."""
+    if os.environ.get("DOCMIND_HOME"):
+        return Path(os.environ["DOCMIND_HOME"]) / "cache"
+    home = getattr(engine, "home", None)
+    return Path(home) / "cache" if home else Path("data") / "cache"
+
+
+def _fmt(value, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _print_search(result) -> None:
+    click.echo(f"{len(result.chunks)} chunk(s) kept, {result.used_tokens} tokens; "
+               + " ".join(f"{k}={v:.1f}ms" for k, v in result.timings_ms.items()))
+    header = f"{'#':>2} {'cut_by':<7} {'vector':>7} {'v#':>3} {'bm25':>7} {'k#':>3} {'fused':>6} {'rerank':>6} " \
+             f"{'mmr':>6}  document / text"
+    click.echo(header)
+    for n, c in enumerate(result.candidates, start=1):
+        s = c.scores
+        text = " ".join(c.text.split())[:70]
+        click.echo(f"{n:>2} {(c.cut_by or 'kept'):<7} {_fmt(s.vector):>7} {_fmt(s.vector_rank):>3} "
+                   f"{_fmt(s.keyword, 2):>7} {_fmt(s.keyword_rank):>3} {_fmt(s.fused):>6} {_fmt(s.rerank):>6} "
+                   f"{_fmt(s.mmr):>6}  {c.document}{' [expanded]' if c.expanded else ''}: {text}")
+
+
+def register(cli: click.Group, get_engine) -> None:
+    @cli.command()
+    @click.argument("query")
+    @click.option("--kb", "kbs", multiple=True, required=True, help="Knowledge base name (repeatable).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the SearchResult as JSON.")
+    def search(query, kbs, as_json):
+        """Hybrid search with every candidate's per-stage scores and the stage that cut it."""
+        engine = get_engine()
+        kb_ids = []
+        for name in kbs:
+            try:
+                kb_ids.append(engine.store.get_kb_by_name(name).id)
+            except NotFound:
+                raise DocMindError(f"no knowledge base named '{name}' (see: docmind kb list)") from None
+        searcher = getattr(engine, "search", None)
+        if callable(searcher):  # the engine adds access and embedder checks
+            result = searcher(query, kb_ids)
+        else:
+            result = engine.retriever.search(query, kb_ids, engine.settings)
+        if as_json:
+            click.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        else:
+            _print_search(result)
+
+    @cli.group(name="eval")
+    def eval_group():
+        """Quality evaluations."""
+
+    @eval_group.command(name="retrieval")
+    @click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+    @click.option("--systems", default="bm25,vector,hybrid,hybrid_rerank", show_default=True,
+                  help="Comma-separated: bm25, vector, hybrid, hybrid_rerank")
+    @click.option("--k", default=10, show_default=True, help="Cut-off for nDCG and MRR")
+    @click.option("--limit", type=int, default=None, help="Evaluate only the first N judged queries")
+    @click.option("--answers", is_flag=True, help="Also report chunk-level answer recall@k (needs answers)")
+    @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                  help="Config override for this run, e.g. retrieval.vector_weight=0.3 (repeatable)")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
+    def eval_retrieval(dataset_dir, systems, k, limit, answers, overrides, as_json):
+        """nDCG@k, Recall@5/10/100 and MRR@k per system on a BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)."""
+        from docmind_core.backends.embedders import build_embedder
+        from docmind_core.eval.retrieval_eval import run_retrieval_eval
+        from docmind_core.settings import Settings, coerce
+
+        engine = None
+        try:
+            engine = get_engine()
+            settings = engine.settings
+            embedder = getattr(engine, "embedder", None)
+        except DocMindError:
+            raise
+        except Exception:  # no usable home: evaluate with defaults
+            settings, embedder = Settings(), None
+        pairs = {}
+        for item in overrides:
+            if "=" not in item:
+                raise DocMindError(f"--set expects KEY=VALUE, got {item!r}")
+            key, raw = item.split("=", 1)
+            pairs[key.strip()] = coerce(key.strip(), raw.strip())
+        settings = settings.with_overrides(pairs) if pairs else settings
+        if embedder is None or pairs.keys() & {"embedding.provider", "embedding.model"}:
+            embedder, note = build_embedder(settings.embedding)
+            if note:
+                click.echo(f"note: {note}", err=True)
+        names = [s.strip() for s in systems.split(",") if s.strip()]
+        say = (lambda msg: click.echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
+        try:
+            report = run_retrieval_eval(dataset_dir, embedder, settings, _cache_dir(engine), systems=names, k=k,
+                                        limit=limit, answers=answers, progress=say)
+        except ValueError as exc:
+            raise DocMindError(str(exc)) from None
+        if as_json:
+            click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+            return
+        click.echo(f"{report['dataset']}: {report['queries']} queries, {report['documents']} documents, "
+                   f"{report['chunks']} chunks, embedder {report['embedder']}")
+        metrics = [m for m in next(iter(report["systems"].values())) if m not in ("queries",)]
+        click.echo(f"{'system':<14}" + "".join(f"{m:>18}" for m in metrics))
+        for name, values in report["systems"].items():
+            click.echo(f"{name:<14}" + "".join(f"{values[m]:>18}" for m in metrics))
