@@ -190,18 +190,22 @@ class TraceStore:
 
     def list(self, user_id: int | None = None, mode: str | None = None, tier: str | None = None,
              kb_id: int | None = None, stop_reason: str | None = None, since: datetime | str | None = None,
-             limit: int = 200, pair_id: str | None = None, label: str | None = None) -> list[TraceSummary]:
+             limit: int = 200, pair_id: str | None = None, label: str | None = None,
+             conversation_id: str | None = None, question_contains: str | None = None) -> list[TraceSummary]:
         """Runs newest first; every given filter must match (``user_id=None`` means any user)."""
         where: list[str] = []
         params: list[Any] = []
         for column, value in (("user_id", user_id), ("mode", mode), ("tier", tier), ("stop_reason", stop_reason),
-                              ("pair_id", pair_id), ("label", label)):
+                              ("pair_id", pair_id), ("label", label), ("conversation_id", conversation_id)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
         if kb_id is not None:
             where.append("EXISTS (SELECT 1 FROM json_each(traces.kb_ids) WHERE json_each.value = ?)")
             params.append(int(kb_id))
+        if question_contains:
+            where.append("instr(lower(question), lower(?)) > 0")
+            params.append(question_contains)
         if since is not None:
             where.append("started_at >= ?")
             params.append(_iso(since))
