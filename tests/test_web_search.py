@@ -112,3 +112,14 @@ def test_unreachable_server_is_reported():
     web = TavilyWebSearch("tvly-test", base_url="http://127.0.0.1:9", timeout_s=2)
     out = web.search("q", 3)
     assert out.chunks == [] and "cannot reach Tavily" in out.message
+
+
+def test_parallel_searches_from_several_threads(tavily):
+    from concurrent.futures import ThreadPoolExecutor
+
+    tavily.default_results = [result("t", "https://example.org/a", "body")]
+    web = TavilyWebSearch("tvly-test", base_url=tavily.base_url, timeout_s=5)
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        outs = list(pool.map(lambda i: web.search(f"query {i}", 3), range(12)))
+    assert all(len(o.chunks) == 1 for o in outs)
+    assert sorted(r.body["query"] for r in tavily.requests) == sorted(f"query {i}" for i in range(12))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from typing import Mapping
 
 import requests
@@ -47,12 +48,20 @@ class TavilyWebSearch:
             raise ValueError("TavilyWebSearch needs an API key; use UnavailableWebSearch without one")
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
-        # The SDK takes its base URL as a constructor argument; None keeps its default host.
-        self._client = TavilyClient(api_key=api_key, api_base_url=self.base_url or None)
+        self._api_key = api_key
+        self._local = threading.local()  # one client (one requests.Session) per thread: sessions are not thread-safe
+
+    def _client(self) -> TavilyClient:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            # The SDK takes its base URL as a constructor argument; None keeps its default host.
+            client = TavilyClient(api_key=self._api_key, api_base_url=self.base_url or None)
+            self._local.client = client
+        return client
 
     def search(self, query: str, max_results: int) -> WebSearchResult:
         try:
-            body = self._client.search(query, max_results=max_results, timeout=self.timeout_s)
+            body = self._client().search(query, max_results=max_results, timeout=self.timeout_s)
         except InvalidAPIKeyError:
             return self._failed("the Tavily API key was refused (401); check TAVILY_API_KEY")
         except UsageLimitExceededError as exc:
