@@ -128,6 +128,23 @@ def highlighted_html(text: str, spans: Sequence[tuple[int, int]]) -> str:
     return "".join(out).replace("\n", "<br>")
 
 
+_EXCERPT_CONTEXT = 360  # characters shown around the cited span of a long chunk
+
+
+def excerpt_html(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """A long chunk cut to a window around its cited span (the whole text stays one click away)."""
+    if len(text) <= 2 * _EXCERPT_CONTEXT + 240:
+        return highlighted_html(text, spans)
+    if spans:
+        start = max(0, spans[0][0] - _EXCERPT_CONTEXT)
+        end = min(len(text), max(spans[0][1], min(spans[-1][1], spans[0][0] + 3 * _EXCERPT_CONTEXT)) + _EXCERPT_CONTEXT)
+    else:
+        start, end = 0, 2 * _EXCERPT_CONTEXT
+    inside = [(max(a, start) - start, min(b, end) - start) for a, b in spans if b > start and a < end]
+    return (("… " if start > 0 else "") + highlighted_html(text[start:end], inside)
+            + (" …" if end < len(text) else ""))
+
+
 def _score(label: str, value: float | None, digits: int = 3) -> str:
     shown = "—" if value is None else f"{value:.{digits}f}"
     return f'<span class="dm-score"><b>{label}</b> {shown}</span>'
@@ -151,6 +168,10 @@ def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer
     s = source.scores
     classes = f"dm-source dm-origin-{origin}" + (" dm-cited" if is_cited else "")
     expanded = ' <span class="dm-tag">parent block</span>' if source.expanded else ""
+    full = ""
+    if len(source.text) > 2 * _EXCERPT_CONTEXT + 240:  # <details> opens without JavaScript
+        full = (f'<details class="dm-full"><summary>Whole chunk ({len(source.text)} characters)</summary>'
+                f'<div class="dm-source-text">{highlighted_html(source.text, spans)}</div></details>')
     return (
         f'<div class="{classes}" id="{anchor_id(run_id, n)}">'
         f'<div class="dm-source-head"><span class="dm-source-n">[{n}]</span> '
@@ -158,6 +179,6 @@ def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer
         f'<span class="dm-tag dm-tag-{origin}">{origin_label}</span>{expanded}{link}</div>'
         f'<div class="dm-scores">{_score("vector", s.vector)}{_score("keyword", s.keyword, 2)}'
         f'{_score("fused", s.fused)}{_score("rerank", s.rerank)}</div>'
-        f'<div class="dm-source-text">{highlighted_html(source.text, spans)}</div>'
-        f"</div>"
+        f'<div class="dm-source-text">{excerpt_html(source.text, spans)}</div>'
+        f"{full}</div>"
     )

@@ -32,6 +32,7 @@ a.dm-cite:hover { background: #1d4ed8; color: #fff; }
 .dm-source-n { color: #1d4ed8; }
 .dm-source-text { font-size: .92rem; white-space: normal; }
 .dm-source-url { font-weight: 400; font-size: .8rem; margin-left: .4rem; }
+details.dm-full summary { font-size: .78rem; color: #4b5563; cursor: pointer; margin-top: .2rem; }
 mark.dm-span { background: #fde68a; padding: 0 .1em; border-radius: 3px; }
 .dm-scores { font-size: .78rem; color: #4b5563; margin-bottom: .25rem; }
 .dm-score { margin-right: .8rem; }

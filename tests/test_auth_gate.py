@@ -100,3 +100,20 @@ def test_single_user_mode_shows_content_as_local_user(tmp_path):
     assert SECRET in _texts(app)
     assert "user: local" in _texts(app)
     assert not app.text_input
+
+
+def test_guessing_one_name_is_throttled_across_sessions(tmp_path, monkeypatch):
+    import pages._auth as gate
+    from docmind_core.rate_limit import SlidingWindowLimiter
+
+    monkeypatch.setattr(gate, "_attempts_by_name", SlidingWindowLimiter(window_s=300.0))
+    monkeypatch.setattr(gate, "ATTEMPTS_PER_NAME", 2)
+    monkeypatch.setattr(gate, "_SLOW_DOWN_AFTER", 100)
+    engine, _ = _engine(tmp_path, auth=True)
+    for _ in range(2):  # each attempt from a fresh session
+        app = _sign_in(AppTest.from_function(_gated_page, args=(engine,), default_timeout=30).run(), "alice", "guess")
+        assert any("Wrong user name" in e.value for e in app.error)
+    app = AppTest.from_function(_gated_page, args=(engine,), default_timeout=30).run()
+    app = _sign_in(app, "alice", "alice-password")  # even the right password waits
+    assert any("Too many sign-in attempts" in e.value for e in app.error)
+    assert SECRET not in _texts(app)

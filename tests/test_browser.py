@@ -117,13 +117,13 @@ def _ask(pg, question: str, expected_badges: int) -> None:
 
 
 def test_chinese_and_english_questions_with_badge_chart_and_chips(page):
-    _ask(page, "How long does the Aurora X2 battery last?", 1)
+    _ask(page, "What is the maximum power draw of the Nimbus N2?", 1)  # demo q01
     assert page.locator(".dm-tier").first.is_visible()
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=30_000)
     assert page.locator("a.dm-cite").count() >= 1
     page.screenshot(path=str(ARTIFACTS / "chat_english.png"), full_page=True)
 
-    _ask(page, "灵云Nimbus相机的像素是多少？", 2)
+    _ask(page, "错误代码 AUR-4012 是什么意思？怎么处理？", 2)  # demo q03
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 2
     assert page.locator("a.dm-cite").count() >= 2
     page.screenshot(path=str(ARTIFACTS / "chat_chinese.png"), full_page=True)
@@ -145,15 +145,15 @@ def test_clicking_a_chip_highlights_its_source_card(page):
 
 
 def test_side_by_side_shows_both_columns_and_the_comparison(page):
-    page.get_by_role("button", name="Side by side").click()
+    page.get_by_role("radio", name="Side by side").click()
     time.sleep(1)
     before = page.locator(".dm-tier").count()
-    _ask(page, "Compare the Aurora X2 and the Nimbus battery life", before + 2)
+    _ask(page, "Compare the maximum power draw of the Nimbus N1 and the Nimbus N2.", before + 2)  # q06
     page.wait_for_selector("text=Comparison", timeout=30_000)
     columns = page.locator('[data-testid="stColumn"]:has(.dm-tier)')
     assert columns.count() >= 2
     page.screenshot(path=str(ARTIFACTS / "side_by_side.png"), full_page=True)
-    page.get_by_role("button", name="Auto").click()
+    page.get_by_role("radio", name="Auto").click()
     time.sleep(1)
 
 

@@ -245,3 +245,13 @@ def test_regrade_changes_tier_with_thresholds_without_model_calls():
     assert stricter[0].new_tier in ("LOW", "AMBIGUOUS") and stricter[0].changed  # rare-entity hit may lift LOW
     no_retrieval = {"events": [e for e in sample_run() if e.kind not in ("rerank", "grader")]}
     assert regrade([no_retrieval], {})[0].new_tier == ""
+
+
+def test_long_chunk_card_shows_a_window_around_the_cited_span_and_the_whole_text_on_demand():
+    filler = "Unrelated filler sentence about other things. " * 40
+    text = filler + "The Nimbus N2 draws at most 45 W at full load. " + filler
+    card = source_card_html(1, _chunk("long", text, 0.9), "r", answer="The Nimbus N2 draws at most 45 W at full load [1].")
+    excerpt = card.split('<details')[0]
+    assert '<mark class="dm-span">The Nimbus N2 draws at most 45 W at full load</mark>' in excerpt
+    assert excerpt.count("Unrelated filler") < 20 and "… " in excerpt
+    assert "<details class=\"dm-full\"><summary>Whole chunk" in card
