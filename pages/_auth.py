@@ -16,11 +16,17 @@ import time
 import streamlit as st
 
 from docmind_core.errors import NotFound
+from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, User, UserStore
 
 SESSION_USER_KEY = "dm_user_id"  # read by docmind_ui.session.user_id()
 _FAILURES_KEY = "dm_sign_in_failures"
 _SLOW_DOWN_AFTER = 5  # failed attempts in one session before each further attempt is delayed
+# Across all sessions of this server: at most this many attempts per user name in 5 minutes, so opening
+# new browser sessions does not reset the count. (Someone could lock a name out for a few minutes; on a
+# team server that is the better failure than unlimited guessing.)
+ATTEMPTS_PER_NAME = 10
+_attempts_by_name = SlidingWindowLimiter(window_s=300.0)
 
 
 def require_user(engine) -> User:
@@ -69,6 +75,10 @@ def _draw_sign_in(users: UserStore) -> None:
     failures = st.session_state.get(_FAILURES_KEY, 0)
     if failures >= _SLOW_DOWN_AFTER:
         time.sleep(min(2.0, 0.25 * (failures - _SLOW_DOWN_AFTER + 1)))  # blunt guessing from one session
+    decision = _attempts_by_name.acquire(username.strip().lower(), ATTEMPTS_PER_NAME)
+    if not decision.allowed:
+        st.error(f"Too many sign-in attempts for this name; try again in {decision.retry_after_s:.0f} s.")
+        return
     user = users.authenticate(username, password) if username and password else None
     if user is None:
         st.session_state[_FAILURES_KEY] = failures + 1
