@@ -137,10 +137,8 @@ class McpToolService:
     web_limiter: SlidingWindowLimiter
 
     def _context(self, caller: ResolvedKey, kb_ids: list[int] | None) -> ToolContext:
-        try:
-            scope = self.guard.resolve_scope(caller.user, kb_ids)
-        except DocMindError as exc:
-            raise ToolError(str(exc)) from None
+        """The caller's scope: the KBs asked for (AccessDenied unless all readable), or all readable ones."""
+        scope = self.guard.resolve_scope(caller.user, kb_ids)
         return ToolContext.for_run(scope, caller.user.id, self.engine.settings)
 
     def run(self, tool, *args):
