@@ -57,7 +57,8 @@ class OpenAIChatModel:
     """Implements ``protocols.LanguageModel`` over the ``openai`` SDK."""
 
     def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout_s: float = 30.0,
-                 max_retries: int = 2, temperature: float = 0.1, prompts: PromptLibrary | None = None, retry_backoff_s: float = 0.25):
+                 max_retries: int = 2, temperature: float = 0.1, prompts: PromptLibrary | None = None,
+                 retry_backoff_s: float = 0.25):
         if not model:
             raise ValueError("model must be a model name")
         self.base_url = (base_url or "").strip()
