@@ -187,8 +187,9 @@ class _KbModel:
 class RankBM25KeywordIndex:
     """In-memory rank-bm25 index, one model per KB, rebuilt from the chunks table when the KB changes.
 
-    Only complete documents are indexed.  Scores of different KBs come from
-    different models (each with its own idf); they are merged as they are.
+    Only complete documents are indexed and nothing is persisted, so there is
+    never anything to reconcile.  Scores of different KBs come from different
+    models (each with its own idf); they are merged as they are.
     """
 
     name = "rank_bm25"
@@ -258,9 +259,6 @@ class RankBM25KeywordIndex:
     def delete_kb(self, kb_id: int) -> None:
         with self._lock:
             self._models.pop(kb_id, None)
-
-    def document_ids(self, kb_id: int) -> set[int]:
-        return {int(d) for d in self._model(kb_id).doc_ids}
 
     def status(self) -> BackendStatus:
         return BackendStatus(role="keyword_index", name="rank-bm25 (in memory)", live=True,

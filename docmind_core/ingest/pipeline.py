@@ -218,8 +218,15 @@ class Ingestor:
             if doc.status == "pending":
                 self.store.delete_document(doc.id)
                 repairs.append(f"removed interrupted document '{doc.name}' (kb {doc.kb_id})")
-        known_kbs = {kb.id for kb in self.store.list_kbs()}
-        for kb_id in sorted(known_kbs):
+        kbs = self.store.list_kbs()
+        known_kbs = {kb.id for kb in kbs}
+        keyword_count = getattr(self.keyword_index, "count", None)
+        for kb in kbs:
+            kb_id = kb.id
+            # Counts agree in the normal case; only then is listing every vector's document skipped.
+            if self.vector_store.count(kb_id) == kb.chunk_count and (
+                    keyword_count is None or keyword_count(kb_id) == kb.chunk_count):
+                continue
             complete = self.store.complete_document_ids(kb_id)
             stray = set(self.vector_store.document_ids(kb_id)) - complete
             keyword_ids = getattr(self.keyword_index, "document_ids", None)
