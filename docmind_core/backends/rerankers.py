@@ -204,9 +204,13 @@ class CrossEncoderReranker:
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
         try:
+            import torch
             from sentence_transformers import CrossEncoder
 
-            self._model = CrossEncoder(self.model_name, device=device, local_files_only=not allow_download)
+            # Always take raw logits and apply one sigmoid here: models disagree on their default
+            # activation (Identity for many rerankers, Sigmoid for others), the result must not.
+            self._model = CrossEncoder(self.model_name, device=device, local_files_only=not allow_download,
+                                       activation_fn=torch.nn.Identity())
         except Exception as exc:
             raise BackendUnavailable(f"cannot load CrossEncoder {self.model_name!r}: {exc}") from exc
         self._lock = threading.Lock()
@@ -216,13 +220,12 @@ class CrossEncoderReranker:
             return []
         pairs = [(query, c.text) for c in chunks]
         with self._lock:
-            raw = np.asarray(self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
-                                                 convert_to_numpy=True), dtype=np.float64)
-        if raw.ndim > 1:  # a two-class head: take the "relevant" column
-            raw = raw[:, -1]
-        if raw.size and (raw.min() < 0.0 or raw.max() > 1.0):
-            raw = 1.0 / (1.0 + np.exp(-raw))  # logits -> probabilities
-        return [float(min(1.0, max(0.0, v))) for v in raw]
+            logits = np.asarray(self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
+                                                    convert_to_numpy=True), dtype=np.float64)
+        if logits.ndim > 1:  # a multi-class head: the last class is "relevant"
+            logits = logits[:, -1]
+        probs = 1.0 / (1.0 + np.exp(-np.clip(logits, -60.0, 60.0)))
+        return [float(v) for v in probs]
 
     def status(self) -> BackendStatus:
         return BackendStatus(role="reranker", name=self.name, live=True, detail="sentence-transformers CrossEncoder")
