@@ -38,9 +38,9 @@ def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, t
             fig.add_bar(x=xs, y=ys, name=name, marker_color=colour, hovertext=hover, hoverinfo="text",
                         marker_line_color="#1f2937" if kept else colour, marker_line_width=1.2 if kept else 0)
     fig.add_hline(y=high, line_dash="dash", line_color="#16a34a", annotation_text=f"HIGH {high:.2f}",
-                  annotation_position="top left")
+                  annotation_position="top right")
     fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text=f"LOW {low:.2f}",
-                  annotation_position="bottom left")
+                  annotation_position="top right")
     fig.update_layout(height=240, margin=dict(l=10, r=10, t=30 if title else 10, b=10), barmode="overlay",
                       title=title or None, xaxis_title="candidate rank", yaxis_title="rerank score",
                       yaxis_range=[0, 1.02], legend=dict(orientation="h", y=1.12, x=0), bargap=0.15)

@@ -116,17 +116,24 @@ def _ask(pg, question: str, expected_badges: int) -> None:
     time.sleep(0.5)  # let Streamlit finish painting the last elements of the run
 
 
+def _shot(pg, locator, name: str) -> None:
+    """Screenshot of the viewport with ``locator`` scrolled to the top (Streamlit scrolls an inner container)."""
+    locator.evaluate("el => el.scrollIntoView({block: 'start'})")
+    time.sleep(0.3)
+    pg.screenshot(path=str(ARTIFACTS / name))
+
+
 def test_chinese_and_english_questions_with_badge_chart_and_chips(page):
     _ask(page, "What is the maximum power draw of the Nimbus N2?", 1)  # demo q01
     assert page.locator(".dm-tier").first.is_visible()
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=30_000)
     assert page.locator("a.dm-cite").count() >= 1
-    page.screenshot(path=str(ARTIFACTS / "chat_english.png"), full_page=True)
+    _shot(page, page.locator(".dm-tier").last, "chat_english.png")
 
     _ask(page, "错误代码 AUR-4012 是什么意思？怎么处理？", 2)  # demo q03
     assert page.locator('[data-testid="stPlotlyChart"]').count() >= 2
     assert page.locator("a.dm-cite").count() >= 2
-    page.screenshot(path=str(ARTIFACTS / "chat_chinese.png"), full_page=True)
+    _shot(page, page.locator(".dm-tier").last, "chat_chinese.png")
 
 
 def test_clicking_a_chip_highlights_its_source_card(page):
@@ -152,7 +159,8 @@ def test_side_by_side_shows_both_columns_and_the_comparison(page):
     page.wait_for_selector("text=Comparison", timeout=30_000)
     columns = page.locator('[data-testid="stColumn"]:has(.dm-tier)')
     assert columns.count() >= 2
-    page.screenshot(path=str(ARTIFACTS / "side_by_side.png"), full_page=True)
+    _shot(page, columns.last, "side_by_side.png")
+    _shot(page, page.get_by_text("Comparison").last, "side_by_side_comparison.png")
     page.get_by_role("radio", name="Auto").click()
     time.sleep(1)
 
@@ -164,7 +172,7 @@ def test_uploaded_script_tag_is_shown_as_text_and_never_runs(page):
         files=[{"name": "zephyr<script>.md", "mimeType": "text/markdown", "buffer": EVIL_DOC}])
     page.get_by_role("button", name="Ingest").click()
     page.wait_for_selector('[data-testid="stAlertContentSuccess"]', timeout=ANSWER_TIMEOUT_MS)
-    page.screenshot(path=str(ARTIFACTS / "kb_upload.png"), full_page=True)
+    _shot(page, page.locator('[data-testid="stAlertContentSuccess"]').first, "kb_upload.png")
 
     page.get_by_role("link", name="Chat").click()
     page.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=30_000)
@@ -178,4 +186,4 @@ def test_uploaded_script_tag_is_shown_as_text_and_never_runs(page):
         == 0
     time.sleep(1)
     assert page.dialogs == [], page.dialogs
-    page.screenshot(path=str(ARTIFACTS / "escaped_script.png"), full_page=True)
+    _shot(page, cards.first, "escaped_script.png")

@@ -146,3 +146,28 @@ def test_traces_page_replays_and_regrades(demo_home):
     next(b for b in at.button if b.label == "Regrade").click().run()
     assert not at.exception, at.exception
     assert any("change tier" in m.value for m in at.markdown)
+
+
+def test_run_pump_stop_sets_the_cancel_event_and_the_run_still_finishes():
+    import threading
+
+    from docmind_core.events import Done, RunStarted, Token
+    from docmind_ui.live import RunPump
+
+    def fake_ask(cancel: threading.Event):  # shaped like Engine.ask: tokens until cancelled, then done
+        yield RunStarted(run_id="r", question="q", kb_ids=[], requested_mode="auto", backends=[])
+        for _ in range(500):
+            if cancel.is_set():
+                break
+            yield Token(text="x")
+            cancel.wait(0.01)
+        yield Done(run_id="r", answer="x", mode="NONE", cancelled=cancel.is_set())
+
+    pump = RunPump(fake_ask, "test")
+    seen = []
+    for event in pump.stream(poll_s=0.05):
+        seen.append(event.kind)
+        if len(seen) == 3:
+            pump.stop()
+    assert pump.wait(5) and seen[-1] == "done" and pump.events[-1].cancelled
+    assert len(seen) < 100
