@@ -165,6 +165,12 @@ class Engine:
             refiner=self.refiner, grader=self.grader, one_shot=one_shot, agentic=agentic, memory=self.memory_store,
             tool_context_factory=ToolContext.for_run)
 
+    def refresh(self) -> Settings:
+        """Re-read the settings and rebuild the backends if a backend key changed; returns the settings."""
+        settings = self.settings
+        self._current(settings)
+        return settings
+
     def _current(self, settings: Settings) -> Backends:
         with self._lock:
             if self._backends is None or self._backends.settings_key != _backend_key(settings):
@@ -227,6 +233,11 @@ class Engine:
         allowed, denied = guard.filter_readable(self._user(user_id), list(kb_ids))
         return list(allowed), list(denied)
 
+    def _denied_message(self, user_id: int | None, kb_ids: Sequence[int]) -> str:
+        from docmind_core.access import denied_message  # names unreadable KBs by id only: a name can be private
+
+        return denied_message(self._user(user_id), list(kb_ids))
+
     def _check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
         """KBs searchable with the live embedder, and a message for each one that is not."""
         embedder = self.embedder
@@ -281,7 +292,7 @@ class Engine:
                user_id: int | None = None) -> SearchResult:
         allowed, denied = self._readable(kb_ids, user_id)
         if denied:
-            raise AccessDenied(f"you may not read knowledge base(s) {_names(self.store, denied)}")
+            raise AccessDenied(self._denied_message(user_id, denied))
         settings = self.settings
         self._current(settings)
         usable, problems = self._check_embedder(allowed)
@@ -301,7 +312,7 @@ class Engine:
         allowed, denied = self._readable(kb_ids, user_id)
         usable, problems = self._check_embedder(allowed)
         if denied:
-            problems.insert(0, f"you may not read knowledge base(s) {_names(self.store, denied)}; they were left out")
+            problems.insert(0, self._denied_message(user_id, denied) + "; they were left out of this run")
         history = self.conversations.history_turns(conversation_id, settings.rag.history_turns) \
             if conversation_id else []
         selected = [d for d in (selected_doc_ids or []) if self._doc_kb(d) in usable]
@@ -338,16 +349,6 @@ class Engine:
 def _record(recorder, event: Event) -> Event:
     recorder.record(event)
     return event
-
-
-def _names(store: KnowledgeStore, kb_ids: Sequence[int]) -> str:
-    names = []
-    for kb_id in kb_ids:
-        try:
-            names.append(f"'{store.get_kb(kb_id).name}'")
-        except Exception:
-            names.append(f"#{kb_id}")
-    return ", ".join(names)
 
 
 def _backend_key(settings: Settings) -> str:

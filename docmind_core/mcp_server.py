@@ -60,8 +60,9 @@ class ToolEngine(Protocol):
     store: Any  # KnowledgeStore
     toolbox: Toolbox
 
-    @property
-    def settings(self) -> Settings: ...
+    def refresh(self) -> Settings:
+        """Current settings, with backends rebuilt first if a backend key changed."""
+        ...
 
 
 # --------------------------------------------------------------------------
@@ -139,7 +140,7 @@ class McpToolService:
     def _context(self, caller: ResolvedKey, kb_ids: list[int] | None) -> ToolContext:
         """The caller's scope: the KBs asked for (AccessDenied unless all readable), or all readable ones."""
         scope = self.guard.resolve_scope(caller.user, kb_ids)
-        return ToolContext.for_run(scope, caller.user.id, self.engine.settings)
+        return ToolContext.for_run(scope, caller.user.id, self.engine.refresh())
 
     def run(self, tool, *args):
         """Run one tool call; DocMind's own errors reach the caller as tool errors with their message.
@@ -167,7 +168,7 @@ class McpToolService:
         return _result(_checked(self.engine.toolbox.keyword_search(ctx, query, top_k=top_k)), ctx)
 
     def web_search(self, caller: ResolvedKey, query: str, max_results: int | None) -> dict:
-        settings = self.engine.settings
+        settings = self.engine.refresh()
         limit = settings.web.mcp_rate_limit_per_minute
         decision = self.web_limiter.acquire(caller.key_id, limit)
         if not decision.allowed:
@@ -177,14 +178,14 @@ class McpToolService:
         return _result(_checked(self.engine.toolbox.web_search(ctx, query, max_results=max_results)), ctx)
 
     def recall_memory(self, caller: ResolvedKey, query: str) -> dict:
-        ctx = ToolContext.for_run([], caller.user.id, self.engine.settings)
+        ctx = ToolContext.for_run([], caller.user.id, self.engine.refresh())
         output = _checked(self.engine.toolbox.recall_memory(ctx, query))
         return {**_result(output, ctx), "memories": list(output.memories)}
 
     def store_memory(self, caller: ResolvedKey, text: str) -> dict:
         if not text.strip():
             raise ToolError("store_memory needs a non-empty text")
-        ctx = ToolContext.for_run([], caller.user.id, self.engine.settings)
+        ctx = ToolContext.for_run([], caller.user.id, self.engine.refresh())
         return _result(_checked(self.engine.toolbox.store_memory(ctx, text.strip())), ctx)
 
     def kb_meta(self, caller: ResolvedKey, kb_ids: list[int] | None) -> dict:

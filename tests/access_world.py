@@ -119,6 +119,9 @@ class World:
     def settings(self) -> Settings:
         return Settings().with_overrides(self.overrides)
 
+    def refresh(self) -> Settings:  # the Engine rebuilds backends here; this world's backends are fixed
+        return self.settings
+
     # the engine's name for the memory backend
     @property
     def memory_store(self):
