@@ -11,12 +11,13 @@ import click
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.events import Done, Token
 from docmind_core.run_summary import summarise, timeline_lines
+from docmind_core.commands.user_cmds import acting_user, as_user_option
 from docmind_core.settings import coerce, key_specs
 
 
-def _kb_ids(engine, names: tuple[str, ...]) -> list[int]:
-    if not names:
-        return [kb.id for kb in engine.store.list_kbs()]
+def _kb_ids(engine, names: tuple[str, ...], user) -> list[int]:
+    if not names:  # every KB this user may read
+        return [kb.id for kb in engine.readable_kbs(user.id)]
     ids = []
     for name in names:
         try:
@@ -35,14 +36,17 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--conversation", default=None, help="Conversation id to continue (history is used for rewriting).")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
     @click.option("--timeline/--no-timeline", default=True, show_default=True, help="Print the event timeline.")
-    def ask(question, kbs, mode, docs, conversation, as_json, timeline):
+    @as_user_option
+    def ask(question, kbs, mode, docs, conversation, as_json, timeline, as_user):
         """Ask a question; prints the streamed answer, its sources and the event timeline."""
         engine = get_engine()
-        kb_ids = _kb_ids(engine, kbs)
+        user = acting_user(engine, as_user)
+        kb_ids = _kb_ids(engine, kbs, user)
         doc_ids = _doc_ids(engine, kb_ids, docs)
         events = []
         streaming = not as_json and sys.stdout.isatty()
-        for event in engine.ask(question, kb_ids, conversation_id=conversation, mode=mode, selected_doc_ids=doc_ids):
+        for event in engine.ask(question, kb_ids, conversation_id=conversation, mode=mode, selected_doc_ids=doc_ids,
+                                user_id=user.id):
             events.append(event)
             if streaming and isinstance(event, Token):
                 click.echo(event.text, nl=False)
