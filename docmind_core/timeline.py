@@ -9,7 +9,7 @@ Streamlit or HTML.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Literal, Sequence
 
 from docmind_core.events import (
@@ -186,12 +186,21 @@ def timeline(events: Sequence[Event | dict]) -> list[TimelineRow]:
                                     {"pieces": str(len(streamed)), "characters": str(len(text))}))
             streamed.clear()
 
+    saw_rounds = False
     for ev in as_events(events):
         if isinstance(ev, Token):
             streamed.append(ev)
             continue
         flush()
-        rows.append(_row_for(len(rows), ev))
+        row = _row_for(len(rows), ev)
+        if isinstance(ev, AgenticStep):
+            saw_rounds = True
+        elif isinstance(ev, Retrieved) and saw_rounds and ev.tool_calls:
+            # the loop's calls were already listed round by round; keep only the calls made after the loop
+            listed = sum(1 for r in rows if r.kind == "agentic_step" for _ in r.items)
+            extra = [tool_call_item(c) for c in ev.tool_calls[listed:]]
+            row = replace(row, items=extra, fields={**row.fields, "tool calls": f"{len(ev.tool_calls)} (see rounds)"})
+        rows.append(row)
     flush()
     return rows
 

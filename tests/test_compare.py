@@ -143,6 +143,8 @@ def test_timeline_of_stored_dicts_matches_live_events():
     assert timeline(stored) == timeline(live)
     agentic = [r for r in timeline(stored) if r.kind == "agentic_step"][0]
     assert agentic.items[0]["tool"] == "search_docs" and agentic.items[0]["args"] == '{"query": "Aurora battery"}'
+    retrieval = [r for r in timeline(stored) if r.kind == "retrieval"][0]
+    assert retrieval.items == [] and retrieval.fields["tool calls"] == "2 (see rounds)"  # not listed twice
 
 
 def test_digest_reads_the_facts_of_a_run():

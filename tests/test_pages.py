@@ -146,6 +146,12 @@ def test_traces_page_replays_and_regrades(demo_home):
     next(b for b in at.button if b.label == "Regrade").click().run()
     assert not at.exception, at.exception
     assert any("change tier" in m.value for m in at.markdown)
+    pairs = sorted({s.pair_id for s in demo_home.traces.list() if s.pair_id})
+    if pairs:  # a side-by-side pair opens as a step-aligned comparison, exportable as JSON
+        at.selectbox(key="dm_tr_pair").set_value(pairs[0]).run()
+        assert not at.exception, at.exception
+        assert any(m.value.startswith("**Comparison**") for m in at.markdown)
+        assert _markdown(at).count('class="dm-tier dm-tier-') >= 2
 
 
 def test_run_pump_stop_sets_the_cancel_event_and_the_run_still_finishes():
