@@ -26,9 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
+
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, Observation, ToolSpec, UsageMeter
 from docmind_core.events import AgenticStep, Fallback, Retrieved
-from docmind_core.models import GradeResult, RetrievalPlan, SearchResult, Tier, Understanding
+from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, Tier,
+                              Understanding)
 from docmind_core.oneshot import EventStream, EvidenceFinisher, OneShotRetrieval, RetrievalOutcome, _ms
 from docmind_core.settings import Settings
 from docmind_core.text import keyword_tokens
@@ -128,8 +131,10 @@ class AgenticSearch:
                             web_chunks=sum(1 for c in union if c.origin == "web"),
                             memory_items=len(ctx.memories), stop_reason=stop_reason, rounds=rounds,
                             dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
+            rerank_query = expanded_rerank_query(query, ctx)
+            union = self._on_one_scale(rerank_query, union, ctx, settings)
             done = yield from self.finisher.finish(query, union, ctx, settings, ctx.used_web,
-                                                   rerank_query=expanded_rerank_query(query, ctx))
+                                                   rerank_query=rerank_query)
         except Exception as exc:  # noqa: BLE001
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
                                                f"finalize failed: {type(exc).__name__}: {exc}", "error", rounds,
@@ -229,6 +234,42 @@ class AgenticSearch:
         lines.append(f"Knowledge bases: {kb_brief or '(none described)'}")
         lines.append("Gather the evidence with the tools, then stop.")
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
+
+    def _on_one_scale(self, query: str, union: list[RetrievedChunk], ctx: ToolContext,
+                      settings: Settings) -> list[RetrievedChunk]:
+        """Re-derive every chunk's retriever scores against the one finalize query.
+
+        Each tool call scored its chunks against *its own* query (cosine to that
+        query, bm25 of that query), so those numbers are not comparable across
+        calls, nor with web results.  The reranker reads them as features, so
+        they are replaced by the cosine to the finalize query (from the stored
+        vectors, no re-encoding) and that query's bm25 where the chunk ranks.
+        Without a hybrid retriever the scores are simply cleared.
+        """
+        fresh = [c.model_copy(update={"scores": StageScores(), "kept": True, "cut_by": None}) for c in union]
+        retriever = self.toolbox.retriever
+        vector_store = getattr(retriever, "vector_store", None)
+        embedder = getattr(retriever, "embedder", None)
+        kb_chunks = [c for c in fresh if c.origin == "kb"]
+        if not kb_chunks or vector_store is None or embedder is None:
+            return fresh
+        try:
+            from docmind_core.retrieval.hybrid import stored_embeddings
+
+            stored = stored_embeddings(vector_store, kb_chunks)
+            qvec = np.asarray(embedder.embed([query])[0], dtype=np.float32) if stored else None
+            depth = max(settings.retrieval.keyword_top_k, 2 * len(kb_chunks))
+            bm25 = {c.chunk_id: (c.scores.keyword, rank) for rank, c in enumerate(
+                retriever.keyword_candidates(query, list(ctx.kb_ids), depth), start=1)}
+        except Exception:  # noqa: BLE001 - an optional refinement; the reranker can work from text alone
+            return fresh
+        for chunk in kb_chunks:
+            vec = stored.get(chunk.chunk_id)
+            if vec is not None and qvec is not None:
+                chunk.scores.vector = round(float(np.dot(vec, qvec)), 6)
+            if chunk.chunk_id in bm25:
+                chunk.scores.keyword, chunk.scores.keyword_rank = bm25[chunk.chunk_id]
+        return fresh
 
     # ------------------------------------------------------------------
     def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, settings: Settings,
