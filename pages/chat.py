@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from docmind_core.errors import DocMindError
@@ -13,7 +15,8 @@ from docmind_ui.session import get_engine, selected_doc_ids, selected_kb_ids, us
 engine = get_engine()
 
 MODES = {"Auto": "auto", "RULE_PLANNER": "rule", "AGENTIC": "agentic", "Side by side": "pair"}
-CONV_KEY = "dm_conv"
+CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted run (Stop) cannot lose it
+CONV_PICK_KEY = "dm_conv_pick"  # the sidebar picker widget, synced from CONV_KEY before it is drawn
 PUMPS_KEY = "dm_active_pumps"
 TRACE_CACHE = "dm_trace_cache"
 
@@ -25,6 +28,10 @@ def _stop_runs() -> None:
 
 def _new_conversation() -> None:
     st.session_state[CONV_KEY] = None
+
+
+def _pick_conversation() -> None:
+    st.session_state[CONV_KEY] = st.session_state.get(CONV_PICK_KEY)
 
 
 def _settle_stopped_runs() -> None:
@@ -91,14 +98,19 @@ def _stream_into(pump: RunPump) -> RunDigest:
     with placeholder.container():
         progress = st.empty()
         progress.caption("Starting…")
+        started = time.perf_counter()
+        last = ["Starting"]
+
+        def show() -> None:  # also called while waiting: each call lets Streamlit notice a Stop click
+            progress.caption(f"{last[0]} · {time.perf_counter() - started:.1f} s")
 
         def tokens():
-            for event in pump.stream(idle=lambda: progress.caption("Working…")):
+            for event in pump.stream(idle=show):
                 if event.kind == "token":
                     yield event.text
                 else:
-                    row = timeline([event])[0]
-                    progress.caption(f"{row.title}")
+                    last[0] = timeline([event])[0].title
+                    show()
 
         st.write_stream(tokens())
     placeholder.empty()
@@ -110,7 +122,7 @@ def _ask(question: str, mode: str) -> None:
     conv_id = st.session_state.get(CONV_KEY)
     if not conv_id:
         conv_id = engine.conversations.create(uid, title=question[:60])
-        st.session_state[CONV_KEY] = conv_id  # the picker is drawn after this, at the end of the page
+        st.session_state[CONV_KEY] = conv_id
 
     def start(requested: str, pair_id: str | None = None):
         return lambda cancel: engine.ask(question, kb_ids, conversation_id=conv_id, mode=requested,
@@ -126,9 +138,9 @@ def _ask(question: str, mode: str) -> None:
         else:
             pumps = [RunPump(start(mode), mode)]
         st.session_state[PUMPS_KEY] = pumps
-        st.button("Stop", key="dm_stop", icon=":material/stop_circle:", on_click=_stop_runs)
         live = st.empty()
-        with live.container():
+        with live.container():  # the Stop button lives with the stream and goes away when the run ends
+            st.button("Stop", key="dm_stop", icon=":material/stop_circle:", on_click=_stop_runs)
             if mode == "pair":
                 left, right = st.columns(2)
                 with left:
@@ -170,7 +182,8 @@ with st.sidebar:
     options = [None, *titles]
     if st.session_state.get(CONV_KEY) not in options:
         st.session_state[CONV_KEY] = None
-    st.selectbox("Conversation", options, key=CONV_KEY,
+    st.session_state[CONV_PICK_KEY] = st.session_state[CONV_KEY]
+    st.selectbox("Conversation", options, key=CONV_PICK_KEY, on_change=_pick_conversation,
                  format_func=lambda c: "— new conversation —" if c is None else titles.get(c, c))
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)

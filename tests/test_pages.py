@@ -85,7 +85,7 @@ def test_chat_question_shows_badge_timeline_chart_and_citations(demo_home):
     assert 'class="dm-cite"' in html and 'class="dm-source' in html  # citation chips and source cards
     assert len(at.get("plotly_chart")) >= 1  # rerank score distribution
     # the answer was persisted: the conversation is selected and replays from its trace after a rerun
-    assert at.session_state["dm_conv"]
+    assert at.session_state["dm_conv"] and at.sidebar.selectbox(key="dm_conv_pick").value == at.session_state["dm_conv"]
     at.run()
     assert 'class="dm-cite"' in _markdown(at)
 
