@@ -182,7 +182,7 @@ with st.sidebar:
     options = [None, *titles]
     if st.session_state.get(CONV_KEY) not in options:
         st.session_state[CONV_KEY] = None
-    st.session_state[CONV_PICK_KEY] = st.session_state[CONV_KEY]
+    st.session_state[CONV_PICK_KEY] = st.session_state.get(CONV_KEY)
     st.selectbox("Conversation", options, key=CONV_PICK_KEY, on_change=_pick_conversation,
                  format_func=lambda c: "— new conversation —" if c is None else titles.get(c, c))
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
