@@ -214,6 +214,30 @@ def test_failure_mid_document_leaves_nothing_behind(tmp_path):
     assert retry["long.md"].status == "added" and retry["long.md"].doc_id == failed_id
 
 
+class DownVectorStore(FailingVectorStore):
+    """Fails mid-document and then refuses deletes too, as a store that went away would."""
+
+    def delete_document(self, kb_id, doc_id):
+        raise ConnectionError("vector store unreachable")
+
+
+def test_failed_cleanup_leaves_the_document_pending_for_reconcile(tmp_path):
+    base = World(tmp_path / "home")
+    broken = Ingestor(base.store, base.embedder, DownVectorStore(base.vectors, fail_after=3), base.keywords)
+    path, other = tmp_path / "doc.md", tmp_path / "other.md"
+    path.write_text(EN * 6, encoding="utf-8")
+    other.write_text(ZH, encoding="utf-8")
+    kb = base.kb()
+    outcomes = broken.ingest(kb.id, [path, other], SMALL)
+    assert outcomes[0].status == "failed" and "clean-up will finish at the next start" in outcomes[0].error
+    assert base.store.get_document(outcomes[0].doc_id).status == "pending"
+    assert outcomes[1].status == "failed"  # the store is still down for the next file
+    repairs = base.ingestor.reconcile()  # next start, store healthy again
+    assert any("doc.md" in line for line in repairs)
+    assert base.footprint(kb.id, outcomes[0].doc_id) == (0, 0, 0)
+    assert base.vectors.count(kb.id) == 0 and base.keywords.count(kb.id) == 0
+
+
 def test_unchanged_reingest_is_a_noop_and_changed_file_replaces(world, tmp_path):
     path = tmp_path / "doc.md"
     path.write_text("# Doc\n\n" + EN * 3, encoding="utf-8")

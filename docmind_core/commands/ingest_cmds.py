@@ -41,7 +41,7 @@ class _ProgressBar:
             from tqdm import tqdm
 
             self._bar = tqdm(total=event.file_count, unit="file", file=sys.stderr, dynamic_ncols=True,
-                             bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} [{elapsed}<{remaining}]")
+                             bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} [{elapsed}<{remaining}] {postfix}")
         self._bar.n = event.file_index + event.fraction
         self._bar.set_postfix_str(f"{event.name} {event.stage}", refresh=False)
         self._bar.refresh()

@@ -145,25 +145,37 @@ class Ingestor:
             return outcome("failed", error=message)
 
         replaced = existing is not None and existing.status == "complete"
-        if existing is not None:
-            # Mark it pending before touching the other stores, so a crash here is cleaned up by reconcile().
-            self.store.set_document_status(existing.id, "pending")
-            self._purge_document(kb.id, existing.id)
-        doc_id = self.store.begin_document(kb.id, source.name, source_path=str(source.path), content_hash=digest,
-                                           mime=loaded.mime, size=len(data), text=loaded.text)
+        doc_id = existing.id if existing is not None else None
         try:
+            if existing is not None:
+                # Pending before the other stores are touched, so a crash here is cleaned up by reconcile().
+                self.store.set_document_status(existing.id, "pending")
+                self._purge_document(kb.id, existing.id)
+            doc_id = self.store.begin_document(kb.id, source.name, source_path=str(source.path),
+                                               content_hash=digest, mime=loaded.mime, size=len(data),
+                                               text=loaded.text)
             self._write_chunks(kb.id, doc_id, parents, children, settings, reporter)
             self.store.set_document_status(doc_id, "complete")
         except BaseException as exc:
-            message = _describe(exc)
-            self._purge_document(kb.id, doc_id)
-            self.store.set_document_status(doc_id, "failed", message)
+            message = self._undo(kb.id, doc_id, _describe(exc))
             reporter("failed", 1.0, message)
             if not isinstance(exc, Exception):  # KeyboardInterrupt and friends still stop the batch
                 raise
             return outcome("failed", doc_id=doc_id, error=message)
         reporter("done", 1.0, f"{len(children)} chunks")
         return outcome("replaced" if replaced else "added", doc_id=doc_id, chunks=len(children))
+
+    def _undo(self, kb_id: int, doc_id: int | None, message: str) -> str:
+        """Remove what a failed document wrote; returns the message to report."""
+        if doc_id is None:
+            return message
+        try:
+            self._purge_document(kb_id, doc_id)
+            self.store.set_document_status(doc_id, "failed", message)
+        except Exception:  # e.g. the vector store is down: the row stays pending for reconcile()
+            log.exception("could not clean up document %s after a failed ingest", doc_id)
+            return message + " (clean-up will finish at the next start)"
+        return message
 
     def _write_chunks(self, kb_id: int, doc_id: int, parents: list[TextChunk], children: list[TextChunk],
                       settings: Settings, reporter: "_Reporter") -> None:
