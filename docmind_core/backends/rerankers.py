@@ -90,7 +90,7 @@ def _stem_one(term: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _chunk_terms(chunk_text: str) -> tuple[frozenset[str], frozenset[tuple[str, str]], str]:
+def chunk_terms(chunk_text: str) -> tuple[frozenset[str], frozenset[tuple[str, str]], str]:
     """(terms, adjacent stemmed pairs, lower-cased text) of a chunk; cached because the same chunks
     come back query after query and jieba is the expensive part of scoring."""
     stemmed = keyword_tokens(chunk_text, stem=True)
@@ -100,7 +100,7 @@ def _chunk_terms(chunk_text: str) -> tuple[frozenset[str], frozenset[tuple[str, 
 
 def relevance_features(terms: QueryTerms, chunk_text: str, cosine: float, keyword_rel: float) -> list[float]:
     """The feature vector (in ``FEATURES`` order) of one chunk."""
-    present, chunk_pairs, lowered = _chunk_terms(chunk_text)
+    present, chunk_pairs, lowered = chunk_terms(chunk_text)
     total = sum(terms.weights.values())
     hit = 0.0
     for term, weight in terms.weights.items():

@@ -32,7 +32,7 @@ from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
 from docmind_core.retrieval.mmr import mmr_select
-from docmind_core.text import is_cjk, keyword_tokens
+from docmind_core.backends.rerankers import chunk_terms
 
 
 def _ms(start: float) -> float:
@@ -218,15 +218,15 @@ _LEX_DIM = 2048
 
 
 def lexical_vectors(texts: Sequence[str]) -> np.ndarray:
-    """Hashed, log-tf, L2-normalised term vectors: cheap redundancy signal for MMR (no encoder call)."""
+    """Hashed binary term and term-pair vectors, L2-normalised: a cheap redundancy signal for MMR
+    (no encoder call; overlapping windows of one passage come out near 1)."""
     out = np.zeros((len(texts), _LEX_DIM), dtype=np.float32)
     for row, text in enumerate(texts):
-        terms = keyword_tokens(text, stem=True)
-        cjk = [c for c in text if is_cjk(c)]
-        terms += [a + b for a, b in zip(cjk, cjk[1:])]
+        terms, pairs, _lower = chunk_terms(text)  # cached: the reranker tokenised these same texts
         for term in terms:
-            out[row, zlib.crc32(term.encode("utf-8")) % _LEX_DIM] += 1.0
-    np.log1p(out, out=out)
+            out[row, zlib.crc32(term.encode("utf-8")) % _LEX_DIM] = 1.0
+        for a, b in pairs:  # adjacent-term pairs tell a near-duplicate from a chunk on the same topic
+            out[row, zlib.crc32(f"{a} {b}".encode("utf-8")) % _LEX_DIM] = 1.0
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return out / norms

@@ -1,0 +1,236 @@
+"""One-shot retrieval latency, ingest throughput and memory on synthetic corpora.
+
+    python bench/retrieval_latency.py [--sizes 10000,100000] [--queries 60] [--ingest-chunks 240] [--json]
+
+What is measured (2 cores on the reference machine):
+
+* ``ingest_ratio``: chunks/s through the real ``Ingestor`` (read, chunk, embed,
+  write SQLite, Chroma and FTS5) divided by the bundled encoder's raw chunks/s
+  on the very same chunk texts, measured in the same run (raw before and after
+  the ingest, averaged, so a busy machine biases neither side).
+* per corpus size: the synthetic mixed Chinese/English chunks of
+  ``bench/keyword_backends.py`` go into SQLite (children + one parent per four
+  children), FTS5 and embedded Chroma.  To finish in minutes the *stored*
+  vectors are synthetic (a fixed random 512-d vector per word, summed and
+  normalised, so similar chunks get similar vectors); the *query* is encoded
+  with the real bundled encoder inside the timed ``vector`` stage, each query
+  string distinct so the query cache never answers.
+* ``HybridRetriever.search`` end to end (vector + keyword in parallel, fusion,
+  offline rerank, MMR, parent expansion, compression): p50/p95 per stage from
+  ``SearchResult.timings_ms``; ``retrieval`` is the total.
+* ``rss_mb``: peak resident set of this process after that size (cumulative).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ["ANONYMIZED_TELEMETRY"] = "False"
+
+from keyword_backends import make_corpus  # noqa: E402
+
+from docmind_core.backends.embedders import Usem3Embedder  # noqa: E402
+from docmind_core.backends.keyword_index import Fts5KeywordIndex  # noqa: E402
+from docmind_core.backends.protocols import IndexedChunk  # noqa: E402
+from docmind_core.backends.vector_store import ChromaVectorStore  # noqa: E402
+from docmind_core.models import ChunkRecord  # noqa: E402
+from docmind_core.retrieval.hybrid import HybridRetriever  # noqa: E402
+from docmind_core.settings import Settings  # noqa: E402
+from docmind_core.store.db import Database  # noqa: E402
+from docmind_core.store.kb_store import KnowledgeStore  # noqa: E402
+from docmind_core.text import count_tokens, keyword_tokens  # noqa: E402
+
+STAGES = ("vector", "keyword", "fusion", "rerank", "mmr", "expand", "compress", "total")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+# --------------------------------------------------------------------------
+# Ingest throughput against the raw encoder
+# --------------------------------------------------------------------------
+
+def measure_ingest(embedder, n_chunks: int, workdir: Path) -> dict:
+    from docmind_core.ingest.pipeline import Ingestor
+
+    settings = Settings()
+    texts, _ = make_corpus(n_chunks * 2, n_queries=1, seed=11)
+    docs_dir = workdir / "docs"
+    docs_dir.mkdir()
+    # ~8 chunks per document: real files, so reading and chunking are part of the timing
+    per_doc = 16
+    for d in range(0, len(texts), per_doc):
+        (docs_dir / f"doc{d // per_doc:04d}.txt").write_text("\n\n".join(texts[d:d + per_doc]), encoding="utf-8")
+    db = Database(workdir / "ingest.db")
+    store = KnowledgeStore(db)
+    kb = store.create_kb("ingest-bench", embedder.id, embedder.dim)
+    ingestor = Ingestor(store, embedder, ChromaVectorStore(path=workdir / "ingest-chroma"), Fts5KeywordIndex(db))
+    embedder.embed(["warm up the encoder", "预热编码器"])
+
+    def raw(chunk_texts: list[str]) -> float:
+        batch = settings.embedding.batch_size
+        start = time.perf_counter()
+        for i in range(0, len(chunk_texts), batch):
+            embedder.embed(chunk_texts[i:i + batch])
+        return len(chunk_texts) / (time.perf_counter() - start)
+
+    paths = sorted(docs_dir.iterdir())
+    start = time.perf_counter()
+    outcomes = ingestor.ingest(kb.id, paths, settings)
+    seconds = time.perf_counter() - start
+    chunks = sum(o.chunks for o in outcomes)
+    chunk_texts = [c.text for d in store.list_documents(kb.id) for c in store.chunks_for_document(d.id)]
+    raw_rate = (raw(chunk_texts) + raw(chunk_texts)) / 2
+    ingest_rate = chunks / seconds
+    return {"chunks": chunks, "ingest_chunks_per_s": round(ingest_rate, 2), "raw_chunks_per_s": round(raw_rate, 2),
+            "ingest_ratio": round(ingest_rate / raw_rate, 3)}
+
+
+# --------------------------------------------------------------------------
+# Synthetic indexes and retrieval latency
+# --------------------------------------------------------------------------
+
+class WordVectors:
+    """A fixed random vector per keyword token; a text's vector is their normalised sum."""
+
+    def __init__(self, dim: int, seed: int = 5):
+        self.dim = dim
+        self.rng = np.random.default_rng(seed)
+        self.table: dict[str, np.ndarray] = {}
+
+    def __call__(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for tok in keyword_tokens(text, stem=False)[:64]:
+            row = self.table.get(tok)
+            if row is None:
+                row = self.table[tok] = self.rng.standard_normal(self.dim).astype(np.float32)
+            vec += row
+        norm = np.linalg.norm(vec)
+        return vec / norm if norm else vec
+
+
+def build_index(n_chunks: int, embedder, workdir: Path, say) -> tuple[HybridRetriever, list[str], dict]:
+    texts, queries = make_corpus(n_chunks, n_queries=400, seed=7)
+    db = Database(workdir / f"bench{n_chunks}.db")
+    store = KnowledgeStore(db)
+    kb = store.create_kb(f"bench-{n_chunks}", embedder.id, embedder.dim)
+    vector_store = ChromaVectorStore(path=workdir / f"chroma{n_chunks}")
+    keyword_index = Fts5KeywordIndex(db)
+    words = WordVectors(embedder.dim)
+    timings = {}
+    per_doc, group = 200, 4
+    start = time.perf_counter()
+    for d0 in range(0, n_chunks, per_doc):
+        part = texts[d0:d0 + per_doc]
+        body = "\n".join(part)
+        doc_id = store.begin_document(kb.id, f"doc{d0 // per_doc:05d}.txt", source_path="", content_hash=str(d0),
+                                      mime="text/plain", size=len(body), text=body)
+        records, indexed, offset = [], [], 0
+        spans = []
+        for text in part:
+            spans.append((offset, offset + len(text)))
+            offset += len(text) + 1
+        for g in range(0, len(part), group):
+            pid = f"p{d0 + g}"
+            records.append(ChunkRecord(id=pid, kb_id=kb.id, doc_id=doc_id, index=g // group, is_parent=True,
+                                       text="\n".join(part[g:g + group]),
+                                       token_count=sum(count_tokens(t) for t in part[g:g + group]),
+                                       start=spans[g][0], end=spans[min(g + group, len(part)) - 1][1]))
+            for j in range(g, min(g + group, len(part))):
+                cid = f"c{d0 + j}"
+                records.append(ChunkRecord(id=cid, kb_id=kb.id, doc_id=doc_id, index=j, parent_id=pid,
+                                           text=part[j], token_count=count_tokens(part[j]),
+                                           start=spans[j][0], end=spans[j][1]))
+                indexed.append(IndexedChunk(cid, kb.id, doc_id, part[j]))
+        store.add_chunks(records)
+        keyword_index.add(indexed)
+        vector_store.add(indexed, np.stack([words(c.text) for c in indexed]))
+        store.set_document_status(doc_id, "complete")
+        if (d0 // per_doc) % 50 == 0:
+            say(f"  {n_chunks}: indexed {d0 + len(part)} chunks")
+    timings["build_s"] = round(time.perf_counter() - start, 1)
+    retriever = HybridRetriever(store, embedder, vector_store, keyword_index)
+    return retriever, queries, {"kb_id": kb.id, **timings}
+
+
+def measure_retrieval(retriever: HybridRetriever, kb_id: int, queries: list[str], n: int, tag: str) -> dict:
+    settings = Settings()
+    per_stage: dict[str, list[float]] = {s: [] for s in STAGES}
+    for i, query in enumerate(queries[:n + 3]):
+        result = retriever.search(f"{query} {tag}{i}", [kb_id], settings)  # distinct: no query-cache hits
+        if i < 3:
+            continue  # warm-up: first SQLite pages, Chroma segment load
+        for stage in STAGES:
+            per_stage[stage].append(result.timings_ms.get(stage, 0.0))
+    return {stage: (round(pct(v, 0.5), 2), round(pct(v, 0.95), 2)) for stage, v in per_stage.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="retrieval latency, ingest ratio and memory")
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--queries", type=int, default=60)
+    ap.add_argument("--ingest-chunks", type=int, default=240)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    say = (lambda msg: print(msg, file=sys.stderr, flush=True))
+    embedder = Usem3Embedder()
+    out: dict = {"sizes": {}}
+    with tempfile.TemporaryDirectory(prefix="docmind-latency-") as tmp:
+        tmp_path = Path(tmp)
+        say("ingest throughput ...")
+        ingest_dir = tmp_path / "ingest"
+        ingest_dir.mkdir()
+        ingest = measure_ingest(embedder, args.ingest_chunks, ingest_dir)
+        out["ingest_ratio"] = ingest["ingest_ratio"]
+        out["ingest"] = ingest
+        for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
+            say(f"building the {size}-chunk index ...")
+            retriever, queries, info = build_index(size, embedder, tmp_path, say)
+            say(f"timing {args.queries} queries ...")
+            stages = measure_retrieval(retriever, info["kb_id"], queries, args.queries, f"q{size}")
+            out["sizes"][str(size)] = {
+                "retrieval_p50_ms": stages["total"][0], "retrieval_p95_ms": stages["total"][1],
+                "keyword_p50_ms": stages["keyword"][0], "vector_p50_ms": stages["vector"][0],
+                "rss_mb": round(peak_rss_mb(), 1), "build_s": info["build_s"],
+                "stages_ms": {s: {"p50": v[0], "p95": v[1]} for s, v in stages.items()},
+            }
+            retriever._pool.shutdown(wait=False)
+            del retriever
+    out["cpu_count"] = os.cpu_count()
+    out["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"ingest: {ingest['ingest_chunks_per_s']} chunks/s vs raw encoder {ingest['raw_chunks_per_s']} chunks/s "
+          f"-> ingest_ratio {out['ingest_ratio']}")
+    print(f"{'size':>8} " + " ".join(f"{s + ' p50/p95':>20}" for s in STAGES) + f" {'rss_mb':>8}")
+    for size, row in out["sizes"].items():
+        cells = " ".join(f"{row['stages_ms'][s]['p50']:>9.1f}/{row['stages_ms'][s]['p95']:<10.1f}" for s in STAGES)
+        print(f"{size:>8} {cells} {row['rss_mb']:>8}")
+    print(f"(load average {out['load_avg_1m']} on {out['cpu_count']} cores)")
+
+
+if __name__ == "__main__":
+    main()
