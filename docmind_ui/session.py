@@ -21,6 +21,22 @@ def _engine_for(home: str) -> Engine:
     return Engine.open(Path(home))
 
 
+def ensure_frame() -> None:
+    """Make sure the page runs inside app.py's frame (st.navigation), never as a bare legacy page.
+
+    Streamlit treats a ``pages/`` folder as a legacy multipage app until the
+    first ``st.navigation`` call of the server process; a fresh server's first
+    visit straight to e.g. /traces would run that page alone, without the
+    sidebar, CSS and sign-in gate.  Switching the legacy mode off and rerunning
+    sends the visit through app.py.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def get_engine() -> Engine:
     return _engine_for(str(default_home().resolve()))
 

@@ -10,8 +10,9 @@ from docmind_core.errors import DocMindError
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.live import RunPump
 from docmind_ui.run_view import render_pair, render_run
-from docmind_ui.session import get_engine, selected_doc_ids, selected_kb_ids, user_id
+from docmind_ui.session import ensure_frame, get_engine, selected_doc_ids, selected_kb_ids, user_id
 
+ensure_frame()
 engine = get_engine()
 
 MODES = {"Auto": "auto", "RULE_PLANNER": "rule", "AGENTIC": "agentic", "Side by side": "pair"}

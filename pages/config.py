@@ -10,8 +10,9 @@ import streamlit as st
 
 from docmind_core.errors import ConfigError
 from docmind_core.settings import KeySpec, Settings, key_specs
-from docmind_ui.session import get_engine
+from docmind_ui.session import ensure_frame, get_engine
 
+ensure_frame()
 engine = get_engine()
 
 GROUP_TITLES = {

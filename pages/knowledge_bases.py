@@ -11,8 +11,9 @@ import streamlit as st
 
 from docmind_core.errors import DocMindError
 from docmind_core.models import IngestProgress
-from docmind_ui.session import get_engine, selected_doc_ids, selected_kb_ids, user_id
+from docmind_ui.session import ensure_frame, get_engine, selected_doc_ids, selected_kb_ids, user_id
 
+ensure_frame()
 engine = get_engine()
 st.title("Knowledge bases")
 

@@ -12,8 +12,9 @@ from docmind_core.errors import DocMindError
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest
 from docmind_ui.run_view import render_comparison, render_run
-from docmind_ui.session import get_engine, user_id
+from docmind_ui.session import ensure_frame, get_engine, user_id
 
+ensure_frame()
 engine = get_engine()
 st.title("Traces")
 

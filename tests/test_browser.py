@@ -100,7 +100,12 @@ def page(server):
         pg = context.new_page()
         pg.dialogs = []  # every alert/confirm the page tries to open
         pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-        pg.goto(server, wait_until="domcontentloaded")
+        # first visit of the fresh server goes straight to a page URL: it must still get app.py's frame
+        pg.goto(server + "/traces", wait_until="domcontentloaded")
+        pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)
+        pg.wait_for_selector('[data-testid="stSidebar"] >> text=Knowledge bases', timeout=30_000)
+        assert pg.locator('[data-testid="stSidebarNav"] >> text=auth').count() == 0  # not the legacy page list
+        pg.get_by_role("link", name="Chat").click()
         pg.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=ANSWER_TIMEOUT_MS)
         yield pg
         browser.close()
