@@ -170,3 +170,28 @@ def test_embedder_mismatch_is_refused(world, embedder):
 def test_lexical_vectors_see_duplicates():
     v = lexical_vectors(["the pump filter", "the pump filter", "星河净水器"])
     assert np.isclose(v[0] @ v[1], 1.0) and v[0] @ v[2] < 0.1
+
+
+def test_cli_search_shows_per_stage_scores(home, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from docmind_core.cli import cli
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in PRODUCT_DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--home", str(home), "ingest", str(docs), "--kb", "demo", "--no-progress"])
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(cli, ["--home", str(home), "search", "X5 的滤芯多久更换一次？", "--kb", "demo", "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert result["chunks"][0]["document"] == "产品说明.txt"
+    assert {"vector", "keyword", "fused", "rerank", "mmr"} <= set(result["chunks"][0]["scores"])
+    out = runner.invoke(cli, ["--home", str(home), "search", "DM-3000 warranty", "--kb", "demo"])
+    assert out.exit_code == 0 and "rerank" in out.output and "aquapump-manual.md" in out.output
+    out = runner.invoke(cli, ["--home", str(home), "search", "pump", "--kb", "missing"])
+    assert out.exit_code != 0 and "no knowledge base named 'missing'" in out.output
