@@ -75,6 +75,7 @@ class _RunState:
     stop_reason: str = ""
     web_compensated: bool = False
     memories: list[str] = field(default_factory=list)
+    memory_text: str = ""  # what a memory command asked to store
     answer: str = ""
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -143,7 +144,7 @@ class AnswerPipeline:
         state.timings["scope"] = _ms(t)
         understanding: Understanding | None = None
         if fast is not None:
-            state.scope = fast.scope
+            state.scope, state.memory_text = fast.scope, fast.memory_text
             yield ScopeDecided(scope=fast.scope, confidence=fast.confidence, via="regex", reason=fast.reason)
         else:
             # 2. understanding: one model call that also decides the scope
@@ -233,7 +234,7 @@ class AnswerPipeline:
                                   state: _RunState, meter: UsageMeter, cancel: threading.Event) -> Iterator[Event]:
         template = _DIRECT_TEMPLATES[state.scope]
         if state.scope == Scope.MEMORY_COMMAND:
-            text = _MEMORY_PREFIX.sub("", question).strip() or question
+            text = state.memory_text or _MEMORY_PREFIX.sub("", question).strip() or question
             if request.user_id is not None and self.memory is not None:
                 self.memory.add(request.user_id, text, source="memory_command")
                 state.memories = [text]
