@@ -8,10 +8,12 @@ from pathlib import Path
 import streamlit as st
 
 from docmind_core.engine import Engine, default_home
+from docmind_core.errors import DocMindError
 from docmind_ui.html_views import PAGE_CSS, backend_html
 
 KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
 DOC_KEY = "dm_doc_ids"  # optionally selected document ids within them
+FRAME_KEY = "dm_frame_drawn"  # set once app.py's frame has run in this session
 
 
 @st.cache_resource(show_spinner="Starting DocMind (loading the encoder, opening the stores)…")
@@ -21,20 +23,43 @@ def _engine_for(home: str) -> Engine:
     return Engine.open(Path(home))
 
 
+def draw_frame() -> Engine:
+    """What every page shares: page config, CSS, the engine, the sign-in gate and the sidebar."""
+    from pages._auth import require_user, sign_out_button  # the gate lives beside the pages
+
+    st.set_page_config(page_title="DocMind", page_icon=":material/menu_book:", layout="wide")
+    inject_css()
+    st.session_state[FRAME_KEY] = True
+    try:
+        engine = get_engine()
+    except DocMindError as exc:
+        st.error(f"DocMind could not start: {exc}")
+        st.stop()
+    user = require_user(engine)  # stops here with a sign-in form when auth.enabled and nobody is signed in
+    sign_out_button(user)
+    draw_sidebar(engine)
+    return engine
+
+
 def ensure_frame() -> None:
-    """Make sure the page runs inside app.py's frame (st.navigation), never as a bare legacy page.
+    """Make sure a page runs inside the frame, never as a bare legacy page.
 
     Streamlit treats a ``pages/`` folder as a legacy multipage app until the
-    first ``st.navigation`` call of the server process; a fresh server's first
-    visit straight to e.g. /traces would run that page alone, without the
-    sidebar, CSS and sign-in gate.  Switching the legacy mode off and rerunning
-    sends the visit through app.py.
+    first ``st.navigation`` call of the process, so a fresh server's first visit
+    straight to e.g. /traces would run that page alone (no sidebar, CSS or
+    sign-in gate) and list every file of pages/ as a page.  On a session's first
+    run we switch the legacy mode off and rerun through app.py; when the mode
+    comes back later (AppTest resets it on every run) a rerun would drop the
+    click being handled, so the frame is drawn here instead.
     """
     from streamlit.runtime.pages_manager import PagesManager
 
-    if PagesManager.uses_pages_directory:
+    if not PagesManager.uses_pages_directory:
+        return
+    if not st.session_state.get(FRAME_KEY):
         PagesManager.uses_pages_directory = False
         st.rerun()
+    draw_frame()
 
 
 def get_engine() -> Engine:

@@ -133,6 +133,15 @@ def test_kb_upload_reports_good_and_bad_files(demo_home):
     assert any("broken.pdf" in e.value for e in at.error)
     outcome = next(df.value for df in at.dataframe if "status" in df.value.columns and "file" in df.value.columns)
     assert set(outcome["status"]) >= {"failed"} and len(outcome) == 2
+    # documents list with chunk counts, and hit testing: every candidate with per-stage scores and its cut stage
+    docs = next(df.value for df in at.dataframe if "chunks" in df.value.columns and "name" in df.value.columns)
+    assert int(docs.loc[docs["name"] == "notes.md", "chunks"].iloc[0]) >= 1
+    next(t for t in at.text_input if t.label == "Query").set_value("Nimbus N2 power draw")
+    next(b for b in at.button if b.label == "Search").click().run()
+    assert not at.exception, at.exception
+    hits = next(df.value for df in at.dataframe if "cut by" in df.value.columns)
+    assert {"vector", "keyword", "fused", "rerank", "kept"} <= set(hits.columns) and len(hits) >= 2
+    assert hits["kept"].any()
 
 
 def test_traces_page_replays_and_regrades(demo_home):
