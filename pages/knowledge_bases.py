@@ -23,6 +23,9 @@ with st.expander("Create a knowledge base", expanded=not engine.readable_kbs(use
         name = st.text_input("Name", max_chars=80)
         description = st.text_area("Description", help="Shown to the model as a brief of what the KB contains.")
         if st.form_submit_button("Create", icon=":material/add:"):
+            if not name.strip():
+                st.error("Give the knowledge base a name.")
+                st.stop()
             try:
                 kb = engine.create_kb(name.strip(), description.strip(), user_id=user_id())
                 st.success(f"Created knowledge base '{kb.name}'.")

@@ -155,6 +155,13 @@ def test_traces_page_replays_and_regrades(demo_home):
     next(b for b in at.button if b.label == "Regrade").click().run()
     assert not at.exception, at.exception
     assert any("change tier" in m.value for m in at.markdown)
+    # a trace exported as JSON comes back through the import box, labelled "imported"
+    exported = demo_home.traces.export_json([demo_home.traces.list(label=None)[0].run_id])
+    at.file_uploader(key="dm_tr_import").set_value(("trace.json", exported.encode(), "application/json")).run()
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert not at.exception, at.exception
+    assert any("Imported 1 run" in s.value for s in at.success)
+    assert demo_home.traces.list(label="imported")
     pairs = sorted({s.pair_id for s in demo_home.traces.list() if s.pair_id})
     if pairs:  # a side-by-side pair opens as a step-aligned comparison, exportable as JSON
         at.selectbox(key="dm_tr_pair").set_value(pairs[0]).run()
