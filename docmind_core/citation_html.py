@@ -168,6 +168,7 @@ def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer
     s = source.scores
     classes = f"dm-source dm-origin-{origin}" + (" dm-cited" if is_cited else "")
     expanded = ' <span class="dm-tag">parent block</span>' if source.expanded else ""
+    expanded += ' <span class="dm-tag dm-tag-cited">cited</span>' if is_cited else ""
     full = ""
     if len(source.text) > 2 * _EXCERPT_CONTEXT + 240:  # <details> opens without JavaScript
         full = (f'<details class="dm-full"><summary>Whole chunk ({len(source.text)} characters)</summary>'

@@ -38,6 +38,8 @@ mark.dm-span { background: #fde68a; padding: 0 .1em; border-radius: 3px; }
 .dm-score { margin-right: .8rem; }
 .dm-tag { font-size: .7rem; padding: .05rem .4rem; border-radius: .5rem; background: #e5e7eb; margin-left: .3rem;
   font-weight: 500; }
+.dm-tag-cited { background: #dcfce7; color: #166534; }
+.dm-source:not(.dm-cited) { opacity: .8; }
 .dm-tag-web { background: #fde68a; } .dm-tag-kb { background: #dbeafe; } .dm-tag-memory { background: #ede9fe; }
 .dm-tier { display: inline-block; padding: .15rem .65rem; border-radius: 1rem; font-weight: 700; font-size: .85rem;
   color: #fff; margin-right: .5rem; }
