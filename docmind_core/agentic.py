@@ -134,7 +134,7 @@ class AgenticSearch:
             rerank_query = expanded_rerank_query(query, ctx)
             union = self._on_one_scale(rerank_query, union, ctx, settings)
             done = yield from self.finisher.finish(query, union, ctx, settings, ctx.used_web,
-                                                   rerank_query=rerank_query)
+                                                   rerank_query=rerank_query, groups=list(ctx.search_groups))
         except Exception as exc:  # noqa: BLE001
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
                                                f"finalize failed: {type(exc).__name__}: {exc}", "error", rounds,

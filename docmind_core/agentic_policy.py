@@ -20,7 +20,7 @@ from typing import Sequence
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec
 from docmind_core.models import RetrievedChunk
-from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens, salient_terms
+from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens, salient_terms, sentences
 
 ADEQUATE_COVERAGE = 0.75
 _MAX_HOP_ENTITIES = 2
@@ -43,9 +43,13 @@ _COMPARISON_CUE_RE = re.compile(
 _CN_LEAD_RE = re.compile(r"^(?:请|请问|帮我|麻烦)?(?:对比|比较|分析|介绍|说说|讲讲|看看)?(?:一下)?")
 _CN_TAIL_RE = re.compile(r"(?:的|之间|在|有|哪个|谁|是否|分别|各自|区别|差异|异同|优缺点|有什么|有何|相比).*$")
 _EN_LEAD_RE = re.compile(r"^.*?\b(?:between|compare|of|is|are|was|were|did|do|does|has|have)\s+", re.IGNORECASE)
-_CONNECTORS = r"(?:\s+(?:(?:of|the|for|to|de|la|le|von|van|du|in|on|a)\s+)*)"
-_FOCUS_RUN_RE = re.compile(rf"[A-Z0-9][\w'’.&-]*(?:{_CONNECTORS}[A-Z0-9][\w'’.&-]*)*")  # "888 7th Avenue"
-_NAME_RUN_RE = re.compile(rf"[A-Z][\w'’.&-]*(?:{_CONNECTORS}[A-Z][\w'’.&-]*)*")  # entities start with a capital
+_CONNECTORS = r"(?:[ \t]+(?:(?:of|the|for|to|de|la|le|von|van|du|in|on|a)[ \t]+)*)"  # never across lines
+_NAME_CONNECTORS = r"(?:[ \t]+(?:(?:of|the|for|de|la|le|von|van|du|y)[ \t]+)*)"  # "met X in Y" is two names
+_WORD = r"[\w'’&-]*(?:\.(?=[A-Za-z]))?[\w'’&-]*"  # "Mt.Carmel"-style inner dots, never a sentence's full stop
+_INITIAL = r"[A-Z]\.(?=[ \t]+[A-Z])"  # "Roger O. Egeberg", "Gerald R. Ford"
+_FOCUS_RUN_RE = re.compile(rf"(?:{_INITIAL}|[A-Z0-9]{_WORD})(?:{_CONNECTORS}(?:{_INITIAL}|[A-Z0-9]{_WORD}))*")
+_NAME_RUN_RE = re.compile(rf"(?:{_INITIAL}|[A-Z]{_WORD})(?:{_NAME_CONNECTORS}(?:{_INITIAL}|[A-Z]{_WORD}))*")
+_ID_LIKE_RE = re.compile(r"^[\w-]*\d[\w-]*$|\.\w{1,5}$")  # "hp00277", "manual.pdf": names of files, not things
 _GENERIC_CAPS = frozenset(
     "the a an he she it they his her its their this that these those in on at of for and but or as by with from "
     "january february march april may june july august september october november december monday tuesday "
@@ -136,9 +140,13 @@ def split_foci(question: str) -> list[str]:
     return [" ".join([n, *shared]).strip() for n in names]
 
 
-def _strip_generic(run: str) -> str:
+_QUESTION_LEAD = frozenset("are were is was do did does which who what where when how why whose whom both the a an "
+                           "in on at of".split())
+
+
+def _strip_generic(run: str, lead: frozenset[str] = _GENERIC_CAPS) -> str:
     words = run.split()
-    while words and words[0].lower() in _GENERIC_CAPS:
+    while words and words[0].lower() in lead:
         words = words[1:]
     return " ".join(words)
 
@@ -148,7 +156,7 @@ def _focus_name(part: str, index: int, count: int, strong: bool) -> str:
         name = _CN_LEAD_RE.sub("", part) if index == 0 else part
         name = _CN_TAIL_RE.sub("", name) if index == count - 1 else name
         return name.strip()
-    runs = [_strip_generic(r) for r in _FOCUS_RUN_RE.findall(part)]
+    runs = [_strip_generic(r, _QUESTION_LEAD) for r in _FOCUS_RUN_RE.findall(part)]
     runs = [r for r in runs if r]
     if runs:  # the left part's last name-like run, the right part's first
         return runs[-1] if index == 0 else runs[0]
@@ -188,6 +196,9 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
 
     def add(name: str, weight: float) -> None:
         name = re.sub(r"\s*\([^)]*\)\s*$", "", name).strip(" ,.;:'’\"")
+        half = name.split()
+        if len(half) % 2 == 0 and half[: len(half) // 2] == half[len(half) // 2:]:
+            name = " ".join(half[: len(half) // 2])  # "Lori L. Holt Lori L. Holt": a title line run into its text
         toks = [t.lower() for t in keyword_tokens(name, stem=False)]
         if not toks or len(name) < 2 or all(t in own for t in toks) or name.lower() in _GENERIC_CAPS:
             return
@@ -196,17 +207,22 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
 
     for rank, chunk in enumerate(chunks):
         decay = 1.0 / (1 + rank)
-        add(chunk.document, 1.5 * decay)
+        if not _ID_LIKE_RE.search(chunk.document.strip()):
+            add(chunk.document, 1.5 * decay)
         for title in _BOOK_RE.findall(chunk.text):
             add(title, 2.0 * decay)
         if re.search(f"[{_CJK}]", chunk.text):
             for word in _chinese_proper_nouns(chunk.text):
                 add(word, 1.2 * decay)
-        for run in _NAME_RUN_RE.findall(chunk.text):
-            name = _strip_generic(run)
-            words = name.split()
-            if words and not (len(words) == 1 and words[0].lower() in ENGLISH_STOP_WORDS):
-                add(name, (1.0 + 0.3 * (len(words) - 1)) * decay)
+        for sentence in sentences(chunk.text):
+            # a name in a sentence that also speaks of the question's terms is more likely the hop
+            shared = own & {t.lower() for t in keyword_tokens(sentence, stem=False)}
+            context = 0.5 + min(1.0, len(shared) / 3)
+            for run in _NAME_RUN_RE.findall(sentence):
+                name = _strip_generic(run)
+                words = name.split()
+                if words and not (len(words) == 1 and words[0].lower() in ENGLISH_STOP_WORDS):
+                    add(name, (1.0 + 0.3 * (len(words) - 1)) * decay * context)
     return [n for n, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 

@@ -22,6 +22,7 @@ from docmind_core.models import (
     WorkerReport,
 )
 from docmind_core.settings import Settings
+from docmind_core.text import count_tokens, truncate_to_tokens
 from docmind_core.tools import ToolContext, Toolbox, ToolOutput
 
 EventStream = Generator[Event, None, "RetrievalOutcome"]
@@ -81,10 +82,12 @@ class EvidenceFinisher:
         self.grader = grader
 
     def finish(self, query: str, union: Sequence[RetrievedChunk], ctx: ToolContext, settings: Settings,
-               web_already_used: bool, rerank_query: str | None = None) -> Generator[Event, None, FinishedEvidence]:
+               web_already_used: bool, rerank_query: str | None = None,
+               groups: Sequence[Sequence[str]] = ()) -> Generator[Event, None, FinishedEvidence]:
+        """``groups``: chunk ids per search; each search's best-reranked chunk is kept (see keep_group_best)."""
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        result = self.refiner.refine(rerank_query or query, list(union), settings)
+        result = keep_group_best(self.refiner.refine(rerank_query or query, list(union), settings), groups, settings)
         timings["refine"] = _ms(t0)
         yield Reranked(candidates=result.candidates, reranker=_reranker_name(self.refiner),
                        duration_ms=timings["refine"])
@@ -112,7 +115,7 @@ class EvidenceFinisher:
             return FinishedEvidence(result, grade, False, timings)
 
         merged = _merge(union, web.chunks)
-        result = self.refiner.refine(rerank_query or query, merged, settings)
+        result = keep_group_best(self.refiner.refine(rerank_query or query, merged, settings), groups, settings)
         timings["web_compensation"] = _ms(t0)
         added = sum(1 for c in result.chunks if c.origin == "web")
         yield WebCompensated(ran=True, reason=reason, added_chunks=added, duration_ms=timings["web_compensation"])
@@ -129,6 +132,55 @@ class EvidenceFinisher:
         if web_already_used:
             return False, "not run: the web was already searched in this run"
         return True, f"tier {grade.tier.value}: {grade.reason}" if grade.reason else f"tier {grade.tier.value}"
+
+
+def keep_group_best(result: SearchResult, groups: Sequence[Sequence[str]], settings: Settings) -> SearchResult:
+    """Make sure every search's best chunk (by the union rerank) is in the context.
+
+    One rerank against the whole question lets a strong focus crowd out a weak
+    one ("Arthur Conan Doyle" outscores "Penelope Lively" eight times over),
+    and a bridge paragraph found by a second hop shares few words with the
+    question.  Each search the loop ran asked for something the answer needs,
+    so its best chunk displaces the weakest kept chunk that is not itself some
+    search's best.  Same number of chunks, same token budget.
+    """
+    if not groups or not result.chunks:
+        return result
+    score = {c.chunk_id: (c.scores.rerank if c.scores.rerank is not None else -1.0) for c in result.candidates}
+    by_id = {c.chunk_id: c for c in result.candidates}
+    wanted: list[str] = []
+    for group in groups:
+        ranked = sorted((cid for cid in group if cid in score and score[cid] >= 0), key=lambda cid: -score[cid])
+        if ranked and ranked[0] not in wanted:
+            wanted.append(ranked[0])
+    wanted = wanted[: max(1, settings.retrieval.final_top_k // 2)]
+    kept = list(result.chunks)
+    kept_ids = {c.chunk_id for c in kept}
+    budget = settings.rag.context_max_tokens
+    for cid in wanted:
+        if cid in kept_ids:
+            continue
+        victims = [c for c in kept if c.chunk_id not in wanted]
+        if not victims:
+            break
+        victim = min(victims, key=lambda c: score.get(c.chunk_id, -1.0))
+        incoming = by_id[cid].model_copy(update={"kept": True, "cut_by": None})
+        room = budget - (sum(count_tokens(c.text) for c in kept) - count_tokens(victim.text))
+        if room < 20:
+            continue
+        if count_tokens(incoming.text) > room:
+            incoming = incoming.model_copy(update={"text": truncate_to_tokens(incoming.text, room)})
+        kept[kept.index(victim)] = incoming
+        kept_ids.discard(victim.chunk_id)
+        kept_ids.add(cid)
+    if kept_ids == {c.chunk_id for c in result.chunks}:
+        return result
+    kept.sort(key=lambda c: -score.get(c.chunk_id, -1.0))
+    candidates = [c.model_copy(update={"kept": c.chunk_id in kept_ids,
+                                       "cut_by": None if c.chunk_id in kept_ids else (c.cut_by or "coverage")})
+                  for c in result.candidates]
+    return result.model_copy(update={"chunks": kept, "candidates": candidates,
+                                     "used_tokens": sum(count_tokens(c.text) for c in kept)})
 
 
 def _merge(first: Sequence[RetrievedChunk], second: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:

@@ -79,6 +79,7 @@ class ToolContext:
     dedupe_hits: int = 0
     call_count: int = 0
     closed: bool = False
+    search_groups: list[list[str]] = field(default_factory=list)  # chunk ids each KB search returned, in order
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -132,6 +133,10 @@ class ToolContext:
             for text in texts:
                 if text not in self.memories:
                     self.memories.append(text)
+
+    def add_search_group(self, chunk_ids: Sequence[str]) -> None:
+        with self._lock:
+            self.search_groups.append(list(chunk_ids))
 
     def mark_web_used(self) -> None:
         with self._lock:
@@ -325,6 +330,8 @@ class Toolbox:
             return finish("deduplicated", "Already searched; try another angle or stop.", "repeated query")
         output = self.call(ctx, request.name, args)
         new, dup = ctx.absorb(output.chunks, request.name)
+        if request.name in ("searchDocs", "keywordSearch") and output.chunks:
+            ctx.add_search_group([c.chunk_id for c in output.chunks])
         return finish(output.status, output.text, output.message, output, new, dup)
 
 

@@ -1,0 +1,78 @@
+"""``docmind eval agentic``: agentic (offline tool policy) vs one-shot retrieval on a multi-hop set."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from docmind_core.errors import DocMindError
+
+
+def _cache_dir(engine=None) -> Path:
+    """$DOCMIND_HOME/cache, else the engine's home, else ./data/cache (the retrieval eval's cache too)."""
+    if os.environ.get("DOCMIND_HOME"):
+        return Path(os.environ["DOCMIND_HOME"]) / "cache"
+    home = getattr(engine, "home", None)
+    return Path(home) / "cache" if home else Path("data") / "cache"
+
+
+def _eval_group(cli: click.Group) -> click.Group:
+    """The ``eval`` group registered by eval_cmds, or a new one when that module is absent."""
+    group = cli.commands.get("eval")
+    if isinstance(group, click.Group):
+        return group
+
+    @cli.group(name="eval")
+    def eval_group():
+        """Quality evaluations."""
+
+    return eval_group
+
+
+def register(cli: click.Group, get_engine) -> None:
+    group = _eval_group(cli)
+
+    @group.command(name="agentic")
+    @click.argument("dataset_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+    @click.option("--limit", type=int, default=None, help="Evaluate only the first N judged questions")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
+    def eval_agentic(dataset_dir, limit, as_json):
+        """Share of questions with ALL gold paragraphs in the final context: agentic loop vs one-shot.
+
+        DATASET_DIR is a BEIR folder whose qrels list the paragraphs each question
+        needs (HotpotQA: two).  Both modes use the same settings, so the same
+        context budget; the agentic mode is driven by the offline tool policy.
+        """
+        from docmind_core.backends.embedders import build_embedder
+        from docmind_core.eval.agentic_eval import run_agentic_eval
+        from docmind_core.settings import Settings
+
+        engine = None
+        try:
+            engine = get_engine()
+            settings = engine.settings
+            embedder = getattr(engine, "embedder", None)
+        except DocMindError:
+            raise
+        except Exception:  # no usable home: evaluate with defaults
+            settings, embedder = Settings(), None
+        if embedder is None:
+            embedder, note = build_embedder(settings.embedding)
+            if note:
+                click.echo(f"note: {note}", err=True)
+        say = (lambda msg: click.echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
+        report = run_agentic_eval(dataset_dir, embedder, settings, _cache_dir(engine), limit=limit, progress=say)
+        if as_json:
+            click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+            return
+        click.echo(f"{report['dataset']}: {report['queries']} questions, {report['documents']} documents, "
+                   f"embedder {report['embedder']}, context {report['context_budget']}")
+        cols = ("both_gold_rate", "any_gold_rate", "mean_rounds", "mean_tool_calls", "p50_ms")
+        click.echo(f"{'mode':<10}" + "".join(f"{c:>17}" for c in cols))
+        for mode, values in report["modes"].items():
+            click.echo(f"{mode:<10}" + "".join(f"{values[c]:>17}" for c in cols))
+        click.echo(f"agentic - one_shot (both gold): {report['both_gold_gain_points']:+.1f} points")
