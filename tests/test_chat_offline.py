@@ -140,3 +140,33 @@ def test_understand_and_status(engine):
 def test_answers_are_deterministic(engine, prompts):
     assert answer(engine, prompts, "How much does the Nova X2 weigh?")[1] == \
         answer(engine, prompts, "How much does the Nova X2 weigh?")[1]
+
+
+TROUBLESHOOTING = [
+    RetrievedChunk(chunk_id="t1", document="troubleshooting_zh.md",
+                   text="## ERR-4012：许可证已过期\n\n原因：订阅许可证已经到期，或者超过 30 天没有刷新。\n\n处理步骤：\n"
+                        "1. 在控制台打开“许可证”页面，查看到期日期。\n2. 点击“立即同步”重新获取许可证。"),
+    RetrievedChunk(chunk_id="p1", document="pricing.html",
+                   text="Model | Price | Memory |\n\nOrbit S1 | 1,490 USD | 16 GB |\n\nOrbit S2 | 2,390 USD | 32 GB |"),
+    RetrievedChunk(chunk_id="d1", document="datasheet.pdf",
+                   text="Power and environment\nThe maximum power draw of the Orbit S2 is 45 W at full load."),
+]
+
+
+def test_a_code_heading_is_quoted_with_its_section(engine, prompts):
+    _, text = answer(engine, prompts, "错误代码 ERR-4012 是什么意思？怎么处理？", sources=TROUBLESHOOTING)
+    lines = text.splitlines()
+    assert lines[1] == "ERR-4012：许可证已过期[1]。"
+    assert any(line.startswith("原因：订阅许可证已经到期") for line in lines)
+    assert parse_citations(text, TROUBLESHOOTING, 8).coverage == 1.0
+
+
+def test_figures_answer_a_question_asked_in_another_language(engine, prompts):
+    _, text = answer(engine, prompts, "Orbit S1 和 S2 的价格分别是多少？", sources=TROUBLESHOOTING)
+    assert "1,490 USD" in text and "2,390 USD" in text and "[2]" in text
+    assert "Model | Price" not in text  # a table header states nothing
+
+
+def test_bare_titles_are_not_quoted(engine, prompts):
+    _, text = answer(engine, prompts, "What is the maximum power draw of the Orbit S2?", sources=TROUBLESHOOTING)
+    assert "45 W at full load [3]." in text and "Power and environment" not in text
