@@ -169,3 +169,17 @@ def test_main_entity_prefers_codes_and_names():
 ])
 def test_offline_classification_table(question, field, value):
     assert getattr(understand_offline(question, []), field) == value
+
+
+def test_offline_pronoun_inside_the_question_is_left_alone():
+    history = [Turn("user", "Tell me about Aurora.")]
+    u = understand_offline("When did Nimbus Cloud complete its SOC 2 audit?", history)
+    assert u.rewritten_query == "When did Nimbus Cloud complete its SOC 2 audit" and not u.is_ambiguous
+
+
+@pytest.mark.parametrize("question", [
+    "What did firmware 3.2.1 fix, and when was it released?",
+    "AUR-4012 是什么意思，怎么处理",
+])
+def test_offline_two_questions_in_one_are_medium(question):
+    assert understand_offline(question, []).complexity is Complexity.MEDIUM

@@ -121,6 +121,10 @@ def resolve_pronoun(question: str, history: Sequence[Turn]) -> tuple[str, bool]:
     en = None if zh else _EN_PRONOUN.search(question)
     if not zh and not en:
         return question, False
+    match = zh or en
+    if main_entity(question[:match.start()]):
+        # "When did Aurora Cloud complete its audit?": the pronoun points back inside the question
+        return question, False
     previous = _last_user_turn(history)
     entity = main_entity(previous) if previous else None
     if not entity:
@@ -153,6 +157,9 @@ _OUT_OF_SCOPE = re.compile(r"写一首|写首|作诗|讲个笑话|讲一个笑�
                            r"\btell me a joke\b|\bsing\b.+\bsong\b|\bplay a game\b", re.IGNORECASE)
 _MEMORY_HINT = re.compile(r"(我(?:喜欢|偏好|习惯|更喜欢|通常|一般)[^，。？?!！]{2,40})|"
                           r"\b(I (?:prefer|like|usually|always|work (?:at|on|with)|am a)\b[^,.?!]{2,60})", re.IGNORECASE)
+_SECOND_QUESTION = re.compile(
+    r"[,，;；]\s*(?:and\s+)?(?:what|when|where|which|who|why|how)\b|"
+    r"[,，;；]\s*(?:并且|而且|以及|还有|另外|同时)?(?:怎么|如何|为什么|哪|多少|什么时候|是否)", re.IGNORECASE)
 _ANSWER_LIKE_SPLIT = re.compile(r"[和与及跟、]|以及|\band\b|\bor\b", re.IGNORECASE)
 
 
@@ -172,8 +179,8 @@ def _complexity(question: str, intent: Intent) -> Complexity:
     foci = len(_ANSWER_LIKE_SPLIT.findall(question))
     if _CHAIN.search(question) or (intent is Intent.COMPARISON and foci >= 2):
         return Complexity.COMPLEX
-    if intent is Intent.COMPARISON or len(re.findall(r"[?？]", question)) >= 2:
-        return Complexity.MEDIUM
+    if intent is Intent.COMPARISON or len(re.findall(r"[?？]", question)) >= 2 or _SECOND_QUESTION.search(question):
+        return Complexity.MEDIUM  # several things asked at once
     long_question = len(keyword_tokens(question, stem=False)) > 14
     return Complexity.MEDIUM if long_question else Complexity.SIMPLE
 
