@@ -139,3 +139,45 @@ def test_offline_engine_loop_issues_two_searches_for_a_comparison():
     names = [c.name for c in first.tool_calls]
     assert names.count("searchDocs") >= 2
     assert {"a1", "a2"} <= {c.chunk_id for c in outcome.result.chunks}
+
+
+def test_eval_agentic_command_reports_both_modes(tmp_path, monkeypatch):
+    """`docmind eval agentic DIR --json` on a tiny generated two-hop set."""
+    import json
+
+    from click.testing import CliRunner
+
+    from docmind_core.cli import cli
+
+    data = tmp_path / "tiny"
+    data.mkdir()
+    docs = {
+        "d1": ("Kiss and Tell (1945 film)", "Kiss and Tell is a 1945 comedy film starring Shirley Temple as Corliss "
+                                            "Archer."),
+        "d2": ("Shirley Temple", "Shirley Temple was an actress who later served as Chief of Protocol of the United "
+                                 "States, a government position."),
+        "d3": ("Annie Morton", "Annie Morton is an American model born October 8, 1970."),
+        "d4": ("Terry Richardson", "Terry Richardson is an American fashion photographer born August 14, 1965."),
+        "d5": ("Pumps", "Centrifugal pumps move water with a rotating impeller."),
+    }
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "title": t, "text": x})
+                                                 for k, (t, x) in docs.items()), encoding="utf-8")
+    queries = [("q1", "What government position was held by the actress who played Corliss Archer in Kiss and Tell?"),
+               ("q2", "Who is older, Annie Morton or Terry Richardson?")]
+    (data / "queries.jsonl").write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in queries),
+                                        encoding="utf-8")
+    (data / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t1\nq2\td3\t1\nq2\td4\t1\n",
+                                    encoding="utf-8")
+    monkeypatch.setenv("DOCMIND_HOME", str(tmp_path / "home"))
+    import docmind_core.cli as cli_module
+
+    monkeypatch.setattr(cli_module._holder, "_engine", None)
+    monkeypatch.setattr(cli_module._holder, "home", tmp_path / "home")
+    out = CliRunner().invoke(cli, ["eval", "agentic", str(data), "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output[out.output.index("{"):])
+    assert set(report["modes"]) == {"agentic", "one_shot"}
+    for mode in report["modes"].values():
+        assert {"both_gold_rate", "any_gold_rate", "mean_rounds", "mean_tool_calls", "p50_ms"} <= set(mode)
+    assert report["modes"]["agentic"]["both_gold_rate"] == 1.0
+    assert report["modes"]["agentic"]["mean_rounds"] >= 1 and report["modes"]["one_shot"]["mean_rounds"] == 0

@@ -155,3 +155,26 @@ def test_memory_worker_results_are_memories_not_sources():
     assert outcome.memories == ["user 7 prefers the DM-4000"]
     assert events[0].memory_items == 1
     assert all(c.origin != "memory" for c in outcome.result.chunks)
+
+
+def test_keep_group_best_gives_every_search_its_best_chunk_within_the_budget():
+    from docmind_core.models import SearchResult, StageScores
+    from docmind_core.oneshot import keep_group_best
+    from docmind_core.text import count_tokens
+    from tests.agentic_world import chunk
+
+    def scored(cid, score, kept=True, cut=None):
+        return chunk(cid, f"text of {cid} " * 5).model_copy(update={
+            "scores": StageScores(rerank=score), "kept": kept, "cut_by": cut})
+
+    strong = [scored(f"s{i}", 0.9 - i * 0.05) for i in range(4)]
+    weak = scored("w0", 0.5, kept=False, cut="rerank")
+    result = SearchResult(query="q", chunks=strong, candidates=strong + [weak])
+    cfg = settings(**{"retrieval.final_top_k": 4, "rag.context_max_tokens": 200})
+    out = keep_group_best(result, [["s0", "s1", "s2", "s3"], ["w0"]], cfg)
+    ids = [c.chunk_id for c in out.chunks]
+    assert len(ids) == 4 and "w0" in ids and "s3" not in ids and ids[0] == "s0"
+    assert sum(count_tokens(c.text) for c in out.chunks) <= 200
+    cut = {c.chunk_id: c.cut_by for c in out.candidates}
+    assert cut["w0"] is None and cut["s3"] == "coverage"
+    assert keep_group_best(result, [], cfg) is result
