@@ -57,6 +57,10 @@ _GENERIC_CAPS = frozenset(
     "japanese canadian australian russian indian irish scottish dutch swedish korean mexican european "
     "are were is was do did does which who what where when how why whose whom both".split())
 
+# Words that ask for the comparison itself; they add nothing to a per-focus search.
+_COMPARISON_WORDS = frozenset("对比 比较 区别 差异 异同 分别 各自 相比 compare compared comparison difference differences "
+                              "versus vs both same".split())
+
 _posseg_lock = threading.Lock()
 
 
@@ -136,7 +140,8 @@ def split_foci(question: str) -> list[str]:
     if len(names) < 2 or len(set(n.lower() for n in names)) < 2:
         return []
     name_tokens = {t for n in names for t in keyword_tokens(n, stem=False)}
-    shared = [t for t in dict.fromkeys(keyword_tokens(text, stem=False)) if t not in name_tokens][:4]
+    shared = [t for t in dict.fromkeys(keyword_tokens(text, stem=False))
+              if t not in name_tokens and t not in _COMPARISON_WORDS][:4]
     return [" ".join([n, *shared]).strip() for n in names]
 
 
