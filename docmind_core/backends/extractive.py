@@ -294,4 +294,5 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
     names = ("、" if zh else ", ").join(dict.fromkeys(s.document for s in sources))
     if zh:
         return f"检索到的资料（{names}）中没有能回答这个问题的内容，因此我无法根据资料作答。"
-    return f"The retrieved sources ({names}) do not contain an answer to this question, so I cannot answer it from them."
+    return (f"The retrieved sources ({names}) do not contain an answer to this question, "
+            "so I cannot answer it from them.")

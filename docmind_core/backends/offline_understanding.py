@@ -156,7 +156,8 @@ _CHAIN = re.compile(r"的[^，。？?]{1,12}的[^，。？?]{1,12}(?:是|有)|\b
 _OUT_OF_SCOPE = re.compile(r"写一首|写首|作诗|讲个笑话|讲一个笑话|说个笑话|唱首歌|\bwrite (?:me )?a (?:poem|song|story|joke)\b|"
                            r"\btell me a joke\b|\bsing\b.+\bsong\b|\bplay a game\b", re.IGNORECASE)
 _MEMORY_HINT = re.compile(r"(我(?:喜欢|偏好|习惯|更喜欢|通常|一般)[^，。？?!！]{2,40})|"
-                          r"\b(I (?:prefer|like|usually|always|work (?:at|on|with)|am a)\b[^,.?!]{2,60})", re.IGNORECASE)
+                          r"\b(I (?:prefer|like|usually|always|work (?:at|on|with)|am a)\b[^,.?!]{2,60})",
+                          re.IGNORECASE)
 _SECOND_QUESTION = re.compile(
     r"[,，;；]\s*(?:and\s+)?(?:what|when|where|which|who|why|how)\b|"
     r"[,，;；]\s*(?:并且|而且|以及|还有|另外|同时)?(?:怎么|如何|为什么|哪|多少|什么时候|是否)", re.IGNORECASE)
