@@ -197,7 +197,8 @@ def understand_offline(question: str, history: Sequence[Turn]) -> Understanding:
     """The offline engine's classification and rewrite of one question."""
     fast = fast_scope(question, history)
     scope = fast.scope if fast else (Scope.OUT_OF_SCOPE if _OUT_OF_SCOPE.search(question) else Scope.KNOWLEDGE_QUERY)
-    scope_confidence = fast.confidence if fast else (0.6 if scope is Scope.OUT_OF_SCOPE else 0.7)
+    # the patterns for out-of-scope requests (poems, jokes) are unmistakable, so they are trusted
+    scope_confidence = fast.confidence if fast else (0.8 if scope is Scope.OUT_OF_SCOPE else 0.7)
 
     cleaned = strip_filler(question)
     rewritten, unresolved = resolve_pronoun(cleaned, history)
