@@ -170,3 +170,8 @@ def test_figures_answer_a_question_asked_in_another_language(engine, prompts):
 def test_bare_titles_are_not_quoted(engine, prompts):
     _, text = answer(engine, prompts, "What is the maximum power draw of the Orbit S2?", sources=TROUBLESHOOTING)
     assert "45 W at full load [3]." in text and "Power and environment" not in text
+
+
+def test_memory_ack_without_a_stored_memory_says_nothing_was_saved(engine, prompts):
+    _, text = answer(engine, prompts, "Remember that I prefer tea", template="memory_ack", sources=[])
+    assert "could not save" in text

@@ -125,9 +125,10 @@ def fallback_reply(language: str) -> str:
 def memory_ack_reply(memories: Sequence[str], language: str) -> str:
     memory = "；".join(m.strip() for m in memories if m.strip()) if _zh(language) else \
         "; ".join(m.strip() for m in memories if m.strip())
-    if _zh(language):
-        return f"好的，我记住了：{memory}。" if memory else "好的，我记住了。"
-    return f"Noted, I will remember: {memory}." if memory else "Noted, I will remember that."
+    if _zh(language):  # no memory means nothing could be stored (e.g. nobody is signed in)
+        return f"好的，我记住了：{memory}。" if memory else "这条内容没有保存到长期记忆：当前会话无法保存记忆（例如没有登录用户）。"
+    return f"Noted, I will remember: {memory}." if memory else \
+        "I could not save that to long-term memory in this session (for example, nobody is signed in)."
 
 
 # -- the engine -----------------------------------------------------------------
