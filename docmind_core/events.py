@@ -48,7 +48,7 @@ class ScopeDecided(_Event):
     kind: Literal["scope"] = "scope"
     scope: Scope
     confidence: float
-    via: Literal["regex", "model", "fallback"]
+    via: Literal["regex", "model", "offline", "fallback"]
     reason: str = ""
 
 

@@ -156,7 +156,7 @@ class AnswerPipeline:
                        or understanding.scope_confidence >= _MODEL_SCOPE_MIN_CONFIDENCE)
             state.scope = understanding.scope if trusted else Scope.KNOWLEDGE_QUERY
             yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence,
-                               via="fallback" if via == "fallback" else "model",
+                               via=via,
                                reason="" if trusted else f"model said {understanding.scope.value} "
                                                          f"with low confidence; treated as a knowledge query")
             yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"])

@@ -7,9 +7,10 @@ from typing import Any, Iterable
 from pydantic import BaseModel, Field
 
 from docmind_core.events import (
-    AgenticStep, AnswerStarted, Done, ErrorRaised, Event, Fallback, Graded, Reranked, Retrieved, Routed, RunStarted,
-    ScopeDecided, Token, Understood, WebCompensated,
+    AgenticStep, Done, ErrorRaised, Event, Fallback, Graded, Retrieved, Routed, RunStarted, ScopeDecided, Understood,
+    WebCompensated,
 )
+from docmind_core.timeline import timeline
 
 
 class SourceSummary(BaseModel):
@@ -107,65 +108,11 @@ def summarise(events: Iterable[Event]) -> RunSummary:
 
 
 def timeline_lines(events: Iterable[Event]) -> list[str]:
-    """A compact, human-readable line per event (tokens folded into one line)."""
+    """The shared timeline (the same rows the chat and Traces pages show) as plain text lines."""
     lines: list[str] = []
-    tokens = 0
-    for ev in events:
-        t = f"{ev.t_ms:8.1f} ms"
-        if isinstance(ev, Token):
-            tokens += 1
-            continue
-        if isinstance(ev, RunStarted):
-            live = ", ".join(f"{b.role}={b.name}" for b in ev.backends)
-            lines.append(f"{t}  run       {ev.run_id[:8]}  backends: {live}")
-        elif isinstance(ev, ScopeDecided):
-            lines.append(f"{t}  scope     {ev.scope.value} ({ev.via}, {ev.confidence:.2f}) {ev.reason}")
-        elif isinstance(ev, Understood):
-            u = ev.understanding
-            lines.append(f"{t}  understand rewritten={u.rewritten_query!r} intent={u.intent.value} "
-                         f"complexity={u.complexity.value} specificity={u.specificity.value} "
-                         f"ambiguous={u.is_ambiguous} time={u.time_aware} memory={u.memory_aware} ({ev.via})")
-        elif isinstance(ev, Routed):
-            plan = f" plan={list(ev.plan.tools)}{' (conservative)' if ev.plan.conservative else ''}" if ev.plan else ""
-            lines.append(f"{t}  routing   {ev.decision.mode.value} reason={ev.decision.reason}{plan} {ev.note}")
-        elif isinstance(ev, AgenticStep):
-            calls = "; ".join(f"{c.name}({_short_args(c.args)}) -> {c.result_count} [{c.status}]"
-                              for c in ev.tool_calls)
-            lines.append(f"{t}  agentic   round {ev.iteration}/{ev.max_iterations}: {calls} "
-                         f"(new {ev.new_chunks}, dup {ev.duplicate_chunks})")
-        elif isinstance(ev, Retrieved):
-            extra = ""
-            if ev.workers:
-                extra = " workers: " + ", ".join(f"{w.name}={w.hits} ({w.status}, {w.latency_ms:.0f} ms)"
-                                                 for w in ev.workers)
-            if ev.stop_reason:
-                extra += f" rounds={ev.rounds} stop={ev.stop_reason} dedupe={ev.dedupe_hits}"
-            lines.append(f"{t}  retrieval {ev.mode}: {ev.candidate_count} candidates "
-                         f"(kb {ev.kb_chunks}, web {ev.web_chunks}){extra}")
-        elif isinstance(ev, Reranked):
-            kept = sum(1 for c in ev.candidates if c.kept)
-            top = max((c.scores.rerank or 0.0 for c in ev.candidates), default=0.0)
-            lines.append(f"{t}  rerank    {len(ev.candidates)} scored by {ev.reranker}, kept {kept}, top {top:.3f}")
-        elif isinstance(ev, Graded):
-            g = ev.grade
-            lines.append(f"{t}  grader    {g.tier.value} top={g.top_score:.3f} coverage={g.lex_coverage:.2f} "
-                         f"({ev.round}) {g.reason}")
-        elif isinstance(ev, WebCompensated):
-            lines.append(f"{t}  web comp. {'ran' if ev.ran else 'skipped'}: {ev.reason} (+{ev.added_chunks})")
-        elif isinstance(ev, Fallback):
-            lines.append(f"{t}  FALLBACK  {ev.stage}: {ev.reason} -> {ev.to}")
-        elif isinstance(ev, ErrorRaised):
-            lines.append(f"{t}  ERROR     {ev.stage}: {ev.message}")
-        elif isinstance(ev, AnswerStarted):
-            lines.append(f"{t}  answer    prompt={ev.prompt} with {len(ev.sources)} sources")
-        elif isinstance(ev, Done):
-            conf = f"{ev.confidence.score:.2f} {ev.confidence.band}" if ev.confidence else "n/a"
-            cov = "n/a" if ev.citations.coverage is None else f"{ev.citations.coverage:.2f}"
-            lines.append(f"{t}  done      {tokens} tokens streamed; coverage={cov} invalid_refs="
-                         f"{ev.citations.invalid_refs} confidence={conf}")
+    for row in timeline(list(events)):
+        fields = "; ".join(f"{k}={v}" for k, v in row.fields.items() if v not in ("", "—"))
+        lines.append(f"{row.t_ms:9.1f} ms  {row.title}" + (f"  ({fields})" if fields else ""))
+        for item in row.items:
+            lines.append(" " * 14 + "- " + ", ".join(f"{k}={v}" for k, v in item.items() if v not in ("", None)))
     return lines
-
-
-def _short_args(args: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return text if len(text) <= 80 else text[:77] + "..."
