@@ -12,7 +12,8 @@ hybrid_rerank on the full sets, where it is flagged):
   sharing the most character bigrams with the question are hard negatives;
   plus 4 random chunks (unrelated).
 
-Features are computed exactly as at query time (``rerankers.relevance_features``),
+Features are computed exactly as at query time (``rerankers.relevance_features``,
+with the document title as the chunk's document name, as the evaluation names them),
 with the cosine from the cached chunk embeddings and the keyword signal as the
 chunk's BM25 score (rank_bm25 over the dataset's chunks, top 100 kept, like the
 keyword retriever's depth) divided by the best score in the candidate batch.
@@ -63,7 +64,7 @@ def _bm25(chunks):
     return BM25Okapi([keyword_tokens(c.text, stem=True) or ["_"] for c in chunks])
 
 
-def _rows(query, qvec, cand_idx, labels, kinds, chunks, vecs, bm25):
+def _rows(query, qvec, cand_idx, labels, kinds, chunks, vecs, bm25, titles):
     scores = bm25.get_scores(keyword_tokens(query, stem=True))
     top = set(np.argsort(-scores)[:KEYWORD_DEPTH].tolist())
     kw = [scores[i] if i in top and scores[i] > 0 else 0.0 for i in cand_idx]
@@ -71,7 +72,9 @@ def _rows(query, qvec, cand_idx, labels, kinds, chunks, vecs, bm25):
     terms = analyse_query(query)
     out = []
     for i, label, kind, k in zip(cand_idx, labels, kinds, kw):
-        out.append((relevance_features(terms, chunks[i].text, float(vecs[i] @ qvec), k / best), label, kind))
+        title = titles.get(chunks[i].doc_id, "")
+        out.append((relevance_features(terms, chunks[i].text, float(vecs[i] @ qvec), k / best, title=title),
+                    label, kind))
     return out
 
 
@@ -87,6 +90,7 @@ def hotpot_rows(eval_dir, cache, embedder, rng):
             q, d = line.rstrip("\n").split("\t")
             cands.setdefault(q, []).append(d)
     bm25 = _bm25(chunks)
+    titles = {d: t for d, (t, _x) in ds.corpus.items()}  # the document name the chunk carries at query time
     all_docs = list(ds.corpus)
     rows = []
     for qi in HOTPOT_HELD_OUT:
@@ -100,7 +104,7 @@ def hotpot_rows(eval_dir, cache, embedder, rng):
                 idx.append(i)
                 labels.append(1 if d in rel else 0)
                 kinds.append("relevant" if d in rel else ("hard" if d in own else "unrelated"))
-        rows += _rows(q.text, qvecs[qi], idx, labels, kinds, chunks, vecs, bm25)
+        rows += _rows(q.text, qvecs[qi], idx, labels, kinds, chunks, vecs, bm25, titles)
     return rows
 
 
@@ -111,6 +115,7 @@ def cmrc_rows(eval_dir, cache, embedder, rng):
         by_doc.setdefault(c.doc_id, []).append(i)
     bigrams = [{a + b for a, b in zip(c.text, c.text[1:])} for c in chunks]
     bm25 = _bm25(chunks)
+    titles = {d: t for d, (t, _x) in ds.corpus.items()}
     rows = []
     for qi in CMRC_HELD_OUT:
         q = ds.queries[qi]
@@ -127,7 +132,7 @@ def cmrc_rows(eval_dir, cache, embedder, rng):
         idx = own + near + rand
         labs = labels + [0] * (len(near) + len(rand))
         kinds = ["relevant" if l else "hard" for l in labels] + ["hard"] * len(near) + ["unrelated"] * len(rand)
-        rows += _rows(q.text, qvecs[qi], idx, labs, kinds, chunks, vecs, bm25)
+        rows += _rows(q.text, qvecs[qi], idx, labs, kinds, chunks, vecs, bm25, titles)
     return rows
 
 

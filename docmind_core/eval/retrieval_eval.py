@@ -151,9 +151,15 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
     records: list[ChunkRecord] = []
     indexed: list[IndexedChunk] = []
     beir_of_doc: dict[int, str] = {}
+    used_names: set[str] = set()
     for beir_id, (title, text) in dataset.corpus.items():
         body = f"{title}\n{text}" if title else text
-        doc_id = store.begin_document(kb.id, beir_id, source_path="", content_hash=beir_id, mime="text/plain",
+        # the document is named by its title, as an ingested file is by its name (the reranker reads it)
+        name = title.strip() or beir_id
+        if name in used_names:
+            name = f"{name} ({beir_id})"
+        used_names.add(name)
+        doc_id = store.begin_document(kb.id, name, source_path="", content_hash=beir_id, mime="text/plain",
                                       size=len(body), text=body)
         beir_of_doc[doc_id] = beir_id
         for n, i in enumerate(by_doc.get(beir_id, [])):
