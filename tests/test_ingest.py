@@ -53,22 +53,23 @@ class HashingEmbedder:
 
 
 class FailingVectorStore:
-    """Wraps a real vector store and raises after ``fail_after`` chunks were written (a failure mid-document)."""
+    """Wraps a real vector store and fails on the chunk containing ``marker``, after writing the chunks before it.
 
-    def __init__(self, inner, fail_after: int):
+    Tied to content rather than to a call count, so the failure happens in the
+    middle of one document every time, however the ingest groups its batches.
+    """
+
+    def __init__(self, inner, marker: str = "KABOOM"):
         self.inner = inner
-        self.fail_after = fail_after
-        self.written = 0
+        self.marker = marker
         self.name = inner.name
 
     def add(self, chunks, embeddings):
-        if self.written + len(chunks) > self.fail_after:
-            keep = self.fail_after - self.written
-            self.inner.add(chunks[:keep], embeddings[:keep])  # some vectors really land before the failure
-            self.written = self.fail_after
-            raise RuntimeError("vector store went away")
+        for i, chunk in enumerate(chunks):
+            if self.marker in chunk.text:
+                self.inner.add(chunks[:i], embeddings[:i])  # some vectors really land before the failure
+                raise RuntimeError("vector store went away")
         self.inner.add(chunks, embeddings)
-        self.written += len(chunks)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -191,31 +192,35 @@ def test_bad_files_fail_clearly_while_the_batch_lands(world, tmp_path):
 
 def test_failure_mid_document_leaves_nothing_behind(tmp_path):
     base = World(tmp_path / "home")
-    failing = FailingVectorStore(base.vectors, fail_after=6)
     world = World.__new__(World)
     world.__dict__.update(base.__dict__)
-    world.ingestor = Ingestor(base.store, base.embedder, failing, base.keywords)
+    world.ingestor = Ingestor(base.store, base.embedder, FailingVectorStore(base.vectors), base.keywords)
     first = tmp_path / "first.md"
     first.write_text(EN, encoding="utf-8")
     long = tmp_path / "long.md"
-    long.write_text(EN * 12 + ZH * 6, encoding="utf-8")
-    outcomes = {o.name: o for o in world.ingest([first, long])}
+    long.write_text(EN * 6 + " KABOOM. " + EN * 6 + ZH * 6, encoding="utf-8")
+    last = tmp_path / "last.md"
+    last.write_text(ZH, encoding="utf-8")
+    outcomes = {o.name: o for o in world.ingest([first, long, last])}
     assert outcomes["first.md"].status == "added"
+    assert outcomes["last.md"].status == "added"
     assert outcomes["long.md"].status == "failed"
     assert "vector store went away" in outcomes["long.md"].error
     kb = world.kb()
     failed_id = outcomes["long.md"].doc_id
     assert world.footprint(kb.id, failed_id) == (0, 0, 0)
     assert world.store.get_document(failed_id).status == "failed"
-    assert world.footprint(kb.id, outcomes["first.md"].doc_id)[1:] == (1, 1)
-    assert base.vectors.count(kb.id) == outcomes["first.md"].chunks  # the 6 - n vectors written were removed
+    for name in ("first.md", "last.md"):
+        assert world.footprint(kb.id, outcomes[name].doc_id)[1:] == (1, 1)
+    # the vectors written for long.md before the failure were removed again
+    assert base.vectors.count(kb.id) == outcomes["first.md"].chunks + outcomes["last.md"].chunks
     # With the store healthy again, the same file lands.
     retry = {o.name: o for o in base.ingest([long])}
     assert retry["long.md"].status == "added" and retry["long.md"].doc_id == failed_id
 
 
 class DownVectorStore(FailingVectorStore):
-    """Fails mid-document and then refuses deletes too, as a store that went away would."""
+    """Fails mid-document and refuses deletes too, as a store that went away would."""
 
     def delete_document(self, kb_id, doc_id):
         raise ConnectionError("vector store unreachable")
@@ -223,19 +228,32 @@ class DownVectorStore(FailingVectorStore):
 
 def test_failed_cleanup_leaves_the_document_pending_for_reconcile(tmp_path):
     base = World(tmp_path / "home")
-    broken = Ingestor(base.store, base.embedder, DownVectorStore(base.vectors, fail_after=3), base.keywords)
+    broken = Ingestor(base.store, base.embedder, DownVectorStore(base.vectors), base.keywords)
     path, other = tmp_path / "doc.md", tmp_path / "other.md"
-    path.write_text(EN * 6, encoding="utf-8")
+    path.write_text(EN * 3 + " KABOOM. " + EN * 3, encoding="utf-8")
     other.write_text(ZH, encoding="utf-8")
     kb = base.kb()
     outcomes = broken.ingest(kb.id, [path, other], SMALL)
     assert outcomes[0].status == "failed" and "clean-up will finish at the next start" in outcomes[0].error
     assert base.store.get_document(outcomes[0].doc_id).status == "pending"
-    assert outcomes[1].status == "failed"  # the store is still down for the next file
+    assert outcomes[1].status == "added"  # the batch went on
     repairs = base.ingestor.reconcile()  # next start, store healthy again
     assert any("doc.md" in line for line in repairs)
     assert base.footprint(kb.id, outcomes[0].doc_id) == (0, 0, 0)
-    assert base.vectors.count(kb.id) == 0 and base.keywords.count(kb.id) == 0
+    assert base.vectors.count(kb.id) == base.keywords.count(kb.id) == outcomes[1].chunks
+
+
+def test_small_documents_share_embedding_batches(world, tmp_path):
+    paths = []
+    for i in range(8):
+        paths.append(tmp_path / f"note{i}.md")
+        paths[-1].write_text(f"Short note number {i} about the Nimbus N{i}.", encoding="utf-8")
+    outcomes = world.ingest(paths)  # batch_size 4 in SMALL
+    assert [o.status for o in outcomes] == ["added"] * 8
+    assert [o.name for o in outcomes] == [p.name for p in paths]
+    assert world.embedder.calls == 2  # 8 one-chunk documents, two full batches
+    kb = world.kb()
+    assert world.vectors.count(kb.id) == 8 == world.keywords.count(kb.id)
 
 
 def test_unchanged_reingest_is_a_noop_and_changed_file_replaces(world, tmp_path):
