@@ -173,3 +173,18 @@ def test_unreachable_server_is_a_clear_error():
     port = _free_port()
     with pytest.raises(BackendUnavailable, match="Cannot reach the Chroma server"):
         ChromaVectorStore(url=f"http://127.0.0.1:{port}")
+
+
+def test_a_collection_deleted_by_another_client_is_looked_up_again(tmp_path):
+    app = ChromaVectorStore(path=tmp_path / "chroma")
+    vectors = _fill(app, 1, {10: 2})
+    cid, vec = next(iter(vectors.items()))
+    assert app.query([1], vec, top_k=1)[0][0] == cid  # the app now holds a cached handle
+    cli = ChromaVectorStore(path=tmp_path / "chroma")  # e.g. `docmind kb delete` + re-ingest elsewhere
+    cli.delete_kb(1)
+    assert app.query([1], vec, top_k=1) == []
+    again = _fill(cli, 1, {11: 2}, seed=5)
+    cid2, vec2 = next(iter(again.items()))
+    assert app.query([1], vec2, top_k=1)[0][0] == cid2
+    _fill(app, 1, {12: 1}, seed=9)
+    assert app.count(1) == 3

@@ -97,6 +97,22 @@ class ChromaVectorStore:
         self._collections[kb_id] = col
         return col
 
+    def _fresh_retry(self, kb_id: int, create: bool, action):
+        """Run ``action(collection)``; if a cached handle went stale (the collection was deleted and
+        perhaps re-created by another process), look the collection up again and retry once.
+        Returns None when the collection does not exist and ``create`` is False."""
+        for attempt in (1, 2):
+            col = self._collection(kb_id, create=create)
+            if col is None:
+                return None
+            try:
+                return action(col)
+            except Exception:
+                self._collections.pop(kb_id, None)
+                if attempt == 2:
+                    raise
+        return None
+
     def kb_ids(self) -> set[int]:
         """KBs that have a collection (used to drop collections of KBs deleted during a crash)."""
         ids = set()
@@ -120,12 +136,12 @@ class ChromaVectorStore:
         for i, chunk in enumerate(chunks):
             by_kb.setdefault(chunk.kb_id, []).append(i)
         for kb_id, rows in by_kb.items():
-            col = self._collection(kb_id, create=True)
             for start in range(0, len(rows), self._max_batch):
                 part = rows[start:start + self._max_batch]
                 # upsert: a retried batch must not fail on ids it already wrote
-                col.upsert(ids=[chunks[i].chunk_id for i in part], embeddings=vectors[part],
-                           metadatas=[{"kb_id": int(chunks[i].kb_id), "doc_id": int(chunks[i].doc_id)} for i in part])
+                self._fresh_retry(kb_id, True, lambda col: col.upsert(
+                    ids=[chunks[i].chunk_id for i in part], embeddings=vectors[part],
+                    metadatas=[{"kb_id": int(chunks[i].kb_id), "doc_id": int(chunks[i].doc_id)} for i in part]))
 
     def query(self, kb_ids: Sequence[int], embedding: np.ndarray, top_k: int,
               doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
@@ -139,10 +155,10 @@ class ChromaVectorStore:
         query = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
         hits: list[tuple[str, float]] = []
         for kb_id in dict.fromkeys(kb_ids):
-            col = self._collection(kb_id, create=False)
-            if col is None:
+            result = self._fresh_retry(kb_id, False, lambda col: col.query(
+                query_embeddings=query, n_results=int(top_k), where=where, include=["distances"]))
+            if result is None:
                 continue
-            result = col.query(query_embeddings=query, n_results=int(top_k), where=where, include=["distances"])
             ids = result["ids"][0] if result["ids"] else []
             distances = result["distances"][0] if result["distances"] else []
             hits.extend((cid, 1.0 - float(dist)) for cid, dist in zip(ids, distances))
@@ -150,9 +166,7 @@ class ChromaVectorStore:
         return hits[:top_k]
 
     def delete_document(self, kb_id: int, doc_id: int) -> None:
-        col = self._collection(kb_id, create=False)
-        if col is not None:
-            col.delete(where={"doc_id": int(doc_id)})
+        self._fresh_retry(kb_id, False, lambda col: col.delete(where={"doc_id": int(doc_id)}))
 
     def delete_kb(self, kb_id: int) -> None:
         self._collections.pop(kb_id, None)
@@ -162,13 +176,13 @@ class ChromaVectorStore:
             pass
 
     def count(self, kb_id: int) -> int:
-        col = self._collection(kb_id, create=False)
-        return 0 if col is None else col.count()
+        return self._fresh_retry(kb_id, False, lambda col: col.count()) or 0
 
     def document_ids(self, kb_id: int) -> set[int]:
-        col = self._collection(kb_id, create=False)
-        if col is None:
-            return set()
+        return self._fresh_retry(kb_id, False, self._document_ids) or set()
+
+    @staticmethod
+    def _document_ids(col) -> set[int]:
         found: set[int] = set()
         page = 5000
         offset = 0
