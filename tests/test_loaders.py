@@ -134,3 +134,12 @@ def test_decode_prefers_utf8_then_detects():
     assert decode_text("x", "naïve café".encode("utf-8")) == "naïve café"
     long_zh = (ZH * 4).encode("gb18030")
     assert decode_text("x", long_zh) == ZH * 4
+
+
+def test_pdf_soft_wrapped_lines_are_joined(tmp_path):
+    long_sentence = ("The appliance accepts 100-240 V AC through the supplied adapter and keeps working on battery "
+                     "power for ten minutes after a power cut so that it can shut down cleanly.")
+    path = make_pdf(tmp_path / "wrap.pdf", ["Power", long_sentence])
+    text = load_document(path).text
+    assert long_sentence in text  # one line again, although the PDF wrapped it
+    assert text.startswith("Power\n")  # a heading line stays on its own

@@ -165,7 +165,22 @@ def _parse_pdf(name: str, data: bytes) -> str:
         raise IngestError(f"{name}: corrupt or unreadable PDF ({exc})") from None
     except Exception as exc:  # pypdf raises many internal types on damaged files
         raise IngestError(f"{name}: corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from None
-    return "\n\n".join(p.strip() for p in pages if p.strip())
+    return "\n\n".join(_unwrap_lines(p.strip()) for p in pages if p.strip())
+
+
+_SOFT_WRAP_EN = re.compile(r"(?<=[A-Za-z0-9,;)])[ \t]*\n(?=[a-z(])")
+_SOFT_WRAP_ZH = re.compile(r"(?<=[\u4e00-\u9fff，、])[ \t]*\n(?=[\u4e00-\u9fff])")
+
+
+def _unwrap_lines(text: str) -> str:
+    """Join lines that the PDF layout wrapped mid-sentence, so sentence splitting sees whole sentences.
+
+    A break is kept when the next line starts with a capital (a heading or a
+    new sentence) or the line ends with sentence punctuation.
+    """
+    text = re.sub(r"(?<=[a-z])-\n(?=[a-z])", "", text)  # hyphenated word split across lines
+    text = _SOFT_WRAP_EN.sub(" ", text)
+    return _SOFT_WRAP_ZH.sub("", text)
 
 
 def _parse_docx(name: str, data: bytes) -> str:
