@@ -161,10 +161,11 @@ class Ingestor:
             return _outcome(source, started, "failed", error=message)
         return _Prepared(source=source, reporter=reporter, started=started, digest=digest, size=len(data),
                          text=loaded.text, mime=loaded.mime, parents=parents, children=children,
-                         existing=existing)
+                         existing=existing, prepare_seconds=time.perf_counter() - started)
 
     def _flush(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings,
                outcomes: list[IngestOutcome | None]) -> None:
+        write_started = time.perf_counter()
         try:
             self._write(kb, group, settings)
         except BaseException as exc:
@@ -177,11 +178,16 @@ class Ingestor:
             for doc in group:
                 self._flush(kb, [doc], settings, outcomes)
             return
+        write_seconds = time.perf_counter() - write_started
+        total_chunks = sum(len(d.children) for d in group)
         for doc in group:
             doc.reporter("done", 1.0, f"{len(doc.children)} chunks")
             status = "replaced" if doc.existing is not None and doc.existing.status == "complete" else "added"
-            outcomes[doc.position] = _outcome(doc.source, doc.started, status, doc_id=doc.doc_id,
-                                              chunks=len(doc.children))
+            # A grouped document's time: its own parsing plus its share of the group's writing.
+            seconds = doc.prepare_seconds + write_seconds * len(doc.children) / total_chunks
+            outcomes[doc.position] = IngestOutcome(path=str(doc.source.path), name=doc.source.name, status=status,
+                                                   doc_id=doc.doc_id, chunks=len(doc.children),
+                                                   seconds=round(seconds, 3))
 
     def _write(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings) -> None:
         """Write a group of documents to all three stores; each stays pending until all of it is written."""
@@ -333,6 +339,7 @@ class _Prepared:
     parents: list[TextChunk]
     children: list[TextChunk]
     existing: DocumentRecord | None
+    prepare_seconds: float = 0.0
     position: int = 0
     doc_id: int | None = None
 
