@@ -495,3 +495,21 @@ def test_demo_generator_is_deterministic(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for name in ("nimbus_n2_datasheet.pdf", "nimbus_manual_zh.docx"):
         assert (tmp_path / name).read_bytes() == (DEMO / name).read_bytes(), name
+
+
+def test_concurrent_ingests_of_the_same_file_do_not_interleave(world, tmp_path):
+    import threading
+
+    path = tmp_path / "doc.md"
+    path.write_text(EN * 4, encoding="utf-8")
+    kb = world.kb()
+    results = []
+    threads = [threading.Thread(target=lambda: results.extend(world.ingestor.ingest(kb.id, [path], SMALL)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(o.status for o in results) == ["added", "unchanged", "unchanged"]
+    doc = world.store.find_document(kb.id, "doc.md")
+    assert world.vectors.count(kb.id) == doc.chunk_count == world.keywords.count(kb.id)

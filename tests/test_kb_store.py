@@ -49,6 +49,8 @@ def test_kb_errors_are_clear(store):
         store.create_kb("demo", "e", 4)
     with pytest.raises(DocMindError, match="needs a name"):
         store.create_kb("  ", "e", 4)
+    with pytest.raises(DocMindError, match="visibility must be one of"):
+        store.create_kb("x", "e", 4, visibility="everyone")
     with pytest.raises(NotFound, match="No knowledge base named 'nope'"):
         store.get_kb_by_name("nope")
     with pytest.raises(NotFound):

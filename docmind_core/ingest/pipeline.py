@@ -16,9 +16,11 @@ is also in the returned :class:`IngestOutcome` list.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import logging
+import threading
 import time
 from fnmatch import fnmatch
 from dataclasses import dataclass
@@ -80,6 +82,17 @@ def _ignore_patterns(folder: Path) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
+def _serialised(method):
+    """Run an Ingestor method under its write lock."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._write_lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 class Ingestor:
     """Keeps SQLite, the vector store and the keyword index in step for ingest and delete."""
 
@@ -89,6 +102,9 @@ class Ingestor:
         self.embedder = embedder
         self.vector_store = vector_store
         self.keyword_index = keyword_index
+        # One writer at a time: two sessions ingesting the same file name would otherwise
+        # interleave their purge and write steps.  Searches never take this lock.
+        self._write_lock = threading.RLock()
 
     # ------------------------------------------------------------------
     # Ingest
@@ -101,6 +117,7 @@ class Ingestor:
                 f"configured embedder is {self.embedder.id} ({self.embedder.dim}-d). Re-index it with "
                 f"`docmind kb reindex {kb.name}`, or switch the embedding settings back.")
 
+    @_serialised
     def ingest(self, kb_id: int, paths: Sequence[Path | str], settings: Settings,
                progress: ProgressCallback | None = None, names: Sequence[str] | None = None) -> list[IngestOutcome]:
         """Ingest files and folders into a KB; one outcome per file, in order.
@@ -251,12 +268,14 @@ class Ingestor:
         self.keyword_index.delete_document(kb_id, doc_id)
         self.store.delete_chunks_of_document(doc_id)
 
+    @_serialised
     def delete_document(self, doc_id: int) -> None:
         doc = self.store.get_document(doc_id)
         self.store.set_document_status(doc_id, "pending")  # a crash half-way leaves work for reconcile()
         self._purge_document(doc.kb_id, doc_id)
         self.store.delete_document(doc_id)
 
+    @_serialised
     def delete_kb(self, kb_id: int) -> None:
         self.store.get_kb(kb_id)
         self.store.set_kb_documents_status(kb_id, "pending")
@@ -264,6 +283,7 @@ class Ingestor:
         self.keyword_index.delete_kb(kb_id)
         self.store.delete_kb(kb_id)
 
+    @_serialised
     def reconcile(self) -> list[str]:
         """Repair what an interrupted ingest or delete left behind; returns one line per repair.
 
@@ -305,6 +325,7 @@ class Ingestor:
             log.warning("reconcile: %s", line)
         return repairs
 
+    @_serialised
     def reindex_kb(self, kb_id: int, progress: ProgressCallback | None = None, batch_size: int = 64) -> int:
         """Re-embed every chunk of a KB with the current embedder (after the embedding model changed).
 

@@ -16,6 +16,7 @@ from docmind_core.errors import DocMindError, NotFound
 from docmind_core.models import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase
 from docmind_core.store.db import Database, utcnow
 
+_VISIBILITIES = ("private", "department", "public")
 _KB_FIELDS = ("name", "description", "embedder_id", "embedding_dim", "owner_id", "department", "visibility")
 _DOC_COLUMNS = "id, kb_id, name, source_path, content_hash, mime, size, status, error, created_at"
 _CHUNK_COLUMNS = "id, kb_id, doc_id, idx, is_parent, parent_id, text, token_count, start, end"
@@ -50,6 +51,8 @@ class KnowledgeStore:
         name = name.strip()
         if not name:
             raise DocMindError("A knowledge base needs a name.")
+        if visibility not in _VISIBILITIES:
+            raise DocMindError(f"visibility must be one of {', '.join(_VISIBILITIES)}, not {visibility!r}.")
         try:
             with self.db.transaction() as db:
                 kb_id = db["knowledge_bases"].insert({
@@ -85,6 +88,8 @@ class KnowledgeStore:
         if unknown:
             raise ValueError(f"not a knowledge base field: {', '.join(sorted(unknown))}")
         self.get_kb(kb_id)
+        if "visibility" in fields and fields["visibility"] not in _VISIBILITIES:
+            raise DocMindError(f"visibility must be one of {', '.join(_VISIBILITIES)}, not {fields['visibility']!r}.")
         if fields:
             try:
                 with self.db.transaction() as db:
