@@ -1,4 +1,4 @@
-"""Ingestion: files → text → chunks → SQLite rows, vectors and keyword entries, one document at a time.
+"""Ingestion: files → text → chunks → SQLite rows, vectors and keyword entries.
 
 Atomic per document.  The document row is written first with status
 ``pending``; chunk rows, vectors and keyword entries follow; only then is the
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import logging
+import math
 import threading
 import time
-from fnmatch import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -30,7 +29,8 @@ from typing import Callable, Sequence
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
 from docmind_core.errors import DocMindError, EmbedderMismatch, IngestError
 from docmind_core.ingest.chunking import TextChunk, chunk_document
-from docmind_core.ingest.loaders import MAX_FILE_BYTES, load_document, mime_for
+from docmind_core.ingest.loaders import load_document, mime_for
+from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase
 from docmind_core.settings import Settings
 from docmind_core.store.kb_store import KnowledgeStore
@@ -38,48 +38,6 @@ from docmind_core.store.kb_store import KnowledgeStore
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[IngestProgress], None]
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    path: Path
-    name: str  # the document name inside the KB
-
-
-def expand_paths(paths: Sequence[Path | str], names: Sequence[str] | None = None) -> list[SourceFile]:
-    """Files to ingest: files as given, folders walked recursively (hidden files and folders skipped).
-
-    Files found in a folder are named by their path relative to that folder,
-    so ``a/readme.md`` and ``b/readme.md`` stay two documents.  A
-    ``.docmindignore`` file in a given folder lists glob patterns to leave out.
-    """
-    if names is not None and len(names) != len(paths):
-        raise ValueError(f"{len(names)} names for {len(paths)} paths")
-    found: list[SourceFile] = []
-    for i, raw in enumerate(paths):
-        path = Path(raw)
-        if path.is_dir():
-            ignored = _ignore_patterns(path)
-            for child in sorted(path.rglob("*")):
-                rel = child.relative_to(path)
-                if (child.is_file() and not any(part.startswith(".") for part in rel.parts)
-                        and not any(fnmatch(rel.as_posix(), pat) or fnmatch(child.name, pat) for pat in ignored)):
-                    found.append(SourceFile(child, rel.as_posix()))
-        else:
-            found.append(SourceFile(path, names[i] if names is not None else path.name))
-    return found
-
-
-IGNORE_FILE = ".docmindignore"
-
-
-def _ignore_patterns(folder: Path) -> list[str]:
-    """Glob patterns from the folder's .docmindignore (one per line, # comments), e.g. notes that are not content."""
-    ignore = folder / IGNORE_FILE
-    if not ignore.is_file():
-        return []
-    lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
 def _serialised(method):
@@ -154,7 +112,7 @@ class Ingestor:
         reporter("parsing", 0.0)
         data, digest = b"", ""
         try:
-            data = _read_bytes(source.path)
+            data = read_bytes(source.path)
             digest = hashlib.sha256(data).hexdigest()
             existing = self.store.find_document(kb.id, source.name)
             if existing is not None and existing.status == "complete" and existing.content_hash == digest:
@@ -384,17 +342,6 @@ class _Reporter:
                                          stage=stage, fraction=min(1.0, max(0.0, fraction)), message=message))
         except Exception:
             log.exception("ingest progress callback failed")
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise IngestError(f"{path.name}: cannot read the file ({exc.strerror or exc})") from None
-    if size > MAX_FILE_BYTES:
-        raise IngestError(f"{path.name}: file is too large ({size / 1e6:.1f} MB; the limit is "
-                          f"{MAX_FILE_BYTES / 1e6:.0f} MB)")
-    return path.read_bytes()
 
 
 def _describe(exc: BaseException) -> str:

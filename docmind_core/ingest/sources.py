@@ -1,0 +1,65 @@
+"""Which files an ingest reads: folder walks, .docmindignore, display names, the size limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Sequence
+
+from docmind_core.errors import IngestError
+from docmind_core.ingest.loaders import MAX_FILE_BYTES
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    name: str  # the document name inside the KB
+
+
+def expand_paths(paths: Sequence[Path | str], names: Sequence[str] | None = None) -> list[SourceFile]:
+    """Files to ingest: files as given, folders walked recursively (hidden files and folders skipped).
+
+    Files found in a folder are named by their path relative to that folder,
+    so ``a/readme.md`` and ``b/readme.md`` stay two documents.  A
+    ``.docmindignore`` file in a given folder lists glob patterns to leave out.
+    """
+    if names is not None and len(names) != len(paths):
+        raise ValueError(f"{len(names)} names for {len(paths)} paths")
+    found: list[SourceFile] = []
+    for i, raw in enumerate(paths):
+        path = Path(raw)
+        if path.is_dir():
+            ignored = _ignore_patterns(path)
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path)
+                if (child.is_file() and not any(part.startswith(".") for part in rel.parts)
+                        and not any(fnmatch(rel.as_posix(), pat) or fnmatch(child.name, pat) for pat in ignored)):
+                    found.append(SourceFile(child, rel.as_posix()))
+        else:
+            found.append(SourceFile(path, names[i] if names is not None else path.name))
+    return found
+
+
+IGNORE_FILE = ".docmindignore"
+
+
+def _ignore_patterns(folder: Path) -> list[str]:
+    """Glob patterns from the folder's .docmindignore (one per line, # comments), e.g. notes that are not content."""
+    ignore = folder / IGNORE_FILE
+    if not ignore.is_file():
+        return []
+    lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, refusing unreadable or too large files with an IngestError."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise IngestError(f"{path.name}: cannot read the file ({exc.strerror or exc})") from None
+    if size > MAX_FILE_BYTES:
+        raise IngestError(f"{path.name}: file is too large ({size / 1e6:.1f} MB; the limit is "
+                          f"{MAX_FILE_BYTES / 1e6:.0f} MB)")
+    return path.read_bytes()
