@@ -513,3 +513,22 @@ def test_concurrent_ingests_of_the_same_file_do_not_interleave(world, tmp_path):
     assert sorted(o.status for o in results) == ["added", "unchanged", "unchanged"]
     doc = world.store.find_document(kb.id, "doc.md")
     assert world.vectors.count(kb.id) == doc.chunk_count == world.keywords.count(kb.id)
+
+
+def test_cli_reindex_and_json_listing(world, tmp_path):
+    import json
+
+    path = tmp_path / "doc.md"
+    path.write_text(EN, encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(_cli(world), ["ingest", str(path), "--kb", "demo", "--no-progress"]).exit_code == 0
+    listed = json.loads(runner.invoke(_cli(world), ["kb", "list", "--json"]).output)
+    assert listed[0]["name"] == "demo" and listed[0]["document_count"] == 1
+    world.embedder = HashingEmbedder(dim=32, id="test:hashing-32")  # the configured embedder changed
+    world.ingestor = Ingestor(world.store, world.embedder, world.vectors, world.keywords)
+    result = runner.invoke(_cli(world), ["ingest", str(path), "--kb", "demo", "--no-progress"])
+    assert result.exit_code != 0 and "docmind kb reindex demo" in str(result.exception)
+    result = runner.invoke(_cli(world), ["kb", "reindex", "demo"])
+    assert result.exit_code == 0 and "re-embedded" in result.output and "test:hashing-32" in result.output
+    shown = json.loads(runner.invoke(_cli(world), ["kb", "show", "demo", "--json"]).output)
+    assert shown["kb"]["embedder_id"] == "test:hashing-32" and shown["documents"][0]["status"] == "complete"
