@@ -13,7 +13,7 @@ hybrid_rerank on the full sets, where it is flagged):
   plus 4 random chunks (unrelated).
 
 Features are computed exactly as at query time (``rerankers.relevance_features``,
-with the document title as the chunk's document name, as the evaluation names them),
+with --titles also the document title, as the evaluation names documents),
 with the cosine from the cached chunk embeddings and the keyword signal as the
 chunk's BM25 score (rank_bm25 over the dataset's chunks, top 100 kept, like the
 keyword retriever's depth) divided by the best score in the candidate batch.
@@ -22,7 +22,7 @@ The fit: L2-regularised logistic regression (Newton steps), classes balanced
 by sample weights.  Afterwards the intercept is lowered, if needed, until at
 most 20% of the unrelated pairs score above 0.25.
 
-Usage: python bench/calibrate_reranker.py EVAL_DIR [--cache DIR]
+Usage: python bench/calibrate_reranker.py EVAL_DIR [--cache DIR] [--titles]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from docmind_core.text import keyword_tokens  # noqa: E402
 HOTPOT_HELD_OUT = range(400, 500)
 CMRC_HELD_OUT = range(2919, 3219)
 KEYWORD_DEPTH = 100
+USE_TITLES = False  # --titles: count the document title towards coverage (OfflineReranker(use_titles=True))
 
 
 def _load(eval_dir: Path, name: str, cache: EmbeddingCache, embedder):
@@ -72,7 +73,7 @@ def _rows(query, qvec, cand_idx, labels, kinds, chunks, vecs, bm25, titles):
     terms = analyse_query(query)
     out = []
     for i, label, kind, k in zip(cand_idx, labels, kinds, kw):
-        title = titles.get(chunks[i].doc_id, "")
+        title = titles.get(chunks[i].doc_id, "") if USE_TITLES else ""
         out.append((relevance_features(terms, chunks[i].text, float(vecs[i] @ qvec), k / best, title=title),
                     label, kind))
     return out
@@ -153,7 +154,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("eval_dir", type=Path)
     ap.add_argument("--cache", type=Path, default=Path("data/cache"))
+    ap.add_argument("--titles", action="store_true", help="fit the title-aware variant")
     args = ap.parse_args()
+    global USE_TITLES
+    USE_TITLES = args.titles
     rng = random.Random(13)
     embedder = Usem3Embedder()
     cache = EmbeddingCache(args.cache)

@@ -74,3 +74,12 @@ def test_build_reranker_falls_back_with_a_note(embedder, tmp_path):
     settings = Settings().with_overrides({"reranker.provider": "cross_encoder", "reranker.model": str(tmp_path / "x")})
     reranker, note = build_reranker(settings, embedder)
     assert isinstance(reranker, OfflineReranker) and "cannot load" in note
+
+
+def test_title_aware_variant_counts_the_document_name(embedder):
+    plain = OfflineReranker(embedder)
+    titled = OfflineReranker(embedder, use_titles=True)
+    chunk = RetrievedChunk(chunk_id="c1", kb_id=1, doc_id=1, document="xinghe-x5-filter.md",
+                           text="Replace the cartridge every six months.", scores=StageScores(vector=0.3))
+    assert plain.features("x5 cartridge", [chunk])[0][1] < titled.features("x5 cartridge", [chunk])[0][1]
+    assert titled.weights != plain.weights
