@@ -175,3 +175,18 @@ def test_bare_titles_are_not_quoted(engine, prompts):
 def test_memory_ack_without_a_stored_memory_says_nothing_was_saved(engine, prompts):
     _, text = answer(engine, prompts, "Remember that I prefer tea", template="memory_ack", sources=[])
     assert "could not save" in text
+
+
+def test_a_comparison_quotes_each_side(engine, prompts):
+    _, text = answer(engine, prompts, "Compare the maximum power draw of the Orbit S1 and the Orbit S2.",
+                     sources=TROUBLESHOOTING)
+    assert "45 W at full load [3]" in text and "Orbit S1 | 1,490 USD" in text
+
+
+def test_a_when_question_prefers_the_dated_heading(engine, prompts):
+    notes = [RetrievedChunk(chunk_id="n1", document="release_notes.md",
+                            text="## Orbit firmware\n\n### Firmware 3.2.1 — 2026-02-10\n"
+                                 "- Fixed: the web console reported wrong disk usage on 2 TB drives.\n"
+                                 "- Fixed: the fan could stop after standby.")]
+    _, text = answer(engine, prompts, "What did Orbit firmware 3.2.1 fix, and when was it released?", sources=notes)
+    assert "Firmware 3.2.1 — 2026-02-10 [1]." in text and "Fixed: the fan could stop" in text

@@ -41,9 +41,10 @@ RELATIVE_CUT = 0.6  # candidates below this fraction of the best score are dropp
 ENTITY_WEIGHT = 1.6  # salient_terms weight of codes, numbers and capitalised names
 ENTITY_IN_CONTEXT = 0.8  # an entity named elsewhere in the chunk still frames the sentence
 ENTITY_ONLY_MIN_SHARE = 0.5  # without any content term, a sentence must carry this much of the entities
-HEADING_PENALTY = 0.15
+HEADING_PENALTY = 0.1
 SAME_LANGUAGE_BONUS = 0.1  # quote in the question's language when the evidence offers both
 DIGIT_BONUS = 0.1
+DATE_BONUS = 0.2  # a "when" question is answered by a sentence that holds a date
 
 _HOW_MUCH_EN = re.compile(r"\bhow (?:long|much|many|often|far|big|large|old|tall|heavy)\b", re.IGNORECASE)
 _HOW_MUCH_ZH = re.compile(r"(?:是|为)?多(?:少|久|长|高|大|重|远|贵|宽|快)")
@@ -52,6 +53,10 @@ _ZH_QUESTION_WORDS = re.compile(r"(?:是|为|在)?(?:什么|哪些|哪个|哪里
 # answers rarely repeat them, so they must not decide which sentence is quoted.
 _FRAME_WORDS = frozenset("""意思 含义 意味 意味着 表示 代表 处理 解决 办 应该 需要 可以 分别 各自 对比 比较 mean means
     meaning stand handle deal do does happen compare comparison versus vs""".split())
+_WHEN_QUESTION = re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month)\b|什么时候|何时|哪一?年|哪天|几月|日期",
+                             re.IGNORECASE)
+_DATE = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)|\d{1,2}月|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
+                   re.IGNORECASE)
 _QUANTITY_QUESTION = re.compile(
     r"多少|多久|多长|多大|多重|几[个年月天次号]|何时|什么时候|哪一?年|哪天|价格|费用|日期|版本|"
     r"\bwhen\b|\bhow (?:much|many|long|old|big|large|heavy|fast)\b|\bwhat (?:version|year|date|price)\b|"
@@ -69,6 +74,10 @@ def question_terms(question: str) -> dict[str, float]:
     """Salient terms without "how long" / "多久"-style question words, which never appear in answers."""
     stripped = _ZH_QUESTION_WORDS.sub(" ", _HOW_MUCH_ZH.sub(" ", _HOW_MUCH_EN.sub(" ", question)))
     terms = {t: w for t, w in salient_terms(stripped).items() if t not in _FRAME_WORDS}
+    codes = [t for t in terms if re.search(r"[-_./]", t)]
+    for piece in [t for t in terms if t.isdigit() and len(t) <= 2]:
+        if any(piece in re.split(r"[-_./]", code) for code in codes):
+            del terms[piece]  # "3.2.1" is searched whole; its "2" would match any figure
     for m in _HOW_MUCH_ZH.finditer(question):  # "多重" asks about weight: "重" matches "重量"
         if m.group(0)[-1] not in "少久":
             terms.setdefault(m.group(0)[-1], 0.6)
@@ -163,6 +172,7 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
     terms = question_terms(question)
     question_tokens = set(keyword_tokens(question, stem=True))
     wants_number = bool(_QUANTITY_QUESTION.search(question))
+    wants_date = bool(_WHEN_QUESTION.search(question))
     language = detect_language(question)
     found: list[_Candidate] = []
     n = len(sources)
@@ -186,6 +196,8 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
                 score -= HEADING_PENALTY
             if wants_number and has_number(text):
                 score += DIGIT_BONUS
+            if wants_date and _DATE.search(text):
+                score += DATE_BONUS
             if detect_language(text) == language:
                 score += SAME_LANGUAGE_BONUS
             found.append(_Candidate(ScoredSentence(text, number, score), rel.content_hit, rel.entity_hit,
@@ -213,6 +225,27 @@ def rank_sentences(question: str, sources: Sequence[RetrievedChunk]) -> list[Sco
         best = ranked[0].score
         ranked = [s for s in ranked if s.score >= RELATIVE_CUT * best]
     return ranked
+
+
+def cover_each_focus(question: str, chosen: list[ScoredSentence],
+                     sources: Sequence[RetrievedChunk]) -> list[ScoredSentence]:
+    """For a question naming several models or codes ("N1 and N2"), add the best sentence about each
+    one the chosen sentences leave out — preferring one with a figure — so a comparison has both sides."""
+    foci = [t for t, w in question_terms(question).items()
+            if w >= 2.0 and any(c.isdigit() for c in t) and not t.isdigit()]
+    if len(foci) < 2:
+        return chosen
+    extra: list[ScoredSentence] = []
+    candidates = sorted(_candidates(question, sources),
+                        key=lambda c: (has_number(c.sentence.text), c.sentence.score), reverse=True)
+    for focus in foci:
+        if any(_TextIndex(s.text).credit(focus) > 0 for s in chosen + extra):
+            continue
+        for c in candidates:
+            if c.sentence not in chosen and _TextIndex(c.sentence.text).credit(focus) > 0:
+                extra.append(c.sentence)
+                break
+    return chosen + extra
 
 
 def select_sentences(ranked: Sequence[ScoredSentence]) -> list[ScoredSentence]:
@@ -281,6 +314,7 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
     zh = language == "zh"
     chosen = select_sentences(rank_sentences(question, sources))
     if chosen:
+        chosen = cover_each_focus(question, chosen, sources)
         if zh:
             lead = "以下资料与问题只部分相关，仅供参考：" if low_confidence else "根据资料："
         else:
