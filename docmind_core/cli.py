@@ -7,7 +7,6 @@ instant and every subcommand shares the same composition root as the UI.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -71,8 +70,6 @@ def backends() -> None:
 
 
 for _name in _COMMAND_MODULES:
-    if importlib.util.find_spec(f"docmind_core.commands.{_name}") is None:  # TODO(integration): make strict
-        continue
     _module = importlib.import_module(f"docmind_core.commands.{_name}")
     _module.register(cli, _holder)
 
