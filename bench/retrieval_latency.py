@@ -1,6 +1,6 @@
 """One-shot retrieval latency, ingest throughput and memory on synthetic corpora.
 
-    python bench/retrieval_latency.py [--sizes 10000,100000] [--queries 60] [--ingest-chunks 240] [--json]
+    python bench/retrieval_latency.py [--sizes 10000,100000] [--queries 40] [--ingest-chunks 50] [--json]
 
 What is measured (2 cores on the reference machine):
 
@@ -79,7 +79,7 @@ def measure_ingest(embedder, n_chunks: int, workdir: Path) -> dict:
     texts, _ = make_corpus(n_chunks * 2, n_queries=1, seed=11)
     docs_dir = workdir / "docs"
     docs_dir.mkdir()
-    # ~8 chunks per document: real files, so reading and chunking are part of the timing
+    # 16 synthetic passages per file: real files, so reading and chunking are part of the timing
     per_doc = 16
     for d in range(0, len(texts), per_doc):
         (docs_dir / f"doc{d // per_doc:04d}.txt").write_text("\n\n".join(texts[d:d + per_doc]), encoding="utf-8")
@@ -190,8 +190,8 @@ def measure_retrieval(retriever: HybridRetriever, kb_id: int, queries: list[str]
 def main() -> None:
     ap = argparse.ArgumentParser(description="retrieval latency, ingest ratio and memory")
     ap.add_argument("--sizes", default="10000,100000")
-    ap.add_argument("--queries", type=int, default=60)
-    ap.add_argument("--ingest-chunks", type=int, default=240)
+    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--ingest-chunks", type=int, default=50)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     say = (lambda msg: print(msg, file=sys.stderr, flush=True))
