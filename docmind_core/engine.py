@@ -233,6 +233,12 @@ class Engine:
         allowed, denied = guard.filter_readable(self._user(user_id), list(kb_ids))
         return list(allowed), list(denied)
 
+    def require_readable(self, kb_ids: Sequence[int], user_id: int | None = None) -> None:
+        """AccessDenied unless the user may read every one of these KBs."""
+        _, denied = self._readable(kb_ids, user_id)
+        if denied:
+            raise AccessDenied(self._denied_message(user_id, denied))
+
     def _denied_message(self, user_id: int | None, kb_ids: Sequence[int]) -> str:
         from docmind_core.access import denied_message  # names unreadable KBs by id only: a name can be private
 
@@ -290,9 +296,8 @@ class Engine:
     # -- retrieval and answers -----------------------------------------------
     def search(self, query: str, kb_ids: Sequence[int], doc_ids: Sequence[int] | None = None,
                user_id: int | None = None) -> SearchResult:
-        allowed, denied = self._readable(kb_ids, user_id)
-        if denied:
-            raise AccessDenied(self._denied_message(user_id, denied))
+        self.require_readable(kb_ids, user_id)
+        allowed = list(kb_ids)
         settings = self.settings
         self._current(settings)
         usable, problems = self._check_embedder(allowed)

@@ -400,6 +400,33 @@ def test_reconcile_removes_stray_index_entries(world, tmp_path):
 # --------------------------------------------------------------------------
 
 
+class CliEngine:
+    """The slice of the Engine's API the CLI calls, over a World's parts (access checks: the operator sees all)."""
+
+    def __init__(self, world: World):
+        self.world = world
+
+    def __getattr__(self, name):  # store, ingestor, embedder, settings, db
+        return getattr(self.world, name)
+
+    def create_kb(self, name, description="", user_id=None, department="", visibility="private"):
+        return self.world.store.create_kb(name, self.world.embedder.id, self.world.embedder.dim,
+                                          description=description, owner_id=user_id, department=department,
+                                          visibility=visibility)
+
+    def ingest(self, kb_id, paths, progress=None, names=None, user_id=None):
+        return self.world.ingestor.ingest(kb_id, list(paths), self.world.settings, progress=progress)
+
+    def readable_kbs(self, user_id=None):
+        return self.world.store.list_kbs()
+
+    def require_readable(self, kb_ids, user_id=None):
+        return None
+
+    def delete_kb(self, kb_id, user_id=None):
+        self.world.ingestor.delete_kb(kb_id)
+
+
 def _cli(world):
     import click
 
@@ -409,7 +436,7 @@ def _cli(world):
     def cli():
         pass
 
-    ingest_cmds.register(cli, lambda: world)
+    ingest_cmds.register(cli, lambda: CliEngine(world))
     return cli
 
 

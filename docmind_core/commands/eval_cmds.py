@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from docmind_core.commands.user_cmds import acting_user, as_user_option
 from docmind_core.errors import DocMindError, NotFound
 
 
@@ -43,20 +44,18 @@ def register(cli: click.Group, get_engine) -> None:
     @click.argument("query")
     @click.option("--kb", "kbs", multiple=True, required=True, help="Knowledge base name (repeatable).")
     @click.option("--json", "as_json", is_flag=True, help="Print the SearchResult as JSON.")
-    def search(query, kbs, as_json):
+    @as_user_option
+    def search(query, kbs, as_json, as_user):
         """Hybrid search with every candidate's per-stage scores and the stage that cut it."""
         engine = get_engine()
+        user = acting_user(engine, as_user)
         kb_ids = []
         for name in kbs:
             try:
                 kb_ids.append(engine.store.get_kb_by_name(name).id)
             except NotFound:
                 raise DocMindError(f"no knowledge base named '{name}' (see: docmind kb list)") from None
-        searcher = getattr(engine, "search", None)
-        if callable(searcher):  # the engine adds access and embedder checks
-            result = searcher(query, kb_ids)
-        else:
-            result = engine.retriever.search(query, kb_ids, engine.settings)
+        result = engine.search(query, kb_ids, user_id=user.id)  # access and embedder checks included
         if as_json:
             click.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
         else:

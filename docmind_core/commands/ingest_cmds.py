@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from docmind_core.commands.user_cmds import acting_user, as_user_option
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.models import IngestOutcome, IngestProgress, KnowledgeBase
 
@@ -66,14 +67,15 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--if-missing", is_flag=True, help="Do nothing when the knowledge base already has documents.")
     @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
     @click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
-    def ingest(paths, kb_name, description, if_missing, progress, as_json):
+    @as_user_option
+    def ingest(paths, kb_name, description, if_missing, progress, as_json, as_user):
         """Add files or folders to a knowledge base (unchanged files are skipped, changed ones replaced).
 
         Exit code 0 when at least one file landed or was already there (failures
         are listed), 2 when nothing could be ingested.
         """
         engine = get_engine()
-        settings = engine.settings
+        user = acting_user(engine, as_user)
         embedder = engine.embedder
         store = engine.store
         kb = store.find_kb(kb_name)
@@ -81,12 +83,13 @@ def register(cli: click.Group, get_engine) -> None:
             click.echo(f"knowledge base '{kb_name}' already has {kb.document_count} documents; nothing to do")
             return
         if kb is None:
-            kb = store.create_kb(kb_name, embedder.id, embedder.dim, description=description)
+            kb = engine.create_kb(kb_name, description=description, user_id=None if user.id == 0 else user.id,
+                                  department=user.department)
             if not as_json:
                 click.echo(f"created knowledge base '{kb_name}' ({embedder.id})")
         bar = _ProgressBar(progress and not as_json)
         try:
-            outcomes = engine.ingestor.ingest(kb.id, list(paths), settings, progress=bar)
+            outcomes = engine.ingest(kb.id, list(paths), progress=bar, user_id=user.id)
         finally:
             bar.close()
         if as_json:
@@ -107,9 +110,11 @@ def register(cli: click.Group, get_engine) -> None:
 
     @kb.command("list")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    def kb_list(as_json):
+    @as_user_option
+    def kb_list(as_json, as_user):
         """List knowledge bases with their document and chunk counts."""
-        kbs = get_engine().store.list_kbs()
+        engine = get_engine()
+        kbs = engine.readable_kbs(acting_user(engine, as_user).id)
         if as_json:
             click.echo(json.dumps([k.model_dump() for k in kbs], ensure_ascii=False, indent=2))
             return
@@ -125,10 +130,13 @@ def register(cli: click.Group, get_engine) -> None:
     @kb.command("show")
     @click.argument("name")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    def kb_show(name, as_json):
+    @as_user_option
+    def kb_show(name, as_json, as_user):
         """Show one knowledge base and its documents (failed ones with their reason)."""
-        store = get_engine().store
+        engine = get_engine()
+        store = engine.store
         k = _kb_or_fail(store, name)
+        engine.require_readable([k.id], acting_user(engine, as_user).id)
         docs = store.list_documents(k.id)
         if as_json:
             click.echo(json.dumps({"kb": k.model_dump(), "documents": [d.model_dump() for d in docs]},
@@ -145,14 +153,16 @@ def register(cli: click.Group, get_engine) -> None:
     @kb.command("delete")
     @click.argument("name")
     @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    def kb_delete(name, yes):
+    @as_user_option
+    def kb_delete(name, yes, as_user):
         """Delete a knowledge base from SQLite, the vector store and the keyword index."""
         engine = get_engine()
-        engine.embedder  # noqa: B018 - makes the engine build current backends before we use the ingestor
+        user = acting_user(engine, as_user)
         k = _kb_or_fail(engine.store, name)
+        engine.require_readable([k.id], user.id)
         if not yes:
             click.confirm(f"Delete knowledge base '{name}' with {k.document_count} documents?", abort=True)
-        engine.ingestor.delete_kb(k.id)
+        engine.delete_kb(k.id, user_id=user.id)
         click.echo(f"deleted knowledge base '{name}'")
 
     @kb.command("reindex")
