@@ -10,18 +10,13 @@ retriever alone: the bundled encoder is weak on rare names and codes, and a
 model reading the results gains nothing from a worse list.  ``keywordSearch``
 stays separate for exact codes, versions and quoted names.
 
-``executeCode`` runs Python in a child process with a wall-clock limit.  It
-cannot enforce "no network" on this machine, so it is off by default
+``executeCode`` (see :mod:`docmind_core.sandbox`) is off by default
 (``sandbox.enabled``) and absent from the loop's tool list when off.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,6 +25,7 @@ from typing import Any, Callable, Literal, Sequence
 from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec
 from docmind_core.errors import DocMindError
 from docmind_core.models import RetrievedChunk, ToolCallRecord
+from docmind_core.sandbox import run_python
 from docmind_core.settings import Settings
 from docmind_core.text import normalise_query, truncate_to_tokens
 
@@ -38,7 +34,6 @@ ToolStatus = Literal["ok", "error", "deduplicated", "rejected", "unavailable"]
 # Argument names a model might use to pick knowledge bases or users; the session decides those.
 _SESSION_ARGS = ("kb_ids", "kbIds", "kb_id", "kbId", "user_id", "userId")
 _SNIPPET_TOKENS = 160  # per chunk in the text the model reads
-_CODE_OUTPUT_CHARS = 4000
 
 
 class ToolExecutionError(DocMindError):
@@ -276,7 +271,8 @@ class Toolbox:
         if not ctx.settings.sandbox.enabled:
             return ToolOutput(status="rejected", message="executeCode is disabled (sandbox.enabled is off)",
                               text="Code execution is disabled.")
-        return _run_python(code, ctx.settings.sandbox.timeout_s)
+        run = run_python(code, ctx.settings.sandbox.timeout_s)
+        return ToolOutput(status="ok" if run.ok else "error", text=run.output, message=run.problem)
 
     # -- dispatch ----------------------------------------------------------------
     def call(self, ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolOutput:
@@ -405,22 +401,6 @@ def _describe(chunks: Sequence[RetrievedChunk]) -> str:
         snippet = truncate_to_tokens(" ".join(c.text.split()), _SNIPPET_TOKENS)
         lines.append(f"[{i}] ({where}) {snippet}")
     return "\n".join(lines)
-
-
-def _run_python(code: str, timeout_s: float) -> ToolOutput:
-    """Run code in an isolated interpreter (-I: no site, no env paths) in a temp dir, with a time limit."""
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8"}
-    with tempfile.TemporaryDirectory(prefix="docmind-exec-") as workdir:
-        try:
-            done = subprocess.run([sys.executable, "-I", "-c", code], cwd=workdir, env=env, capture_output=True,
-                                  text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return ToolOutput(status="error", message=f"timed out after {timeout_s:g}s",
-                              text=f"The program was stopped after {timeout_s:g} seconds.")
-    out = (done.stdout + (f"\n[stderr]\n{done.stderr}" if done.stderr else ""))[:_CODE_OUTPUT_CHARS]
-    status: ToolStatus = "ok" if done.returncode == 0 else "error"
-    return ToolOutput(status=status, text=out or "(no output)",
-                      message="" if status == "ok" else f"exit code {done.returncode}")
 
 
 def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str]:
