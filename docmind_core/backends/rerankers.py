@@ -51,6 +51,7 @@ import numpy as np
 
 from docmind_core.errors import BackendUnavailable
 from docmind_core.models import BackendStatus, RetrievedChunk
+from docmind_core.text import _stem as _stem_word
 from docmind_core.text import is_cjk, keyword_tokens, salient_terms
 
 _CODE_RE = re.compile(r"\b(?=[A-Za-z0-9._-]*\d)[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+\b|\b[A-Z]{2,}\d+\b")
@@ -101,8 +102,10 @@ def _stem_one(term: str) -> str:
 def chunk_terms(chunk_text: str) -> tuple[frozenset[str], frozenset[tuple[str, str]], str]:
     """(terms, adjacent stemmed pairs, lower-cased text) of a chunk; cached because the same chunks
     come back query after query and jieba is the expensive part of scoring."""
-    stemmed = keyword_tokens(chunk_text, stem=True)
-    present = frozenset(keyword_tokens(chunk_text, stem=False)) | frozenset(stemmed)
+    plain = keyword_tokens(chunk_text, stem=False)
+    # keyword_tokens(stem=True) only stems the plain English words; doing that here saves a second jieba pass
+    stemmed = [_stem_word(t) if t.isascii() and t.isalpha() else t for t in plain]
+    present = frozenset(plain) | frozenset(stemmed)
     return present, frozenset(zip(stemmed, stemmed[1:])), chunk_text.lower()
 
 

@@ -35,6 +35,9 @@ from docmind_core.retrieval.mmr import mmr_select
 from docmind_core.backends.rerankers import chunk_terms
 
 
+_CHECK_TTL_S = 5.0
+
+
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
 
@@ -55,13 +58,23 @@ class HybridRetriever:
             refiner = EvidenceRefiner(store, embedder, reranker)
         self.refiner = refiner
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docmind-retrieval")
+        self._checked: dict[int, float] = {}  # kb id -> monotonic time until which its embedder check holds
 
     # -- guards ------------------------------------------------------------
     def check_embedder(self, kb_ids: Sequence[int]) -> None:
-        """Refuse to search a KB indexed with another embedder: its vectors live in another space."""
+        """Refuse to search a KB indexed with another embedder: its vectors live in another space.
+
+        A KB that passed is trusted for a few seconds: ``get_kb`` also counts documents and
+        chunks, which costs ~10 ms per query on a 10k-chunk KB.
+        """
+        now = time.monotonic()
         for kb_id in dict.fromkeys(kb_ids):
+            if self._checked.get(kb_id, 0.0) > now:
+                continue
             kb = self.store.get_kb(kb_id)
-            if kb.embedder_id != self.embedder.id:
+            if kb.embedder_id == self.embedder.id:
+                self._checked[kb_id] = now + _CHECK_TTL_S
+            else:
                 raise EmbedderMismatch(
                     f"knowledge base '{kb.name}' was indexed with {kb.embedder_id} but the configured embedder is "
                     f"{self.embedder.id}; re-index it (docmind kb reindex {kb.name}) or switch embedding settings back")
