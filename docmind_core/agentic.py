@@ -196,7 +196,10 @@ class AgenticSearch:
 
     def _round(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext, meter: UsageMeter,
                timeout_s: float, allowed: list[str]) -> _Round:
-        turn = self.llm.agent_turn(transcript, tools, meter, timeout_s)
+        # A client that retries a timed-out call would outlive the round; split the round between its attempts
+        # so every attempt has ended by the round's deadline and no thread survives run().
+        attempts = 1 + max(0, int(getattr(self.llm, "max_retries", 0) or 0))
+        turn = self.llm.agent_turn(transcript, tools, meter, max(0.1, timeout_s / attempts))
         calls = list(turn.tool_calls or [])
         for i, call in enumerate(calls):
             if not call.id:
@@ -319,4 +322,5 @@ def expanded_rerank_query(query: str, ctx: ToolContext) -> str:
 
 def _looks_like_timeout(exc: BaseException) -> bool:
     name = type(exc).__name__.lower()
-    return isinstance(exc, TimeoutError) or "timeout" in name or "timed out" in str(exc).lower()
+    text = str(exc).lower()
+    return isinstance(exc, TimeoutError) or "timeout" in name or "timed out" in text or "(timeout)" in text

@@ -336,3 +336,16 @@ def test_sdk_server_error_falls_back_to_one_shot(fake_openai):
     events, outcome, _ = run(agent, "DM-3000 filter maintenance")
     assert outcome.fell_back and outcome.stop_reason == "error" and outcome.result.chunks
     assert [e.kind for e in events][:2] == ["fallback", "retrieval"]
+
+
+def test_sdk_retries_fit_inside_the_round(fake_openai):
+    """With retries on, every attempt ends by the round deadline, so no thread outlives run()."""
+    from docmind_core.backends.chat_openai import OpenAIChatModel
+
+    fake_openai.always(text("too late", delay=3.0))
+    model = OpenAIChatModel(fake_openai.base_url, "test-key", "fake-model", timeout_s=10, max_retries=2,
+                            prompts=PROMPTS, retry_backoff_s=0.01)
+    agent, _ = build(model)
+    _, outcome, _ = run(agent, "DM-4000 pump", settings(**{"agentic.iteration_timeout_ms": 900}))
+    assert outcome.stop_reason == "iteration_timeout" and outcome.result.chunks
+    assert not round_threads()
