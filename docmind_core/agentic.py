@@ -317,7 +317,8 @@ def expanded_rerank_query(query: str, ctx: ToolContext) -> str:
         text = str(record.args.get("query", ""))
         if set(keyword_tokens(text)) - own and text not in extra:
             extra.append(text)
-    return " ".join([query, *extra]) if extra else query
+    # sorted: calls of one round finish in any order, and the encoder reads word order
+    return " ".join([query, *sorted(extra)]) if extra else query
 
 
 def _looks_like_timeout(exc: BaseException) -> bool:

@@ -153,7 +153,8 @@ def keep_group_best(result: SearchResult, groups: Sequence[Sequence[str]], setti
         ranked = sorted((cid for cid in group if cid in score and score[cid] >= 0), key=lambda cid: -score[cid])
         if ranked and ranked[0] not in wanted:
             wanted.append(ranked[0])
-    wanted = wanted[: max(1, settings.retrieval.final_top_k // 2)]
+    # best first, so the cap keeps the strongest (and the result does not depend on which call finished first)
+    wanted = sorted(wanted, key=lambda cid: (-score[cid], cid))[: max(1, settings.retrieval.final_top_k // 2)]
     kept = list(result.chunks)
     kept_ids = {c.chunk_id for c in kept}
     budget = settings.rag.context_max_tokens
