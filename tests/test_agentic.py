@@ -56,8 +56,21 @@ def run(agent, question, cfg=None, cancel=None, kb_ids=(1,)):
     return events, outcome, ctx
 
 
+_PREEXISTING: set[threading.Thread] = set()
+
+
+@pytest.fixture(autouse=True)
+def _threads_before_the_test():
+    """Threads alive when a test starts are not its own: an earlier test's stand-in tool may still be sleeping."""
+    _PREEXISTING.clear()
+    _PREEXISTING.update(threading.enumerate())
+    yield
+
+
 def round_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith(("docmind-agent-round", "docmind-tool"))]
+    """Round and tool threads this test started that are still alive."""
+    return [t for t in threading.enumerate()
+            if t not in _PREEXISTING and t.name.startswith(("docmind-agent-round", "docmind-tool"))]
 
 
 def test_one_tool_round_then_no_tool_call_runs_exactly_one_round_and_clears_the_context():

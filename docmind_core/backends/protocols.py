@@ -80,6 +80,10 @@ class VectorStore(Protocol):
         """Documents that have at least one vector (used to reconcile after a crash)."""
         ...
 
+    def get_embeddings(self, kb_id: int, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by chunk id (ids without a vector are absent)."""
+        ...
+
     def status(self) -> BackendStatus: ...
 
 

@@ -181,6 +181,15 @@ class ChromaVectorStore:
     def document_ids(self, kb_id: int) -> set[int]:
         return self._fresh_retry(kb_id, False, self._document_ids) or set()
 
+    def get_embeddings(self, kb_id: int, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of these chunks (missing ids are absent): lets the reranker skip re-encoding."""
+        if not chunk_ids:
+            return {}
+        got = self._fresh_retry(kb_id, False, lambda col: col.get(ids=list(chunk_ids), include=["embeddings"]))
+        if got is None:
+            return {}
+        return {cid: np.asarray(vec, dtype=np.float32) for cid, vec in zip(got["ids"], got["embeddings"])}
+
     @staticmethod
     def _document_ids(col) -> set[int]:
         found: set[int] = set()

@@ -203,21 +203,10 @@ def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk]) -> dict[st
     for c in chunks:
         if c.kb_id is not None:
             by_kb.setdefault(c.kb_id, []).append(c.chunk_id)
-    getter = getattr(vector_store, "get_embeddings", None)
     out: dict[str, np.ndarray] = {}
     try:
         for kb_id, ids in by_kb.items():
-            if getter is not None:
-                out.update(getter(kb_id, ids))
-                continue
-            # ChromaVectorStore has no public accessor yet; read the collection directly.
-            collection = getattr(vector_store, "_collection", None)
-            col = collection(kb_id, create=False) if collection else None
-            if col is None:
-                continue
-            got = col.get(ids=ids, include=["embeddings"])
-            for cid, vec in zip(got["ids"], got["embeddings"]):
-                out[cid] = np.asarray(vec, dtype=np.float32)
+            out.update(vector_store.get_embeddings(kb_id, ids))
     except Exception:  # an optional speed-up: without it the reranker encodes the text itself
         return out
     return out
