@@ -26,7 +26,7 @@ from docmind_core.events import (
 )
 from docmind_core.generate import build_answer_prompt, choose_template
 from docmind_core.models import (
-    BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievalPlan, RetrievedChunk, Scope, SearchResult,
+    BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievalPlan, RetrievedChunk, Scope,
     Tier, Understanding,
 )
 from docmind_core.plan import plan_retrieval

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from docmind_core.errors import DocMindError
-
-
-def _cache_dir(engine=None) -> Path:
-    """$DOCMIND_HOME/cache, else the engine's home, else ./data/cache (the retrieval eval's cache too)."""
-    if os.environ.get("DOCMIND_HOME"):
-        return Path(os.environ["DOCMIND_HOME"]) / "cache"
-    home = getattr(engine, "home", None)
-    return Path(home) / "cache" if home else Path("data") / "cache"
+from docmind_core.commands.eval_cmds import cache_dir, eval_setup
 
 
 def _eval_group(cli: click.Group) -> click.Group:
@@ -47,25 +38,11 @@ def register(cli: click.Group, get_engine) -> None:
         needs (HotpotQA: two).  Both modes use the same settings, so the same
         context budget; the agentic mode is driven by the offline tool policy.
         """
-        from docmind_core.backends.embedders import build_embedder
         from docmind_core.eval.agentic_eval import run_agentic_eval
-        from docmind_core.settings import Settings
 
-        engine = None
-        try:
-            engine = get_engine()
-            settings = engine.settings
-            embedder = getattr(engine, "embedder", None)
-        except DocMindError:
-            raise
-        except Exception:  # no usable home: evaluate with defaults
-            settings, embedder = Settings(), None
-        if embedder is None:
-            embedder, note = build_embedder(settings.embedding)
-            if note:
-                click.echo(f"note: {note}", err=True)
+        engine, settings, embedder = eval_setup(get_engine)
         say = (lambda msg: click.echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
-        report = run_agentic_eval(dataset_dir, embedder, settings, _cache_dir(engine), limit=limit, progress=say)
+        report = run_agentic_eval(dataset_dir, embedder, settings, cache_dir(engine), limit=limit, progress=say)
         if as_json:
             click.echo(json.dumps(report, ensure_ascii=False, indent=2))
             return

@@ -13,7 +13,7 @@ from docmind_core.commands.user_cmds import acting_user, as_user_option
 from docmind_core.errors import DocMindError, NotFound
 
 
-def _cache_dir(engine=None) -> Path:
+def cache_dir(engine=None) -> Path:
     """$DOCMIND_HOME/cache, else the engine's home, else ./data/cache."""
     if os.environ.get("DOCMIND_HOME"):
         return Path(os.environ["DOCMIND_HOME"]) / "cache"
@@ -38,6 +38,37 @@ def _print_search(result) -> None:
                    f"{_fmt(s.keyword, 2):>7} {_fmt(s.keyword_rank):>3} {_fmt(s.fused):>6} {_fmt(s.rerank):>6} "
                    f"{_fmt(s.mmr):>6}  {c.document}{' [expanded]' if c.expanded else ''}: {text}")
 
+
+
+def eval_setup(get_engine, overrides=()) -> tuple:
+    """(engine or None, settings with ``--set KEY=VALUE`` overrides, embedder) for an evaluation run.
+
+    Evaluations build their own throw-away index, so they also work without a usable home (defaults then).
+    """
+    from docmind_core.backends.embedders import build_embedder
+    from docmind_core.settings import Settings, coerce
+
+    engine = None
+    try:
+        engine = get_engine()
+        settings = engine.settings
+        embedder = getattr(engine, "embedder", None)
+    except DocMindError:
+        raise
+    except Exception:  # no usable home: evaluate with defaults
+        settings, embedder = Settings(), None
+    pairs = {}
+    for item in overrides:
+        if "=" not in item:
+            raise DocMindError(f"--set expects KEY=VALUE, got {item!r}")
+        key, raw = item.split("=", 1)
+        pairs[key.strip()] = coerce(key.strip(), raw.strip())
+    settings = settings.with_overrides(pairs) if pairs else settings
+    if embedder is None or pairs.keys() & {"embedding.provider", "embedding.model"}:
+        embedder, note = build_embedder(settings.embedding)
+        if note:
+            click.echo(f"note: {note}", err=True)
+    return engine, settings, embedder
 
 def register(cli: click.Group, get_engine) -> None:
     @cli.command()
@@ -77,34 +108,13 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
     def eval_retrieval(dataset_dir, systems, k, limit, answers, overrides, as_json):
         """nDCG@k, Recall@5/10/100 and MRR@k per system on a BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv)."""
-        from docmind_core.backends.embedders import build_embedder
         from docmind_core.eval.retrieval_eval import run_retrieval_eval
-        from docmind_core.settings import Settings, coerce
 
-        engine = None
-        try:
-            engine = get_engine()
-            settings = engine.settings
-            embedder = getattr(engine, "embedder", None)
-        except DocMindError:
-            raise
-        except Exception:  # no usable home: evaluate with defaults
-            settings, embedder = Settings(), None
-        pairs = {}
-        for item in overrides:
-            if "=" not in item:
-                raise DocMindError(f"--set expects KEY=VALUE, got {item!r}")
-            key, raw = item.split("=", 1)
-            pairs[key.strip()] = coerce(key.strip(), raw.strip())
-        settings = settings.with_overrides(pairs) if pairs else settings
-        if embedder is None or pairs.keys() & {"embedding.provider", "embedding.model"}:
-            embedder, note = build_embedder(settings.embedding)
-            if note:
-                click.echo(f"note: {note}", err=True)
+        engine, settings, embedder = eval_setup(get_engine, overrides)
         names = [s.strip() for s in systems.split(",") if s.strip()]
         say = (lambda msg: click.echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
         try:
-            report = run_retrieval_eval(dataset_dir, embedder, settings, _cache_dir(engine), systems=names, k=k,
+            report = run_retrieval_eval(dataset_dir, embedder, settings, cache_dir(engine), systems=names, k=k,
                                         limit=limit, answers=answers, progress=say)
         except ValueError as exc:
             raise DocMindError(str(exc)) from None
