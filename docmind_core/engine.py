@@ -261,10 +261,20 @@ class Engine:
     # -- knowledge bases ----------------------------------------------------
     def create_kb(self, name: str, description: str = "", user_id: int | None = None,
                   department: str = "", visibility: str = "private") -> KnowledgeBase:
+        """A new KB owned by the user (none in single-user mode), in the owner's department unless given."""
         embedder = self.embedder
-        owner = None if user_id is None else user_id
+        owner = None if user_id in (None, 0) else user_id
+        if owner is not None and not department:
+            department = self._user(owner).department
         return self.store.create_kb(name, embedder.id, embedder.dim, description=description, owner_id=owner,
                                     department=department, visibility=visibility)
+
+    def set_visibility(self, kb_id: int, visibility: str, user_id: int | None = None) -> KnowledgeBase:
+        """private / department / public; only the KB's owner or an admin may change it."""
+        from docmind_core.access import KbAccessGuard
+        from docmind_core.users import UserStore
+
+        return KbAccessGuard(self.store, UserStore(self.db)).set_visibility(self._user(user_id), kb_id, visibility)
 
     def delete_kb(self, kb_id: int, user_id: int | None = None) -> None:
         self._require_manage(kb_id, user_id)

@@ -15,6 +15,9 @@ from docmind_ui.session import ensure_frame, get_engine, selected_doc_ids, selec
 
 ensure_frame()
 engine = get_engine()
+VISIBILITIES = ["private", "department", "public"]
+VISIBILITY_LABELS = {"private": "private (owner only)", "department": "department", "public": "public (everyone)"}
+
 st.title("Knowledge bases")
 
 # -- create ------------------------------------------------------------------
@@ -22,12 +25,13 @@ with st.expander("Create a knowledge base", expanded=not engine.readable_kbs(use
     with st.form("dm_create_kb", clear_on_submit=True):
         name = st.text_input("Name", max_chars=80)
         description = st.text_area("Description", help="Shown to the model as a brief of what the KB contains.")
+        visibility = st.radio("Who may read it", VISIBILITIES, format_func=VISIBILITY_LABELS.get, horizontal=True)
         if st.form_submit_button("Create", icon=":material/add:"):
             if not name.strip():
                 st.error("Give the knowledge base a name.")
                 st.stop()
             try:
-                kb = engine.create_kb(name.strip(), description.strip(), user_id=user_id())
+                kb = engine.create_kb(name.strip(), description.strip(), user_id=user_id(), visibility=visibility)
                 st.success(f"Created knowledge base '{kb.name}'.")
             except (DocMindError, ValueError) as exc:
                 st.error(str(exc))
@@ -143,6 +147,17 @@ if submitted and query.strip():
             "vector rank": c.scores.vector_rank, "keyword": c.scores.keyword, "keyword rank": c.scores.keyword_rank,
             "fused": c.scores.fused, "rerank": c.scores.rerank, "mmr": c.scores.mmr,
             "found by": ", ".join(c.found_by), "text": c.text} for c in ranked]), hide_index=True, key="dm_hits")
+
+# -- sharing -----------------------------------------------------------------------
+with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):
+    chosen = st.radio("Who may read this knowledge base", VISIBILITIES, index=VISIBILITIES.index(kb.visibility),
+                      format_func=VISIBILITY_LABELS.get, key="dm_visibility")
+    if st.button("Save sharing", disabled=chosen == kb.visibility):
+        try:
+            engine.set_visibility(kb_id, chosen, user_id=user_id())
+            st.rerun()
+        except DocMindError as exc:  # only the owner or an admin may change it
+            st.error(str(exc))
 
 # -- delete the KB -----------------------------------------------------------------
 with st.expander("Delete this knowledge base"):

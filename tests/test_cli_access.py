@@ -69,3 +69,18 @@ def test_config_set_refuses_low_above_high(world):
     refused = invoke(world, "config", "set", "grader.low_threshold", "0.9")
     assert refused.exit_code == 2 and "must be below" in refused.output
     assert invoke(world, "config", "get", "grader.low_threshold").output.strip() == "0.25"
+
+
+def test_only_the_owner_changes_sharing_and_department_visibility_applies(world):
+    users = UserStore(Engine.open(world, env={}).db)
+    users.add("carol", "carol-password-1", department="sales")  # bob's department
+    refused = invoke(world, "kb", "share", "bob-private", "--visibility", "public", "--as", "alice")
+    assert refused.exit_code == 2
+    assert json.loads(invoke(world, "kb", "list", "--json", "--as", "carol").output) == []
+    shared = invoke(world, "kb", "share", "bob-private", "--visibility", "department", "--as", "bob")
+    assert shared.exit_code == 0 and "department" in shared.output
+    assert [k["name"] for k in json.loads(invoke(world, "kb", "list", "--json", "--as", "carol").output)] == \
+        ["bob-private"]
+    assert json.loads(invoke(world, "kb", "list", "--json", "--as", "alice").output) == []  # other department
+    assert invoke(world, "kb", "share", "bob-private", "--visibility", "private", "--as", "bob").exit_code == 0
+    assert json.loads(invoke(world, "kb", "list", "--json", "--as", "carol").output) == []

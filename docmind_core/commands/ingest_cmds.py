@@ -165,6 +165,21 @@ def register(cli: click.Group, get_engine) -> None:
         engine.delete_kb(k.id, user_id=user.id)
         click.echo(f"deleted knowledge base '{name}'")
 
+    @kb.command("share")
+    @click.argument("name")
+    @click.option("--visibility", type=click.Choice(["private", "department", "public"]), required=True,
+                  help="private: owner only; department: the owner's department; public: everyone signed in.")
+    @as_user_option
+    def kb_share(name, visibility, as_user):
+        """Change who may read a knowledge base (its owner or an admin only)."""
+        engine = get_engine()
+        user = acting_user(engine, as_user)
+        k = _kb_or_fail(engine.store, name)
+        engine.require_readable([k.id], user.id)
+        updated = engine.set_visibility(k.id, visibility, user_id=user.id)
+        click.echo(f"'{name}' is now {updated.visibility}"
+                   + (f" (department {updated.department})" if updated.visibility == "department" else ""))
+
     @kb.command("reindex")
     @click.argument("name")
     def kb_reindex(name):
