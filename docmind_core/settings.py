@@ -82,8 +82,8 @@ class RetrievalSettings(_Group):
 
 class RagSettings(_Group):
     context_max_tokens: int = Field(2400, ge=100, le=32000, description="Token budget of the evidence in the prompt")
-    chunk_tokens: int = Field(160, ge=20, le=2000, description="Child chunk size in tokens (new ingests)")
-    chunk_overlap_tokens: int = Field(30, ge=0, le=500, description="Overlap between child chunks")
+    chunk_tokens: int = Field(320, ge=20, le=2000, description="Child chunk size in tokens (new ingests)")
+    chunk_overlap_tokens: int = Field(40, ge=0, le=500, description="Overlap between child chunks")
     parent_tokens: int = Field(640, ge=50, le=8000, description="Parent block size in tokens (new ingests)")
     history_turns: int = Field(6, ge=0, le=50, description="Conversation turns given to understanding and generation")
     selected_doc_max: int = Field(3, ge=1, le=20, description="At most this many selected documents are read directly")

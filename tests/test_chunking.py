@@ -100,4 +100,9 @@ def test_defaults_from_settings_produce_reasonable_chunks():
     text = (EN + ZH) * 20
     parents, children = chunk_document(1, "big.md", text, rag.chunk_tokens, rag.chunk_overlap_tokens, rag.parent_tokens)
     _check_invariants(text, parents, children, rag.chunk_tokens, rag.parent_tokens)
-    assert all(c.token_count > rag.chunk_tokens // 3 for c in children[:-1])
+    # Children never cross a parent, so only the last child of each parent may be short.
+    by_parent: dict[str, list] = {}
+    for c in children:
+        by_parent.setdefault(c.parent_id, []).append(c)
+    assert all(c.token_count > rag.chunk_tokens // 3 for group in by_parent.values() for c in group[:-1])
+    assert sum(c.token_count for c in children) >= sum(p.token_count for p in parents)  # nothing left out
