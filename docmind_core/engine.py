@@ -258,6 +258,20 @@ class Engine:
                 ok.append(kb_id)
         return ok, problems
 
+    # -- traces: their owner, and admins --------------------------------------
+    def list_traces(self, user_id: int | None = None, **filters):
+        """Trace summaries this user may see: all for admins (and single-user mode), else their own."""
+        user = self._user(user_id)
+        return self.traces.list(**filters) if user.is_admin else self.traces.list(user_id=user.id, **filters)
+
+    def get_trace(self, run_id: str, user_id: int | None = None):
+        """One stored run; AccessDenied when it belongs to another user and the reader is not an admin."""
+        from docmind_core.access import require_trace_reader
+
+        record = self.traces.get(run_id)
+        require_trace_reader(self._user(user_id), record.meta.user_id, run_id)
+        return record
+
     # -- knowledge bases ----------------------------------------------------
     def create_kb(self, name: str, description: str = "", user_id: int | None = None,
                   department: str = "", visibility: str = "private") -> KnowledgeBase:

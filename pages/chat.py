@@ -49,7 +49,7 @@ def _trace(run_id: str):
     cache = st.session_state.setdefault(TRACE_CACHE, {})
     if run_id not in cache:
         try:
-            cache[run_id] = engine.traces.get(run_id)
+            cache[run_id] = engine.get_trace(run_id, user_id())
         except DocMindError:
             return None
     return cache[run_id]

@@ -29,9 +29,10 @@ with st.container(border=True):
     kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
                              format_func=lambda k: "any" if k is None else kb_names.get(k, str(k)))
 
-summaries = engine.traces.list(kb_id=kb_filter, since=since.isoformat() if since else None,
+summaries = engine.list_traces(user_id(), kb_id=kb_filter, since=since.isoformat() if since else None,
                                stop_reason=stop.strip() or None, limit=500)
 summaries = [s for s in summaries if (not modes or s.mode in modes) and (not tiers or s.tier in tiers)]
+visible = {s.run_id for s in summaries}
 if not summaries:
     st.info("No run matches. Ask something in Chat, or import a trace below.")
 
@@ -49,14 +50,14 @@ if pair_ids:
     pair = st.selectbox("…or pick a side-by-side pair", [None, *pair_ids], key="dm_tr_pair",
                         format_func=lambda p: "—" if p is None else p)
     if pair:
-        picked = [r.meta.run_id for r in engine.traces.pair(pair)][:2]
+        picked = [r.meta.run_id for r in engine.traces.pair(pair) if r.meta.run_id in visible][:2]
 st.caption("Select one run to replay it, two to compare them. Selected: " + (", ".join(p[:8] for p in picked)
                                                                               or "none"))
 
 records = []
 for run_id in picked:
     try:
-        records.append(engine.traces.get(run_id))
+        records.append(engine.get_trace(run_id, user_id()))
     except DocMindError as exc:
         st.error(str(exc))
 
@@ -96,7 +97,7 @@ with st.form("dm_regrade"):
     gray = c5.selectbox("gray_zone_mode", ["coverage_first", "rerank_only", "blend"], key="dm_rg_mode")
     regrade_clicked = st.form_submit_button("Regrade", icon=":material/calculate:")
 if regrade_clicked:
-    targets = records or [engine.traces.get(s.run_id) for s in summaries[:200]]
+    targets = records or [engine.get_trace(s.run_id, user_id()) for s in summaries[:200]]
     try:
         rows = regrade(targets, {"high_threshold": high, "low_threshold": low, "coverage_high": cov_high,
                                  "coverage_low": cov_low, "gray_zone_mode": gray})

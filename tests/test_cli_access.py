@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
+from docmind_core.errors import AccessDenied
 from docmind_core.users import UserStore
 
 
@@ -84,3 +85,17 @@ def test_only_the_owner_changes_sharing_and_department_visibility_applies(world)
     assert json.loads(invoke(world, "kb", "list", "--json", "--as", "alice").output) == []  # other department
     assert invoke(world, "kb", "share", "bob-private", "--visibility", "private", "--as", "bob").exit_code == 0
     assert json.loads(invoke(world, "kb", "list", "--json", "--as", "carol").output) == []
+
+
+def test_traces_are_visible_to_their_owner_and_admins_only(world):
+    engine = Engine.open(world, env={})
+    users = UserStore(engine.db)
+    bob, alice = users.find("bob"), users.find("alice")
+    kb = engine.store.get_kb_by_name("bob-private")
+    run_id = list(engine.ask("What is the Orion launch budget?", [kb.id], user_id=bob.id))[0].run_id
+    assert run_id in {t.run_id for t in engine.list_traces(bob.id)}
+    assert run_id not in {t.run_id for t in engine.list_traces(alice.id)}
+    assert run_id in {t.run_id for t in engine.list_traces(None)}  # the local admin
+    assert engine.get_trace(run_id, bob.id).meta.user_id == bob.id
+    with pytest.raises(AccessDenied):
+        engine.get_trace(run_id, alice.id)
