@@ -70,8 +70,8 @@ class RetrievalSettings(_Group):
     fusion: Literal["convex", "rrf"] = Field(
         "convex", description="convex: min-max normalised weighted sum; rrf: reciprocal rank fusion")
     rrf_k: int = Field(60, ge=1, le=1000, description="RRF constant k")
-    vector_weight: float = Field(0.2, ge=0, le=1, description="Dense retriever weight in fusion")
-    keyword_weight: float = Field(0.8, ge=0, le=1, description="Keyword retriever weight in fusion")
+    vector_weight: float = Field(0.15, ge=0, le=1, description="Dense retriever weight in fusion")
+    keyword_weight: float = Field(0.85, ge=0, le=1, description="Keyword retriever weight in fusion")
     rerank_top_n: int = Field(30, ge=1, le=300, description="Fused candidates sent to the reranker")
     mmr_lambda: float = Field(0.75, ge=0, le=1, description="MMR trade-off: 1 = relevance only, 0 = diversity only")
     final_top_k: int = Field(8, ge=1, le=50, description="Chunks kept after MMR")
