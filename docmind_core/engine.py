@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from docmind_core.access import KbAccessGuard, denied_message, require_trace_reader
 from docmind_core.backends.chat_offline import OfflineEngine
 from docmind_core.backends.embedders import build_embedder
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
@@ -41,6 +42,7 @@ from docmind_core.store.conversations import ConversationStore
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.traces import TraceStore
+from docmind_core.users import LOCAL_USER, User, UserStore
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = PACKAGE_ROOT / "prompts"
@@ -206,31 +208,18 @@ class Engine:
 
     # -- access -------------------------------------------------------------
     def readable_kbs(self, user_id: int | None = None) -> list[KnowledgeBase]:
-        guard = self._guard()
-        if guard is None:
-            return self.store.list_kbs()
-        return guard.readable_kbs(self._user(user_id))
+        return self._guard().readable_kbs(self._user(user_id))
 
-    def _guard(self):
-        try:
-            from docmind_core.access import KbAccessGuard
-            from docmind_core.users import UserStore
-        except ImportError:
-            return None
+    def _guard(self) -> KbAccessGuard:
         return KbAccessGuard(self.store, UserStore(self.db))
 
-    def _user(self, user_id: int | None):
-        from docmind_core.users import LOCAL_USER, UserStore
-
+    def _user(self, user_id: int | None) -> User:
         if user_id is None or user_id == LOCAL_USER.id:
             return LOCAL_USER
         return UserStore(self.db).get(user_id)
 
     def _readable(self, kb_ids: Sequence[int], user_id: int | None) -> tuple[list[int], list[int]]:
-        guard = self._guard()
-        if guard is None:
-            return list(kb_ids), []
-        allowed, denied = guard.filter_readable(self._user(user_id), list(kb_ids))
+        allowed, denied = self._guard().filter_readable(self._user(user_id), list(kb_ids))
         return list(allowed), list(denied)
 
     def require_readable(self, kb_ids: Sequence[int], user_id: int | None = None) -> None:
@@ -240,8 +229,6 @@ class Engine:
             raise AccessDenied(self._denied_message(user_id, denied))
 
     def _denied_message(self, user_id: int | None, kb_ids: Sequence[int]) -> str:
-        from docmind_core.access import denied_message  # names unreadable KBs by id only: a name can be private
-
         return denied_message(self._user(user_id), list(kb_ids))
 
     def _check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
@@ -266,8 +253,6 @@ class Engine:
 
     def get_trace(self, run_id: str, user_id: int | None = None):
         """One stored run; AccessDenied when it belongs to another user and the reader is not an admin."""
-        from docmind_core.access import require_trace_reader
-
         record = self.traces.get(run_id)
         require_trace_reader(self._user(user_id), record.meta.user_id, run_id)
         return record
@@ -285,10 +270,7 @@ class Engine:
 
     def set_visibility(self, kb_id: int, visibility: str, user_id: int | None = None) -> KnowledgeBase:
         """private / department / public; only the KB's owner or an admin may change it."""
-        from docmind_core.access import KbAccessGuard
-        from docmind_core.users import UserStore
-
-        return KbAccessGuard(self.store, UserStore(self.db)).set_visibility(self._user(user_id), kb_id, visibility)
+        return self._guard().set_visibility(self._user(user_id), kb_id, visibility)
 
     def delete_kb(self, kb_id: int, user_id: int | None = None) -> None:
         self._require_manage(kb_id, user_id)
@@ -310,11 +292,8 @@ class Engine:
                                     names=list(names) if names else None)
 
     def _require_manage(self, kb_id: int, user_id: int | None) -> None:
-        guard = self._guard()
-        if guard is None:
-            return
         kb = self.store.get_kb(kb_id)
-        if not guard.can_manage(self._user(user_id), kb):
+        if not self._guard().can_manage(self._user(user_id), kb):
             raise AccessDenied(f"you may not change knowledge base '{kb.name}': only its owner or an admin can")
 
     # -- retrieval and answers -----------------------------------------------

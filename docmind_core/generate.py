@@ -34,14 +34,16 @@ def format_memories(memories: Sequence[str]) -> str:
     return "\n".join(f"- {m.strip()}" for m in memories if m.strip()) or "(none)"
 
 
-def format_conversation(history: Sequence[Turn]) -> str:
+def format_turns(history: Sequence[Turn], assistant: str, empty: str, separator: str, max_tokens: int) -> str:
+    """Earlier turns as "User: ..." / "<assistant>: ..." lines, each cut to ``max_tokens``."""
     if not history:
-        return "(the conversation is empty)"
-    lines = []
-    for turn in history:
-        who = "User" if turn.role == "user" else "DocMind"
-        lines.append(f"{who}: {truncate_to_tokens(turn.content.strip(), HISTORY_TURN_TOKENS)}")
-    return "\n\n".join(lines)
+        return empty
+    return separator.join(f"{'User' if t.role == 'user' else assistant}: "
+                          f"{truncate_to_tokens(t.content.strip(), max_tokens)}" for t in history)
+
+
+def format_conversation(history: Sequence[Turn]) -> str:
+    return format_turns(history, "DocMind", "(the conversation is empty)", "\n\n", HISTORY_TURN_TOKENS)
 
 
 def _history_messages(history: Sequence[Turn]) -> list[dict[str, str]]:

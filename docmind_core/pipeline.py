@@ -10,7 +10,6 @@ calls; persistence (conversation, trace, Langfuse) is the engine's job.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
@@ -31,7 +30,7 @@ from docmind_core.models import (
 )
 from docmind_core.plan import plan_retrieval
 from docmind_core.route import decide_path
-from docmind_core.scope import fast_scope
+from docmind_core.scope import fast_scope, memory_text
 from docmind_core.settings import Settings
 from docmind_core.understand import QueryUnderstanding
 
@@ -45,9 +44,7 @@ _DIRECT_TEMPLATES = {
 }
 # The model's non-knowledge scope is trusted only when it is this sure (a wrong call skips retrieval).
 _MODEL_SCOPE_MIN_CONFIDENCE = 0.7
-_MEMORY_PREFIX = re.compile(
-    r"^\s*(?:请\s*)?(?:帮我\s*)?(?:记住|记一下|记下)[:：,，\s]*|^\s*(?:please\s+)?remember(?:\s+that)?[:,\s]*",
-    re.IGNORECASE)
+
 
 
 @dataclass
@@ -234,7 +231,7 @@ class AnswerPipeline:
                                   state: _RunState, meter: UsageMeter, cancel: threading.Event) -> Iterator[Event]:
         template = _DIRECT_TEMPLATES[state.scope]
         if state.scope == Scope.MEMORY_COMMAND:
-            text = state.memory_text or _MEMORY_PREFIX.sub("", question).strip() or question
+            text = state.memory_text or memory_text(question) or question
             if request.user_id is not None and self.memory is not None:
                 self.memory.add(request.user_id, text, source="memory_command")
                 state.memories = [text]

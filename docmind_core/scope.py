@@ -82,9 +82,16 @@ def fast_scope(question: str, history: Sequence[Turn] | None = None) -> ScopeDec
     if _CAPABILITY.match(text):
         return ScopeDecision(Scope.CAPABILITY, 0.9, "regex:capability")
     if not _QUESTION_LIKE.search(text):
-        for pattern in (_MEMORY_ZH, _MEMORY_EN):
-            m = pattern.match(text)
-            if m and len(m.group("text")) >= 2:
-                memory = m.group("text").rstrip("。.!！ ")
-                return ScopeDecision(Scope.MEMORY_COMMAND, 0.9, "regex:memory_command", memory_text=memory)
+        memory = memory_text(text)
+        if memory:
+            return ScopeDecision(Scope.MEMORY_COMMAND, 0.9, "regex:memory_command", memory_text=memory)
     return None
+
+
+def memory_text(question: str) -> str:
+    """What a "remember that ..." / "记住 ..." command asks to store, or "" when it is not one."""
+    for pattern in (_MEMORY_ZH, _MEMORY_EN):
+        m = pattern.match(question.strip())
+        if m and len(m.group("text")) >= 2:
+            return m.group("text").rstrip("。.!！ ")
+    return ""

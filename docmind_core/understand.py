@@ -19,7 +19,7 @@ from typing import Literal, Sequence
 from docmind_core.backends.protocols import LanguageModel, Turn, UnderstandingRequest, UsageMeter
 from docmind_core.models import Complexity, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.text import truncate_to_tokens
+from docmind_core.generate import format_turns
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,7 @@ def upgrade_complexity(question: str, understanding: Understanding) -> Understan
 
 
 def format_history(history: Sequence[Turn]) -> str:
-    if not history:
-        return "(no earlier turns)"
-    lines = []
-    for turn in history:
-        who = "User" if turn.role == "user" else "Assistant"
-        lines.append(f"{who}: {truncate_to_tokens(turn.content.strip(), HISTORY_TURN_TOKENS)}")
-    return "\n".join(lines)
+    return format_turns(history, "Assistant", "(no earlier turns)", "\n", HISTORY_TURN_TOKENS)
 
 
 class QueryUnderstanding:
