@@ -53,7 +53,7 @@ from docmind_core.retrieval.hybrid import HybridRetriever  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 from docmind_core.store.db import Database  # noqa: E402
 from docmind_core.store.kb_store import KnowledgeStore  # noqa: E402
-from docmind_core.text import count_tokens, keyword_tokens  # noqa: E402
+from docmind_core.text import count_tokens, split_terms, stored_terms  # noqa: E402
 
 STAGES = ("vector", "keyword", "fusion", "rerank", "mmr", "expand", "compress", "total")
 
@@ -131,9 +131,9 @@ class WordVectors:
         self.rng = np.random.default_rng(seed)
         self.table: dict[str, np.ndarray] = {}
 
-    def __call__(self, text: str) -> np.ndarray:
+    def __call__(self, terms: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)
-        for tok in keyword_tokens(text, stem=False)[:64]:
+        for tok in split_terms(terms)[:64]:
             row = self.table.get(tok)
             if row is None:
                 row = self.table[tok] = self.rng.standard_normal(self.dim).astype(np.float32)
@@ -170,14 +170,14 @@ def build_index(n_chunks: int, embedder, workdir: Path, say) -> tuple[HybridRetr
                                        token_count=sum(count_tokens(t) for t in part[g:g + group]),
                                        start=spans[g][0], end=spans[min(g + group, len(part)) - 1][1]))
             for j in range(g, min(g + group, len(part))):
-                cid = f"c{d0 + j}"
+                cid, terms = f"c{d0 + j}", stored_terms(part[j])  # tokenised once, as the Ingestor does
                 records.append(ChunkRecord(id=cid, kb_id=kb.id, doc_id=doc_id, index=j, parent_id=pid,
                                            text=part[j], token_count=count_tokens(part[j]),
-                                           start=spans[j][0], end=spans[j][1]))
-                indexed.append(IndexedChunk(cid, kb.id, doc_id, part[j]))
+                                           start=spans[j][0], end=spans[j][1], terms=terms))
+                indexed.append(IndexedChunk(cid, kb.id, doc_id, part[j], terms))
         store.add_chunks(records)
         keyword_index.add(indexed)
-        vector_store.add(indexed, np.stack([words(c.text) for c in indexed]))
+        vector_store.add(indexed, np.stack([words(c.terms) for c in indexed]))
         store.set_document_status(doc_id, "complete")
         if (d0 // per_doc) % 50 == 0:
             say(f"  {n_chunks}: indexed {d0 + len(part)} chunks")

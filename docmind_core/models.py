@@ -67,6 +67,9 @@ class ChunkRecord(_Value):
     token_count: int
     start: int  # character offsets into the document's extracted text
     end: int
+    # Keyword tokens of a child chunk (``text.keyword_tokens(stem=False)``, space-separated), stored at
+    # ingest so query-time scoring never re-tokenises; None for parents and rows older than migration m006.
+    terms: str | None = None
 
 
 class IngestOutcome(_Value):
@@ -126,6 +129,8 @@ class RetrievedChunk(_Value):
     kept: bool = True
     cut_by: str | None = None  # "fusion" | "rerank" | "mmr" | "budget" | None when kept
     found_by: list[str] = Field(default_factory=list)  # retrievers/tools that returned it
+    # The stored keyword tokens (see ChunkRecord.terms), for the reranker and MMR; not serialised.
+    terms: str | None = Field(default=None, exclude=True, repr=False)
 
 
 class SearchResult(_Value):

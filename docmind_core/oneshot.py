@@ -170,7 +170,7 @@ def keep_group_best(result: SearchResult, groups: Sequence[Sequence[str]], setti
         if room < 20:
             continue
         if count_tokens(incoming.text) > room:
-            incoming = incoming.model_copy(update={"text": truncate_to_tokens(incoming.text, room)})
+            incoming = incoming.model_copy(update={"text": truncate_to_tokens(incoming.text, room), "terms": None})
         kept[kept.index(victim)] = incoming
         kept_ids.discard(victim.chunk_id)
         kept_ids.add(cid)

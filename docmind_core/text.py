@@ -27,6 +27,7 @@ _jieba_lock = threading.Lock()
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
 _TOKEN_RE = re.compile(f"[{_CJK}]|[A-Za-z0-9]+|[^\\s{_CJK}A-Za-z0-9]")
+_LONG_WORD_RE = re.compile(r"[A-Za-z0-9]{9,}")
 _CODE_RE = re.compile(r"[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+")
 _WORD_RE = re.compile(r"[A-Za-z0-9]+(?:'[a-z]+)?")
 
@@ -62,13 +63,9 @@ def detect_language(text: str) -> str:
 
 
 def count_tokens(text: str) -> int:
-    total = 0
-    for tok in _TOKEN_RE.findall(text):
-        if len(tok) > 1:
-            total += 1 + (len(tok) - 1) // 8
-        else:
-            total += 1
-    return total
+    # One per token, plus (len - 1) // 8 for latin runs; only runs of 9+ characters add anything,
+    # so those are found by a second regex instead of looping over every token in Python.
+    return len(_TOKEN_RE.findall(text)) + sum((len(w) - 1) // 8 for w in _LONG_WORD_RE.findall(text))
 
 
 def token_spans(text: str) -> list[tuple[int, int, int]]:
@@ -200,6 +197,11 @@ _SEGMENT_RE = re.compile(f"([{_CJK}]+)")
 
 def keyword_tokens(text: str, stem: bool = True) -> list[str]:
     """Tokens for BM25 and lexical coverage, stop words removed, in text order."""
+    plain = _plain_tokens(text)
+    return stem_tokens(plain) if stem else plain
+
+
+def _plain_tokens(text: str) -> list[str]:
     out: list[str] = []
     for code in _CODE_RE.findall(text):
         out.append(code.lower())
@@ -214,10 +216,25 @@ def keyword_tokens(text: str, stem: bool = True) -> list[str]:
         else:
             for w in _WORD_RE.findall(part):
                 low = w.lower()
-                if low in ENGLISH_STOP_WORDS:
-                    continue
-                out.append(_stem(low) if stem and low.isalpha() else low)
+                if low not in ENGLISH_STOP_WORDS:
+                    out.append(low)
     return out
+
+
+def stem_tokens(tokens: list[str]) -> list[str]:
+    """Stem the plain English words among ``keyword_tokens(..., stem=False)``; codes, numbers and
+    Chinese words stay as they are.  ``stem_tokens(keyword_tokens(t, stem=False)) == keyword_tokens(t)``."""
+    return [_stem(t) if t.isascii() and t.isalpha() else t for t in tokens]
+
+
+def stored_terms(text: str) -> str:
+    """A chunk's keyword tokens in the form kept with it at ingest (``ChunkRecord.terms``): unstemmed,
+    space-separated (no token contains whitespace); ``split_terms`` reads it back."""
+    return " ".join(keyword_tokens(text, stem=False))
+
+
+def split_terms(stored: str) -> list[str]:
+    return stored.split(" ") if stored else []
 
 
 def salient_terms(text: str) -> dict[str, float]:

@@ -35,7 +35,7 @@ import numpy as np
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.models import BackendStatus
 from docmind_core.store.db import Database
-from docmind_core.text import keyword_tokens
+from docmind_core.text import keyword_tokens, split_terms, stem_tokens
 
 FTS_PREFIX = "keyword_fts_"  # one FTS5 table per knowledge base: keyword_fts_<kb id>
 _META_TABLE = "keyword_index_meta"
@@ -46,9 +46,17 @@ _TOKEN_CHARS = "-_./"
 _TABLE_RE = re.compile(rf"^{FTS_PREFIX}(\d+)$")
 
 
-def index_terms(text: str, stem: bool) -> list[str]:
-    """The terms one text contributes: keyword tokens, apostrophes dropped (FTS5 would split on them)."""
-    return [t.replace("'", "") for t in keyword_tokens(text, stem=stem) if t.replace("'", "")]
+def index_terms(text: str, stem: bool, stored: str | None = None) -> list[str]:
+    """The terms one text contributes: keyword tokens, apostrophes dropped (FTS5 would split on them).
+
+    ``stored`` is the chunk's tokens as the Ingestor kept them (``ChunkRecord.terms``): when given,
+    jieba does not run again.
+    """
+    if stored is None:
+        tokens = keyword_tokens(text, stem=stem)
+    else:
+        tokens = stem_tokens(split_terms(stored)) if stem else split_terms(stored)
+    return [t.replace("'", "") for t in tokens if t.replace("'", "")]
 
 
 def _quoted(term: str) -> str:
@@ -129,8 +137,8 @@ class Fts5KeywordIndex:
         present = {r[0] for r in rows}
         return [k for k in wanted if _table(k) in present]
 
-    def _row(self, chunk_id: str, doc_id: int, text: str) -> tuple:
-        return (" ".join(index_terms(text, self.stem)), _doc_token(doc_id), chunk_id, int(doc_id))
+    def _row(self, chunk_id: str, doc_id: int, text: str, terms: str | None = None) -> tuple:
+        return (" ".join(index_terms(text, self.stem, terms)), _doc_token(doc_id), chunk_id, int(doc_id))
 
     def _insert(self, db, kb_id: int, rows: list[tuple]) -> None:
         self._create_table(db, kb_id)
@@ -139,11 +147,11 @@ class Fts5KeywordIndex:
 
     def _rebuild_from_chunks(self, db) -> None:
         rows = db.execute(
-            "SELECT c.kb_id, c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "SELECT c.kb_id, c.id, c.doc_id, c.text, c.terms FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE c.is_parent = 0 AND d.status = 'complete' ORDER BY c.kb_id").fetchall()
         by_kb: dict[int, list[tuple]] = {}
-        for kb_id, chunk_id, doc_id, text in rows:
-            by_kb.setdefault(kb_id, []).append(self._row(chunk_id, doc_id, text))
+        for kb_id, chunk_id, doc_id, text, terms in rows:
+            by_kb.setdefault(kb_id, []).append(self._row(chunk_id, doc_id, text, terms))
         for kb_id, kb_rows in by_kb.items():
             self._insert(db, kb_id, kb_rows)
 
@@ -151,7 +159,7 @@ class Fts5KeywordIndex:
     def add(self, chunks: Sequence[IndexedChunk]) -> None:
         by_kb: dict[int, list[tuple]] = {}
         for c in chunks:  # tokenise before taking the write lock
-            by_kb.setdefault(int(c.kb_id), []).append(self._row(c.chunk_id, c.doc_id, c.text))
+            by_kb.setdefault(int(c.kb_id), []).append(self._row(c.chunk_id, c.doc_id, c.text, c.terms))
         with self.db.transaction() as db:
             for kb_id, rows in by_kb.items():
                 self._insert(db, kb_id, rows)
@@ -265,10 +273,10 @@ class RankBM25KeywordIndex:
             if model is not None and model.signature == signature:
                 return model
             rows = self.db.db.execute(
-                "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "SELECT c.id, c.doc_id, c.text, c.terms FROM chunks c JOIN documents d ON d.id = c.doc_id "
                 "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status = 'complete' ORDER BY c.doc_id, c.idx",
                 [int(kb_id)]).fetchall()
-            corpus = [index_terms(r[2], self.stem) for r in rows]
+            corpus = [index_terms(r[2], self.stem, r[3]) for r in rows]
             bm25 = None
             if rows:
                 # rank-bm25 divides by the average length; an all-empty corpus would fail

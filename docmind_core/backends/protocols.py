@@ -57,6 +57,7 @@ class IndexedChunk:
     kb_id: int
     doc_id: int
     text: str
+    terms: str | None = None  # the chunk's stored keyword tokens, when the caller already has them
 
 
 @runtime_checkable

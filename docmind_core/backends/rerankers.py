@@ -51,8 +51,7 @@ import numpy as np
 
 from docmind_core.errors import BackendUnavailable
 from docmind_core.models import BackendStatus, RetrievedChunk
-from docmind_core.text import _stem as _stem_word
-from docmind_core.text import is_cjk, keyword_tokens, salient_terms
+from docmind_core.text import is_cjk, keyword_tokens, salient_terms, split_terms, stem_tokens
 
 _CODE_RE = re.compile(r"\b(?=[A-Za-z0-9._-]*\d)[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+\b|\b[A-Z]{2,}\d+\b")
 
@@ -99,12 +98,15 @@ def _stem_one(term: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def chunk_terms(chunk_text: str) -> tuple[frozenset[str], frozenset[tuple[str, str]], str]:
-    """(terms, adjacent stemmed pairs, lower-cased text) of a chunk; cached because the same chunks
-    come back query after query and jieba is the expensive part of scoring."""
-    plain = keyword_tokens(chunk_text, stem=False)
-    # keyword_tokens(stem=True) only stems the plain English words; doing that here saves a second jieba pass
-    stemmed = [_stem_word(t) if t.isascii() and t.isalpha() else t for t in plain]
+def chunk_terms(chunk_text: str, stored: str | None = None) -> tuple[frozenset[str], frozenset[tuple[str, str]], str]:
+    """(terms, adjacent stemmed pairs, lower-cased text) of a chunk.
+
+    ``stored`` is the chunk's keyword tokens as kept at ingest (``ChunkRecord.terms``); with it, no
+    jieba pass runs.  Without it (web pages, older rows) the text is tokenised, and the result is
+    cached because the same chunks come back query after query.
+    """
+    plain = split_terms(stored) if stored is not None else keyword_tokens(chunk_text, stem=False)
+    stemmed = stem_tokens(plain)  # the same stemming keyword_tokens(stem=True) applies, without a second jieba pass
     present = frozenset(plain) | frozenset(stemmed)
     return present, frozenset(zip(stemmed, stemmed[1:])), chunk_text.lower()
 
@@ -115,14 +117,14 @@ def document_title(name: str) -> str:
 
 
 def relevance_features(terms: QueryTerms, chunk_text: str, cosine: float, keyword_rel: float,
-                       title: str = "") -> list[float]:
+                       title: str = "", stored_terms: str | None = None) -> list[float]:
     """The feature vector (in ``FEATURES`` order) of one chunk.
 
     ``title`` (the document name or web page title) counts towards coverage: a
     chunk deep inside "X5 water filter manual" is about the X5 even when its own
     sentences never name it.
     """
-    present, chunk_pairs, lowered = chunk_terms(chunk_text)
+    present, chunk_pairs, lowered = chunk_terms(chunk_text, stored_terms)
     if title:
         title_terms, _pairs, title_lower = chunk_terms(title)
         present, lowered = present | title_terms, f"{title_lower}\n{lowered}"
@@ -204,7 +206,8 @@ class OfflineReranker:
         best_kw = max((k for k in kw if k is not None and k > 0), default=0.0)
         return [relevance_features(terms, c.text, cos[i],
                                    (kw[i] / best_kw) if (kw[i] is not None and best_kw > 0) else 0.0,
-                                   title=document_title(c.document) if self.use_titles else "")
+                                   title=document_title(c.document) if self.use_titles else "",
+                                   stored_terms=c.terms)
                 for i, c in enumerate(chunks)]
 
     def score(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:

@@ -36,11 +36,12 @@ class TextChunk:
     token_count: int
     start: int
     end: int
+    terms: str | None = None  # keyword tokens (see ChunkRecord.terms); set by the Ingestor for children
 
     def to_record(self, kb_id: int, doc_id: int) -> ChunkRecord:
         return ChunkRecord(id=self.id, kb_id=kb_id, doc_id=doc_id, index=self.index, is_parent=self.is_parent,
                            parent_id=self.parent_id, text=self.text, token_count=self.token_count,
-                           start=self.start, end=self.end)
+                           start=self.start, end=self.end, terms=self.terms)
 
 
 @dataclass(frozen=True)

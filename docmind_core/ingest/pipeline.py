@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -33,6 +33,7 @@ from docmind_core.ingest.loaders import load_document, mime_for
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase
 from docmind_core.settings import Settings
+from docmind_core.text import stored_terms
 from docmind_core.store.kb_store import KnowledgeStore
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,9 @@ class Ingestor:
                                                settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens)
             if not children:
                 raise IngestError(f"{source.name}: no text could be extracted")
+            # Tokenised once (part of "chunking"), outside the write lock; the keyword index
+            # and query-time scoring reuse the tokens.
+            children = [replace(c, terms=stored_terms(c.text)) for c in children]
         except Exception as exc:
             message = _describe(exc)
             current = self.store.find_document(kb.id, source.name)
@@ -177,7 +181,7 @@ class Ingestor:
                                                    content_hash=doc.digest, mime=doc.mime, size=doc.size,
                                                    text=doc.text)
             self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in doc.parents + doc.children])
-        indexed = [(doc, IndexedChunk(c.id, kb.id, doc.doc_id, c.text)) for doc in group for c in doc.children]
+        indexed = [(doc, IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms)) for doc in group for c in doc.children]
         # Equal batches rather than full ones plus a small remainder: per text, a batch of 8
         # costs the encoder twice what a batch of 16 or more does.
         batch = math.ceil(len(indexed) / math.ceil(len(indexed) / settings.embedding.batch_size))

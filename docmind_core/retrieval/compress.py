@@ -109,7 +109,7 @@ def compress_to_budget(query: str, chunks: Sequence[RetrievedChunk], max_tokens:
         if not text.strip():
             dropped.append(chunk)
             continue
-        out.append(chunk if text is chunk.text else chunk.model_copy(update={"text": text}))
+        out.append(chunk if text is chunk.text else chunk.model_copy(update={"text": text, "terms": None}))
         used += count_tokens(text)
     dropped = [c.model_copy(update={"kept": False, "cut_by": "budget"}) for c in dropped]
     return Compression(out, dropped, used)

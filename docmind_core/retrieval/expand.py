@@ -85,6 +85,6 @@ def expand_to_parents(chunks: Sequence[RetrievedChunk], parents: dict[str, Chunk
             found_by = list(dict.fromkeys(found_by + sibling.found_by))
             merged.append(sibling)
         out.append(head.model_copy(update={
-            "text": parent.text, "start": parent.start, "end": parent.end, "parent_id": parent.id,
+            "text": parent.text, "terms": None, "start": parent.start, "end": parent.end, "parent_id": parent.id,
             "expanded": True, "scores": scores, "found_by": found_by}))
     return Expansion(out, merged)

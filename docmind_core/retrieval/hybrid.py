@@ -20,7 +20,6 @@ back in ``SearchResult.candidates`` with its stage scores and ``cut_by``:
 from __future__ import annotations
 
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -109,7 +108,8 @@ class HybridRetriever:
                 StageScores(keyword=score, keyword_rank=rank)
             out.append(RetrievedChunk(
                 chunk_id=cid, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(rec.doc_id, ""),
-                text=rec.text, start=rec.start, end=rec.end, chunk_index=rec.index, parent_id=rec.parent_id,
+                text=rec.text, terms=rec.terms, start=rec.start, end=rec.end, chunk_index=rec.index,
+                parent_id=rec.parent_id,
                 scores=scores, found_by=[source]))
         return out
 
@@ -160,7 +160,8 @@ class HybridRetriever:
             cut = len(out) >= r.rerank_top_n
             out.append(RetrievedChunk(
                 chunk_id=cid, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(rec.doc_id, ""),
-                text=rec.text, start=rec.start, end=rec.end, chunk_index=rec.index, parent_id=rec.parent_id,
+                text=rec.text, terms=rec.terms, start=rec.start, end=rec.end, chunk_index=rec.index,
+                parent_id=rec.parent_id,
                 scores=StageScores(vector=v[0] if v else None, vector_rank=v[1] if v else None,
                                    keyword=k[0] if k else None, keyword_rank=k[1] if k else None,
                                    fused=round(float(fused_score), 6)),
@@ -216,19 +217,25 @@ def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk]) -> dict[st
 # The refining pass
 # --------------------------------------------------------------------------
 
-_LEX_DIM = 2048
+def lexical_vectors(texts: Sequence[str], stored_terms: Sequence[str | None] | None = None) -> np.ndarray:
+    """Binary term and adjacent-term-pair vectors over the batch's own vocabulary, L2-normalised: a
+    cheap redundancy signal for MMR (no encoder call; overlapping windows of one passage come out near 1).
 
-
-def lexical_vectors(texts: Sequence[str]) -> np.ndarray:
-    """Hashed binary term and term-pair vectors, L2-normalised: a cheap redundancy signal for MMR
-    (no encoder call; overlapping windows of one passage come out near 1)."""
-    out = np.zeros((len(texts), _LEX_DIM), dtype=np.float32)
-    for row, text in enumerate(texts):
-        terms, pairs, _lower = chunk_terms(text)  # cached: the reranker tokenised these same texts
-        for term in terms:
-            out[row, zlib.crc32(term.encode("utf-8")) % _LEX_DIM] = 1.0
-        for a, b in pairs:  # adjacent-term pairs tell a near-duplicate from a chunk on the same topic
-            out[row, zlib.crc32(f"{a} {b}".encode("utf-8")) % _LEX_DIM] = 1.0
+    ``stored_terms`` are the chunks' ingest-time tokens (``RetrievedChunk.terms``), so nothing is re-tokenised.
+    """
+    stored = list(stored_terms) if stored_terms is not None else [None] * len(texts)
+    keys: list[np.ndarray] = []
+    for text, kept in zip(texts, stored):
+        terms, pairs, _lower = chunk_terms(text, kept)  # cached: the reranker just read these same chunks
+        # adjacent-term pairs tell a near-duplicate from a chunk on the same topic; Python's 64-bit
+        # string hashes stand in for the features (a clash within one batch is vanishingly unlikely)
+        keys.append(np.fromiter(map(hash, (*terms, *pairs)), dtype=np.int64, count=len(terms) + len(pairs)))
+    lengths = [len(k) for k in keys]
+    if not sum(lengths):
+        return np.zeros((len(texts), 1), dtype=np.float32)
+    _unique, columns = np.unique(np.concatenate(keys), return_inverse=True)
+    out = np.zeros((len(texts), len(_unique)), dtype=np.float32)
+    out[np.repeat(np.arange(len(texts)), lengths), columns.ravel()] = 1.0
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return out / norms
@@ -286,7 +293,8 @@ class EvidenceRefiner:
         timings["rerank"] = _ms(start)
 
         start = time.perf_counter()
-        picks = mmr_select(None, pool, lexical_vectors([c.text for c in pool]), r.mmr_lambda, r.final_top_k)
+        picks = mmr_select(None, pool, lexical_vectors([c.text for c in pool], [c.terms for c in pool]),
+                           r.mmr_lambda, r.final_top_k)
         picked = {p.index for p in picks}
         selected = [pool[p.index].model_copy(update={
             "scores": pool[p.index].scores.model_copy(update={"mmr": round(p.mmr, 6)})}) for p in picks]
@@ -297,8 +305,10 @@ class EvidenceRefiner:
         start = time.perf_counter()
         merged: list[RetrievedChunk] = []
         if r.parent_expansion and self.store is not None:
-            kb_ids = [c.chunk_id for c in selected if c.origin == "kb"]
-            parents = self.store.parent_of(kb_ids) if kb_ids else {}
+            # Hydrated chunks already know their parent's id: one lookup instead of parent_of's two.
+            with_parent = [c for c in selected if c.origin == "kb" and c.parent_id]
+            records = self.store.get_chunks(c.parent_id for c in with_parent) if with_parent else {}
+            parents = {c.chunk_id: records[c.parent_id] for c in with_parent if c.parent_id in records}
             expansion = expand_to_parents(selected, parents, budget)
             selected = expansion.chunks
             merged = [c.model_copy(update={"kept": False, "cut_by": "merged"}) for c in expansion.merged]

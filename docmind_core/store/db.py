@@ -253,3 +253,10 @@ def m005_users(db: sqlite_utils.Database) -> None:
         );
         """
     )
+
+
+@migration
+def m006_chunk_terms(db: sqlite_utils.Database) -> None:
+    # A child chunk's keyword tokens (space-separated, unstemmed), computed once at ingest so that
+    # reranking and redundancy checks never run jieba at query time.  NULL for chunks stored before.
+    db.execute("ALTER TABLE chunks ADD COLUMN terms TEXT")

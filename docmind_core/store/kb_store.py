@@ -19,7 +19,7 @@ from docmind_core.store.db import Database, utcnow
 _VISIBILITIES = ("private", "department", "public")
 _KB_FIELDS = ("name", "description", "embedder_id", "embedding_dim", "owner_id", "department", "visibility")
 _DOC_COLUMNS = "id, kb_id, name, source_path, content_hash, mime, size, status, error, created_at"
-_CHUNK_COLUMNS = "id, kb_id, doc_id, idx, is_parent, parent_id, text, token_count, start, end"
+_CHUNK_COLUMNS = "id, kb_id, doc_id, idx, is_parent, parent_id, text, token_count, start, end, terms"
 
 # Counts shown beside a KB: complete documents only, and child chunks only
 # (parents are context blocks, not retrieval units).
@@ -207,7 +207,7 @@ class KnowledgeStore:
     def add_chunks(self, chunks: Sequence[ChunkRecord]) -> None:
         rows = [{"id": c.id, "kb_id": c.kb_id, "doc_id": c.doc_id, "idx": c.index, "is_parent": int(c.is_parent),
                  "parent_id": c.parent_id, "text": c.text, "token_count": c.token_count, "start": c.start,
-                 "end": c.end} for c in chunks]
+                 "end": c.end, "terms": c.terms} for c in chunks]
         with self.db.transaction() as db:
             db["chunks"].insert_all(rows, batch_size=500)
 
@@ -248,4 +248,4 @@ class KnowledgeStore:
     def _chunk_rows(self, where: str, params: list[Any]) -> list[ChunkRecord]:
         rows = self.db.db.execute(f"SELECT {_CHUNK_COLUMNS} FROM chunks {where}", params).fetchall()
         return [ChunkRecord(id=r[0], kb_id=r[1], doc_id=r[2], index=r[3], is_parent=bool(r[4]), parent_id=r[5],
-                            text=r[6], token_count=r[7], start=r[8], end=r[9]) for r in rows]
+                            text=r[6], token_count=r[7], start=r[8], end=r[9], terms=r[10]) for r in rows]
