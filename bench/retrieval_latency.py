@@ -19,7 +19,8 @@ What is measured (2 cores on the reference machine):
 * ``HybridRetriever.search`` end to end (vector + keyword in parallel, fusion,
   offline rerank, MMR, parent expansion, compression): p50/p95 per stage from
   ``SearchResult.timings_ms``; ``retrieval`` is the total.
-* ``rss_mb``: peak resident set of this process after that size (cumulative).
+* ``rss_mb``: peak resident set of the process that built and searched that
+  size; each size runs in a fresh child process, so sizes do not add up.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -124,20 +127,16 @@ def measure_ingest(embedder, n_chunks: int, workdir: Path) -> dict:
 # --------------------------------------------------------------------------
 
 class WordVectors:
-    """A fixed random vector per keyword token; a text's vector is their normalised sum."""
+    """Synthetic stored vectors: each keyword token picks one of a fixed bank of random vectors (by
+    crc32); a text's vector is their normalised sum, so chunks sharing words get similar vectors.  A
+    fixed bank keeps the generator's own memory (16 MB) out of the peak RSS being measured."""
 
-    def __init__(self, dim: int, seed: int = 5):
-        self.dim = dim
-        self.rng = np.random.default_rng(seed)
-        self.table: dict[str, np.ndarray] = {}
+    def __init__(self, dim: int, bank: int = 8192, seed: int = 5):
+        self.bank = np.random.default_rng(seed).standard_normal((bank, dim)).astype(np.float32)
 
     def __call__(self, terms: str) -> np.ndarray:
-        vec = np.zeros(self.dim, dtype=np.float32)
-        for tok in split_terms(terms)[:64]:
-            row = self.table.get(tok)
-            if row is None:
-                row = self.table[tok] = self.rng.standard_normal(self.dim).astype(np.float32)
-            vec += row
+        rows = [zlib.crc32(tok.encode("utf-8")) % len(self.bank) for tok in split_terms(terms)[:64]]
+        vec = self.bank[rows].sum(axis=0) if rows else np.zeros(self.bank.shape[1], dtype=np.float32)
         norm = np.linalg.norm(vec)
         return vec / norm if norm else vec
 
@@ -198,37 +197,48 @@ def measure_retrieval(retriever: HybridRetriever, kb_id: int, queries: list[str]
     return {stage: (round(pct(v, 0.5), 2), round(pct(v, 0.95), 2)) for stage, v in per_stage.items()}
 
 
+def measure_size(size: int, n_queries: int, say) -> dict:
+    """Build one synthetic index and time queries on it (run in a fresh process: RSS is per size)."""
+    embedder = Usem3Embedder()
+    with tempfile.TemporaryDirectory(prefix="docmind-latency-") as tmp:
+        say(f"building the {size}-chunk index ...")
+        retriever, queries, info = build_index(size, embedder, Path(tmp), say)
+        say(f"timing {n_queries} queries ...")
+        stages = measure_retrieval(retriever, info["kb_id"], queries, n_queries, f"q{size}")
+        retriever._pool.shutdown(wait=False)
+    return {
+        "retrieval_p50_ms": stages["total"][0], "retrieval_p95_ms": stages["total"][1],
+        "keyword_p50_ms": stages["keyword"][0], "vector_p50_ms": stages["vector"][0],
+        "rss_mb": round(peak_rss_mb(), 1), "build_s": info["build_s"],
+        "stages_ms": {s: {"p50": v[0], "p95": v[1]} for s, v in stages.items()},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="retrieval latency, ingest ratio and memory")
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--ingest-chunks", type=int, default=120)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--one-size", type=int, help=argparse.SUPPRESS)  # internal: one size, in a child process
     args = ap.parse_args()
     say = (lambda msg: print(msg, file=sys.stderr, flush=True))
-    embedder = Usem3Embedder()
+    if args.one_size:
+        print(json.dumps(measure_size(args.one_size, args.queries, say)))
+        return
     out: dict = {"sizes": {}}
     with tempfile.TemporaryDirectory(prefix="docmind-latency-") as tmp:
-        tmp_path = Path(tmp)
         say("ingest throughput ...")
-        ingest_dir = tmp_path / "ingest"
+        ingest_dir = Path(tmp) / "ingest"
         ingest_dir.mkdir()
-        ingest = measure_ingest(embedder, args.ingest_chunks, ingest_dir)
+        ingest = measure_ingest(Usem3Embedder(), args.ingest_chunks, ingest_dir)
         out["ingest_ratio"] = ingest["ingest_ratio"]
         out["ingest"] = ingest
-        for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
-            say(f"building the {size}-chunk index ...")
-            retriever, queries, info = build_index(size, embedder, tmp_path, say)
-            say(f"timing {args.queries} queries ...")
-            stages = measure_retrieval(retriever, info["kb_id"], queries, args.queries, f"q{size}")
-            out["sizes"][str(size)] = {
-                "retrieval_p50_ms": stages["total"][0], "retrieval_p95_ms": stages["total"][1],
-                "keyword_p50_ms": stages["keyword"][0], "vector_p50_ms": stages["vector"][0],
-                "rss_mb": round(peak_rss_mb(), 1), "build_s": info["build_s"],
-                "stages_ms": {s: {"p50": v[0], "p95": v[1]} for s, v in stages.items()},
-            }
-            retriever._pool.shutdown(wait=False)
-            del retriever
+    for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
+        # Each size in its own process, so its peak RSS is that of a process serving that index alone.
+        child = subprocess.run([sys.executable, __file__, "--one-size", str(size), "--queries", str(args.queries)],
+                               stdout=subprocess.PIPE, check=True, text=True)
+        out["sizes"][str(size)] = json.loads(child.stdout.strip().splitlines()[-1])
     out["cpu_count"] = os.cpu_count()
     out["load_avg_1m"] = round(os.getloadavg()[0], 2)
     if args.json:

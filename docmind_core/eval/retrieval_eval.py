@@ -32,7 +32,7 @@ from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.eval.beir import (BeirDataset, EmbeddingCache, chunk_corpus, corpus_cache_key, load_beir,
                                     queries_cache_key)
 from docmind_core.models import ChunkRecord, RetrievedChunk
-from docmind_core.text import count_tokens
+from docmind_core.text import count_tokens, stored_terms
 
 SYSTEMS = ("bm25", "vector", "hybrid", "hybrid_rerank")
 
@@ -164,9 +164,10 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
         beir_of_doc[doc_id] = beir_id
         for n, i in enumerate(by_doc.get(beir_id, [])):
             c = chunks[i]
+            terms = stored_terms(c.text)  # tokenised once, as the Ingestor does
             records.append(ChunkRecord(id=c.chunk_id, kb_id=kb.id, doc_id=doc_id, index=n, text=c.text,
-                                       token_count=count_tokens(c.text), start=0, end=len(c.text)))
-            indexed.append(IndexedChunk(c.chunk_id, kb.id, doc_id, c.text))
+                                       token_count=count_tokens(c.text), start=0, end=len(c.text), terms=terms))
+            indexed.append(IndexedChunk(c.chunk_id, kb.id, doc_id, c.text, terms))
     store.add_chunks(records)
     store.set_kb_documents_status(kb.id, "complete")
     say("indexing keywords")

@@ -67,7 +67,7 @@ def expand_to_parents(chunks: Sequence[RetrievedChunk], parents: dict[str, Chunk
         parent = parents.get(group[0].chunk_id) if group[0].origin == "kb" else None
         if parent is None:
             continue
-        extra = count_tokens(parent.text) - sum(count_tokens(c.text) for c in group)
+        extra = parent.token_count - sum(count_tokens(c.text) for c in group)  # stored at ingest: no recount
         if used + extra <= max_tokens:
             expand.add(g)
             used += extra

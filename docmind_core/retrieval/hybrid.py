@@ -279,7 +279,7 @@ class EvidenceRefiner:
         timings: dict[str, float] = {}
         union = _dedupe(chunks)
         pool = [c for c in union if c.cut_by is None]
-        fusion_cut = [c.model_copy(update={"kept": False}) for c in union if c.cut_by is not None]
+        fusion_cut = [c if not c.kept else c.model_copy(update={"kept": False}) for c in union if c.cut_by is not None]
 
         start = time.perf_counter()
         try:
@@ -318,7 +318,8 @@ class EvidenceRefiner:
         compression = compress_to_budget(query, selected, budget)
         timings["compress"] = _ms(start)
 
-        kept = [c.model_copy(update={"kept": True, "cut_by": None}) for c in compression.chunks]
+        kept = [c if c.kept and c.cut_by is None else c.model_copy(update={"kept": True, "cut_by": None})
+                for c in compression.chunks]
         candidates = kept + compression.dropped + merged + not_picked + fusion_cut
         return SearchResult(query=query, chunks=kept, candidates=candidates, timings_ms=timings,
                             used_tokens=compression.used_tokens)
