@@ -19,6 +19,9 @@ What is measured (2 cores on the reference machine):
 * ``HybridRetriever.search`` end to end (vector + keyword in parallel, fusion,
   offline rerank, MMR, parent expansion, compression): p50/p95 per stage from
   ``SearchResult.timings_ms``; ``retrieval`` is the total.
+* ``query_encode_p50_ms``: the bundled encoder alone on one query, timed in the
+  same process just before; ``retrieval_over_encode`` = retrieval p50 over it,
+  a figure that moves much less than milliseconds when the host's speed drifts.
 * ``rss_mb``: peak resident set of the process that built and searched that
   size; each size runs in a fresh child process, so sizes do not add up.
 """
@@ -204,10 +207,20 @@ def measure_size(size: int, n_queries: int, say) -> dict:
         say(f"building the {size}-chunk index ...")
         retriever, queries, info = build_index(size, embedder, Path(tmp), say)
         say(f"timing {n_queries} queries ...")
+        # The host's speed drifts between runs on shared machines: time the encoder alone on the same
+        # queries right before, so a run can also be read as "retrieval costs N query encodings".
+        encode_ms = []
+        for i, query in enumerate(queries[:n_queries]):
+            start = time.perf_counter()
+            embedder.embed([f"{query} e{size}{i}"])
+            encode_ms.append((time.perf_counter() - start) * 1000)
         stages = measure_retrieval(retriever, info["kb_id"], queries, n_queries, f"q{size}")
         retriever._pool.shutdown(wait=False)
+    encode_p50 = pct(encode_ms, 0.5)
     return {
         "retrieval_p50_ms": stages["total"][0], "retrieval_p95_ms": stages["total"][1],
+        "query_encode_p50_ms": round(encode_p50, 2),
+        "retrieval_over_encode": round(stages["total"][0] / encode_p50, 2) if encode_p50 else None,
         "keyword_p50_ms": stages["keyword"][0], "vector_p50_ms": stages["vector"][0],
         "rss_mb": round(peak_rss_mb(), 1), "build_s": info["build_s"],
         "stages_ms": {s: {"p50": v[0], "p95": v[1]} for s, v in stages.items()},
@@ -246,10 +259,10 @@ def main() -> None:
         return
     print(f"ingest: {ingest['ingest_chunks_per_s']} chunks/s vs raw encoder {ingest['raw_chunks_per_s']} chunks/s "
           f"-> ingest_ratio {out['ingest_ratio']}")
-    print(f"{'size':>8} " + " ".join(f"{s + ' p50/p95':>20}" for s in STAGES) + f" {'rss_mb':>8}")
+    print(f"{'size':>8} " + " ".join(f"{s + ' p50/p95':>20}" for s in STAGES) + f" {'rss_mb':>8} {'encode':>7}")
     for size, row in out["sizes"].items():
         cells = " ".join(f"{row['stages_ms'][s]['p50']:>9.1f}/{row['stages_ms'][s]['p95']:<10.1f}" for s in STAGES)
-        print(f"{size:>8} {cells} {row['rss_mb']:>8}")
+        print(f"{size:>8} {cells} {row['rss_mb']:>8} {row['query_encode_p50_ms']:>7}")
     print(f"(load average {out['load_avg_1m']} on {out['cpu_count']} cores)")
 
 
