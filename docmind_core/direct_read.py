@@ -56,10 +56,6 @@ def read_selected_documents(store, doc_ids: Sequence[int], budget_tokens: int) -
             first = records[0]
             picked = [first.model_copy(update={"text": truncate_to_tokens(first.text, share), "terms": None})]
         for rec in picked:
-            out.append(RetrievedChunk(
-                chunk_id=rec.id, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(doc_id, str(doc_id)),
-                text=rec.text, terms=rec.terms, start=rec.start, end=rec.end, chunk_index=rec.index,
-                parent_id=rec.parent_id,
-                origin="kb", scores=StageScores(), found_by=["direct_read"],
-            ))
+            out.append(RetrievedChunk.from_record(rec, names.get(doc_id, str(doc_id)), origin="kb",
+                                                  scores=StageScores(), found_by=["direct_read"]))
     return out

@@ -132,6 +132,13 @@ class RetrievedChunk(_Value):
     # The stored keyword tokens (see ChunkRecord.terms), for the reranker and MMR; not serialised.
     terms: str | None = Field(default=None, exclude=True, repr=False)
 
+    @classmethod
+    def from_record(cls, record: ChunkRecord, document: str, **fields) -> "RetrievedChunk":
+        """A stored chunk as retrieval evidence; its stored tokens travel with its text."""
+        return cls(chunk_id=record.id, kb_id=record.kb_id, doc_id=record.doc_id, document=document,
+                   text=record.text, terms=record.terms, start=record.start, end=record.end,
+                   chunk_index=record.index, parent_id=record.parent_id, **fields)
+
 
 class SearchResult(_Value):
     """Output of the hybrid retrieval engine: kept chunks plus every candidate with its provenance."""

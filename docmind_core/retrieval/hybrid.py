@@ -106,11 +106,7 @@ class HybridRetriever:
                 continue
             scores = StageScores(vector=score, vector_rank=rank) if source == "vector" else \
                 StageScores(keyword=score, keyword_rank=rank)
-            out.append(RetrievedChunk(
-                chunk_id=cid, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(rec.doc_id, ""),
-                text=rec.text, terms=rec.terms, start=rec.start, end=rec.end, chunk_index=rec.index,
-                parent_id=rec.parent_id,
-                scores=scores, found_by=[source]))
+            out.append(RetrievedChunk.from_record(rec, names.get(rec.doc_id, ""), scores=scores, found_by=[source]))
         return out
 
     # -- fused candidates ------------------------------------------------------
@@ -158,10 +154,8 @@ class HybridRetriever:
                 continue
             v, k = vec.get(cid), kw.get(cid)
             cut = len(out) >= r.rerank_top_n
-            out.append(RetrievedChunk(
-                chunk_id=cid, kb_id=rec.kb_id, doc_id=rec.doc_id, document=names.get(rec.doc_id, ""),
-                text=rec.text, terms=rec.terms, start=rec.start, end=rec.end, chunk_index=rec.index,
-                parent_id=rec.parent_id,
+            out.append(RetrievedChunk.from_record(
+                rec, names.get(rec.doc_id, ""),
                 scores=StageScores(vector=v[0] if v else None, vector_rank=v[1] if v else None,
                                    keyword=k[0] if k else None, keyword_rank=k[1] if k else None,
                                    fused=round(float(fused_score), 6)),
