@@ -77,7 +77,8 @@ def build_language_model(settings: Settings, env: dict[str, str], prompts: Promp
 def build_keyword_index(settings: Settings, db: Database) -> KeywordIndex:
     if settings.keyword.backend == "rank_bm25":
         return RankBM25KeywordIndex(db, stem=settings.keyword.english_stemming)
-    return Fts5KeywordIndex(db, stem=settings.keyword.english_stemming)
+    return Fts5KeywordIndex(db, stem=settings.keyword.english_stemming,
+                            memory_min_rows=settings.keyword.memory_min_chunks)
 
 
 @dataclass

@@ -54,6 +54,11 @@ class KeywordSettings(_Group):
     backend: Literal["fts5", "rank_bm25"] = Field(
         "fts5", description="fts5: persistent SQLite FTS5 bm25 over jieba tokens; rank_bm25: in-memory rank-bm25 (small KBs)")
     english_stemming: bool = Field(True, description="Snowball-stem English words in the keyword index")
+    memory_min_chunks: int = Field(
+        5000, ge=0, le=100_000_000,
+        description="fts5: KBs with at least this many chunks are also searched from an in-memory copy of their "
+                    "postings (same hits and scores, ~5x faster at 100k chunks; ~0.5 KB per chunk); "
+                    "100000000 turns the copy off")
 
 
 class WebSettings(_Group):

@@ -32,6 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
+from docmind_core.backends.keyword_memory import PostingsCache
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.models import BackendStatus
 from docmind_core.store.db import Database
@@ -39,6 +40,10 @@ from docmind_core.text import keyword_tokens, split_terms, stem_tokens
 
 FTS_PREFIX = "keyword_fts_"  # one FTS5 table per knowledge base: keyword_fts_<kb id>
 _META_TABLE = "keyword_index_meta"
+# kb id -> generation, bumped in the same transaction as every write to that KB's table.  Values come
+# from one counter that never goes back (a KB row is never deleted), so a re-created KB with a reused
+# id can never match an old in-memory copy.
+_GENERATIONS_TABLE = "keyword_index_generations"
 _LAYOUT = "3"  # bump when the tables' columns change; the index is then rebuilt from the chunks table
 # Tokens arrive already split; these characters occur inside our tokens (codes
 # such as aur-4012 or 3.2.1) and must not split them again inside FTS5.
@@ -90,20 +95,28 @@ class Fts5KeywordIndex:
     A table per KB keeps the KB filter out of the query (filtering a shared
     table by KB doubled the query time), gives each KB its own BM25
     statistics, and makes deleting a KB a DROP TABLE.
+
+    KBs of at least ``memory_min_rows`` chunks are also served from an
+    in-memory copy of their postings (``keyword_memory``), which returns the
+    same hits and scores ~5x faster; ``memory_min_rows=None`` turns that off.
     """
 
     name = "fts5"
 
-    def __init__(self, db: Database, stem: bool = True):
+    def __init__(self, db: Database, stem: bool = True, memory_min_rows: int | None = 5000):
         self.db = db
         self.stem = stem
         self._ensure_layout()
+        self._memory = None if memory_min_rows is None else PostingsCache(
+            self._read_rows, self.count, min_rows=memory_min_rows)
 
     # -- schema ------------------------------------------------------------
     def _ensure_layout(self) -> None:
         wanted = {"stem": "1" if self.stem else "0", "layout": _LAYOUT}
         with self.db.transaction() as db:
             db.execute(f"CREATE TABLE IF NOT EXISTS {_META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {_GENERATIONS_TABLE} "
+                       "(kb_id INTEGER PRIMARY KEY, generation INTEGER NOT NULL)")
             stored = dict(db.execute(f"SELECT key, value FROM {_META_TABLE}").fetchall())
             if stored and stored != wanted:
                 # Built with other columns or the other stemming setting: its terms would not match our queries.
@@ -144,6 +157,41 @@ class Fts5KeywordIndex:
         self._create_table(db, kb_id)
         db.conn.executemany(
             f"INSERT INTO {_table(kb_id)} (terms, doc, chunk_id, doc_id) VALUES (?, ?, ?, ?)", rows)
+        self._bump(db, kb_id)
+
+    @staticmethod
+    def _bump(db, kb_id: int) -> None:
+        """Mark the KB's table changed (inside the caller's write transaction)."""
+        db.execute(f"INSERT INTO {_GENERATIONS_TABLE} (kb_id, generation) VALUES "
+                   f"(?, (SELECT COALESCE(MAX(generation), 0) + 1 FROM {_GENERATIONS_TABLE})) "
+                   "ON CONFLICT(kb_id) DO UPDATE SET generation = excluded.generation", [int(kb_id)])
+
+    def _generations(self, conn, kb_ids: Sequence[int]) -> dict[int, int]:
+        rows = conn.execute(f"SELECT kb_id, generation FROM {_GENERATIONS_TABLE} WHERE kb_id IN "
+                            f"({', '.join('?' * len(kb_ids))})", [int(k) for k in kb_ids]).fetchall()
+        return {int(k): int(g) for k, g in rows}
+
+    def _read_rows(self, kb_id: int):
+        """(generation, terms, chunk ids, doc ids) of one table in rowid order, read in one transaction."""
+        conn = self.db.db.conn  # this thread's own connection
+        conn.execute("BEGIN")
+        try:
+            if not self._existing([kb_id]):
+                return None
+            generation = self._generations(conn, [kb_id]).get(int(kb_id), 0)
+            rows = conn.execute(f"SELECT terms, chunk_id, doc_id FROM {_table(kb_id)} ORDER BY rowid").fetchall()
+        finally:
+            conn.execute("COMMIT")
+        if not rows:
+            return generation, [], [], []
+        terms, chunk_ids, doc_ids = zip(*rows)
+        return generation, terms, chunk_ids, doc_ids
+
+    def warm(self, kb_ids: Sequence[int]) -> int:
+        """Build the in-memory copies of these KBs now, in this thread; returns how many are in use."""
+        if self._memory is None:
+            return 0
+        return sum(self._memory.build(int(k)) is not None for k in dict.fromkeys(kb_ids))
 
     def _rebuild_from_chunks(self, db) -> None:
         rows = db.execute(
@@ -171,15 +219,22 @@ class Fts5KeywordIndex:
             return []
         expr = match_expression(terms, doc_ids)
         hits: list[tuple[str, float]] = []
-        for kb_id in self._existing(kb_ids):
+        existing = self._existing(kb_ids)
+        generations = self._generations(self.db.db.conn, existing) if self._memory is not None and existing else {}
+        for kb_id in existing:
+            copy = self._memory.current(kb_id, generations.get(kb_id, 0)) if self._memory is not None else None
+            if copy is not None:
+                hits.extend(copy.search(terms, top_k, doc_ids))
+                continue
             table = _table(kb_id)
             # bm25() is lower-is-better (negative); negate so higher is better as the protocol says.
             # Only the terms column scores (the doc column is a filter).  Ranking in a subquery
-            # reads chunk_id for the top rows only, not for every match.
+            # reads chunk_id for the top rows only, not for every match.  Ties go to the lower
+            # rowid, as in the in-memory copy.
             rows = self.db.db.execute(
                 f"SELECT t.chunk_id, -top.score FROM (SELECT rowid AS id, bm25({table}, 1.0, 0.0) AS score "
-                f"FROM {table} WHERE {table} MATCH ? ORDER BY score LIMIT ?) AS top "
-                f"JOIN {table} AS t ON t.rowid = top.id ORDER BY top.score",
+                f"FROM {table} WHERE {table} MATCH ? ORDER BY score, rowid LIMIT ?) AS top "
+                f"JOIN {table} AS t ON t.rowid = top.id ORDER BY top.score, top.id",
                 [expr, int(top_k)]).fetchall()
             hits.extend((r[0], float(r[1])) for r in rows)
         if len(kb_ids) > 1:
@@ -193,10 +248,14 @@ class Fts5KeywordIndex:
         with self.db.transaction() as db:
             db.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)",
                        [f"doc : {_doc_token(doc_id)}"])
+            self._bump(db, kb_id)
 
     def delete_kb(self, kb_id: int) -> None:
         with self.db.transaction() as db:
             db.execute(f"DROP TABLE IF EXISTS {_table(kb_id)}")
+            self._bump(db, kb_id)
+        if self._memory is not None:
+            self._memory.drop(int(kb_id))
 
     def document_ids(self, kb_id: int) -> set[int]:
         if not self._existing([kb_id]):
@@ -213,8 +272,11 @@ class Fts5KeywordIndex:
         return self.db.db.execute(f"SELECT COUNT(*) FROM {_table(kb_id)}").fetchone()[0]
 
     def status(self) -> BackendStatus:
+        memory = "off" if self._memory is None else (
+            f"for KBs of {self._memory.min_rows}+ chunks ({len(self._memory.copies())} loaded)")
         return BackendStatus(role="keyword_index", name="SQLite FTS5 bm25", live=True,
-                             detail=f"persistent, jieba + English tokens, stemming {'on' if self.stem else 'off'}")
+                             detail=f"persistent, jieba + English tokens, stemming {'on' if self.stem else 'off'}, "
+                                    f"in-memory postings {memory}")
 
 
 @lru_cache(maxsize=1)
