@@ -104,8 +104,8 @@ class HybridRetriever:
             rec = records.get(cid)
             if rec is None:
                 continue
-            scores = StageScores.model_construct(vector=score, vector_rank=rank) if source == "vector" else \
-                StageScores.model_construct(keyword=score, keyword_rank=rank)
+            scores = StageScores(vector=score, vector_rank=rank) if source == "vector" else \
+                StageScores(keyword=score, keyword_rank=rank)
             out.append(RetrievedChunk.from_record(rec, names.get(rec.doc_id, ""), scores=scores, found_by=[source]))
         return out
 
@@ -156,9 +156,9 @@ class HybridRetriever:
             cut = len(out) >= r.rerank_top_n
             out.append(RetrievedChunk.from_record(
                 rec, names.get(rec.doc_id, ""),
-                scores=StageScores.model_construct(vector=v[0] if v else None, vector_rank=v[1] if v else None,
-                                                  keyword=k[0] if k else None, keyword_rank=k[1] if k else None,
-                                                  fused=round(float(fused_score), 6)),
+                scores=StageScores(vector=v[0] if v else None, vector_rank=v[1] if v else None,
+                                   keyword=k[0] if k else None, keyword_rank=k[1] if k else None,
+                                   fused=round(float(fused_score), 6)),
                 found_by=[name for name, hit in (("vector", v), ("keyword", k)) if hit],
                 kept=not cut, cut_by="fusion" if cut else None))
         self._fill_cosines(query, [c for c in out if c.cut_by is None and c.scores.vector is None])
