@@ -62,7 +62,9 @@ def detect_language(text: str) -> str:
     return "zh" if cjk and cjk * 3 >= latin else "en"
 
 
+@lru_cache(maxsize=4096)
 def count_tokens(text: str) -> int:
+    # Cached: one search counts the same passages in expansion and again in compression.
     # One per token, plus (len - 1) // 8 for latin runs; only runs of 9+ characters add anything,
     # so those are found by a second regex instead of looping over every token in Python.
     return len(_TOKEN_RE.findall(text)) + sum((len(w) - 1) // 8 for w in _LONG_WORD_RE.findall(text))
@@ -197,8 +199,18 @@ _SEGMENT_RE = re.compile(f"([{_CJK}]+)")
 
 def keyword_tokens(text: str, stem: bool = True) -> list[str]:
     """Tokens for BM25 and lexical coverage, stop words removed, in text order."""
-    plain = _plain_tokens(text)
+    plain = list(_cached_plain_tokens(text)) if len(text) <= _CACHED_TEXT_CHARS else _plain_tokens(text)
     return stem_tokens(plain) if stem else plain
+
+
+# One search tokenises its question about eight times (keyword search, reranker, compression, ...):
+# short texts (questions) are cached; chunk texts are tokenised once at ingest and stored instead.
+_CACHED_TEXT_CHARS = 512
+
+
+@lru_cache(maxsize=1024)
+def _cached_plain_tokens(text: str) -> tuple[str, ...]:
+    return tuple(_plain_tokens(text))
 
 
 def _plain_tokens(text: str) -> list[str]:
