@@ -63,20 +63,31 @@ class PostingsCopy:
         """
         n = len(terms)
         lengths = np.fromiter((t.count(" ") + 1 if t else 0 for t in terms), dtype=np.int64, count=n)
-        joined = " ".join(t for t in terms if t)
-        flat = joined.split(" ") if joined else []
-        hashes = np.fromiter(map(hash, flat), dtype=np.int64, count=len(flat))
+        # Hash the tokens a slice of rows at a time: 100k chunks hold ~5M tokens, and holding them all as
+        # Python strings at once would add ~300 MB to the peak memory of the build.
+        parts = []
+        for i in range(0, n, 8192):
+            joined = " ".join(t for t in terms[i:i + 8192] if t)
+            if joined:
+                parts.append(np.fromiter(map(hash, joined.split(" ")), dtype=np.int64))
+        hashes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        del parts
         # Dense term ids by hashing (pandas.factorize, linear time), renumbered in hash order so a
         # query term is found by binary search; then one sort of (term, row) keys groups the postings.
         codes, uniques = pd.factorize(hashes)
+        del hashes
         by_hash = np.argsort(uniques)
         rank = np.empty(len(uniques), dtype=np.int64)
         rank[by_hash] = np.arange(len(uniques), dtype=np.int64)
-        keys = rank[codes] * max(n, 1) + np.repeat(np.arange(n, dtype=np.int64), lengths)
+        keys = rank[codes]
+        del codes, rank
+        keys *= max(n, 1)
+        keys += np.repeat(np.arange(n, dtype=np.int64), lengths)
         keys.sort()
         first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, dtype=np.int64)
         freqs = np.diff(np.append(first, len(keys))).astype(np.float32)  # repeats of (term, row): its frequency
         term_of, rows = np.divmod(keys[first], max(n, 1))
+        del keys, first
         term_hashes = uniques[by_hash].astype(np.int64)
         starts = np.searchsorted(term_of, np.arange(len(uniques) + 1, dtype=np.int64)).astype(np.int64)
         rows = rows.astype(np.int32)
