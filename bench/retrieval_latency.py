@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -183,7 +182,9 @@ def build_index(n_chunks: int, embedder, workdir: Path, say) -> tuple[HybridRetr
                 indexed.append(IndexedChunk(cid, kb.id, doc_id, part[j], terms))
         store.add_chunks(records)
         keyword_index.add(indexed)
-        vector_store.add(indexed, np.stack([words(c.terms) for c in indexed]))
+        vectors = np.stack([words(c.terms) for c in indexed])
+        vector_store.add(indexed, vectors)
+        store.set_chunk_vectors([c.chunk_id for c in indexed], vectors)  # as the Ingestor keeps them
         store.set_document_status(doc_id, "complete")
         if (d0 // per_doc) % 50 == 0:
             say(f"  {n_chunks}: indexed {d0 + len(part)} chunks")

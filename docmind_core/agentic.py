@@ -259,7 +259,7 @@ class AgenticSearch:
         try:
             from docmind_core.retrieval.hybrid import stored_embeddings
 
-            stored = stored_embeddings(vector_store, kb_chunks)
+            stored = stored_embeddings(vector_store, kb_chunks, getattr(retriever, "store", None))
             qvec = np.asarray(embedder.embed([query])[0], dtype=np.float32) if stored else None
             depth = max(settings.retrieval.keyword_top_k, 2 * len(kb_chunks))
             bm25 = {c.chunk_id: (c.scores.keyword, rank) for rank, c in enumerate(
@@ -268,7 +268,7 @@ class AgenticSearch:
             return fresh
         for chunk in kb_chunks:
             vec = stored.get(chunk.chunk_id)
-            if vec is not None and qvec is not None:
+            if vec is not None and qvec is not None and vec.shape == qvec.shape:
                 chunk.scores.vector = round(float(np.dot(vec, qvec)), 6)
             if chunk.chunk_id in bm25:
                 chunk.scores.keyword, chunk.scores.keyword_rank = bm25[chunk.chunk_id]

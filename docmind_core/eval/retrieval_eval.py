@@ -177,6 +177,7 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
     say("indexing vectors")
     vector_store = ChromaVectorStore(path=workdir / "chroma")
     vector_store.add(indexed, vectors)
+    store.set_chunk_vectors([c.chunk_id for c in indexed], vectors)  # as the Ingestor keeps them
     seconds_index = time.perf_counter() - start
 
     query_embedder = _PrecomputedQueries(embedder, {q.text: v for q, v in zip(dataset.queries, qvecs)})

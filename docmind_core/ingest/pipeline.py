@@ -195,6 +195,7 @@ class Ingestor:
                 raise IngestError(f"the embedder returned vectors of shape {vectors.shape}, "
                                   f"expected ({len(part)}, {self.embedder.dim})")
             self.vector_store.add([c for _, c in part], vectors)
+            self.store.set_chunk_vectors([c.chunk_id for _, c in part], vectors)
         for doc in group:
             doc.reporter("indexing", 0.92)
         self.keyword_index.add([c for _, c in indexed])
@@ -296,6 +297,7 @@ class Ingestor:
         """
         kb = self.store.get_kb(kb_id)
         self.vector_store.delete_kb(kb_id)
+        self.store.clear_chunk_vectors(kb_id)  # the old model's vectors must never meet the new one's query
         rows = self.store.child_texts(kb_id)
         reporter = _Reporter(progress, 0, 1, kb.name)
         for start in range(0, len(rows), batch_size):
@@ -303,6 +305,7 @@ class Ingestor:
             reporter("embedding", start / max(1, len(rows)))
             vectors = self.embedder.embed([text for _, _, text in part])
             self.vector_store.add([IndexedChunk(cid, kb_id, doc_id, text) for cid, doc_id, text in part], vectors)
+            self.store.set_chunk_vectors([cid for cid, _, _ in part], vectors)
         self.store.update_kb(kb_id, embedder_id=self.embedder.id, embedding_dim=self.embedder.dim)
         reporter("done", 1.0, f"{len(rows)} chunks re-embedded")
         return len(rows)

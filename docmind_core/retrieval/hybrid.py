@@ -173,13 +173,13 @@ class HybridRetriever:
         """
         if not chunks:
             return
-        stored = stored_embeddings(self.vector_store, chunks)
+        stored = stored_embeddings(self.vector_store, chunks, self.store)
         if not stored:
             return
         qvec = self.embedder.embed([query])[0]  # served from the embedder's query cache
         for i, chunk in enumerate(chunks):
             vec = stored.get(chunk.chunk_id)
-            if vec is not None:
+            if vec is not None and vec.shape == qvec.shape:
                 chunks[i].scores.vector = round(float(np.dot(vec, qvec)), 6)
 
     def search(self, query: str, kb_ids: Sequence[int], settings,
@@ -192,13 +192,20 @@ class HybridRetriever:
         return result
 
 
-def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk]) -> dict[str, np.ndarray]:
-    """Stored vectors of these chunks, when the vector store can return them; {} otherwise."""
-    by_kb: dict[int, list[str]] = {}
-    for c in chunks:
-        if c.kb_id is not None:
-            by_kb.setdefault(c.kb_id, []).append(c.chunk_id)
+def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk], store=None) -> dict[str, np.ndarray]:
+    """Stored vectors of these chunks: the copies kept with the chunk rows (``store``) first, then
+    whatever the vector store can return for the rest; {} when neither can."""
     out: dict[str, np.ndarray] = {}
+    kb_chunks = [c for c in chunks if c.kb_id is not None]
+    if store is not None and kb_chunks:
+        try:
+            out = store.chunk_vectors(c.chunk_id for c in kb_chunks)
+        except Exception:  # an optional speed-up, like the vector store's copies below
+            out = {}
+    by_kb: dict[int, list[str]] = {}
+    for c in kb_chunks:
+        if c.chunk_id not in out:
+            by_kb.setdefault(c.kb_id, []).append(c.chunk_id)
     try:
         for kb_id, ids in by_kb.items():
             out.update(vector_store.get_embeddings(kb_id, ids))

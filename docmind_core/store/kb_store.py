@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.models import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase
 from docmind_core.store.db import Database, utcnow
@@ -210,6 +212,32 @@ class KnowledgeStore:
                  "end": c.end, "terms": c.terms} for c in chunks]
         with self.db.transaction() as db:
             db["chunks"].insert_all(rows, batch_size=500)
+
+    def set_chunk_vectors(self, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Keep a copy of these chunks' embeddings with their rows (see migration m007)."""
+        if len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} chunk ids but {len(vectors)} vectors")
+        blobs = np.asarray(vectors, dtype="<f4")
+        with self.db.transaction() as db:
+            db.conn.executemany("UPDATE chunks SET vector = ? WHERE id = ?",
+                                [(blobs[i].tobytes(), cid) for i, cid in enumerate(ids)])
+
+    def clear_chunk_vectors(self, kb_id: int) -> None:
+        with self.db.transaction() as db:
+            db.execute("UPDATE chunks SET vector = NULL WHERE kb_id = ?", [kb_id])
+
+    def chunk_vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """The stored embedding copies of those chunks that have one."""
+        wanted = list(dict.fromkeys(ids))
+        found: dict[str, np.ndarray] = {}
+        for i in range(0, len(wanted), 500):
+            batch = wanted[i:i + 500]
+            rows = self.db.db.execute(
+                f"SELECT id, vector FROM chunks WHERE vector IS NOT NULL AND id IN ({_placeholders(len(batch))})",
+                batch).fetchall()
+            for cid, blob in rows:
+                found[cid] = np.frombuffer(blob, dtype="<f4")
+        return found
 
     def delete_chunks_of_document(self, doc_id: int) -> None:
         with self.db.transaction() as db:
