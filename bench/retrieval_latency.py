@@ -1,6 +1,6 @@
 """One-shot retrieval latency, ingest throughput and memory on synthetic corpora.
 
-    python bench/retrieval_latency.py [--sizes 10000,100000] [--queries 40] [--ingest-chunks 120] [--json]
+    python bench/retrieval_latency.py [--sizes 10000,100000] [--queries 40] [--ingest-chunks 400] [--json]
 
 What is measured (2 cores on the reference machine):
 
@@ -250,7 +250,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="retrieval latency, ingest ratio and memory")
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--queries", type=int, default=40)
-    ap.add_argument("--ingest-chunks", type=int, default=120)
+    ap.add_argument("--ingest-chunks", type=int, default=400)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--one-size", type=int, help=argparse.SUPPRESS)  # internal: one size, in a child process
     args = ap.parse_args()

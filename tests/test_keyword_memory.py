@@ -159,6 +159,14 @@ def test_deleting_a_document_or_the_kb_never_leaves_stale_hits(pair):
         fts.search([1], "aurora", 10)[0][1]))]
 
 
+def test_a_kb_dropped_by_another_process_loses_its_copy(pair):
+    _db, fts, mem = pair
+    assert 1 in mem._memory.copies()
+    fts.delete_kb(1)  # another instance (another process, for all this one knows)
+    assert mem.search([1], "aurora", 5) == []
+    assert mem._memory.copies() == {}
+
+
 def test_several_kbs_merge_like_fts5(pair):
     _db, fts, mem = pair
     _fill(fts, 2, _corpus(120, seed=9), first_doc=100)

@@ -174,14 +174,17 @@ class Fts5KeywordIndex:
     def _read_rows(self, kb_id: int):
         """(generation, terms, chunk ids, doc ids) of one table in rowid order, read in one transaction."""
         conn = self.db.db.conn  # this thread's own connection
-        conn.execute("BEGIN")
+        own = not conn.in_transaction  # inside the caller's transaction its reads are consistent already
+        if own:
+            conn.execute("BEGIN")
         try:
             if not self._existing([kb_id]):
                 return None
             generation = self._generations(conn, [kb_id]).get(int(kb_id), 0)
             rows = conn.execute(f"SELECT terms, chunk_id, doc_id FROM {_table(kb_id)} ORDER BY rowid").fetchall()
         finally:
-            conn.execute("COMMIT")
+            if own:
+                conn.execute("COMMIT")
         if not rows:
             return generation, [], [], []
         terms, chunk_ids, doc_ids = zip(*rows)
@@ -220,7 +223,11 @@ class Fts5KeywordIndex:
         expr = match_expression(terms, doc_ids)
         hits: list[tuple[str, float]] = []
         existing = self._existing(kb_ids)
-        generations = self._generations(self.db.db.conn, existing) if self._memory is not None and existing else {}
+        generations = {}
+        if self._memory is not None:
+            for gone in set(int(k) for k in kb_ids) - set(existing):  # e.g. deleted by another process
+                self._memory.drop(gone)
+            generations = self._generations(self.db.db.conn, existing) if existing else {}
         for kb_id in existing:
             copy = self._memory.current(kb_id, generations.get(kb_id, 0)) if self._memory is not None else None
             if copy is not None:
