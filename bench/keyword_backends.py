@@ -237,7 +237,8 @@ def main() -> None:
     memo = {(t, True): index_terms(t, True) for t in texts}
     tokenise_s = time.perf_counter() - start
     # Every backend calls keyword_index.index_terms; serve the chunk texts from the memo.
-    keyword_index.index_terms = lambda text, stem: memo.get((text, stem)) or index_terms(text, stem)
+    keyword_index.index_terms = lambda text, stem, stored=None: (
+        memo.get((text, stem)) if stored is None and (text, stem) in memo else index_terms(text, stem, stored))
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="docmind-kwbench-") as tmp:
         folder = Path(tmp)
