@@ -18,7 +18,9 @@ FTS5 8.4 ms CPU p50 (28 ms p95), index build 13 s after tokenising, first
 query after a restart 0.05 s; rank-bm25 266 ms CPU p50 and a 17 s rebuild
 after every restart or change; bm25s (reference only, in memory, no
 incremental add) 4.9 ms.  Tokenising 100k chunks with jieba took 176 s on the
-busy machine and is the same for every backend.
+busy machine and is the same for every backend.  FTS5 with the in-memory
+postings copy of ``keyword_memory`` (large KBs): 2.0 ms p50 at 100k, same hits
+and scores.
 """
 
 from __future__ import annotations
