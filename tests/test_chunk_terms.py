@@ -122,20 +122,25 @@ def test_rewritten_text_drops_the_stored_tokens():
     assert expanded.expanded and expanded.text == parent.text and expanded.terms is None
 
 
-def test_chunks_stored_before_the_migration_still_rank(tmp_path, embedder):
-    # A database as it was before m006: the chunks table has no terms column.
-    path = tmp_path / "old.db"
+def database_before(path: Path, migration: str) -> None:
+    """Write a database at ``path`` as DocMind left it before ``migration`` existed."""
     import sqlite_utils
 
     old = sqlite_utils.Database(sqlite3.connect(path))
     old.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     for fn in MIGRATIONS:
-        if fn.__name__ == "m006_chunk_terms":
+        if fn.__name__ == migration:
             break
         fn(old)
         old.execute("INSERT INTO _migrations VALUES (?, '2026-01-01')", [fn.__name__])
     old.conn.commit()
     old.conn.close()
+
+
+def test_chunks_stored_before_the_migration_still_rank(tmp_path, embedder):
+    # A database as it was before m006: the chunks table has no terms column.
+    path = tmp_path / "old.db"
+    database_before(path, "m006_chunk_terms")
 
     db = Database(path)
     columns = {c.name for c in db.db["chunks"].columns}

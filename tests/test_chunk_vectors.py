@@ -3,7 +3,6 @@ candidates is read from SQLite instead of asking Chroma; it is the very vector C
 
 from __future__ import annotations
 
-import sqlite3
 
 import numpy as np
 import pytest
@@ -15,9 +14,10 @@ from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.models import ChunkRecord, RetrievedChunk
 from docmind_core.retrieval.hybrid import HybridRetriever, stored_embeddings
-from docmind_core.store.db import MIGRATIONS, Database
+from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text import count_tokens
+from tests.test_chunk_terms import database_before
 from tests.test_hybrid import PRODUCT_DOCS
 from tests.test_ingest import SMALL, HashingEmbedder
 
@@ -147,16 +147,8 @@ def test_mismatched_ids_and_vectors_are_refused(kb):
 def test_a_database_from_before_m007_migrates_and_asks_chroma(tmp_path, embedder):
     """Chunks written before m007 have no copy: search still gets their cosines, from Chroma."""
     path = tmp_path / "old.db"
-    old = sqlite_utils.Database(sqlite3.connect(path))
-    old.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for fn in MIGRATIONS:
-        if fn.__name__ == "m007_chunk_vectors":
-            break
-        fn(old)
-        old.execute("INSERT INTO _migrations VALUES (?, '2026-01-01')", [fn.__name__])
-    old.conn.commit()
-    assert "vector" not in {c.name for c in old["chunks"].columns}
-    old.conn.close()
+    database_before(path, "m007_chunk_vectors")
+    assert "vector" not in {c.name for c in sqlite_utils.Database(path)["chunks"].columns}
 
     db = Database(path)
     assert "vector" in {c.name for c in db.db["chunks"].columns}

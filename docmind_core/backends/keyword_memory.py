@@ -179,7 +179,7 @@ class PostingsCache:
         copy = self._copies.get(kb_id)
         if copy is not None and copy.generation == generation:
             return copy
-        if self._small.get(kb_id) == generation:
+        if self._small.get(kb_id) == generation or kb_id in self._building:
             return None
         # A KB with a (stale) copy was large a moment ago: skip the count (1 ms at 100k) on every search
         # until the rebuild lands; the build itself notices a KB that shrank.
