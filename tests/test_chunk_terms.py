@@ -28,9 +28,8 @@ from tests.test_ingest import SMALL
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def ingested(tmp_path_factory, embedder):
-    root = tmp_path_factory.mktemp("terms")
+def ingest_products(root: Path, embedder) -> dict:
+    """The product documents ingested into a KB "products" under ``root`` (SQLite, FTS5, embedded Chroma)."""
     docs = root / "docs"
     docs.mkdir()
     for name, body in PRODUCT_DOCS.items():
@@ -39,10 +38,16 @@ def ingested(tmp_path_factory, embedder):
     store = KnowledgeStore(db)
     vectors, keywords = ChromaVectorStore(path=root / "chroma"), Fts5KeywordIndex(db)
     kb = store.create_kb("products", embedder.id, embedder.dim)
-    outcomes = Ingestor(store, embedder, vectors, keywords).ingest(kb.id, sorted(docs.iterdir()), SMALL)
+    ingestor = Ingestor(store, embedder, vectors, keywords)
+    outcomes = ingestor.ingest(kb.id, sorted(docs.iterdir()), SMALL)
     assert all(o.status == "added" for o in outcomes)
-    return {"db": db, "store": store, "kb": kb.id,
+    return {"db": db, "store": store, "vectors": vectors, "keywords": keywords, "kb": kb.id, "ingestor": ingestor,
             "retriever": HybridRetriever(store, embedder, vectors, keywords)}
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory, embedder):
+    return ingest_products(tmp_path_factory.mktemp("terms"), embedder)
 
 
 def _chunks(store, kb_id, parents=False):

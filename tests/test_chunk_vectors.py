@@ -8,16 +8,15 @@ import numpy as np
 import pytest
 import sqlite_utils
 
-from docmind_core.backends.keyword_index import Fts5KeywordIndex
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.models import ChunkRecord, RetrievedChunk
-from docmind_core.retrieval.hybrid import HybridRetriever, stored_embeddings
+from docmind_core.retrieval.hybrid import stored_embeddings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text import count_tokens
-from tests.test_chunk_terms import database_before
+from tests.test_chunk_terms import database_before, ingest_products
 from tests.test_hybrid import PRODUCT_DOCS
 from tests.test_ingest import SMALL, HashingEmbedder
 
@@ -29,18 +28,8 @@ QUESTIONS = ["How long is the AquaPump warranty?", "星河净水器 X5 的滤芯
 
 @pytest.fixture
 def kb(tmp_path, embedder):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, body in PRODUCT_DOCS.items():
-        (docs / name).write_text(body, encoding="utf-8")
-    db = Database(tmp_path / "docmind.db")
-    store = KnowledgeStore(db)
-    vectors, keywords = ChromaVectorStore(path=tmp_path / "chroma"), Fts5KeywordIndex(db)
-    record = store.create_kb("products", embedder.id, embedder.dim)
-    ingestor = Ingestor(store, embedder, vectors, keywords)
-    assert all(o.status == "added" for o in ingestor.ingest(record.id, sorted(docs.iterdir()), SMALL))
-    return {"db": db, "store": store, "vectors": vectors, "keywords": keywords, "id": record.id,
-            "ingestor": ingestor, "retriever": HybridRetriever(store, embedder, vectors, keywords)}
+    world = ingest_products(tmp_path, embedder)
+    return {**world, "id": world["kb"]}
 
 
 def _children(store, kb_id, parents=False):
