@@ -269,3 +269,29 @@ def m007_chunk_vectors(db: sqlite_utils.Database) -> None:
     # reading ~15 of these by id costs ~0.2 ms where asking Chroma costs ~2.5 ms.  NULL for chunks stored
     # before (Chroma is asked then).
     db.execute("ALTER TABLE chunks ADD COLUMN vector BLOB")
+
+
+@migration
+def m008_access(db: sqlite_utils.Database) -> None:
+    # Personal config overrides (a member's grader/agentic/retrieval/rag tuning applies to their runs only),
+    # who changed a key in the history, and server-side sign-in sessions (only a hash of the token is kept).
+    db.executescript(
+        """
+        CREATE TABLE user_config (
+            user_id INTEGER NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,                 -- JSON
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (user_id, key)
+        );
+        ALTER TABLE config_history ADD COLUMN user_id INTEGER;
+        ALTER TABLE config_history ADD COLUMN scope TEXT NOT NULL DEFAULT 'global';  -- global | personal
+        CREATE TABLE auth_sessions (
+            token_hash TEXT PRIMARY KEY,         -- sha256 of the token the browser holds
+            user_id INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        );
+        CREATE INDEX auth_sessions_user ON auth_sessions (user_id);
+        """
+    )
