@@ -1,9 +1,12 @@
 """HTML for an answer with clickable citation chips and the source cards they point at.
 
 Safety rule: every piece of model output, document text, file name or URL is
-passed through :func:`html.escape` before any markup of ours is added, so a
-document containing ``<script>`` or ``onerror=`` is shown as text.  The only
-tags in the output are the ones built here.
+passed through :func:`docmind_core.safe_text.escape_html` before any markup of
+ours is added, so a document containing ``<script>`` or ``onerror=`` is shown
+as text.  The only tags in the output are the ones built here, and the output
+holds no line end at all (each one is a ``<br>``): Streamlit parses it as
+Markdown with raw HTML, where a blank line (``\r\r`` counts) would end our
+block and let the text after it become Markdown images and links.
 
 Clicking chip ``[n]`` follows the anchor ``#src-<run>-<n>``; the page's CSS
 highlights the card with ``:target``, so no JavaScript is needed.
@@ -11,11 +14,11 @@ highlights the card with ``:target``, so no JavaScript is needed.
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Sequence
 
 from docmind_core.models import CitationResult, RetrievedChunk
+from docmind_core.safe_text import escape_html, normalise_newlines
 from docmind_core.text import keyword_tokens, split_sentences
 
 # [3], [1][3] (two matches), [1,3], [1，3], 【2】 — the forms the citation parser accepts
@@ -45,14 +48,15 @@ def citation_html(answer: str, citations: CitationResult | None, sources: Sequen
     citation result is missing (a cancelled or failed run).
     """
     del citations  # the numbering is fully determined by the sources list; kept for the documented signature
-    escaped = html.escape(answer)
-
-    def replace(match: re.Match[str]) -> str:
+    text = normalise_newlines(answer)
+    parts, pos = [], 0
+    for match in CITATION_RE.finditer(text):  # escape the text between markers; the chips are ours
         numbers = [int(x) for x in _NUMBER_RE.findall(match.group(1))]
-        return "".join(_chip(n, run_id, len(sources)) for n in numbers)
-
-    body = CITATION_RE.sub(replace, escaped).replace("\r\n", "\n").replace("\n", "<br>")
-    return f'<div class="dm-answer">{body}</div>'
+        parts.append(escape_html(text[pos:match.start()]))
+        parts.append("".join(_chip(n, run_id, len(sources)) for n in numbers))
+        pos = match.end()
+    parts.append(escape_html(text[pos:]))
+    return f'<div class="dm-answer">{"".join(parts)}</div>'
 
 
 def invalid_citations(answer: str, source_count: int) -> list[int]:
@@ -118,14 +122,14 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def highlighted_html(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """Escaped text with the given spans wrapped in <mark>."""
+    """Escaped text with the given spans wrapped in <mark>, on one line (line ends become <br>)."""
     out, pos = [], 0
-    for start, end in spans:
-        out.append(html.escape(text[pos:start]))
-        out.append(f'<mark class="dm-span">{html.escape(text[start:end])}</mark>')
+    for start, end in spans:  # spans index the raw text: each piece is escaped (and its line ends normalised) alone
+        out.append(escape_html(text[pos:start]))
+        out.append(f'<mark class="dm-span">{escape_html(text[start:end])}</mark>')
         pos = end
-    out.append(html.escape(text[pos:]))
-    return "".join(out).replace("\n", "<br>")
+    out.append(escape_html(text[pos:]))
+    return "".join(out)
 
 
 _EXCERPT_CONTEXT = 360  # characters shown around the cited span of a long chunk
@@ -163,8 +167,8 @@ def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer
     origin = "web" if source.origin == "web" else ("memory" if source.origin == "memory" else "kb")
     origin_label = {"web": "Web", "memory": "Memory", "kb": "KB"}[origin]
     url = _safe_url(source.url)
-    link = (f' <a class="dm-source-url" href="{html.escape(url)}" target="_blank" rel="noopener noreferrer">'
-            f'{html.escape(url)}</a>' if url else "")
+    link = (f' <a class="dm-source-url" href="{escape_html(url, " ")}" target="_blank" '
+            f'rel="noopener noreferrer">{escape_html(url)}</a>' if url else "")
     s = source.scores
     classes = f"dm-source dm-origin-{origin}" + (" dm-cited" if is_cited else "")
     expanded = ' <span class="dm-tag">parent block</span>' if source.expanded else ""
@@ -176,7 +180,7 @@ def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer
     return (
         f'<div class="{classes}" id="{anchor_id(run_id, n)}">'
         f'<div class="dm-source-head"><span class="dm-source-n">[{n}]</span> '
-        f'<span class="dm-source-doc">{html.escape(source.document)}</span> '
+        f'<span class="dm-source-doc">{escape_html(source.document)}</span> '
         f'<span class="dm-tag dm-tag-{origin}">{origin_label}</span>{expanded}{link}</div>'
         f'<div class="dm-scores">{_score("vector", s.vector)}{_score("keyword", s.keyword, 2)}'
         f'{_score("fused", s.fused)}{_score("rerank", s.rerank)}</div>'

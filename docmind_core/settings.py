@@ -150,6 +150,20 @@ class SandboxSettings(_Group):
 
 class AuthSettings(_Group):
     enabled: bool = Field(False, description="Require sign-in in the web app (single-user mode when off)")
+    allow_public_without_sign_in: bool = Field(
+        False, description="Serve the web app on a non-loopback address with sign-in off (everyone who reaches it "
+                           "acts as the admin; every page then shows a warning). Off: such a server refuses to "
+                           "show any page")
+
+
+class LimitsSettings(_Group):
+    max_question_chars: int = Field(4000, ge=100, le=100_000,
+                                    description="Longest question or search query accepted (UI, CLI, MCP, tools); "
+                                                "a longer one is refused before any work")
+    max_kb_ids: int = Field(64, ge=1, le=10_000, description="Most knowledge-base ids one MCP request may name (kbIds)")
+    max_tool_argument_bytes: int = Field(4096, ge=256, le=1_048_576,
+                                         description="Largest tool-call arguments (UTF-8 bytes) from the model or an "
+                                                     "MCP client; an oversize call is refused as an error")
 
 
 class TracingSettings(_Group):
@@ -173,6 +187,7 @@ class Settings(_Group):
     sandbox: SandboxSettings = SandboxSettings()
     auth: AuthSettings = AuthSettings()
     tracing: TracingSettings = TracingSettings()
+    limits: LimitsSettings = LimitsSettings()
 
     # -- dotted-key access -------------------------------------------------
     def get(self, key: str) -> Any:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 import plotly.graph_objects as go
 
 from docmind_core.compare import ScoreDistribution
 from docmind_core.models import RetrievedChunk
+from docmind_core.safe_text import escape_html
 
 # (origin, kept) -> legend name and colour; KB blue, web orange, cut ones pale
 _GROUPS = [
@@ -31,9 +31,10 @@ def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, t
             if chunk.origin == origin and chunk.kept == kept and chunk.scores.rerank is not None:
                 xs.append(rank)
                 ys.append(chunk.scores.rerank)
-                # plotly renders a few tags in hover text; escape names so a file called <b>x</b> stays text
-                cut = "kept" if chunk.kept else f"cut by {chunk.cut_by or '?'}"
-                hover.append(f"{html.escape(chunk.document)}<br>rerank {chunk.scores.rerank:.3f} · {cut}")
+                # plotly renders a few tags (<b>, <a href>, <br>) in hover texts, titles and legend names: escape
+                # names so a file called <b>x</b> stays text (no Markdown parser sees these)
+                cut = "kept" if chunk.kept else f"cut by {_plain(chunk.cut_by or '?')}"
+                hover.append(f"{_plain(chunk.document)}<br>rerank {chunk.scores.rerank:.3f} · {cut}")
         if xs:
             fig.add_bar(x=xs, y=ys, name=name, marker_color=colour, hovertext=hover, hoverinfo="text",
                         marker_line_color="#1f2937" if kept else colour, marker_line_width=1.2 if kept else 0)
@@ -42,7 +43,7 @@ def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, t
     fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text=f"LOW {low:.2f}",
                   annotation_position="top right")
     fig.update_layout(height=240, margin=dict(l=10, r=10, t=30 if title else 10, b=10), barmode="overlay",
-                      title=title or None, xaxis_title="candidate rank", yaxis_title="rerank score",
+                      title=_plain(title) or None, xaxis_title="candidate rank", yaxis_title="rerank score",
                       yaxis_range=[0, 1.02], legend=dict(orientation="h", y=1.12, x=0), bargap=0.15)
     return fig
 
@@ -50,10 +51,15 @@ def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, t
 def distribution_overlay(a: ScoreDistribution, b: ScoreDistribution, label_a: str, label_b: str,
                          high: float, low: float) -> go.Figure:
     fig = go.Figure()
-    fig.add_scatter(x=list(range(1, len(a.scores) + 1)), y=a.scores, mode="lines+markers", name=label_a)
-    fig.add_scatter(x=list(range(1, len(b.scores) + 1)), y=b.scores, mode="lines+markers", name=label_b)
+    fig.add_scatter(x=list(range(1, len(a.scores) + 1)), y=a.scores, mode="lines+markers", name=_plain(label_a))
+    fig.add_scatter(x=list(range(1, len(b.scores) + 1)), y=b.scores, mode="lines+markers", name=_plain(label_b))
     fig.add_hline(y=high, line_dash="dash", line_color="#16a34a", annotation_text="HIGH")
     fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text="LOW")
     fig.update_layout(height=260, margin=dict(l=10, r=10, t=10, b=10), xaxis_title="candidate rank",
                       yaxis_title="rerank score", yaxis_range=[0, 1.02], legend=dict(orientation="h", y=1.12))
     return fig
+
+
+def _plain(text: str) -> str:
+    """Text for plotly's pseudo-HTML: escaped, on one line."""
+    return escape_html(text, " ", markdown_inert=False)

@@ -1,16 +1,18 @@
 """Pure HTML builders for the pages (no Streamlit import, so they are unit-testable).
 
 Every value that came from a document, a file name, a model or a user goes
-through ``html.escape`` here; the pages pass the result to
-``st.markdown(..., unsafe_allow_html=True)`` and nothing else.
+through :func:`esc` (``docmind_core.safe_text.escape_html``) here; the pages
+pass the result to ``st.markdown(..., unsafe_allow_html=True)`` and nothing
+else.  The output has no line ends: a blank line would end the HTML block and
+let the rest be parsed as Markdown.
 """
 
 from __future__ import annotations
 
-import html
 from typing import Sequence
 
 from docmind_core.models import BackendStatus, GradeResult
+from docmind_core.safe_text import escape_html
 from docmind_core.timeline import RunDigest, TimelineRow
 
 PAGE_CSS = """
@@ -67,8 +69,9 @@ table.dm-items th, table.dm-items td { border: 1px solid #e5e7eb; padding: .1rem
 _STATUS_ICON = {"ok": "●", "info": "○", "warn": "▲", "error": "✖"}
 
 
-def esc(value: object) -> str:
-    return html.escape(str(value))
+def esc(value: object, newlines: str = "<br>") -> str:
+    """Escaped text on one line; pass ``newlines=" "`` inside an attribute."""
+    return escape_html(value, newlines)
 
 
 def tier_badge_html(grade: GradeResult | None, web_compensated: bool = False) -> str:
@@ -147,7 +150,7 @@ def timeline_html(rows: Sequence[TimelineRow]) -> str:
         duration = f" <small>({row.duration_ms:.0f} ms)</small>" if row.duration_ms else ""
         fields = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in row.fields.items())
         out.append(
-            f'<tr class="dm-{row.status}" data-kind="{esc(row.kind)}"><td class="dm-t">{row.t_ms:.0f} ms</td>'
+            f'<tr class="dm-{row.status}" data-kind="{esc(row.kind, " ")}"><td class="dm-t">{row.t_ms:.0f} ms</td>'
             f'<td class="dm-step">{_STATUS_ICON[row.status]} {esc(row.title)}{duration}</td>'
             f'<td><div class="dm-fields">{fields}</div>{_items_table(row.items)}</td></tr>')
     out.append("</table>")
