@@ -255,6 +255,9 @@ class CitationOccurrence(_Value):
     char_start: int
     char_end: int
     valid: bool
+    # Not written by the model: the parser attributed an uncited sentence to this source because the source
+    # supports it. Such an occurrence is empty (char_start == char_end) and sits where a marker would go.
+    inferred: bool = False
 
 
 class UsedSource(_Value):
@@ -262,6 +265,7 @@ class UsedSource(_Value):
     chunk_id: str
     document: str
     origin: Origin = "kb"
+    inferred: bool = False  # used only by inferred citations, never cited by the model
 
 
 class CitationResult(_Value):
@@ -270,7 +274,8 @@ class CitationResult(_Value):
     coverage: float | None = None  # None when it could not be computed
     invalid_refs: int = 0
     substantive_sentences: int = 0
-    cited_sentences: int = 0
+    cited_sentences: int = 0  # including the inferred ones
+    inferred_sentences: int = 0  # cited only by inferred citations
 
 
 Band = Literal["HIGH", "MEDIUM", "LOW"]
@@ -287,6 +292,10 @@ class Confidence(_Value):
 # --------------------------------------------------------------------------
 
 
+# How a tool call the model printed as text (not as ``tool_calls``) was recovered; "" for a real tool call.
+RepairedFrom = Literal["", "content_json", "fenced_json", "tool_call_tags"]
+
+
 class ToolCallRecord(_Value):
     name: str
     args: dict
@@ -296,6 +305,7 @@ class ToolCallRecord(_Value):
     latency_ms: float = 0.0
     status: Literal["ok", "error", "deduplicated", "rejected", "unavailable"] = "ok"
     message: str = ""  # error text or the observation summary
+    repaired_from: RepairedFrom = ""
 
 
 class WorkerReport(_Value):

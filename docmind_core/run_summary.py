@@ -71,8 +71,8 @@ def summarise(events: Iterable[Event]) -> RunSummary:
         elif isinstance(ev, AgenticStep):
             s.rounds = max(s.rounds, ev.iteration)
         elif isinstance(ev, Retrieved):
-            s.tool_calls = [{"name": c.name, "args": c.args, "status": c.status, "result_count": c.result_count}
-                            for c in ev.tool_calls]
+            s.tool_calls = [{"name": c.name, "args": c.args, "status": c.status, "result_count": c.result_count,
+                             "repaired_from": c.repaired_from} for c in ev.tool_calls]
             if not s.tool_calls and ev.workers:
                 s.tool_calls = [{"name": w.name, "args": {}, "status": w.status, "result_count": w.hits}
                                 for w in ev.workers]

@@ -71,9 +71,12 @@ def _args(args: dict) -> str:
 
 
 def tool_call_item(call: ToolCallRecord) -> dict[str, Any]:
-    return {"tool": call.name, "args": _args(call.args), "results": call.result_count,
+    item = {"tool": call.name, "args": _args(call.args), "results": call.result_count,
             "new": call.new_chunks, "duplicates": call.duplicate_chunks,
             "latency_ms": round(call.latency_ms, 1), "status": call.status, "message": call.message}
+    if call.repaired_from:  # the model printed this call as text; DocMind recovered it
+        item["repaired from"] = call.repaired_from
+    return item
 
 
 def _row_for(seq: int, ev: Event) -> TimelineRow:  # noqa: C901 - one branch per event kind, flat on purpose

@@ -305,7 +305,7 @@ class Toolbox:
                 name=request.name, args=args, result_count=len(chunks) + len(output.memories if output else []),
                 new_chunks=len(new or []), duplicate_chunks=dup, status=status,
                 latency_ms=round((time.perf_counter() - started) * 1000, 2),
-                message="; ".join(x for x in [message, *notes] if x))
+                message="; ".join(x for x in [message, *notes] if x), repaired_from=request.repaired_from)
             ctx.record(record)
             return Observation(call=request, text=text, chunks=chunks, new_chunk_ids=new or [])
 

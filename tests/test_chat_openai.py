@@ -21,7 +21,16 @@ from docmind_core.backends.protocols import (
 )
 from docmind_core.errors import BackendUnavailable, ModelOutputError
 from docmind_core.models import Complexity, Intent, Scope
-from tests.fakes.openai_server import FakeOpenAIServer, call, status, text, tool_calls
+from tests.fakes.openai_server import (
+    FakeOpenAIServer,
+    call,
+    printed,
+    printed_calls,
+    printed_content,
+    status,
+    text,
+    tool_calls,
+)
 
 SEARCH = ToolSpec("searchDocs", "Semantic search over the selected knowledge bases",
                   {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
@@ -213,3 +222,131 @@ def test_accumulator_handles_interleaved_dict_deltas():
 
 def test_empty_arguments_are_an_empty_object():
     assert parse_tool_call("x", "kb_meta", "").arguments == {}
+
+
+# --------------------------------------------------------------------------
+# Small local models print their tool calls as text (llama-server --jinja, Ollama)
+# --------------------------------------------------------------------------
+
+KEYWORD = ToolSpec("keywordSearch", "Exact keyword search",
+                   {"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
+                    "required": ["query"]})
+TOOLS = [SEARCH, KEYWORD]
+
+
+def small_model_turn(server, reply, tools=TOOLS):
+    server.script(reply)
+    return model(server).agent_turn(transcript(), tools, UsageMeter(), timeout_s=5)
+
+
+@pytest.mark.parametrize("shape, repaired_from", [
+    ("bare", "content_json"), ("fenced", "fenced_json"), ("tags", "tool_call_tags")])
+def test_a_call_printed_as_content_is_recovered(server, shape, repaired_from):
+    turn = small_model_turn(server, printed_calls(printed("searchDocs", {"query": "Nimbus N1 power draw"}),
+                                                  shape=shape))
+    [recovered] = turn.tool_calls
+    assert (recovered.name, recovered.arguments, recovered.parse_error) == (
+        "searchDocs", {"query": "Nimbus N1 power draw"}, "")
+    assert recovered.repaired_from == repaired_from
+    assert recovered.id  # the transcript's tool message must be able to answer it
+    assert turn.text == ""  # the printed call is not a thought
+    sent = turn.assistant_message["tool_calls"]
+    assert [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in sent] == [
+        (recovered.id, "searchDocs", {"query": "Nimbus N1 power draw"})]
+
+
+@pytest.mark.parametrize("shape", ["bare", "fenced", "tags"])
+def test_several_printed_calls_are_all_recovered(server, shape):
+    turn = small_model_turn(server, printed_calls(printed("searchDocs", {"query": "Nimbus N1"}),
+                                                  printed("keywordSearch", {"query": "N2 45 W"}), shape=shape))
+    assert [(c.name, c.arguments["query"]) for c in turn.tool_calls] == [
+        ("searchDocs", "Nimbus N1"), ("keywordSearch", "N2 45 W")]
+    assert len({c.id for c in turn.tool_calls}) == 2
+
+
+def test_arguments_as_a_json_string_and_parameters_as_an_alias(server):
+    turn = small_model_turn(server, printed_calls(
+        printed("searchDocs", json.dumps({"query": "warranty"})),
+        printed("keywordSearch", {"query": "DM-3000", "top_k": 3}, key="parameters"), shape="tags"))
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [
+        ("searchDocs", {"query": "warranty"}), ("keywordSearch", {"query": "DM-3000", "top_k": 3})]
+
+
+def test_only_declared_arguments_are_kept(server):
+    turn = small_model_turn(server, printed_calls(printed("keywordSearch", {
+        "query": "HNSW", "top_k": 4, "kbIds": [9], "reason": "exact name"})))
+    [recovered] = turn.tool_calls
+    assert recovered.arguments == {"query": "HNSW", "top_k": 4}
+    assert json.loads(recovered.raw_arguments) == {"query": "HNSW", "top_k": 4}
+
+
+def test_text_around_a_printed_call_stays_the_thought(server):
+    turn = small_model_turn(server, printed_calls(printed("searchDocs", {"query": "Nimbus N2"}), shape="fenced",
+                                                  before="I will search for the N2 first.\n"))
+    assert [c.name for c in turn.tool_calls] == ["searchDocs"]
+    assert turn.text == "I will search for the N2 first."
+
+
+def test_bare_json_after_a_sentence_is_recovered(server):
+    turn = small_model_turn(server, printed_calls(printed("searchDocs", {"query": "Aurora uptime"}),
+                                                  before="Searching now: "))
+    assert [(c.name, c.repaired_from) for c in turn.tool_calls] == [("searchDocs", "content_json")]
+    assert turn.text == "Searching now:"
+
+
+@pytest.mark.parametrize("content", [
+    json.dumps({"name": "deleteEverything", "arguments": {"query": "x"}}),  # a tool nobody declared
+    '<tool_call>\n{"name": "store_memory", "arguments": {"text": "x"}}\n</tool_call>',
+    json.dumps({"query": "no tool name"}),
+    'The N1 draws 28 W and the N2 45 W: {"N1": "28 W", "N2": "45 W"}',
+    "I have enough evidence.",
+])
+def test_content_that_is_not_a_declared_call_stays_plain_content(server, content):
+    turn = small_model_turn(server, text(content))
+    assert turn.tool_calls == []
+    assert turn.text == content
+    assert turn.assistant_message == {"role": "assistant", "content": content}
+
+
+def test_an_undeclared_call_beside_a_declared_one_is_dropped(server):
+    turn = small_model_turn(server, printed_calls(printed("searchDocs", {"query": "a"}),
+                                                  printed("dropTables", {"query": "b"})))
+    assert [c.name for c in turn.tool_calls] == ["searchDocs"]
+
+
+def test_printed_arguments_that_are_not_an_object_are_a_parse_error(server):
+    turn = small_model_turn(server, printed_calls(printed("searchDocs", "[1, 2]")))
+    [recovered] = turn.tool_calls
+    assert recovered.arguments == {} and "JSON object" in recovered.parse_error
+
+
+def test_real_tool_calls_are_not_marked_repaired(server):
+    turn = small_model_turn(server, tool_calls(call("searchDocs", {"query": "x"}, id="c1"),
+                                               content='{"name": "keywordSearch", "arguments": {"query": "y"}}'))
+    assert [(c.id, c.name, c.repaired_from) for c in turn.tool_calls] == [("c1", "searchDocs", "")]
+
+
+def test_printed_calls_are_not_recovered_when_no_tools_were_offered(server):
+    content = printed_content(printed("searchDocs", {"query": "x"}))
+    turn = small_model_turn(server, text(content), tools=[])
+    assert turn.tool_calls == [] and turn.text == content
+
+
+@pytest.mark.parametrize("shape, repaired_from", [
+    ("bare", "content_json"), ("fenced", "fenced_json"), ("tags", "tool_call_tags")])
+def test_streamed_content_is_recovered_the_same_way(server, shape, repaired_from):
+    server.script(printed_calls(printed("searchDocs", {"query": "Milvus 索引", "extra": 1}),
+                                printed("keywordSearch", {"query": "HNSW"}), shape=shape))
+    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    stream = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "q"}],
+                                            tools=[t.openai_schema() for t in TOOLS], stream=True)
+    calls = accumulate_tool_call_deltas(stream, tools=TOOLS)
+    assert [(c.name, c.arguments, c.repaired_from) for c in calls] == [
+        ("searchDocs", {"query": "Milvus 索引"}, repaired_from), ("keywordSearch", {"query": "HNSW"}, repaired_from)]
+
+
+def test_streamed_content_without_declared_tools_is_left_alone():
+    acc = ToolCallAccumulator()
+    acc.add_content('{"name": "searchDocs", ')
+    acc.add_content('"arguments": {"query": "x"}}')
+    assert acc.calls() == [] and acc.text() == '{"name": "searchDocs", "arguments": {"query": "x"}}'

@@ -22,6 +22,7 @@ import openai
 
 from docmind_core.backends.openai_parsing import (
     assistant_message,
+    calls_from_content,
     parse_tool_call,
     parse_understanding,
 )
@@ -94,6 +95,8 @@ class OpenAIChatModel:
         calls = [parse_tool_call(tc.id, tc.function.name, tc.function.arguments)
                  for tc in (message.tool_calls or []) if getattr(tc, "function", None) is not None]
         text = message.content or ""
+        if not calls and tools:  # small local models often print the call as text instead
+            calls, text = calls_from_content(text, tools)
         return AgentTurn(tool_calls=calls, text=text, assistant_message=assistant_message(text, calls))
 
     def stream_answer(self, prompt: AnswerPrompt, meter: UsageMeter,

@@ -3,18 +3,27 @@
 Kept apart from the client so it can be tested without a server and reused by
 any code that streams tool calls (:class:`ToolCallAccumulator` joins
 ``delta.tool_calls`` pieces by their ``index``).
+
+Small local models (Qwen2.5-Coder 0.5B / 1.5B under ``llama-server --jinja``,
+Ollama) often print a tool call as text instead of sending ``tool_calls``: a
+bare JSON object ``{"name": ..., "arguments": {...}}``, the same in a
+```json code block, or Qwen's ``<tool_call>...</tool_call>`` tags, one call or a
+list.  :func:`calls_from_content` recovers such calls when they name a declared
+tool, keeps only the arguments that tool declares, and marks each one with
+``repaired_from`` so the run's events say the call was printed, not sent.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from docmind_core.backends.protocols import ToolCallRequest
+from docmind_core.backends.protocols import ToolCallRequest, ToolSpec
 from docmind_core.errors import ModelOutputError
 from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
 
@@ -122,6 +131,104 @@ def parse_tool_call(call_id: str | None, name: str | None, raw_arguments: str | 
                            parse_error=error)
 
 
+# -- tool calls printed as text ------------------------------------------------
+
+_TOOL_CALL_TAG_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)  # Qwen may stop before closing
+_FENCED_BLOCK_RE = re.compile(r"```[ \t]*(?:json|tool_call|tool_code)?[ \t]*\n?(.*?)(?:```|\Z)",
+                              re.DOTALL | re.IGNORECASE)
+_JSON_START_RE = re.compile(r"[\[{]")
+_ARGUMENT_KEYS = ("arguments", "parameters")  # "parameters": what Llama-style templates print
+_MAX_SCANNED_CHARS = 20_000  # an agent turn is short; this bounds the scan for JSON starts
+_MAX_JSON_STARTS = 64
+
+
+def calls_from_content(content: str, tools: Sequence[ToolSpec]) -> tuple[list[ToolCallRequest], str]:
+    """Tool calls a model printed in its text instead of sending them, and the text without them.
+
+    Looks, in this order, for ``<tool_call>`` tags, ```json code blocks and bare
+    JSON; the first form that yields a call to a declared tool wins.  A call to a
+    tool that was not declared is not a call: it stays in the text.  Returns
+    ``([], content)`` when nothing was recovered.
+    """
+    declared = {tool.name: tool for tool in tools}
+    if not content or not declared:
+        return [], content
+    for repaired_from, pattern in (("tool_call_tags", _TOOL_CALL_TAG_RE), ("fenced_json", _FENCED_BLOCK_RE)):
+        calls: list[ToolCallRequest] = []
+        spans: list[tuple[int, int]] = []
+        for match in pattern.finditer(content):
+            found, _ = _calls_in_json_text(match.group(1), declared, repaired_from)
+            if found:
+                calls += found
+                spans.append(match.span())
+        if calls:
+            return calls, _without(content, spans)
+    calls, spans = _calls_in_json_text(content, declared, "content_json")
+    return (calls, _without(content, spans)) if calls else ([], content)
+
+
+def _calls_in_json_text(text: str, declared: dict[str, ToolSpec],
+                        repaired_from: str) -> tuple[list[ToolCallRequest], list[tuple[int, int]]]:
+    """Calls in every JSON value (object or list of objects) found in ``text``, with their spans."""
+    decoder = json.JSONDecoder()
+    calls: list[ToolCallRequest] = []
+    spans: list[tuple[int, int]] = []
+    scanned = text[:_MAX_SCANNED_CHARS]
+    pos, starts = 0, 0
+    while starts < _MAX_JSON_STARTS:
+        start = _JSON_START_RE.search(scanned, pos)
+        if start is None:
+            break
+        starts += 1
+        try:
+            value, end = decoder.raw_decode(scanned, start.start())
+        except ValueError:
+            pos = start.start() + 1
+            continue
+        found = [c for item in (value if isinstance(value, list) else [value])
+                 if (c := _printed_call(item, declared, repaired_from)) is not None]
+        if found:
+            calls += found
+            spans.append((start.start(), end))
+            pos = end
+        else:
+            pos = start.start() + 1
+    return calls, spans
+
+
+def _printed_call(item: Any, declared: dict[str, ToolSpec], repaired_from: str) -> ToolCallRequest | None:
+    """One printed ``{"name", "arguments" | "parameters"}`` object as a call, or None when it is not one."""
+    if not isinstance(item, dict):
+        return None
+    if isinstance(item.get("function"), dict) and "name" not in item:  # {"type": "function", "function": {...}}
+        item = item["function"]
+    name = item.get("name")
+    if not isinstance(name, str) or name not in declared:
+        return None
+    raw = next((item[key] for key in _ARGUMENT_KEYS if key in item), None)
+    if isinstance(raw, str):
+        call = parse_tool_call(None, name, raw)
+        arguments, error = call.arguments, call.parse_error
+    elif isinstance(raw, dict) or raw is None:
+        arguments, error = dict(raw or {}), ""
+    else:
+        arguments, error = {}, f"arguments must be a JSON object, got {type(raw).__name__}"
+    allowed = (declared[name].parameters or {}).get("properties") or {}
+    arguments = {key: value for key, value in arguments.items() if key in allowed}  # the schema, nothing else
+    raw_arguments = raw if error and isinstance(raw, str) else json.dumps(arguments, ensure_ascii=False)
+    return ToolCallRequest(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments,
+                           raw_arguments=raw_arguments, parse_error=error, repaired_from=repaired_from)
+
+
+def _without(text: str, spans: list[tuple[int, int]]) -> str:
+    kept, pos = [], 0
+    for start, end in spans:
+        kept.append(text[pos:start])
+        pos = end
+    kept.append(text[pos:])
+    return "".join(kept).strip()
+
+
 def assistant_message(text: str, calls: Iterable[ToolCallRequest]) -> dict[str, Any]:
     """The assistant turn to append to the transcript, in the shape the API expects back."""
     calls = list(calls)
@@ -144,14 +251,26 @@ class ToolCallAccumulator:
     """Joins streamed ``delta.tool_calls`` pieces by index into whole tool calls.
 
     The first piece of a call carries its id and name; later pieces append to
-    ``function.arguments``.  Accepts SDK objects or plain dicts.
+    ``function.arguments``.  Accepts SDK objects or plain dicts.  Streamed
+    ``delta.content`` is joined too: when the stream sent no tool call and
+    ``tools`` were declared, calls printed in that text are recovered exactly as
+    :func:`calls_from_content` does for a whole reply.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
         self._calls: dict[int, _PartialCall] = {}
+        self._content: list[str] = []
+        self._tools = list(tools)
+        self._finished: tuple[list[ToolCallRequest], str] | None = None  # recovered calls keep their ids
+
+    def add_content(self, piece: str | None) -> None:
+        if piece:
+            self._content.append(piece)
+            self._finished = None
 
     def add(self, deltas: Iterable[Any] | None) -> None:
         for delta in deltas or ():
+            self._finished = None
             index = _get(delta, "index")
             index = int(index) if index is not None else len(self._calls)
             partial = self._calls.setdefault(index, _PartialCall())
@@ -165,18 +284,30 @@ class ToolCallAccumulator:
                     partial.arguments.append(_get(function, "arguments"))
 
     def calls(self) -> list[ToolCallRequest]:
-        return [parse_tool_call(p.id, p.name, "".join(p.arguments))
-                for _, p in sorted(self._calls.items())]
+        return self._finish()[0]
+
+    def text(self) -> str:
+        """The streamed text, without any call recovered from it."""
+        return self._finish()[1]
+
+    def _finish(self) -> tuple[list[ToolCallRequest], str]:
+        if self._finished is None:
+            content = "".join(self._content)
+            sent = [parse_tool_call(p.id, p.name, "".join(p.arguments)) for _, p in sorted(self._calls.items())]
+            self._finished = (sent, content) if sent or not self._tools else calls_from_content(content, self._tools)
+        return self._finished
 
 
-def accumulate_tool_call_deltas(chunks: Iterable[Any]) -> list[ToolCallRequest]:
-    """Tool calls of a whole stream of chat.completion.chunk objects (or dicts)."""
-    acc = ToolCallAccumulator()
+def accumulate_tool_call_deltas(chunks: Iterable[Any], tools: Sequence[ToolSpec] = ()) -> list[ToolCallRequest]:
+    """Tool calls of a whole stream of chat.completion.chunk objects (or dicts); with ``tools``, also the
+    calls a model printed in its streamed text."""
+    acc = ToolCallAccumulator(tools)
     for chunk in chunks:
         for choice in _get(chunk, "choices") or ():
             delta = _get(choice, "delta")
             if delta is not None:
                 acc.add(_get(delta, "tool_calls"))
+                acc.add_content(_get(delta, "content"))
     return acc.calls()
 
 

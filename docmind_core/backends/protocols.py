@@ -188,6 +188,7 @@ class ToolCallRequest:
     arguments: dict[str, Any]
     raw_arguments: str = ""
     parse_error: str = ""  # set when the model's arguments were not valid JSON
+    repaired_from: str = ""  # models.RepairedFrom: the model printed this call as text; how it was recovered
 
 
 @dataclass

@@ -106,7 +106,8 @@ def plan_observations(record: Any) -> PlannedObservation:
         elif isinstance(event, ev.AgenticStep):
             child = _obs(f"agentic_round_{event.iteration}", t - event.duration_ms, t,
                          output=[{"name": c.name, "args": c.args, "status": c.status, "results": c.result_count,
-                                  "new_chunks": c.new_chunks} for c in event.tool_calls],
+                                  "new_chunks": c.new_chunks, "repaired_from": c.repaired_from}
+                                 for c in event.tool_calls],
                          metadata={"thought": event.thought, "new_chunks": event.new_chunks,
                                    "duplicate_chunks": event.duplicate_chunks})
             _attach_call(child, calls.get("agent_round"), "llm_agent_round")

@@ -22,6 +22,17 @@ Usage::
         server.requests        # list of the JSON bodies received, in order
         server.requests[-1]["tools"]
 
+Small local models (Qwen2.5-Coder 0.5B/1.5B under ``llama-server --jinja``, Ollama) often print a
+tool call as text instead of sending ``tool_calls``.  ``printed_calls`` answers with exactly that
+content::
+
+    server.script(printed_calls(printed("searchDocs", {"query": "x"})))                  # bare JSON
+    server.script(printed_calls(printed("searchDocs", {"query": "x"}), shape="fenced"))  # ```json block
+    server.script(printed_calls(printed("searchDocs", {"query": "x"}), printed("keywordSearch", {...}),
+                                shape="tags"))                                          # <tool_call> tags
+    printed("searchDocs", '{"query": "x"}')            # "arguments" as a JSON string
+    printed("searchDocs", {"query": "x"}, key="parameters")
+
 Reply builders: ``text(content, usage=(prompt, completion), delay=0)``,
 ``tool_calls(*calls, content="", usage=..., delay=0)`` with
 ``call(name, arguments_dict_or_raw_string, id=None)``, and
@@ -39,7 +50,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 
 @dataclass
@@ -75,6 +86,37 @@ def tool_calls(*calls: ScriptedCall, content: str = "", usage: tuple[int, int] =
 
 def status(code: int, message: str = "scripted failure", delay: float = 0.0) -> Reply:
     return Reply(status=code, message=message, delay=delay)
+
+
+def printed(name: str, arguments: dict | str, key: str = "arguments") -> dict[str, Any]:
+    """One tool call the way a small model prints it: ``{"name": ..., "arguments": {...}}``."""
+    return {"name": name, key: arguments}
+
+
+PrintedShape = Literal["bare", "fenced", "tags"]
+
+
+def printed_content(*calls: dict[str, Any], shape: PrintedShape = "bare", before: str = "",
+                    after: str = "") -> str:
+    """The content of a reply that prints ``calls`` as text.
+
+    ``bare``: the JSON object (several calls: a JSON list); ``fenced``: the same inside a
+    ```json code block; ``tags``: one ``<tool_call>...</tool_call>`` block per call (Qwen's template).
+    """
+    if shape == "tags":
+        body = "\n".join(f"<tool_call>\n{json.dumps(c, ensure_ascii=False)}\n</tool_call>" for c in calls)
+    else:
+        body = json.dumps(calls[0] if len(calls) == 1 else list(calls), ensure_ascii=False)
+        if shape == "fenced":
+            body = f"```json\n{body}\n```"
+    return before + body + after
+
+
+def printed_calls(*calls: dict[str, Any], shape: PrintedShape = "bare", before: str = "", after: str = "",
+                  usage: tuple[int, int] = (20, 9), delay: float = 0.0) -> Reply:
+    """A reply with no ``tool_calls``: the calls are printed in ``content`` (see :func:`printed_content`)."""
+    return Reply(content=printed_content(*calls, shape=shape, before=before, after=after), usage=usage,
+                 delay=delay)
 
 
 class FakeOpenAIServer:

@@ -1,0 +1,100 @@
+"""Small local models through the agentic loop: printed tool calls are run, and the repair is in the events.
+
+The model is the real ``OpenAIChatModel`` (real openai SDK) against the fake
+Chat Completions server, which answers the way Qwen2.5-Coder 0.5B / 1.5B do
+under ``llama-server --jinja``: the call printed in ``content``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from docmind_core.agentic import AgenticSearch
+from docmind_core.backends.chat_openai import OpenAIChatModel
+from docmind_core.backends.protocols import UsageMeter
+from docmind_core.events import AgenticStep, Retrieved, event_from_dict, event_to_dict
+from docmind_core.grade import CragGrader
+from docmind_core.models import Understanding
+from docmind_core.oneshot import OneShotRetrieval
+from docmind_core.prompts import PromptLibrary
+from docmind_core.timeline import timeline
+from docmind_core.tools import ToolContext, Toolbox
+from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner, settings
+from tests.fakes.openai_server import FakeOpenAIServer, call, printed, printed_calls, text, tool_calls
+
+PROMPTS = PromptLibrary()
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def run_loop(server, question: str):
+    model = OpenAIChatModel(server.base_url, "", "qwen2.5-coder-1.5b", timeout_s=10, max_retries=0, prompts=PROMPTS)
+    retriever = FixtureRetriever(CORPUS)
+    toolbox, refiner, grader = Toolbox(retriever), make_refiner(), CragGrader()
+    agent = AgenticSearch(model, toolbox, refiner, grader, PROMPTS, OneShotRetrieval(toolbox, refiner, grader))
+    cfg = settings()
+    ctx = ToolContext.for_run([1], 7, cfg)
+    gen = agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals", ctx, cfg,
+                    threading.Event(), UsageMeter())
+    events = []
+    while True:
+        try:
+            events.append(next(gen))
+        except StopIteration as stop:
+            return events, stop.value, ctx
+
+
+@pytest.mark.parametrize("shape, repaired_from", [
+    ("bare", "content_json"), ("fenced", "fenced_json"), ("tags", "tool_call_tags")])
+def test_a_printed_call_runs_as_a_tool_call_and_the_repair_is_in_the_events(server, shape, repaired_from):
+    server.script(printed_calls(printed("searchDocs", {"query": "DM-3000 flow rate", "kbIds": [2]}), shape=shape),
+                  text("I have enough evidence."))
+    events, outcome, ctx = run_loop(server, "What flow rate does the DM-3000 pump have?")
+
+    assert outcome.stop_reason == "model_done" and outcome.rounds == 1 and not outcome.fell_back
+    assert outcome.result.chunks[0].chunk_id == "a1"  # the printed search really ran
+    [step] = [e for e in events if isinstance(e, AgenticStep)]
+    [record] = step.tool_calls
+    assert (record.name, record.args["query"], record.status, record.repaired_from) == (
+        "searchDocs", "DM-3000 flow rate", "ok", repaired_from)
+    assert "kbIds" not in record.args and not record.message  # dropped as undeclared, not scrubbed by the session
+    assert step.thought == ""  # the printed JSON is not shown as the model's thought
+    retrieved = next(e for e in events if isinstance(e, Retrieved))
+    assert retrieved.tool_calls[0].repaired_from == repaired_from
+
+    # The second request carries the call back as a real tool call, answered by its tool message.
+    messages = server.requests[1]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
+    sent = messages[2]["tool_calls"][0]
+    assert sent["function"]["name"] == "searchDocs" and json.loads(sent["function"]["arguments"]) == {
+        "query": "DM-3000 flow rate"}
+    assert messages[3]["tool_call_id"] == sent["id"] and "40 litres" in messages[3]["content"]
+
+    # The trace keeps it, and the timeline shows it.
+    assert event_from_dict(json.loads(json.dumps(event_to_dict(step)))) == step
+    rows = [r for r in timeline(events) if r.kind == "agentic_step"]
+    assert rows[0].items[0]["repaired from"] == repaired_from
+
+
+def test_a_real_tool_call_shows_no_repair_in_the_timeline(server):
+    server.script(tool_calls(call("searchDocs", {"query": "DM-3000 flow rate"}, id="c1")), text("done"))
+    events, outcome, _ = run_loop(server, "What flow rate does the DM-3000 pump have?")
+    [step] = [e for e in events if isinstance(e, AgenticStep)]
+    assert step.tool_calls[0].repaired_from == ""
+    items = [item for row in timeline(events) if row.kind == "agentic_step" for item in row.items]
+    assert items and all("repaired from" not in item for item in items)
+
+
+def test_a_printed_call_to_an_undeclared_tool_is_not_run(server):
+    server.script(printed_calls(printed("store_memory", {"text": "remember me"})))
+    events, outcome, ctx = run_loop(server, "DM-3000 filter maintenance")
+    assert not [e for e in events if isinstance(e, AgenticStep)]
+    assert outcome.stop_reason == "model_done" and outcome.rounds == 0
+    assert "store_memory" not in {r.name for r in outcome.tool_calls}
