@@ -39,23 +39,44 @@ def _chip(n: int, run_id: str, source_count: int) -> str:
     return f'<span class="dm-cite dm-cite-invalid" data-n="{n}" title="no source [{n}]">[{n}]</span>'
 
 
+def _inferred_chip(n: int, run_id: str) -> str:
+    """A citation the parser inferred (the model wrote no marker): dashed, and it says so."""
+    return (f'<a class="dm-cite dm-cite-inferred" href="#{anchor_id(run_id, n)}" data-n="{n}" '
+            f'style="border:1px dashed currentColor;background:transparent" '
+            f'title="inferred: the model did not cite this">[{n}]</a>')
+
+
 def citation_html(answer: str, citations: CitationResult | None, sources: Sequence[RetrievedChunk],
                   run_id: str = "run") -> str:
     """The answer as one escaped HTML block with every [n] turned into a chip.
 
     ``citations`` is the parser's result; validity is decided by the source count
     here too, so the chips agree with ``invalid_refs`` even for a run whose
-    citation result is missing (a cancelled or failed run).
+    citation result is missing (a cancelled or failed run).  Its inferred
+    citations (no marker in the text) become dashed chips at their positions.
     """
-    del citations  # the numbering is fully determined by the sources list; kept for the documented signature
-    text = normalise_newlines(answer)
+    inferred: dict[int, list[int]] = {}
+    for o in (citations.occurrences if citations is not None else ()):
+        if o.inferred and 1 <= o.index <= len(sources) and 0 <= o.char_start <= len(answer):
+            inferred.setdefault(o.char_start, []).append(o.index)
+
+    def marked(segment: str) -> list[str]:
+        text = normalise_newlines(segment)
+        parts, pos = [], 0
+        for match in CITATION_RE.finditer(text):  # escape the text between markers; the chips are ours
+            numbers = [int(x) for x in _NUMBER_RE.findall(match.group(1))]
+            parts.append(escape_html(text[pos:match.start()]))
+            parts.append("".join(_chip(n, run_id, len(sources)) for n in numbers))
+            pos = match.end()
+        parts.append(escape_html(text[pos:]))
+        return parts
+
     parts, pos = [], 0
-    for match in CITATION_RE.finditer(text):  # escape the text between markers; the chips are ours
-        numbers = [int(x) for x in _NUMBER_RE.findall(match.group(1))]
-        parts.append(escape_html(text[pos:match.start()]))
-        parts.append("".join(_chip(n, run_id, len(sources)) for n in numbers))
-        pos = match.end()
-    parts.append(escape_html(text[pos:]))
+    for at in sorted(inferred):  # an inferred position sits after a sentence's last word, never inside a marker
+        parts += marked(answer[pos:at])
+        parts.append("".join(_inferred_chip(n, run_id) for n in dict.fromkeys(inferred[at])))
+        pos = at
+    parts += marked(answer[pos:])
     return f'<div class="dm-answer">{"".join(parts)}</div>'
 
 

@@ -13,12 +13,25 @@ standing right after a sentence end ("…12 小时。[1]") belongs to the senten
 before it.  Greetings, lead-in lines ending in a colon and sentences shorter
 than ``citation.coverage_min_sentence_len`` characters (markers excluded) are
 not substantive.
+
+Inferred citations.  Small models often answer correctly from the sources and
+write no marker at all.  When the model cited fewer than half of its
+substantive sentences (``INFER_WHEN_CITED_BELOW``), each uncited substantive
+sentence is attributed to the sources that support it, by the one support check
+here (:func:`sentence_support`): together, at most three sources must contain
+60% of the sentence's salient terms (numbers, codes and names weigh more), at
+least two of them, and every number the sentence states.  Such citations are
+marked ``inferred`` (an empty occurrence where the marker would stand) and count
+for coverage and confidence; a sentence no source supports stays uncited.  A
+sentence that says the sources lack something is never attributed.  An answer
+that cites at least half of its sentences is taken as the model wrote it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
 from docmind_core.models import (
@@ -30,7 +43,7 @@ from docmind_core.models import (
     UsedSource,
 )
 from docmind_core.settings import CitationSettings
-from docmind_core.text import split_sentences
+from docmind_core.text import is_cjk, keyword_tokens, salient_terms, split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +55,22 @@ _GREETING_RE = re.compile(
     r"hi|hello|hey|thanks|thank you|you'?re welcome|i hope (?:this|that) helps|hope (?:this|that) helps|"
     r"let me know if)", re.IGNORECASE)
 UNGROUNDED_COVERAGE = 0.05
+
+INFER_WHEN_CITED_BELOW = 0.5  # infer citations when fewer than this share of substantive sentences cite
+SUPPORT_MIN_SHARE = 0.6  # weighted share of a sentence's salient terms its supporting sources must contain
+SUPPORT_MIN_TERMS = 2  # and at least this many terms: one shared word is no support
+MAX_SUPPORTING_SOURCES = 3
+_FACT_WEIGHT = 1.6  # salient_terms weight of numbers, codes and names: a source adding one of them is kept
+_ADDED_SOURCE_MIN_GAIN = 0.2  # otherwise a further source must add this share of the sentence's weight
+_TRAILING_PUNCTUATION = frozenset("。！？；…!?;.．:：”’」』\"'")
+_ABSENCE_RE = re.compile(  # "the sources do not mention ...": a claim about the sources, not one they support
+    r"\b(?:sources?|documents?|context|passages?|knowledge bases?|materials?|texts?)\b[^.!?。！？]{0,100}?"
+    r"(?:\b(?:do|does|did)\s*(?:not|n't)\b|\bcontains?\s+(?:nothing|no)\b)"
+    r"|\bnot\s+(?:found|mentioned|specified|stated|given|provided|listed|available|covered)\s+in\s+the\b"
+    r"|\bno\s+(?:information|mention|details?)\b"
+    r"|(?:资料|文档|来源|知识库|上下文|材料|原文)[^。！？]{0,40}?(?:没有|未|并未|不|无)"
+    r"(?:提及|提到|包含|说明|涉及|找到|给出|列出|记载|相关|能回答)",
+    re.IGNORECASE)
 
 
 def _clean(sentence: str) -> str:
@@ -103,6 +132,7 @@ def _parse(answer: str, sources: Sequence[RetrievedChunk], min_len: int) -> Cita
 
     valid_positions = [(o.char_start, o.char_end) for o in occurrences if o.valid]
     substantive = cited = 0
+    uncited: list[tuple[int, int]] = []
     for t_start, t_end, m_start, m_end in _sentence_units(answer):
         text = answer[t_start:t_end]
         if not _is_substantive(text, min_len):
@@ -111,10 +141,112 @@ def _parse(answer: str, sources: Sequence[RetrievedChunk], min_len: int) -> Cita
         lo, hi = min(t_start, m_start), max(t_end, m_end)
         if any(lo <= s and e <= hi for s, e in valid_positions):
             cited += 1
+        else:
+            uncited.append((t_start, t_end))
+
+    inferred = 0
+    if sources and uncited and cited < INFER_WHEN_CITED_BELOW * substantive:
+        source_terms = [_SourceTerms.of(chunk.text) for chunk in sources]
+        for t_start, t_end in uncited:
+            support = _support(answer[t_start:t_end], source_terms)
+            if not support.sources:
+                continue
+            inferred += 1
+            at = _marker_position(answer, t_start, t_end)
+            for index in support.sources:
+                occurrences.append(CitationOccurrence(index=index, char_start=at, char_end=at, valid=True,
+                                                      inferred=True))
+                if index not in used:
+                    chunk = sources[index - 1]
+                    used[index] = UsedSource(index=index, chunk_id=chunk.chunk_id, document=chunk.document,
+                                             origin=chunk.origin, inferred=True)
+        occurrences.sort(key=lambda o: o.char_start)  # stable: the model's markers keep their order
+        cited += inferred
 
     coverage = round(cited / substantive, 4) if substantive else None
     return CitationResult(used_sources=list(used.values()), occurrences=occurrences, coverage=coverage,
-                          invalid_refs=invalid, substantive_sentences=substantive, cited_sentences=cited)
+                          invalid_refs=invalid, substantive_sentences=substantive, cited_sentences=cited,
+                          inferred_sentences=inferred)
+
+
+# --------------------------------------------------------------------------
+# The support check: which sources back one answer sentence
+# --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Support:
+    """The sources that together support one answer sentence (1-based, strongest first; empty: none)."""
+
+    sources: tuple[int, ...] = ()
+    share: float = 0.0  # weighted share of the sentence's salient terms the chosen sources contain
+
+
+@dataclass(frozen=True)
+class _SourceTerms:
+    lower: str
+    plain: frozenset[str]
+    stemmed: frozenset[str]
+
+    @classmethod
+    def of(cls, text: str) -> "_SourceTerms":
+        return cls(text.lower(), frozenset(keyword_tokens(text, stem=False)),
+                   frozenset(keyword_tokens(text, stem=True)))
+
+    def contains(self, term: str) -> bool:
+        if is_cjk(term[0]):
+            return term in self.lower  # jieba may cut the answer and the source differently
+        if any(ch.isdigit() for ch in term):  # "28" must not match inside "280" or "n28"; "28W" is fine
+            return re.search(rf"(?<![0-9a-z]){re.escape(term)}(?![0-9])", self.lower) is not None
+        if term in self.plain:
+            return True
+        stem = keyword_tokens(term, stem=True)
+        return bool(stem) and stem[0] in self.stemmed
+
+
+def sentence_support(sentence: str, sources: Sequence[RetrievedChunk]) -> Support:
+    """Which of ``sources`` (numbered from 1) support ``sentence``; see the module notes for the rule."""
+    return _support(sentence, [_SourceTerms.of(chunk.text) for chunk in sources])
+
+
+def _support(sentence: str, sources: Sequence[_SourceTerms]) -> Support:
+    bare = MARKER_RE.sub("", sentence)
+    weights = salient_terms(bare)
+    total = sum(weights.values())
+    if len(weights) < SUPPORT_MIN_TERMS or total <= 0 or _ABSENCE_RE.search(bare):
+        return Support()
+    covers = [frozenset(term for term in weights if source.contains(term)) for source in sources]
+    chosen: list[int] = []
+    covered: set[str] = set()
+    while len(chosen) < MAX_SUPPORTING_SOURCES:
+        best, best_gain = -1, 0.0
+        for i, cover in enumerate(covers):
+            new = cover - covered
+            gain = sum(weights[t] for t in new)
+            worth = not chosen or gain >= _ADDED_SOURCE_MIN_GAIN * total or any(
+                weights[t] >= _FACT_WEIGHT for t in new)  # a further source must bring a fact of its own
+            if i not in chosen and gain > best_gain and worth:
+                best, best_gain = i, gain
+        if best < 0:
+            break
+        chosen.append(best)
+        covered |= covers[best]
+    share = round(sum(weights[t] for t in covered) / total, 4)
+    numbers = {t for t in weights if any(ch.isdigit() for ch in t)}
+    if share < SUPPORT_MIN_SHARE or len(covered) < SUPPORT_MIN_TERMS or not numbers <= covered:
+        return Support(share=share)
+    return Support(sources=tuple(i + 1 for i in chosen), share=share)
+
+
+def _marker_position(answer: str, start: int, end: int) -> int:
+    """Where a marker for the sentence answer[start:end] goes: before its closing punctuation."""
+    pos = end
+    while pos > start and answer[pos - 1].isspace():
+        pos -= 1
+    while pos > start and answer[pos - 1] in _TRAILING_PUNCTUATION:
+        pos -= 1
+    while pos > start and answer[pos - 1].isspace():
+        pos -= 1
+    return pos
 
 
 def confidence_from(citations: CitationResult | None, top_score: float, tier: Tier | str | None,

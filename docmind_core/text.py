@@ -160,7 +160,7 @@ def _is_sentence_period(text: str, i: int) -> bool:
         if word in _ABBREVIATIONS:
             return False
         if len(word) == 1 and word.isalpha() and prev.isupper():  # initials: "J. Smith", "U.S."
-            return False
+            return bool(re.search(r"\d ?$", text[max(0, i - 3): i - 1]))  # but a unit ends one: "draws 45 W."
     return True
 
 

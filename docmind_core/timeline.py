@@ -169,6 +169,8 @@ def _row_for(seq: int, ev: Event) -> TimelineRow:  # noqa: C901 - one branch per
                   "citation coverage": _fmt(c.coverage, 2), "invalid refs": str(c.invalid_refs),
                   "web compensated": str(ev.web_compensated), "stop reason": ev.stop_reason or "—",
                   "model calls": f"{len(ev.model_calls)} ({tokens_in} in / {tokens_out} out tokens)"}
+        if c.inferred_sentences:  # the model wrote no marker there; the parser found the supporting source
+            fields["citation coverage"] += f" ({c.inferred_sentences} sentences inferred)"
         if ev.cancelled:
             fields["cancelled"] = "True"
         return TimelineRow(seq, ev.kind, t, "Done" + (" (cancelled)" if ev.cancelled else ""),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from docmind_core.citation_html import citation_html
 from docmind_core.citations import confidence_from, parse_citations
-from docmind_core.models import CitationResult, RetrievedChunk, Tier
+from docmind_core.models import CitationOccurrence, CitationResult, RetrievedChunk, Tier, UsedSource
 from docmind_core.settings import CitationSettings
 
 SOURCES = [
@@ -125,3 +128,141 @@ def test_confidence_without_coverage_when_disabled():
 def test_band_thresholds_follow_settings():
     settings = CitationSettings(band_high=0.9, band_low=0.1)
     assert confidence_from(CitationResult(coverage=1.0), 0.8, Tier.HIGH, settings).band == "MEDIUM"
+
+
+# --------------------------------------------------------------------------
+# Answers that cite nothing (or too little): citations inferred from the sources
+# --------------------------------------------------------------------------
+
+NIMBUS = [
+    RetrievedChunk(chunk_id="price", document="pricing_comparison.html", text=(
+        "## Nimbus appliances\n\nModel | Price | CPU | Memory | Storage | Maximum power draw |\n\n"
+        "Nimbus N1 | 1,490 USD | 4-core ARM | 16 GB | 1 TB SSD | 28 W |\n\n"
+        "Nimbus N2 | 2,390 USD | 8-core x86 | 32 GB | 2 TB NVMe | see the N2 datasheet |")),
+    RetrievedChunk(chunk_id="sheet", document="nimbus_n2_datasheet.pdf", text=(
+        "Power and environment\nThe maximum power draw of the Nimbus N2 is 45 W at full load; typical draw while "
+        "idle is 18 W. The appliance accepts 100-240 V AC through the supplied adapter.")),
+    RetrievedChunk(chunk_id="aurora", document="aurora_overview.md", text=(
+        "Aurora Cloud guarantees 99.9% monthly uptime for the Business plan and 99.95% for Enterprise.")),
+    RetrievedChunk(chunk_id="zh", document="nimbus_manual_zh.docx", text=(
+        "Nimbus N2 的最大功耗为 45 W，待机功耗约 18 W。设备支持壁挂安装。")),
+]
+HIGH_EVIDENCE = (0.8, Tier.HIGH)
+
+
+def inferred(result):
+    return [(o.index, o.valid) for o in result.occurrences if o.inferred]
+
+
+def test_a_correct_answer_without_markers_is_not_scored_as_worthless():
+    """Issue 12 item 9: Qwen2.5-Coder-1.5B answered the comparison correctly and wrote no [n]."""
+    answer = ("The Nimbus N1 has a maximum power draw of 28 W. "
+              "The Nimbus N2 has a maximum power draw of 45 W at full load.")
+    result = parse_citations(answer, NIMBUS, 8)
+    assert inferred(result) == [(1, True), (2, True)]
+    assert result.coverage == 1.0 and result.cited_sentences == 2 and result.inferred_sentences == 2
+    assert [(u.index, u.chunk_id, u.inferred) for u in result.used_sources] == [(1, "price", True),
+                                                                               (2, "sheet", True)]
+    confidence = confidence_from(result, *HIGH_EVIDENCE, SETTINGS)
+    assert confidence.band != "LOW" and confidence.score > 0
+
+
+def test_an_inferred_citation_sits_where_the_marker_would_go():
+    answer = "The Nimbus N2 has a maximum power draw of 45 W. It weighs little."
+    result = parse_citations(answer, NIMBUS, 8)
+    [occurrence] = [o for o in result.occurrences if o.inferred]
+    assert occurrence.char_start == occurrence.char_end == answer.index(".")  # before the sentence's full stop
+
+
+def test_one_sentence_drawing_on_two_sources_gets_both():
+    answer = "The Nimbus N1 draws at most 28 W, while the Nimbus N2 draws at most 45 W."
+    result = parse_citations(answer, NIMBUS, 8)
+    assert sorted(inferred(result)) == [(1, True), (2, True)]
+    assert result.coverage == 1.0
+
+
+def test_an_unsupported_sentence_stays_uncited_and_lowers_coverage():
+    answer = ("The Nimbus N1 has a maximum power draw of 28 W. "
+              "The Nimbus N3 will ship in 2027 with a 60 W power supply.")
+    result = parse_citations(answer, NIMBUS, 8)
+    assert inferred(result) == [(1, True)]
+    assert result.substantive_sentences == 2 and result.cited_sentences == 1
+    assert result.coverage == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("answer", [
+    "The sources do not mention the idle power draw of the Nimbus N1.",  # shares most terms with source 1
+    "资料中没有提到 Nimbus N2 的待机功耗。",
+    "It is an appliance.",  # one shared word is no support
+])
+def test_sentences_no_source_can_support_get_no_inferred_citation(answer):
+    result = parse_citations(answer, NIMBUS, 8)
+    assert inferred(result) == [] and result.coverage == 0.0
+
+
+def test_a_chinese_answer_without_markers_gets_inferred_citations():
+    result = parse_citations("Nimbus N2 的最大功耗为 45 W。它的待机功耗约为 18 W。", NIMBUS, 8)
+    assert {i for i, _ in inferred(result)} == {4} and result.coverage == 1.0
+
+
+def test_an_answer_with_correct_markers_is_unchanged():
+    answer = "The Nimbus N1 draws at most 28 W [1]. The Nimbus N2 draws at most 45 W [2]."
+    result = parse_citations(answer, NIMBUS, 8)
+    assert result == CitationResult(
+        used_sources=[UsedSource(index=1, chunk_id="price", document="pricing_comparison.html"),
+                      UsedSource(index=2, chunk_id="sheet", document="nimbus_n2_datasheet.pdf")],
+        occurrences=[CitationOccurrence(index=1, char_start=33, char_end=36, valid=True),
+                     CitationOccurrence(index=2, char_start=71, char_end=74, valid=True)],
+        coverage=1.0, substantive_sentences=2, cited_sentences=2)
+
+
+def test_an_answer_that_cites_at_least_half_its_sentences_keeps_its_own_choices():
+    answer = ("The Nimbus N1 draws at most 28 W [1]. The Nimbus N2 draws at most 45 W [2]. "
+              "The Nimbus N2 idles at 18 W.")
+    result = parse_citations(answer, NIMBUS, 8)
+    assert inferred(result) == [] and result.coverage == pytest.approx(2 / 3, abs=1e-4)
+
+
+def test_an_answer_that_cites_too_little_gets_the_rest_inferred():
+    answer = ("The Nimbus N1 draws at most 28 W [1]. The Nimbus N2 draws at most 45 W. "
+              "The Nimbus N2 idles at 18 W. Aurora Cloud guarantees 99.9% monthly uptime.")
+    result = parse_citations(answer, NIMBUS, 8)
+    assert sorted(inferred(result)) == [(2, True), (2, True), (3, True)]
+    assert result.cited_sentences == 4 and result.inferred_sentences == 3 and result.coverage == 1.0
+    assert [(u.index, u.inferred) for u in result.used_sources] == [(1, False), (2, True), (3, True)]
+
+
+def test_an_inferred_chip_looks_different_and_says_why():
+    answer = ("The Nimbus N2 has a maximum power draw of 45 W. The Nimbus N1 has a maximum power draw of 28 W. "
+              "Aurora <b>guarantees</b> 99.9% uptime [3].")
+    result = parse_citations(answer, NIMBUS, 8)
+    out = citation_html(answer, result, NIMBUS, run_id="r1")
+    inferred_chip = re.search(r'<a [^>]*dm-cite-inferred[^>]*>\[2\]</a>', out)
+    assert inferred_chip, out
+    assert 'title="inferred: the model did not cite this"' in inferred_chip.group(0)
+    assert "dashed" in inferred_chip.group(0) and 'href="#src-r1-2"' in inferred_chip.group(0)
+    assert out.index("45 W") < out.index(inferred_chip.group(0)) < out.index("The Nimbus N1")
+    assert '<a class="dm-cite" href="#src-r1-3" data-n="3">[3]</a>' in out  # the model's own chip is unchanged
+    assert "&lt;b&gt;guarantees&lt;/b&gt;" in out and "<b>" not in out
+
+
+def test_without_inferred_citations_the_chips_are_as_before():
+    answer = "Fact one [1]. Bad [9]."
+    assert citation_html(answer, parse_citations(answer, NIMBUS, 8), NIMBUS, "r1") == \
+        citation_html(answer, None, NIMBUS, "r1")
+
+
+def test_a_unit_after_a_number_ends_a_sentence_but_an_initial_does_not():
+    result = parse("The Nimbus N1 draws 28 W. The Nimbus N2 draws 45 W [2]. Ask J. Smith about the warranty [1].")
+    assert result.substantive_sentences == 3 and result.cited_sentences == 2
+
+
+def test_the_timeline_says_how_many_sentences_were_inferred():
+    from docmind_core.events import Done
+    from docmind_core.timeline import timeline
+
+    answer = "The Nimbus N1 has a maximum power draw of 28 W. The Nimbus N2 has a maximum power draw of 45 W."
+    done = Done(run_id="r", answer=answer, mode="AGENTIC", sources=NIMBUS,
+                citations=parse_citations(answer, NIMBUS, 8))
+    [row] = timeline([done])
+    assert row.fields["citation coverage"] == "1.00 (2 sentences inferred)"

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
 from docmind_core.agentic import AgenticSearch
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.backends.protocols import UsageMeter
-from docmind_core.events import AgenticStep, Retrieved, event_from_dict, event_to_dict
+from docmind_core.engine import Engine
+from docmind_core.events import AgenticStep, Done, Retrieved, event_from_dict, event_to_dict
 from docmind_core.grade import CragGrader
 from docmind_core.models import Understanding
 from docmind_core.oneshot import OneShotRetrieval
@@ -98,3 +100,63 @@ def test_a_printed_call_to_an_undeclared_tool_is_not_run(server):
     assert not [e for e in events if isinstance(e, AgenticStep)]
     assert outcome.stop_reason == "model_done" and outcome.rounds == 0
     assert "store_memory" not in {r.name for r in outcome.tool_calls}
+
+
+# --------------------------------------------------------------------------
+# End to end: issue 12's run with Qwen2.5-Coder-1.5B, replayed through the fake server
+# --------------------------------------------------------------------------
+
+DEMO = Path(__file__).resolve().parent.parent / "data" / "demo"
+COMPARISON = "Compare the maximum power draw of the Nimbus N1 and the Nimbus N2"
+UNDERSTANDING = {"rewrittenQuery": "Nimbus N1 Nimbus N2 maximum power draw", "intent": "comparison",
+                 "complexity": "MEDIUM", "specificity": "PRECISE", "scope": "knowledge_query",
+                 "scopeConfidence": 0.9}
+UNCITED_ANSWER = ("The Nimbus N1 has a maximum power draw of 28 W. "
+                  "The Nimbus N2 has a maximum power draw of 45 W at full load.")
+
+
+@pytest.fixture(scope="module")
+def nimbus_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("small-model-home")
+    engine = Engine.open(home, env={})
+    kb = engine.create_kb("nimbus", description="Halcyon Data product documents")
+    files = [DEMO / "pricing_comparison.html", DEMO / "nimbus_n2_datasheet.pdf", DEMO / "faq.md"]
+    assert all(o.status == "added" for o in engine.ingest(kb.id, files))
+    return home
+
+
+def small_model_replies(request):
+    """What Qwen2.5-Coder-1.5B under llama-server --jinja sent: calls printed as JSON, an answer without [n]."""
+    if request.get("response_format"):
+        return text(json.dumps(UNDERSTANDING))
+    if request.get("tools"):
+        rounds_so_far = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        if rounds_so_far == 0:
+            return printed_calls(printed("searchDocs", {"query": "Nimbus N1 maximum power draw"}),
+                                 printed("searchDocs", {"query": "Nimbus N2 maximum power draw"}))
+        return text("I have enough evidence.")
+    return text(UNCITED_ANSWER)
+
+
+def test_a_local_small_model_run_uses_its_printed_calls_and_its_unmarked_answer_is_grounded(nimbus_home, server):
+    server.respond_with(small_model_replies)
+    engine = Engine.open(nimbus_home, env={})  # no API key: a local server needs none
+    engine.config.set("llm.base_url", server.base_url)
+    engine.config.set("llm.model", "qwen2.5-coder:1.5b")
+    try:
+        kb_id = engine.store.get_kb_by_name("nimbus").id
+        events = list(engine.ask(COMPARISON, [kb_id], mode="agentic"))
+    finally:
+        engine.config.reset("llm.base_url")
+        engine.config.reset("llm.model")
+    done = events[-1]
+    assert isinstance(done, Done) and done.backend.startswith("openai:qwen2.5-coder:1.5b")
+    calls = [c for e in events if isinstance(e, AgenticStep) for c in e.tool_calls]
+    assert [(c.name, c.repaired_from, c.status) for c in calls] == [("searchDocs", "content_json", "ok")] * 2
+    assert done.answer == UNCITED_ANSWER and done.grade is not None and done.grade.tier.value == "HIGH"
+    citations = done.citations
+    assert citations.inferred_sentences == 2 and citations.coverage == 1.0
+    assert all(u.inferred for u in citations.used_sources)
+    assert {done.sources[u.index - 1].document for u in citations.used_sources} == {
+        "pricing_comparison.html", "nimbus_n2_datasheet.pdf"}
+    assert done.confidence is not None and done.confidence.band != "LOW" and done.confidence.score > 0.3
