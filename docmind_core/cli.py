@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from docmind_core.commands import echo
 from docmind_core.errors import DocMindError
 
 _COMMAND_MODULES = ("ingest_cmds", "eval_cmds", "ask_cmds", "agentic_cmds", "user_cmds")
@@ -41,7 +42,7 @@ class _FriendlyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DocMindError as exc:
-            click.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)  # messages can quote names and inputs: no terminal escapes
             sys.exit(2)
 
 
@@ -62,11 +63,11 @@ def backends() -> None:
     engine = _holder()
     for status in engine.backends():
         mark = "live" if status.live else "embedded default"
-        click.echo(f"{status.role:<14} {status.name:<40} [{mark}] {status.detail}")
+        echo(f"{status.role:<14} {status.name:<40} [{mark}] {status.detail}", single_line=True)
         if not status.live and status.how_to_enable:
             click.echo(f"{'':<14} to enable: {status.how_to_enable}")
     for note in engine.backend_notes():
-        click.echo(f"note: {note}")
+        echo(f"note: {note}")
 
 
 for _name in _COMMAND_MODULES:

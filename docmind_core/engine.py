@@ -31,6 +31,7 @@ from docmind_core.errors import AccessDenied, EmbedderMismatch
 from docmind_core.events import Done, ErrorRaised, Event
 from docmind_core.grade import CragGrader
 from docmind_core.ingest.pipeline import Ingestor
+from docmind_core.limits import check_question
 from docmind_core.memory import MemoryStore
 from docmind_core.models import BackendStatus, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode, SearchResult
 from docmind_core.pipeline import AnswerPipeline, AskRequest
@@ -303,6 +304,7 @@ class Engine:
         self.require_readable(kb_ids, user_id)
         allowed = list(kb_ids)
         settings = self.settings
+        check_question(query, settings, what="query")  # InputTooLarge before any work
         self._current(settings)
         usable, problems = self._check_embedder(allowed)
         if problems:
@@ -315,6 +317,7 @@ class Engine:
             pair_id: str | None = None) -> Iterator[Event]:
         """Run the pipeline; every event is recorded in the trace store as it is yielded."""
         settings = self.settings
+        check_question(question, settings)  # InputTooLarge before any work: no run, no trace
         backends = self._current(settings)
         pipeline = self.pipeline
         requested = mode if isinstance(mode, RequestedMode) else RequestedMode(str(mode).lower())

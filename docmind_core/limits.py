@@ -61,3 +61,14 @@ def clipped_arguments(arguments: Mapping[str, Any], keep: int = 200) -> dict[str
                             else v if isinstance(v, (int, float, bool)) or v is None
                             else str(v)[:keep])
             for k, v in list(arguments.items())[:20]}
+
+
+def check_tool_call(arguments: Mapping[str, Any], settings: Settings) -> None:
+    """InputTooLarge when a direct tool call (MCP, one-shot workers) carries an oversize query or text."""
+    for key, value in arguments.items():
+        if not isinstance(value, str):
+            continue
+        if key == "query":
+            check_question(value, settings, what="query")
+        else:
+            check_argument_text(value, settings, what=key)

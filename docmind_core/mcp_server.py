@@ -39,6 +39,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from docmind_core.access import KbAccessGuard
 from docmind_core.apikeys import ApiKeyStore, ResolvedKey
 from docmind_core.errors import DocMindError
+from docmind_core.limits import InputTooLarge, check_kb_ids
 from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database
@@ -139,8 +140,10 @@ class McpToolService:
 
     def _context(self, caller: ResolvedKey, kb_ids: list[int] | None) -> ToolContext:
         """The caller's scope: the KBs asked for (AccessDenied unless all readable), or all readable ones."""
+        settings = self.engine.refresh()
+        _limit_kb_ids(settings, caller, kb_ids)
         scope = self.guard.resolve_scope(caller.user, kb_ids)
-        return ToolContext.for_run(scope, caller.user.id, self.engine.refresh())
+        return ToolContext.for_run(scope, caller.user.id, settings)
 
     def run(self, tool, *args):
         """Run one tool call; DocMind's own errors reach the caller as tool errors with their message.
@@ -195,6 +198,15 @@ class McpToolService:
                 "knowledge_bases": [{"id": kb.id, "name": kb.name, "description": kb.description,
                                      "visibility": kb.visibility, "documents": kb.document_count,
                                      "chunks": kb.chunk_count} for kb in kbs]}
+
+
+def _limit_kb_ids(settings: Settings, caller: ResolvedKey, kb_ids: list[int] | None) -> None:
+    """limits.max_kb_ids, before any lookup: 100,000 ids cost one query each (and a refusal listing them all)."""
+    try:
+        check_kb_ids(kb_ids, settings)
+    except InputTooLarge:
+        log.info("refused MCP call of API key %s: %d kbIds", caller.key_id, len(kb_ids or ()))  # never the ids
+        raise
 
 
 def _checked(output: ToolOutput) -> ToolOutput:

@@ -10,6 +10,7 @@ from docmind_core.events import (
     AgenticStep, Done, ErrorRaised, Event, Fallback, Graded, Retrieved, Routed, RunStarted, ScopeDecided, Understood,
     WebCompensated,
 )
+from docmind_core.safe_text import strip_control
 from docmind_core.timeline import timeline
 
 
@@ -115,4 +116,5 @@ def timeline_lines(events: Iterable[Event]) -> list[str]:
         lines.append(f"{row.t_ms:9.1f} ms  {row.title}" + (f"  ({fields})" if fields else ""))
         for item in row.items:
             lines.append(" " * 14 + "- " + ", ".join(f"{k}={v}" for k, v in item.items() if v not in ("", None)))
-    return lines
+    # questions, tool arguments and messages come from users and models: one terminal-safe line each
+    return [strip_control(line, single_line=True) for line in lines]

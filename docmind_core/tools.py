@@ -24,6 +24,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec
 from docmind_core.errors import DocMindError
+from docmind_core.limits import check_tool_call, clipped_arguments, tool_arguments_problem
 from docmind_core.models import RetrievedChunk, ToolCallRecord
 from docmind_core.sandbox import run_python
 from docmind_core.settings import Settings
@@ -277,6 +278,7 @@ class Toolbox:
     # -- dispatch ----------------------------------------------------------------
     def call(self, ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolOutput:
         """Run one tool by name with already-validated arguments (used by the one-shot workers)."""
+        check_tool_call(args, ctx.settings)  # InputTooLarge before any work (MCP callers come in here)
         try:
             return self._functions[name](ctx, **args)
         except DocMindError:
@@ -317,7 +319,10 @@ class Toolbox:
         if request.name not in allowed:
             return finish("error", f"Unknown tool {request.name!r}. Available: {', '.join(allowed)}.",
                           "unknown tool")
-        problem = request.parse_error or _check_args(request.name, args)
+        too_large = tool_arguments_problem(args, request.raw_arguments, ctx.settings)
+        if too_large:
+            args = clipped_arguments(args)  # the trace keeps the call, not megabytes of it
+        problem = request.parse_error or too_large or _check_args(request.name, args)
         if problem:
             return finish("error", f"Invalid arguments for {request.name}: {problem}", problem)
         args = _with_defaults(request.name, args, ctx.settings)

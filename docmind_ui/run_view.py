@@ -13,6 +13,7 @@ import streamlit as st
 
 from docmind_core.compare import RunComparison, compare_runs, flat_config
 from docmind_core.citation_html import citation_html, source_card_html
+from docmind_core.safe_text import escape_markdown
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.charts import distribution_overlay, score_chart
@@ -38,7 +39,7 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
         citations = digest.done.citations if digest.done else None
         st.markdown(citation_html(digest.answer, citations, digest.sources, run_id=run_key), unsafe_allow_html=True)
         for error in digest.errors:
-            st.warning(f"{error.stage}: {error.message}")
+            st.warning(escape_markdown(f"{error.stage}: {error.message}"))
         st.markdown(glance_html(digest), unsafe_allow_html=True)
         with st.expander("Timeline — scope, understanding, routing, tools, grading", expanded=False):
             st.markdown(timeline_html(timeline(digest.events)), unsafe_allow_html=True)
@@ -57,7 +58,7 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
                       label_b: str = "B") -> None:
     """The step-aligned comparison of two runs."""
     with st.container(key=f"cmp-{key}"):
-        st.markdown(f"**Comparison** — A: {label_a} · B: {label_b}")
+        st.markdown(f"**Comparison** — A: {escape_markdown(label_a)} · B: {escape_markdown(label_b)}")
         st.dataframe(pd.DataFrame(cmp.summary_rows()), hide_index=True, key=f"cmp-sum-{key}")
         overlap = cmp.chunk_overlap
         st.caption(f"Chunk overlap (Jaccard of source chunk ids): {overlap.jaccard:.2f} — shared "
@@ -94,10 +95,10 @@ def render_pair(events_a: list, events_b: list, config_a: Any, config_b: Any, ke
     digest_a, digest_b = RunDigest.from_events(events_a), RunDigest.from_events(events_b)
     left, right = st.columns(2, gap="medium")
     with left:
-        st.markdown(f"**A · {digest_a.mode or 'run'}**")
+        st.markdown(f"**A · {escape_markdown(digest_a.mode or 'run')}**")
         render_run(digest_a, config_a)
     with right:
-        st.markdown(f"**B · {digest_b.mode or 'run'}**")
+        st.markdown(f"**B · {escape_markdown(digest_b.mode or 'run')}**")
         render_run(digest_b, config_b)
     cmp = compare_runs({"events": digest_a.events, "config": config_a},
                        {"events": digest_b.events, "config": config_b})

@@ -8,7 +8,9 @@ from pathlib import Path
 import streamlit as st
 
 from docmind_core.engine import Engine, default_home
+from docmind_core.safe_text import escape_markdown
 from docmind_core.errors import DocMindError
+from docmind_ui.exposure_gate import guard_exposure
 from docmind_ui.html_views import PAGE_CSS, backend_html
 
 KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
@@ -33,8 +35,9 @@ def draw_frame() -> Engine:
     try:
         engine = get_engine()
     except DocMindError as exc:
-        st.error(f"DocMind could not start: {exc}")
+        st.error(f"DocMind could not start: {escape_markdown(exc)}")
         st.stop()
+    guard_exposure(engine.settings)  # no page on a public address with sign-in off, unless allowed
     user = require_user(engine)  # stops here with a sign-in form when auth.enabled and nobody is signed in
     sign_out_button(user)
     draw_sidebar(engine)
@@ -108,6 +111,6 @@ def draw_sidebar(engine: Engine) -> None:
             try:
                 statuses = engine.backends()
             except Exception as exc:  # noqa: BLE001 - the sidebar must render even when a backend is broken
-                st.error(f"Could not read backend status: {exc}")
+                st.error(f"Could not read backend status: {escape_markdown(exc)}")
                 statuses = []
             st.markdown("".join(backend_html(s) for s in statuses), unsafe_allow_html=True)

@@ -6,6 +6,7 @@ import time
 
 import streamlit as st
 
+from docmind_core.safe_text import escape_markdown
 from docmind_core.errors import DocMindError
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.live import RunPump
@@ -103,12 +104,12 @@ def _stream_into(pump: RunPump) -> RunDigest:
         last = ["Starting"]
 
         def show() -> None:  # also called while waiting: each call lets Streamlit notice a Stop click
-            progress.caption(f"{last[0]} · {time.perf_counter() - started:.1f} s")
+            progress.caption(f"{escape_markdown(last[0])} · {time.perf_counter() - started:.1f} s")
 
         def tokens():
             for event in pump.stream(idle=show):
                 if event.kind == "token":
-                    yield event.text
+                    yield escape_markdown(event.text)  # write_stream renders Markdown: the answer is text
                 else:
                     last[0] = timeline([event])[0].title
                     show()

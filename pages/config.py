@@ -8,6 +8,7 @@ from collections import defaultdict
 import pandas as pd
 import streamlit as st
 
+from docmind_core.safe_text import escape_markdown
 from docmind_core.errors import ConfigError
 from docmind_core.settings import KeySpec, Settings, key_specs
 from docmind_ui.session import ensure_frame, get_engine
@@ -20,7 +21,7 @@ GROUP_TITLES = {
     "rag": "Context and chunking", "memory": "Memory", "llm": "Backend · language model",
     "embedding": "Backend · embeddings", "reranker": "Backend · reranker", "vector_store": "Backend · vector store",
     "keyword": "Backend · keyword index", "web": "Backend · web search", "tracing": "Backend · tracing",
-    "sandbox": "Code sandbox", "auth": "Sign-in",
+    "sandbox": "Code sandbox", "auth": "Sign-in", "limits": "Input limits",
 }
 ERRORS_KEY = "dm_cfg_errors"
 NOTICE_KEY = "dm_cfg_notice"
@@ -100,7 +101,7 @@ def _reset_all() -> None:
 st.title("Config")
 st.caption("Edits are validated as a group and stored; the next question uses them, no restart needed.")
 if notice := st.session_state.pop(NOTICE_KEY, None):
-    st.success(notice)
+    st.success(escape_markdown(notice))  # it quotes values and names people typed
 
 settings: Settings = engine.settings
 by_group: dict[str, list[KeySpec]] = defaultdict(list)
@@ -122,7 +123,7 @@ for group in GROUP_TITLES:
                     _widget(spec, settings.get(spec.key))
             st.form_submit_button(f"Apply {group}", on_click=_apply, args=(group, specs))
         if group in errors:
-            st.error(errors[group])
+            st.error(escape_markdown(errors[group]))
 
 st.subheader("Difference from defaults")
 diff = settings.diff_from_defaults()

@@ -11,6 +11,7 @@ import streamlit as st
 
 from docmind_core.errors import DocMindError
 from docmind_core.models import IngestProgress
+from docmind_core.safe_text import escape_markdown
 from docmind_ui.session import ensure_frame, get_engine, selected_doc_ids, selected_kb_ids, user_id
 
 ensure_frame()
@@ -32,9 +33,9 @@ with st.expander("Create a knowledge base", expanded=not engine.readable_kbs(use
                 st.stop()
             try:
                 kb = engine.create_kb(name.strip(), description.strip(), user_id=user_id(), visibility=visibility)
-                st.success(f"Created knowledge base '{kb.name}'.")
+                st.success(f"Created knowledge base '{escape_markdown(kb.name)}'.")
             except (DocMindError, ValueError) as exc:
-                st.error(str(exc))
+                st.error(escape_markdown(exc))
 
 kbs = engine.readable_kbs(user_id())
 if not kbs:
@@ -44,8 +45,8 @@ if not kbs:
 kb_names = {kb.id: kb.name for kb in kbs}
 kb_id = st.selectbox("Knowledge base", list(kb_names), format_func=kb_names.get, key="dm_manage_kb")
 kb = next(k for k in kbs if k.id == kb_id)
-st.caption(f"{kb.description or 'No description.'} · {kb.document_count} documents · {kb.chunk_count} chunks · "
-           f"embedder {kb.embedder_id}")
+st.caption(f"{escape_markdown(kb.description or 'No description.')} · {kb.document_count} documents · "
+           f"{kb.chunk_count} chunks · embedder {escape_markdown(kb.embedder_id)}")
 
 # -- upload ------------------------------------------------------------------
 st.subheader("Add documents")
@@ -53,7 +54,7 @@ uploads = st.file_uploader("Files (PDF, Word, Markdown, HTML, text …)", accept
                            key="dm_uploads")
 if st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upload:"):
     overall = st.progress(0.0, text="Overall")
-    bars = {i: st.progress(0.0, text=f"{u.name}: waiting") for i, u in enumerate(uploads)}
+    bars = {i: st.progress(0.0, text=f"{escape_markdown(u.name)}: waiting") for i, u in enumerate(uploads)}
     script_thread = threading.current_thread()
 
     def on_progress(p: IngestProgress) -> None:
@@ -62,7 +63,7 @@ if st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upl
         bar = bars.get(p.file_index)
         if bar is not None:
             bar.progress(min(1.0, max(0.0, p.fraction if p.stage not in ("done", "failed", "skipped") else 1.0)),
-                         text=f"{p.name}: {p.stage}" + (f" — {p.message}" if p.message else ""))
+                         text=escape_markdown(f"{p.name}: {p.stage}" + (f" — {p.message}" if p.message else "")))
         done = p.file_index + (1.0 if p.stage in ("done", "failed", "skipped") else p.fraction)
         overall.progress(min(1.0, done / max(1, p.file_count)), text=f"Overall: file {p.file_index + 1} of "
                                                                     f"{p.file_count}")
@@ -81,22 +82,22 @@ if st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upl
             outcomes = engine.ingest(kb_id, paths, progress=on_progress, names=names, user_id=user_id())
         except DocMindError as exc:
             outcomes = []
-            st.error(str(exc))
+            st.error(escape_markdown(exc))
     overall.progress(1.0, text="Overall: finished")
     for i, outcome in enumerate(outcomes):
         if i in bars:
-            bars[i].progress(1.0, text=f"{outcome.name}: {outcome.status}")
+            bars[i].progress(1.0, text=escape_markdown(f"{outcome.name}: {outcome.status}"))
     if outcomes:
         st.dataframe(pd.DataFrame([{"file": o.name, "status": o.status, "chunks": o.chunks,
                                     "seconds": round(o.seconds, 2), "error": o.error} for o in outcomes]),
                      hide_index=True, key="dm_outcomes")
         good = [o for o in outcomes if o.status != "failed"]
         if good:
-            st.success(f"{len(good)} file(s) indexed: " + ", ".join(f"{o.name} ({o.status}, {o.chunks} chunks)"
-                                                                   for o in good))
+            st.success(f"{len(good)} file(s) indexed: "
+                       + ", ".join(f"{escape_markdown(o.name)} ({o.status}, {o.chunks} chunks)" for o in good))
         for o in outcomes:
             if o.status == "failed":
-                st.error(f"{o.name}: {o.error or 'could not be ingested'}")
+                st.error(escape_markdown(f"{o.name}: {o.error or 'could not be ingested'}"))
 
 # -- documents -----------------------------------------------------------------
 st.subheader("Documents")
@@ -120,10 +121,10 @@ else:
     if st.button("Delete this document", icon=":material/delete:"):
         try:
             engine.delete_document(doc_id, user_id=user_id())
-            st.success(f"Deleted {doc_names[doc_id]}.")
+            st.success(f"Deleted {escape_markdown(doc_names[doc_id])}.")
             st.rerun()
         except DocMindError as exc:
-            st.error(str(exc))
+            st.error(escape_markdown(exc))
 
 # -- hit testing ---------------------------------------------------------------
 st.subheader("Hit testing")
@@ -137,7 +138,7 @@ if submitted and query.strip():
     try:
         result = engine.search(query.strip(), scope_ids, doc_ids=selected_doc_ids() or None, user_id=user_id())
     except DocMindError as exc:
-        st.error(str(exc))
+        st.error(escape_markdown(exc))
     else:
         st.caption(f"{len(result.candidates)} candidates, {len(result.chunks)} kept, {result.used_tokens} tokens · "
                    + ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
@@ -157,15 +158,16 @@ with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):
             engine.set_visibility(kb_id, chosen, user_id=user_id())
             st.rerun()
         except DocMindError as exc:  # only the owner or an admin may change it
-            st.error(str(exc))
+            st.error(escape_markdown(exc))
 
 # -- delete the KB -----------------------------------------------------------------
 with st.expander("Delete this knowledge base"):
-    sure = st.checkbox(f"Yes, delete '{kb.name}' with all its documents and indexes", key="dm_delete_sure")
+    sure = st.checkbox(f"Yes, delete '{escape_markdown(kb.name)}' with all its documents and indexes",
+                       key="dm_delete_sure")
     if st.button("Delete knowledge base", type="primary", disabled=not sure, icon=":material/delete_forever:"):
         try:
             engine.delete_kb(kb_id, user_id=user_id())
             st.session_state.pop("dm_manage_kb", None)
             st.rerun()
         except DocMindError as exc:
-            st.error(str(exc))
+            st.error(escape_markdown(exc))

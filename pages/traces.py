@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.compare import compare_runs, regrade
+from docmind_core.safe_text import escape_markdown
 from docmind_core.errors import DocMindError
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest
@@ -51,31 +52,32 @@ if pair_ids:
                         format_func=lambda p: "—" if p is None else p)
     if pair:
         picked = [r.meta.run_id for r in engine.traces.pair(pair) if r.meta.run_id in visible][:2]
-st.caption("Select one run to replay it, two to compare them. Selected: " + (", ".join(p[:8] for p in picked)
-                                                                              or "none"))
+st.caption("Select one run to replay it, two to compare them. Selected: "
+           + escape_markdown(", ".join(p[:8] for p in picked) or "none"))
 
 records = []
 for run_id in picked:
     try:
         records.append(engine.get_trace(run_id, user_id()))
     except DocMindError as exc:
-        st.error(str(exc))
+        st.error(escape_markdown(exc))
 
 # -- replay / compare -----------------------------------------------------------
 if len(records) == 1:
     record = records[0]
     st.subheader("Replay")
-    st.markdown(f"**Question:** {record.meta.question}", help=f"run {record.meta.run_id}")
+    st.markdown(f"**Question:** {escape_markdown(record.meta.question)}",
+                help=f"run {escape_markdown(record.meta.run_id)}")
     render_run(RunDigest.from_events(record.events), record.config)
 elif len(records) >= 2:
     a, b = records[0], records[1]
     st.subheader("Comparison")
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**A · {a.meta.mode}** — {a.meta.question}")
+        st.markdown(f"**A · {escape_markdown(a.meta.mode)}** — {escape_markdown(a.meta.question)}")
         render_run(RunDigest.from_events(a.events), a.config)
     with right:
-        st.markdown(f"**B · {b.meta.mode}** — {b.meta.question}")
+        st.markdown(f"**B · {escape_markdown(b.meta.mode)}** — {escape_markdown(b.meta.question)}")
         render_run(RunDigest.from_events(b.events), b.config)
     cmp = compare_runs(a, b)
     render_comparison(cmp, key=f"{a.meta.run_id}-{b.meta.run_id}", config=a.config, label_a=a.meta.mode,
@@ -102,7 +104,7 @@ if regrade_clicked:
         rows = regrade(targets, {"high_threshold": high, "low_threshold": low, "coverage_high": cov_high,
                                  "coverage_low": cov_low, "gray_zone_mode": gray})
     except DocMindError as exc:
-        st.error(str(exc))
+        st.error(escape_markdown(exc))
     else:
         changed = sum(1 for r in rows if r.changed)
         st.markdown(f"**{changed} of {len(rows)} run(s) change tier.**")
@@ -128,6 +130,7 @@ with right:
         try:
             run_ids = engine.traces.import_json(upload.getvalue().decode("utf-8"), user_id=user_id())
         except (DocMindError, UnicodeDecodeError) as exc:
-            st.error(f"Could not import {upload.name}: {exc}")
+            st.error(f"Could not import {escape_markdown(upload.name)}: {escape_markdown(exc)}")
         else:
-            st.success(f"Imported {len(run_ids)} run(s), labelled 'imported': " + ", ".join(r[:8] for r in run_ids))
+            st.success(f"Imported {len(run_ids)} run(s), labelled 'imported': "
+                       + escape_markdown(", ".join(r[:8] for r in run_ids)))

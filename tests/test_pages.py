@@ -10,6 +10,8 @@ import pytest
 pytest.importorskip("docmind_core.engine")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.markdown_probe import text_of  # noqa: E402  (alerts hold escaped Markdown: compare what they show)
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 TIMEOUT = 90
@@ -108,7 +110,7 @@ def test_config_refuses_low_at_or_above_high(demo_home):
     assert not at.exception, at.exception
     at.number_input(key="cfg::grader.low_threshold").set_value(0.7)
     next(b for b in at.button if b.label == "Apply grader").click().run()
-    errors = " ".join(e.value for e in at.error)
+    errors = " ".join(text_of(e.value) for e in at.error)
     assert "low_threshold" in errors and "below" in errors
     assert demo_home.settings.grader.low_threshold == 0.25  # nothing was stored
     # a valid change is stored, shows in the history, and can be reset
@@ -129,8 +131,8 @@ def test_kb_upload_reports_good_and_bad_files(demo_home):
     at.run()
     next(b for b in at.button if b.label == "Ingest").click().run()
     assert not at.exception, at.exception
-    assert any("notes.md" in s.value for s in at.success)
-    assert any("broken.pdf" in e.value for e in at.error)
+    assert any("notes.md" in text_of(s.value) for s in at.success)
+    assert any("broken.pdf" in text_of(e.value) for e in at.error)
     outcome = next(df.value for df in at.dataframe if "status" in df.value.columns and "file" in df.value.columns)
     assert set(outcome["status"]) >= {"failed"} and len(outcome) == 2
     # documents list with chunk counts, and hit testing: every candidate with per-stage scores and its cut stage

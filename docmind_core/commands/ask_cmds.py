@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from docmind_core.commands import echo, echo_json
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.events import Done, Token
 from docmind_core.run_summary import summarise, timeline_lines
@@ -49,15 +50,15 @@ def register(cli: click.Group, get_engine) -> None:
                                 user_id=user.id):
             events.append(event)
             if streaming and isinstance(event, Token):
-                click.echo(event.text, nl=False)
+                echo(event.text, nl=False)
         summary = summarise(events)
         if as_json:
-            click.echo(json.dumps(summary.model_dump(mode="json"), ensure_ascii=False, indent=2))
+            echo_json(json.dumps(summary.model_dump(mode="json"), ensure_ascii=False, indent=2))
             return
         if not streaming:
-            click.echo(summary.answer)
+            echo(summary.answer)
         click.echo("")
-        click.echo(f"\n[{summary.mode or 'no retrieval'}] reason={summary.route_reason} tier={summary.tier or '-'} "
+        echo(f"\n[{summary.mode or 'no retrieval'}] reason={summary.route_reason} tier={summary.tier or '-'} "
                    f"confidence={_fmt(summary.confidence)} {summary.band} coverage={_fmt(summary.coverage)} "
                    f"backend={summary.backend}")
         if summary.sources:
@@ -65,8 +66,8 @@ def register(cli: click.Group, get_engine) -> None:
             for src in summary.sources:
                 rerank = src.scores.get("rerank")
                 label = "web" if src.origin == "web" else src.origin
-                click.echo(f"  [{src.index}] {src.document} ({label}, rerank {_fmt(rerank)})"
-                           f"{'  ' + src.url if src.url else ''}")
+                echo(f"  [{src.index}] {src.document} ({label}, rerank {_fmt(rerank)})"
+                     f"{'  ' + src.url if src.url else ''}", single_line=True)
         if timeline:
             click.echo("\nTimeline:")
             for line in timeline_lines(events):
@@ -127,8 +128,8 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--limit", default=20, show_default=True)
     def traces_list(limit):
         for t in get_engine().traces.list(limit=limit):
-            click.echo(f"{t.run_id}  {t.started_at[:19]}  {t.mode:<13} {t.tier:<10} {t.stop_reason:<16} "
-                       f"{t.question[:60]}")
+            echo(f"{t.run_id}  {t.started_at[:19]}  {t.mode:<13} {t.tier:<10} {t.stop_reason:<16} "
+                 f"{t.question[:60]}", single_line=True)
 
     @traces.command("show")
     @click.argument("run_id")
@@ -138,7 +139,7 @@ def register(cli: click.Group, get_engine) -> None:
             click.echo(line)
         done = next((e for e in record.events if isinstance(e, Done)), None)
         if done:
-            click.echo("\n" + done.answer)
+            echo("\n" + done.answer)
 
     @traces.command("export")
     @click.argument("run_ids", nargs=-1, required=True)
@@ -149,13 +150,13 @@ def register(cli: click.Group, get_engine) -> None:
             output.write_text(text, encoding="utf-8")
             click.echo(f"wrote {output}")
         else:
-            click.echo(text)
+            echo_json(text)
 
     @traces.command("import")
     @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
     def traces_import(path):
         ids = get_engine().traces.import_json(path.read_text(encoding="utf-8"))
-        click.echo("imported: " + ", ".join(ids))
+        echo("imported: " + ", ".join(ids))
 
 
 def _doc_ids(engine, kb_ids: list[int], names: tuple[str, ...]) -> list[int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from docmind_core.commands.user_cmds import acting_user, as_user_option
+from docmind_core.commands import echo, echo_json
 from docmind_core.errors import DocMindError, NotFound
 
 
@@ -34,9 +35,9 @@ def _print_search(result) -> None:
     for n, c in enumerate(result.candidates, start=1):
         s = c.scores
         text = " ".join(c.text.split())[:70]
-        click.echo(f"{n:>2} {(c.cut_by or 'kept'):<7} {_fmt(s.vector):>7} {_fmt(s.vector_rank):>3} "
-                   f"{_fmt(s.keyword, 2):>7} {_fmt(s.keyword_rank):>3} {_fmt(s.fused):>6} {_fmt(s.rerank):>6} "
-                   f"{_fmt(s.mmr):>6}  {c.document}{' [expanded]' if c.expanded else ''}: {text}")
+        echo(f"{n:>2} {(c.cut_by or 'kept'):<7} {_fmt(s.vector):>7} {_fmt(s.vector_rank):>3} "
+             f"{_fmt(s.keyword, 2):>7} {_fmt(s.keyword_rank):>3} {_fmt(s.fused):>6} {_fmt(s.rerank):>6} "
+             f"{_fmt(s.mmr):>6}  {c.document}{' [expanded]' if c.expanded else ''}: {text}", single_line=True)
 
 
 
@@ -88,7 +89,7 @@ def register(cli: click.Group, get_engine) -> None:
                 raise DocMindError(f"no knowledge base named '{name}' (see: docmind kb list)") from None
         result = engine.search(query, kb_ids, user_id=user.id)  # access and embedder checks included
         if as_json:
-            click.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+            echo_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
         else:
             _print_search(result)
 

@@ -15,8 +15,10 @@ from pathlib import Path
 import click
 
 from docmind_core.commands.user_cmds import acting_user, as_user_option
+from docmind_core.commands import echo, echo_json
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.models import IngestOutcome, IngestProgress, KnowledgeBase
+from docmind_core.safe_text import strip_control
 
 _STATUS_MARK = {"added": "+", "replaced": "~", "unchanged": "=", "failed": "!"}
 
@@ -44,7 +46,7 @@ class _ProgressBar:
             self._bar = tqdm(total=event.file_count, unit="file", file=sys.stderr, dynamic_ncols=True,
                              bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} [{elapsed}<{remaining}] {postfix}")
         self._bar.n = event.file_index + event.fraction
-        self._bar.set_postfix_str(f"{event.name} {event.stage}", refresh=False)
+        self._bar.set_postfix_str(strip_control(f"{event.name} {event.stage}", single_line=True), refresh=False)
         self._bar.refresh()
 
     def close(self) -> None:
@@ -93,10 +95,10 @@ def register(cli: click.Group, get_engine) -> None:
         finally:
             bar.close()
         if as_json:
-            click.echo(json.dumps([o.model_dump() for o in outcomes], ensure_ascii=False, indent=2))
+            echo_json(json.dumps([o.model_dump() for o in outcomes], ensure_ascii=False, indent=2))
         else:
             for outcome in outcomes:
-                click.echo(_outcome_line(outcome))
+                echo(_outcome_line(outcome), single_line=True)
             counts = {s: sum(o.status == s for o in outcomes) for s in _STATUS_MARK}
             click.echo(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no files found")
         if not outcomes:
@@ -116,7 +118,7 @@ def register(cli: click.Group, get_engine) -> None:
         engine = get_engine()
         kbs = engine.readable_kbs(acting_user(engine, as_user).id)
         if as_json:
-            click.echo(json.dumps([k.model_dump() for k in kbs], ensure_ascii=False, indent=2))
+            echo_json(json.dumps([k.model_dump() for k in kbs], ensure_ascii=False, indent=2))
             return
         if not kbs:
             click.echo("no knowledge bases yet (create one with: docmind ingest PATH --kb NAME)")
@@ -124,8 +126,8 @@ def register(cli: click.Group, get_engine) -> None:
         width = max(len(k.name) for k in kbs)
         click.echo(f"{'name':<{width}}  {'docs':>5}  {'chunks':>7}  embedder")
         for k in kbs:
-            click.echo(f"{k.name:<{width}}  {k.document_count:>5}  {k.chunk_count:>7}  {k.embedder_id}"
-                       + (f"  - {k.description}" if k.description else ""))
+            echo(f"{k.name:<{width}}  {k.document_count:>5}  {k.chunk_count:>7}  {k.embedder_id}"
+                 + (f"  - {k.description}" if k.description else ""), single_line=True)
 
     @kb.command("show")
     @click.argument("name")
@@ -139,16 +141,18 @@ def register(cli: click.Group, get_engine) -> None:
         engine.require_readable([k.id], acting_user(engine, as_user).id)
         docs = store.list_documents(k.id)
         if as_json:
-            click.echo(json.dumps({"kb": k.model_dump(), "documents": [d.model_dump() for d in docs]},
-                                  ensure_ascii=False, indent=2))
+            echo_json(json.dumps({"kb": k.model_dump(), "documents": [d.model_dump() for d in docs]},
+                                 ensure_ascii=False, indent=2))
             return
-        click.echo(f"{k.name}: {k.document_count} documents, {k.chunk_count} chunks, embedder {k.embedder_id} "
-                   f"({k.embedding_dim}-d), created {k.created_at}")
+        echo(f"{k.name}: {k.document_count} documents, {k.chunk_count} chunks, embedder {k.embedder_id} "
+             f"({k.embedding_dim}-d), created {k.created_at}", single_line=True)
         if k.description:
-            click.echo(f"  {k.description}")
+            echo(f"  {k.description}", single_line=True)
         for d in docs:
             line = f"  [{d.status}] {d.name}  {d.chunk_count} chunks, {d.size} bytes, {d.mime}"
-            click.echo(line + (f"\n      reason: {d.error}" if d.error else ""))
+            echo(line, single_line=True)
+            if d.error:
+                echo(f"      reason: {d.error}", single_line=True)
 
     @kb.command("delete")
     @click.argument("name")

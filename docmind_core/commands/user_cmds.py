@@ -18,6 +18,7 @@ import sys
 import click
 
 from docmind_core.apikeys import ApiKeyStore
+from docmind_core.commands import echo, echo_json
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User, UserStore
 
@@ -94,12 +95,12 @@ def register(cli: click.Group, get_engine) -> None:
         """List accounts."""
         found = users().list()
         if as_json:
-            click.echo(json.dumps([u.model_dump() for u in found], ensure_ascii=False, indent=2))
+            echo_json(json.dumps([u.model_dump() for u in found], ensure_ascii=False, indent=2))
             return
         if not found:
             click.echo("no users yet: docmind user add NAME --role admin")
         for u in found:
-            click.echo(f"{u.id:>4}  {u.username:<20} {u.role:<7} {u.department}")
+            echo(f"{u.id:>4}  {u.username:<20} {u.role:<7} {u.department}", single_line=True)
 
     @user_group.command("passwd")
     @click.argument("username")
@@ -157,11 +158,11 @@ def register(cli: click.Group, get_engine) -> None:
         user_id = user_by_name(UserStore(get_engine().db), username).id if username else None
         found = keys().list(user_id)
         if as_json:
-            click.echo(json.dumps([k.model_dump() for k in found], ensure_ascii=False, indent=2))
+            echo_json(json.dumps([k.model_dump() for k in found], ensure_ascii=False, indent=2))
             return
         for k in found:
             state = "active" if k.active else f"revoked {k.revoked_at}"
-            click.echo(f"{k.id:>4}  {k.prefix}...  {k.username:<16} {state:<10} {k.label}")
+            echo(f"{k.id:>4}  {k.prefix}...  {k.username:<16} {state:<10} {k.label}", single_line=True)
 
     @apikey_group.command("revoke")
     @click.argument("key_id", type=int)
