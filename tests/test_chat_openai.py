@@ -350,3 +350,11 @@ def test_streamed_content_without_declared_tools_is_left_alone():
     acc.add_content('{"name": "searchDocs", ')
     acc.add_content('"arguments": {"query": "x"}}')
     assert acc.calls() == [] and acc.text() == '{"name": "searchDocs", "arguments": {"query": "x"}}'
+
+
+def test_a_printed_call_in_the_openai_function_shape_is_recovered(server):
+    content = json.dumps({"type": "function", "function": {"name": "searchDocs",
+                                                          "arguments": json.dumps({"query": "SOC 2"})}})
+    turn = small_model_turn(server, text(content))
+    assert [(c.name, c.arguments, c.repaired_from) for c in turn.tool_calls] == [
+        ("searchDocs", {"query": "SOC 2"}, "content_json")]
