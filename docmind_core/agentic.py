@@ -15,6 +15,12 @@ context's cancel flag stops pending tools, and the worker is joined before
 Finalize reranks the union of everything found on one scale, then grades and
 compensates with the web exactly as one-shot does.  Any exception or an empty
 union falls back to one-shot retrieval with the conservative plan.
+
+Under a run's :class:`~docmind_core.deadline.RunGuard` the loop also ends in
+time for that fallback to run before the retrieval budget is spent; a round
+that timed out in the model opens the run's breaker for the model, and a loop
+started with the breaker already open goes straight to one-shot.  A loop cut
+by a timeout marks the retrieval incomplete.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, Observation, ToolSpec, UsageMeter
-from docmind_core.events import AgenticStep, Fallback, Retrieved
+from docmind_core.deadline import LLM, RunGuard, bind_model, looks_like_timeout
+from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, Tier,
                               Understanding)
 from docmind_core.oneshot import EventStream, EvidenceFinisher, OneShotRetrieval, RetrievalOutcome, _ms
@@ -39,6 +46,7 @@ from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs
 
 _JOIN_GRACE_S = 3.0  # after a timeout, how long to wait for the round's worker to notice and finish
 _POLL_S = 0.05  # how often the waiting loop looks at the cancel flag
+_FALLBACK_SHARE = 0.25  # of the retrieval time left when the loop starts, kept for the one-shot fallback
 _SANDBOX_SECTION = ("- executeCode: run a short Python program for exact arithmetic, counting or date maths over "
                     "numbers you found; print the result. It cannot read the knowledge bases.\n")
 CONSERVATIVE_PLAN = RetrievalPlan(tools=["doc_search", "keyword_search"], conservative=True,
@@ -49,6 +57,14 @@ CONSERVATIVE_PLAN = RetrievalPlan(tools=["doc_search", "keyword_search"], conser
 class _Round:
     turn: AgentTurn
     observations: list[Observation] = field(default_factory=list)
+
+
+@dataclass
+class _LoopEnd:
+    """Why the loop ended early, when a backend (not the model's own choice) ended it."""
+
+    error: str = ""  # for an ErrorRaised event
+    in_model: bool = False  # the round was still waiting for the model when its time ran out
 
 
 class _RoundWorker(threading.Thread):
@@ -92,10 +108,16 @@ class AgenticSearch:
     # ------------------------------------------------------------------
     def run(self, question: str, understanding: Understanding, kb_brief: str, ctx: ToolContext,
             settings: Settings, cancel: threading.Event | None = None,
-            meter: UsageMeter | None = None) -> EventStream:
+            meter: UsageMeter | None = None, guard: RunGuard | None = None) -> EventStream:
         cancel = cancel or threading.Event()
         meter = meter or UsageMeter()
         started = time.perf_counter()
+        llm = bind_model(self.llm, guard)
+        if guard is not None and not guard.usable(LLM):
+            ctx.close()
+            return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
+                                               f"the language model is not called again in this run: "
+                                               f"{guard.breaker.reason(LLM)}", "error", 0, 0.0, guard))
         query = understanding.rewritten_query or question
         tools = loop_tool_specs(settings.sandbox.enabled)
         transcript = AgentTranscript(question=question, rewritten_query=query, kb_brief=kb_brief,
@@ -103,8 +125,9 @@ class AgenticSearch:
         rounds = 0
         stop_reason = "max_iterations"
         failure = ""
+        end = _LoopEnd()
         try:
-            loop = self._loop(transcript, tools, ctx, settings, cancel, meter, started)
+            loop = self._loop(llm, transcript, tools, ctx, settings, cancel, meter, started, guard, end)
             try:
                 while True:
                     step = next(loop)
@@ -120,11 +143,20 @@ class AgenticSearch:
         loop_ms = _ms(started)
         if stop_reason == "cancelled":
             return (yield from self._cancelled_outcome(query, ctx, rounds, loop_ms))
+        timed_out = stop_reason in ("iteration_timeout", "total_timeout")
+        if failure and looks_like_timeout(Exception(failure)):
+            end.in_model = True
+        if guard is not None and end.in_model:  # the model did not answer in time: not called again this run
+            guard.trip(LLM, f"it timed out earlier in this run ({failure or stop_reason} in the agentic loop)")
+        if end.in_model:  # a stalled model is an error of the run (the Fallback event below says what replaced it)
+            yield ErrorRaised(stage="agentic", message=f"the language model timed out: {failure or end.error}")
         union = ctx.union()
         if failure or not union:
-            reason = failure or "the loop found no evidence"
+            reason = failure or ("the loop found no evidence" if not timed_out else
+                                 f"the loop stopped ({stop_reason}) before it found evidence")
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel, reason,
-                                               stop_reason, rounds, loop_ms))
+                                               stop_reason, rounds, loop_ms, guard))
+        incomplete = [f"the agentic loop was cut short ({stop_reason})"] if timed_out else []
         try:
             yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), candidate_count=len(union),
                             kb_chunks=sum(1 for c in union if c.origin == "kb"),
@@ -134,26 +166,33 @@ class AgenticSearch:
             rerank_query = expanded_rerank_query(query, ctx)
             union = self._on_one_scale(rerank_query, union, ctx, settings)
             done = yield from self.finisher.finish(query, union, ctx, settings, ctx.used_web,
-                                                   rerank_query=rerank_query, groups=list(ctx.search_groups))
+                                                   rerank_query=rerank_query, groups=list(ctx.search_groups),
+                                                   incomplete=incomplete, guard=guard)
         except Exception as exc:  # noqa: BLE001
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
                                                f"finalize failed: {type(exc).__name__}: {exc}", "error", rounds,
-                                               loop_ms))
+                                               loop_ms, guard))
         if not done.result.chunks:
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
-                                               "finalize kept no evidence", stop_reason, rounds, loop_ms))
+                                               "finalize kept no evidence", stop_reason, rounds, loop_ms, guard))
         return RetrievalOutcome(
             result=done.result, grade=done.grade, mode="agentic_loop", stop_reason=stop_reason,
             web_compensated=done.web_compensated, memories=list(ctx.memories), tool_calls=list(ctx.records),
-            rounds=rounds, dedupe_hits=ctx.dedupe_hits, timings_ms={"agentic_loop": loop_ms, **done.timings_ms})
+            rounds=rounds, dedupe_hits=ctx.dedupe_hits, timings_ms={"agentic_loop": loop_ms, **done.timings_ms},
+            incomplete=incomplete)
 
     # ------------------------------------------------------------------
-    def _loop(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext, settings: Settings,
-              cancel: threading.Event, meter: UsageMeter, started: float):
+    def _loop(self, llm: Any, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext,
+              settings: Settings, cancel: threading.Event, meter: UsageMeter, started: float,
+              guard: RunGuard | None, end: _LoopEnd):
         """Yields one AgenticStep per round and returns the stop reason."""
         cfg = settings.agentic
         allowed = [t.name for t in tools]
         total_deadline = started + cfg.total_timeout_ms / 1000
+        if guard is not None:  # end early enough for the one-shot fallback to run inside the retrieval budget
+            left = guard.retrieval_remaining()
+            room = min(settings.retrieval.worker_timeout_ms / 1000, _FALLBACK_SHARE * left)
+            total_deadline = min(total_deadline, time.perf_counter() + left - room)
         worker: _RoundWorker | None = None
         try:
             for iteration in range(1, cfg.max_iterations + 1):
@@ -168,14 +207,21 @@ class AgenticSearch:
                     round_s, bound = total_deadline - now, "total_timeout"
                 before = len(ctx.records)
                 round_started = time.perf_counter()
-                worker = _RoundWorker(lambda: self._round(transcript, tools, ctx, meter, round_s, allowed),
+                phase = {"in_model": True}
+                worker = _RoundWorker(lambda: self._round(llm, transcript, tools, ctx, meter, round_s, allowed, phase),
                                       name=f"docmind-agent-round-{iteration}")
                 if not worker.wait(round_s, cancel):  # deadline or cancel while the round was running
                     ctx.cancel.set()
+                    if not cancel.is_set():
+                        end.in_model = phase["in_model"]
+                        end.error = f"round {iteration} got no answer within {round_s:.1f} s ({bound})"
                     return "cancelled" if cancel.is_set() else bound
                 if worker.error is not None:
-                    if _looks_like_timeout(worker.error) and time.perf_counter() - round_started >= round_s * 0.9:
-                        return bound
+                    if looks_like_timeout(worker.error) and phase["in_model"]:
+                        end.in_model = True
+                        end.error = f"{type(worker.error).__name__}: {worker.error}"
+                        if time.perf_counter() - round_started >= round_s * 0.9:
+                            return bound
                     raise worker.error
                 rnd: _Round = worker.result
                 if not rnd.turn.tool_calls:
@@ -194,12 +240,12 @@ class AgenticSearch:
                 ctx.cancel.set()  # pending tools of the abandoned round see this and return at once
                 worker.join(_JOIN_GRACE_S)  # the model call had the same deadline; let it end
 
-    def _round(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext, meter: UsageMeter,
-               timeout_s: float, allowed: list[str]) -> _Round:
-        # A client that retries a timed-out call would outlive the round; split the round between its attempts
-        # so every attempt has ended by the round's deadline and no thread survives run().
-        attempts = 1 + max(0, int(getattr(self.llm, "max_retries", 0) or 0))
-        turn = self.llm.agent_turn(transcript, tools, meter, max(0.1, timeout_s / attempts))
+    def _round(self, llm: Any, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext,
+               meter: UsageMeter, timeout_s: float, allowed: list[str], phase: dict[str, bool]) -> _Round:
+        # agent_turn's timeout is the whole call's budget, retries included (OpenAIChatModel fits every attempt
+        # inside it), so the call has ended by the round's deadline and no thread survives run().
+        turn = llm.agent_turn(transcript, tools, meter, max(0.1, timeout_s))
+        phase["in_model"] = False
         calls = list(turn.tool_calls or [])
         for i, call in enumerate(calls):
             if not call.id:
@@ -277,10 +323,11 @@ class AgenticSearch:
     # ------------------------------------------------------------------
     def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, settings: Settings,
                    cancel: threading.Event, reason: str, stop_reason: str, rounds: int,
-                   loop_ms: float) -> EventStream:
+                   loop_ms: float, guard: RunGuard | None = None) -> EventStream:
         yield Fallback(stage="agentic", reason=reason, to="one_shot")
         fresh = ctx.fresh()  # the loop's dedupe memory must not block the fallback's searches
-        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh, settings, cancel)
+        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh, settings, cancel,
+                                               guard=guard)
         outcome.fell_back = True
         outcome.stop_reason = stop_reason
         outcome.rounds = rounds
@@ -319,9 +366,3 @@ def expanded_rerank_query(query: str, ctx: ToolContext) -> str:
             extra.append(text)
     # sorted: calls of one round finish in any order, and the encoder reads word order
     return " ".join([query, *sorted(extra)]) if extra else query
-
-
-def _looks_like_timeout(exc: BaseException) -> bool:
-    name = type(exc).__name__.lower()
-    text = str(exc).lower()
-    return isinstance(exc, TimeoutError) or "timeout" in name or "timed out" in text or "(timeout)" in text

@@ -10,11 +10,15 @@ are rebuilt once, here, before that run.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
 
 from docmind_core.access import KbAccessGuard, denied_message, require_trace_reader
 from docmind_core.backends.chat_offline import OfflineEngine
@@ -24,9 +28,9 @@ from docmind_core.backends.protocols import (
     Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
 )
 from docmind_core.backends.rerankers import build_reranker
-from docmind_core.backends.tracing import build_exporter
+from docmind_core.backends.tracing import NullExporter, build_exporter
 from docmind_core.backends.vector_store import ChromaVectorStore
-from docmind_core.backends.web_search import build_web_search
+from docmind_core.backends.web_search import UnavailableWebSearch, build_web_search
 from docmind_core.errors import AccessDenied, EmbedderMismatch
 from docmind_core.events import Done, ErrorRaised, Event
 from docmind_core.grade import CragGrader
@@ -45,6 +49,7 @@ from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.traces import TraceStore
 from docmind_core.users import LOCAL_USER, User, UserStore
 
+log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = PACKAGE_ROOT / "prompts"
 # Settings groups whose change means rebuilding backends rather than just reading a new value.
@@ -72,7 +77,27 @@ def build_language_model(settings: Settings, env: dict[str, str], prompts: Promp
 
     return OpenAIChatModel(base_url=base_url or None, api_key=api_key or "not-needed", model=llm.model,
                            timeout_s=llm.timeout_s, max_retries=llm.max_retries, temperature=llm.temperature,
-                           prompts=prompts)
+                           prompts=prompts, max_tokens=llm.max_tokens)
+
+
+def build_vector_store(settings: Settings, home: Path) -> VectorStore:
+    """The Chroma server when vector_store.url is set (built even when unreachable: its status and every call
+    then say so), else the embedded store under ``home/chroma``."""
+    if settings.vector_store.url:
+        return ChromaVectorStore(url=settings.vector_store.url)
+    return ChromaVectorStore(path=home / "chroma")
+
+
+def _built(role: str, build: Callable[[], Any], fallback: Callable[[], Any], notes: list[str]) -> Any:
+    """``build()``, or ``fallback()`` with a note naming the role when the configured backend cannot be built:
+    no stored setting may keep the CLI or the app from starting (``config reset`` must always be reachable)."""
+    try:
+        return build()
+    except Exception as exc:  # noqa: BLE001 - any backend failure: say which, keep going
+        note = f"{role}: the configured backend could not be built ({type(exc).__name__}: {exc})"
+        log.warning("%s", note)
+        notes.append(note)
+        return fallback()
 
 
 def build_keyword_index(settings: Settings, db: Database) -> KeywordIndex:
@@ -98,7 +123,8 @@ class Backends:
 
 
 class Engine:
-    def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None):
+    def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None,
+                 warm: bool = True):
         self.home = home
         self.db = db
         self.config = config
@@ -113,19 +139,25 @@ class Engine:
         self._lock = threading.RLock()
         self._backends: Backends | None = None
         self._build(self.settings)
-        self.ingestor.reconcile()
+        try:
+            self.ingestor.reconcile()
+        except Exception as exc:  # noqa: BLE001 - e.g. an unreachable Chroma server: start anyway, retry next start
+            log.warning("start-up clean-up skipped: %s", exc)
+        if warm:
+            self.start_warm_up()
 
     # ------------------------------------------------------------------
     @classmethod
     def open(cls, home: Path | str | None = None, overrides: dict[str, Any] | None = None,
-             env: dict[str, str] | None = None) -> "Engine":
+             env: dict[str, str] | None = None, warm: bool = True) -> "Engine":
+        """``warm``: warm the encoder and indexes in a background thread (see ``warm_up``)."""
         home = Path(home) if home else default_home()
         home.mkdir(parents=True, exist_ok=True)
         db = Database(home / "docmind.db")
         config = ConfigStore(db)
         if overrides:
             config.set_many(overrides, by="engine.open")
-        return cls(home, db, config, env)
+        return cls(home, db, config, env, warm=warm)
 
     @property
     def settings(self) -> Settings:
@@ -133,6 +165,9 @@ class Engine:
 
     # ------------------------------------------------------------------
     def _build(self, settings: Settings) -> None:
+        """Every backend from settings.  Never raises for a backend: one that cannot be built is replaced by its
+        embedded default (or, for an unreachable Chroma server, a store that says so on every call) and named
+        in the notes and in ``backends()``."""
         key = _backend_key(settings)
         notes: list[str] = []
         if not settings.embedding.allow_hub_download:
@@ -141,16 +176,47 @@ class Engine:
         notes += [note] if note else []
         reranker, note = build_reranker(settings, embedder)
         notes += [note] if note else []
-        if settings.vector_store.url:
-            vector_store = ChromaVectorStore(url=settings.vector_store.url)
-        else:
-            vector_store = ChromaVectorStore(path=self.home / "chroma")
-        keyword_index = build_keyword_index(settings, self.db)
-        web = build_web_search(settings.web, self.env)
-        llm = build_language_model(settings, self.env, self.prompts)
-        exporter = build_exporter(settings.tracing, self.env)
+        vector_store = _built("vector_store", lambda: build_vector_store(settings, self.home),
+                              lambda: ChromaVectorStore(path=self.home / "chroma"), notes)
+        keyword_index = _built("keyword_index", lambda: build_keyword_index(settings, self.db),
+                               lambda: Fts5KeywordIndex(self.db), notes)
+        web = _built("web_search", lambda: build_web_search(settings.web, self.env),
+                     lambda: UnavailableWebSearch("the configured web search could not be built; see the notes"),
+                     notes)
+        llm = _built("llm", lambda: build_language_model(settings, self.env, self.prompts),
+                     lambda: self.offline_llm, notes)
+        exporter = _built("tracing", lambda: build_exporter(settings.tracing, self.env),
+                          lambda: NullExporter("the configured exporter could not be built; see the notes"), notes)
         self._backends = Backends(key, llm, embedder, reranker, vector_store, keyword_index, web, exporter, notes)
         self._wire(self._backends)
+
+    def warm_up(self, max_kbs: int = 20, budget_s: float = 10.0) -> float:
+        """Pay the first query's one-off costs now: the encoder's first call, the reranker, and each KB's
+        vector index (Chroma loads it on first query) and keyword postings.  Bounded by ``max_kbs`` and
+        ``budget_s``; a failure is logged and skipped.  Returns the seconds spent."""
+        started = time.perf_counter()
+        try:
+            b = self._current(self.settings)
+            b.embedder.embed(["warm up the encoder"])
+            kb_ids = [kb.id for kb in self.store.list_kbs()][:max_kbs]
+            warm = getattr(b.keyword_index, "warm", None)
+            if callable(warm) and kb_ids:
+                warm(kb_ids)
+            probe = np.zeros(b.embedder.dim, dtype=np.float32)
+            probe[0] = 1.0
+            for kb_id in kb_ids:
+                if time.perf_counter() - started > budget_s:
+                    break
+                b.vector_store.query([kb_id], probe, 1)
+        except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first query pays instead
+            log.info("warm-up stopped early: %s", exc)
+        return time.perf_counter() - started
+
+    def start_warm_up(self) -> threading.Thread:
+        """``warm_up`` in a daemon thread, so start-up is not delayed by it."""
+        thread = threading.Thread(target=self.warm_up, name="docmind-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     def _wire(self, b: Backends) -> None:
         from docmind_core.agentic import AgenticSearch

@@ -16,6 +16,10 @@ thing" but lacks the asked-for entity — so each corrects the other:
 
 The tier never throws evidence away: LOW or AMBIGUOUS with chunks is answered
 under the low-confidence prompt; only an empty context uses the fallback.
+
+When retrieval was incomplete (a worker timed out or failed), the reason says
+``retrieval_incomplete`` and what did not answer: an empty or weak result is
+then "not fully searched", never "no_evidence" / "nothing relevant".
 """
 
 from __future__ import annotations
@@ -114,9 +118,20 @@ class CragGrader:
         }
 
     def grade(self, query: str, chunks: Sequence[RetrievedChunk], settings: GraderSettings | Settings,
-              web_compensation_on_low: bool | None = None) -> GradeResult:
+              web_compensation_on_low: bool | None = None, incomplete: Sequence[str] = ()) -> GradeResult:
         """``settings`` is ``Settings.grader`` or the whole Settings (then the retrieval flag is read from it);
-        ``web_compensation_on_low`` overrides ``retrieval.web_compensation_on_low`` (default True)."""
+        ``web_compensation_on_low`` overrides ``retrieval.web_compensation_on_low`` (default True);
+        ``incomplete`` lists what did not answer during retrieval (see the module docstring)."""
+        result = self._grade(query, chunks, settings, web_compensation_on_low)
+        if not incomplete:
+            return result
+        missing = "; ".join(incomplete)
+        reason = f"retrieval_incomplete: {missing}" if not chunks else \
+            f"retrieval_incomplete: {missing}; of what was found: {result.reason}"
+        return result.model_copy(update={"reason": reason})
+
+    def _grade(self, query: str, chunks: Sequence[RetrievedChunk], settings: GraderSettings | Settings,
+               web_compensation_on_low: bool | None) -> GradeResult:
         if isinstance(settings, Settings):
             grader = settings.grader
             on_low = settings.retrieval.web_compensation_on_low if web_compensation_on_low is None \

@@ -6,6 +6,13 @@ both paths rerank, grade and compensate in exactly the same way.
 
 Both ``run`` methods are generators: they yield events and *return* a
 :class:`RetrievalOutcome` (read it with ``outcome = yield from ...``).
+
+Workers run under the run's :class:`~docmind_core.deadline.RunGuard`: each
+one's timeout is clipped to the retrieval budget, a worker that times out opens
+the breaker for its tool (the run does not call it again), and a worker that
+timed out or failed is an ``ErrorRaised`` event and makes the retrieval
+*incomplete*: the grade and the answer then say so, and an empty result is
+never presented as "nothing relevant".
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Generator, Literal, Sequence
 
-from docmind_core.events import Event, Graded, Reranked, Retrieved, WebCompensated
+from docmind_core.deadline import RunGuard
+from docmind_core.events import ErrorRaised, Event, Graded, Reranked, Retrieved, WebCompensated
 from docmind_core.models import (
     GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, Tier, ToolCallRecord, ToolName, Understanding,
     WorkerReport,
@@ -50,6 +58,7 @@ class RetrievalOutcome:
     dedupe_hits: int = 0
     fell_back: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)
+    incomplete: list[str] = field(default_factory=list)  # what did not answer ("doc_search timed out ...")
 
     @property
     def sources(self) -> list[RetrievedChunk]:
@@ -83,8 +92,10 @@ class EvidenceFinisher:
 
     def finish(self, query: str, union: Sequence[RetrievedChunk], ctx: ToolContext, settings: Settings,
                web_already_used: bool, rerank_query: str | None = None,
-               groups: Sequence[Sequence[str]] = ()) -> Generator[Event, None, FinishedEvidence]:
-        """``groups``: chunk ids per search; each search's best-reranked chunk is kept (see keep_group_best)."""
+               groups: Sequence[Sequence[str]] = (), incomplete: Sequence[str] = (),
+               guard: RunGuard | None = None) -> Generator[Event, None, FinishedEvidence]:
+        """``groups``: chunk ids per search; each search's best-reranked chunk is kept (see keep_group_best).
+        ``incomplete``: what did not answer during retrieval; the grade's reason says so."""
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         result = keep_group_best(self.refiner.refine(rerank_query or query, list(union), settings), groups, settings)
@@ -92,11 +103,14 @@ class EvidenceFinisher:
         yield Reranked(candidates=result.candidates, reranker=_reranker_name(self.refiner),
                        duration_ms=timings["refine"])
         t0 = time.perf_counter()
-        grade = self.grader.grade(query, result.chunks, settings)
+        grade = self.grader.grade(query, result.chunks, settings, incomplete=incomplete)
         timings["grade"] = _ms(t0)
         yield Graded(grade=grade, round="initial")
 
         wanted, reason = self._compensation_wanted(grade, settings, web_already_used)
+        if wanted and guard is not None and (guard.retrieval_expired() or not guard.usable("webSearch")):
+            wanted, reason = False, "not run: no time left for retrieval (run.deadline_ms)" \
+                if guard.retrieval_expired() else f"not run: {guard.breaker.reason('webSearch')}"
         if not wanted:
             yield WebCompensated(ran=False, reason=reason)
             return FinishedEvidence(result, grade, False, timings)
@@ -119,7 +133,7 @@ class EvidenceFinisher:
         timings["web_compensation"] = _ms(t0)
         added = sum(1 for c in result.chunks if c.origin == "web")
         yield WebCompensated(ran=True, reason=reason, added_chunks=added, duration_ms=timings["web_compensation"])
-        grade = self.grader.grade(query, result.chunks, settings)
+        grade = self.grader.grade(query, result.chunks, settings, incomplete=incomplete)
         yield Graded(grade=grade, round="after_web")
         return FinishedEvidence(result, grade, True, timings)
 
@@ -199,10 +213,13 @@ class OneShotRetrieval:
         self.finisher = EvidenceFinisher(toolbox, refiner, grader)
 
     def run(self, question: str, understanding: Understanding, plan: RetrievalPlan, ctx: ToolContext,
-            settings: Settings, cancel: threading.Event | None = None) -> EventStream:
+            settings: Settings, cancel: threading.Event | None = None,
+            guard: RunGuard | None = None) -> EventStream:
         started = time.perf_counter()
         query = understanding.rewritten_query or question
-        reports, outputs = self._run_workers(query, plan.tools, ctx, settings, cancel)
+        reports, outputs = self._run_workers(query, plan.tools, ctx, settings, cancel, guard)
+        incomplete = [f"{r.name} {'timed out' if r.status == 'timeout' else 'failed'} ({r.message})"
+                      for r in reports if r.status in ("timeout", "error")]
         union: list[RetrievedChunk] = []
         for output in outputs:
             union = _merge(union, output.chunks)
@@ -213,20 +230,41 @@ class OneShotRetrieval:
                         kb_chunks=sum(1 for c in union if c.origin == "kb"),
                         web_chunks=sum(1 for c in union if c.origin == "web"),
                         memory_items=len(memories), duration_ms=retrieval_ms)
+        for report in reports:  # right after the worker list: each worker that did not answer is an error
+            if report.status in ("timeout", "error"):
+                yield ErrorRaised(stage=f"retrieval.{report.name}", message=f"{report.status}: {report.message}")
         web_used = any(r.name == "web_search" and r.status == "ok" for r in reports)
-        done = yield from self.finisher.finish(query, union, ctx, settings, web_used)
+        done = yield from self.finisher.finish(query, union, ctx, settings, web_used, incomplete=incomplete,
+                                               guard=guard)
         timings = {"retrieval": retrieval_ms, **done.timings_ms}
         return RetrievalOutcome(result=done.result, grade=done.grade, mode="one_shot", stop_reason="",
                                 web_compensated=done.web_compensated, memories=memories,
-                                tool_calls=list(ctx.records), workers=reports, timings_ms=timings)
+                                tool_calls=list(ctx.records), workers=reports, timings_ms=timings,
+                                incomplete=incomplete)
 
     def _run_workers(self, query: str, tools: Sequence[ToolName], ctx: ToolContext, settings: Settings,
-                     cancel: threading.Event | None) -> tuple[list[WorkerReport], list[ToolOutput]]:
+                     cancel: threading.Event | None,
+                     guard: RunGuard | None = None) -> tuple[list[WorkerReport], list[ToolOutput]]:
         """Each planned tool in its own thread; a slow or failing worker is reported and left out."""
-        timeout_s = settings.retrieval.worker_timeout_ms / 1000
+        configured_ms = settings.retrieval.worker_timeout_ms
+        timeout_s = configured_ms / 1000
         names = list(dict.fromkeys(tools))
         if not names or (cancel is not None and cancel.is_set()):
             return [], []
+        reports: list[WorkerReport] = []
+        if guard is not None:
+            timeout_s = guard.clip(timeout_s, retrieval=True)
+            for name in [n for n in names if not guard.usable(_WORKER_TOOLS[n])]:
+                names.remove(name)  # timed out earlier in this run: not called again
+                reports.append(WorkerReport(name=name, status="error",
+                                            message=f"not called: {guard.breaker.reason(_WORKER_TOOLS[name])}"))
+        clipped = timeout_s * 1000 < configured_ms
+        budget_note = f"no answer within {round(timeout_s * 1000)} ms" + \
+            (" (what was left of run.deadline_ms)" if clipped else "")
+        if not names:
+            return reports, []
+        if timeout_s < 0.05:  # the run's retrieval budget is spent: do not start work that cannot finish
+            return reports + [WorkerReport(name=n, status="timeout", message=budget_note) for n in names], []
         pool = ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="docmind-worker")
         starts = {name: time.perf_counter() for name in names}
         futures = {name: pool.submit(self._work, name, query, ctx) for name in names}
@@ -239,12 +277,14 @@ class OneShotRetrieval:
             _, pending = wait(pending, timeout=min(left, 0.1), return_when=FIRST_EXCEPTION)
         pool.shutdown(wait=False, cancel_futures=True)  # stragglers finish in the background, unused
 
-        reports: list[WorkerReport] = []
         outputs: list[ToolOutput] = []
         for name, fut in futures.items():
             if not fut.done():
                 reports.append(WorkerReport(name=name, status="timeout", latency_ms=round(timeout_s * 1000, 2),
-                                            message=f"no answer within {settings.retrieval.worker_timeout_ms} ms"))
+                                            message=budget_note))
+                if guard is not None:
+                    guard.trip(_WORKER_TOOLS[name], f"{_WORKER_TOOLS[name]} timed out earlier in this run "
+                                                    f"({budget_note})")
                 continue
             exc = fut.exception()
             if exc is not None:

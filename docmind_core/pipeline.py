@@ -6,6 +6,13 @@ AGENTIC) → grading (inside retrieval) → prompt → streamed answer → citat
 A failure anywhere yields an ``ErrorRaised`` or ``Fallback`` event and the
 run still ends with ``Done``.  The pipeline holds no per-run state between
 calls; persistence (conversation, trace, Langfuse) is the engine's job.
+
+Every run has one deadline (``run.deadline_ms``): a :class:`RunGuard` made at
+the start is passed to understanding (through the bound model), the agentic
+loop, the one-shot workers and generation.  Once the model timed out in a run
+it is not called again: the offline engine writes the answer from the same
+evidence.  When retrieval was incomplete the answer says so first; with no
+evidence at all it says only that, and never "nothing relevant".
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Iterator, Sequence
 
 from docmind_core.backends.protocols import LanguageModel, Turn, UsageMeter
 from docmind_core.citations import confidence_from, parse_citations
+from docmind_core.deadline import LLM, RunGuard, bind_model
 from docmind_core.direct_read import read_selected_documents
 from docmind_core.events import (
     AnswerStarted, Done, ErrorRaised, Event, Fallback, Graded, Reranked, Retrieved, Routed, RunStarted,
@@ -32,6 +40,7 @@ from docmind_core.plan import plan_retrieval
 from docmind_core.route import decide_path
 from docmind_core.scope import fast_scope, memory_text
 from docmind_core.settings import Settings
+from docmind_core.text import detect_language
 from docmind_core.understand import QueryUnderstanding
 
 # Scopes that never retrieve: each maps to the answer template that handles it.
@@ -75,6 +84,7 @@ class _RunState:
     memory_text: str = ""  # what a memory command asked to store
     answer: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    incomplete: list[str] = field(default_factory=list)  # what did not answer during retrieval
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -104,6 +114,7 @@ class AnswerPipeline:
         cancel = cancel or threading.Event()
         state = _RunState(started=time.perf_counter())
         meter = UsageMeter()
+        guard = RunGuard.start(settings)
 
         def stamp(event: Event) -> Event:
             return event.model_copy(update={"t_ms": round(state.elapsed_ms(), 2)})
@@ -115,13 +126,15 @@ class AnswerPipeline:
         try:
             if not request.question.strip():
                 raise ValueError("the question is empty")
-            for event in self._run(request, settings, cancel, meter, state):
+            for event in self._run(request, settings, cancel, meter, state, guard):
                 yield stamp(event)
         except GeneratorExit:  # the consumer went away: stop tools and the model, end quietly
             cancel.set()
             raise
         except Exception as exc:  # any stage: report it where it happened, then still finish the run
             yield stamp(ErrorRaised(stage=state.stage, message=f"{type(exc).__name__}: {exc}"))
+            if state.stage in ("understanding", "routing", "retrieval"):
+                state.incomplete.append(f"{state.stage} failed ({type(exc).__name__}: {exc})")
             if not state.answer:
                 for event in self._fallback_answer(request, state, meter, cancel, settings):
                     yield stamp(event)
@@ -130,7 +143,7 @@ class AnswerPipeline:
 
     # ------------------------------------------------------------------
     def _run(self, request: AskRequest, settings: Settings, cancel: threading.Event, meter: UsageMeter,
-             state: _RunState) -> Iterator[Event]:
+             state: _RunState, guard: RunGuard) -> Iterator[Event]:
         question = request.question.strip()
         history = request.history[-2 * settings.rag.history_turns:] if settings.rag.history_turns else []
 
@@ -147,8 +160,12 @@ class AnswerPipeline:
             # 2. understanding: one model call that also decides the scope
             state.stage = "understanding"
             t = time.perf_counter()
-            understanding, via = self.understanding.run(question, history, self._kb_brief(request.kb_ids), meter)
+            understanding, via = QueryUnderstanding(bind_model(self.llm, guard), self.prompts).run(
+                question, history, self._kb_brief(request.kb_ids), meter)
             state.timings["understanding"] = _ms(t)
+            if not guard.usable(LLM):
+                yield ErrorRaised(stage="understanding", message=f"the language model timed out; "
+                                                                 f"{guard.breaker.reason(LLM)}")
             trusted = (understanding.scope == Scope.KNOWLEDGE_QUERY
                        or understanding.scope_confidence >= _MODEL_SCOPE_MIN_CONFIDENCE)
             state.scope = understanding.scope if trusted else Scope.KNOWLEDGE_QUERY
@@ -160,7 +177,7 @@ class AnswerPipeline:
             self._store_memory_hints(request, understanding, settings)
 
         if state.scope != Scope.KNOWLEDGE_QUERY:
-            yield from self._answer_without_retrieval(request, question, history, state, meter, cancel)
+            yield from self._answer_without_retrieval(request, question, history, state, meter, cancel, guard)
             return
 
         if understanding is None:  # fast path said "knowledge" (it never does today, but stay total)
@@ -185,10 +202,13 @@ class AnswerPipeline:
         else:
             if decision.mode == Mode.AGENTIC:
                 outcome = yield from self.agentic.run(
-                    question, understanding, self._kb_brief(request.kb_ids), ctx, settings, cancel, meter)
+                    question, understanding, self._kb_brief(request.kb_ids), ctx, settings, cancel, meter,
+                    guard=guard)
             else:
-                outcome = yield from self.one_shot.run(question, understanding, plan, ctx, settings, cancel)
+                outcome = yield from self.one_shot.run(question, understanding, plan, ctx, settings, cancel,
+                                                       guard=guard)
             state.sources = [c for c in outcome.result.chunks]
+            state.incomplete = list(outcome.incomplete)
             state.grade = outcome.grade
             state.stop_reason = outcome.stop_reason
             state.web_compensated = outcome.web_compensated
@@ -204,7 +224,7 @@ class AnswerPipeline:
         # 5. generation
         state.stage = "generation"
         template = choose_template(state.grade, state.sources)
-        yield from self._generate(template, request, question, history, state, meter, cancel)
+        yield from self._generate(template, request, question, history, state, meter, cancel, guard)
 
     # ------------------------------------------------------------------
     def _direct_read(self, request: AskRequest, understanding: Understanding, settings: Settings,
@@ -228,7 +248,8 @@ class AnswerPipeline:
         yield Graded(grade=grade)
 
     def _answer_without_retrieval(self, request: AskRequest, question: str, history: list[Turn],
-                                  state: _RunState, meter: UsageMeter, cancel: threading.Event) -> Iterator[Event]:
+                                  state: _RunState, meter: UsageMeter, cancel: threading.Event,
+                                  guard: RunGuard) -> Iterator[Event]:
         template = _DIRECT_TEMPLATES[state.scope]
         if state.scope == Scope.MEMORY_COMMAND:
             text = state.memory_text or memory_text(question) or question
@@ -238,23 +259,39 @@ class AnswerPipeline:
             else:
                 yield Fallback(stage="memory", reason="no signed-in user to store a memory for", to="reply only")
         state.stage = "generation"
-        yield from self._generate(template, request, question, history, state, meter, cancel)
+        yield from self._generate(template, request, question, history, state, meter, cancel, guard)
 
     def _generate(self, template: str, request: AskRequest, question: str, history: list[Turn],
-                  state: _RunState, meter: UsageMeter, cancel: threading.Event) -> Iterator[Event]:
+                  state: _RunState, meter: UsageMeter, cancel: threading.Event,
+                  guard: RunGuard) -> Iterator[Event]:
+        if state.incomplete and template == "fallback":
+            # nothing was found, but not everything was searched: say that, and only that
+            yield AnswerStarted(prompt="retrieval_incomplete", sources=[], memories=state.memories)
+            state.answer = incomplete_notice(question, state.incomplete, evidence=False)
+            yield Token(text=state.answer)
+            return
         prompt = build_answer_prompt(template, question, state.sources, history, state.memories, self.prompts)
         yield AnswerStarted(prompt=template, sources=state.sources, memories=state.memories)
         t = time.perf_counter()
         pieces: list[str] = []
+        if state.incomplete:  # partial evidence: the reader learns it before the answer
+            notice = incomplete_notice(question, state.incomplete, evidence=True)
+            pieces.append(notice)
+            yield Token(text=notice)
+        llm = bind_model(self.llm, guard)
+        if self.llm is not self.fallback_llm and not guard.usable(LLM):
+            yield Fallback(stage="generation", reason=f"the language model is not called again in this run: "
+                                                      f"{guard.breaker.reason(LLM)}", to=self.fallback_llm.name)
+            llm = self.fallback_llm
         try:
-            for piece in self.llm.stream_answer(prompt, meter, cancel):
+            for piece in llm.stream_answer(prompt, meter, cancel):
                 if cancel.is_set():
                     state.stop_reason = state.stop_reason or "cancelled"
                     break
                 pieces.append(piece)
                 yield Token(text=piece)
         except Exception as exc:
-            if self.llm is self.fallback_llm:
+            if llm is self.fallback_llm:
                 raise
             yield ErrorRaised(stage="generation", message=f"{type(exc).__name__}: {exc}")
             yield Fallback(stage="generation", reason="the language model failed while answering",
@@ -273,7 +310,13 @@ class AnswerPipeline:
         """After a failure before the answer: answer with the fallback template and whatever evidence we have."""
         yield Fallback(stage=state.stage, reason="the pipeline failed before answering", to="fallback prompt")
         try:
-            prompt = build_answer_prompt("fallback" if not state.sources else "low_confidence", request.question,
+            if not state.sources:  # a failure is never reported as "nothing relevant"
+                yield AnswerStarted(prompt="retrieval_incomplete", sources=[])
+                reasons = state.incomplete or [f"{state.stage} failed"]
+                state.answer = incomplete_notice(request.question, reasons, evidence=False)
+                yield Token(text=state.answer)
+                return
+            prompt = build_answer_prompt("low_confidence", request.question,
                                          state.sources, [], state.memories, self.prompts)
             yield AnswerStarted(prompt=prompt.template, sources=state.sources)
             pieces = []
@@ -326,3 +369,17 @@ class AnswerPipeline:
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 2)
+
+
+def incomplete_notice(question: str, reasons: Sequence[str], evidence: bool) -> str:
+    """What the reader is told when retrieval did not finish, in the question's language."""
+    what = "; ".join(reasons)
+    if detect_language(question) == "zh":
+        if evidence:
+            return f"注意：本次检索不完整（{what}），以下回答只依据已找到的资料。\n\n"
+        return (f"本次检索不完整（{what}），知识库没有被完整搜索，所以无法判断其中是否有相关资料。"
+                f"这不是一个回答：请稍后重试。")
+    if evidence:
+        return f"Note: retrieval was incomplete ({what}); the answer below uses only the evidence that was found.\n\n"
+    return (f"Retrieval was incomplete ({what}): the knowledge bases were not fully searched, so DocMind cannot "
+            f"tell whether they cover this question. This is not an answer; please try again.")

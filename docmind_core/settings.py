@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from docmind_core.errors import ConfigError
 
@@ -21,14 +22,52 @@ class _Group(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
 
 
+def http_url(value: str, example: str, scheme_optional: bool = False) -> str:
+    """An empty value, or an http(s) URL with a host (and a valid port); a value that can never work is refused
+    here, when it is set, rather than when a backend is built from it."""
+    text = value.strip()
+    if not text:
+        return ""
+    if scheme_optional and "://" not in text:
+        text = "http://" + text
+    parsed = urlparse(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or any(c.isspace() for c in text):
+        raise ValueError(f"{value!r} is not an http(s) URL like {example}")
+    try:
+        parsed.port
+    except ValueError:
+        raise ValueError(f"{value!r} has an invalid port (1-65535)") from None
+    return text
+
+
 class LLMSettings(_Group):
     provider: Literal["auto", "openai", "offline"] = Field(
         "auto", description="auto: OpenAI-compatible endpoint when an API key or base URL is set, else the offline engine")
     base_url: str = Field("", description="OpenAI-compatible base URL (DashScope, Ollama, vLLM ...); empty uses OPENAI_BASE_URL")
-    model: str = Field("gpt-4o-mini", description="Chat model name sent to the endpoint")
-    timeout_s: float = Field(30.0, ge=1, le=600, description="Per-call timeout in seconds")
-    max_retries: int = Field(2, ge=0, le=6, description="Retries on transient errors only (429, 5xx, connection)")
+    model: str = Field("gpt-4o-mini", description="Chat model name sent to the endpoint (never empty)")
+    timeout_s: float = Field(30.0, ge=1, le=600,
+                             description="Per-call timeout in seconds (also clipped to what is left of run.deadline_ms)")
+    max_retries: int = Field(2, ge=0, le=6, description="Retries on transient errors only (429, 5xx, connection); "
+                                                        "a timed-out call is never retried within a run")
     temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature for answers")
+    max_tokens: int = Field(1024, ge=16, le=32768,
+                            description="Most tokens the model may generate in any one call (understanding, agent "
+                                        "rounds, answers): bounds a runaway generation")
+    profile: Literal["default", "local_small"] = Field(
+        "default", description="local_small: limits for a ~1.5B model on a few CPU cores (longer timeouts, no "
+                               "retries, a longer run deadline, fewer and shorter calls); keys you set yourself win")
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        return http_url(value, "http://127.0.0.1:11434/v1")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must be a model name (it is sent to the endpoint with every call); it cannot be empty")
+        return value.strip()
 
 
 class EmbeddingSettings(_Group):
@@ -49,6 +88,11 @@ class RerankerSettings(_Group):
 class VectorStoreSettings(_Group):
     url: str = Field("", description="Chroma server URL (http://host:port); empty uses the embedded PersistentClient under data/chroma")
 
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return http_url(value, "http://127.0.0.1:8000", scheme_optional=True)
+
 
 class KeywordSettings(_Group):
     backend: Literal["fts5", "rank_bm25"] = Field(
@@ -67,6 +111,11 @@ class WebSettings(_Group):
     max_results: int = Field(5, ge=1, le=20, description="Results per web search")
     timeout_s: float = Field(10.0, ge=1, le=120, description="Web search timeout")
     mcp_rate_limit_per_minute: int = Field(10, ge=1, le=10000, description="webSearch calls per API key per minute over MCP")
+
+    @field_validator("tavily_base_url")
+    @classmethod
+    def _tavily_base_url(cls, value: str) -> str:
+        return http_url(value, "https://api.tavily.com")
 
 
 class RetrievalSettings(_Group):
@@ -170,6 +219,45 @@ class TracingSettings(_Group):
     langfuse_host: str = Field("", description="Langfuse host; empty uses LANGFUSE_HOST / LANGFUSE_BASE_URL")
     export_timeout_s: float = Field(3.0, ge=0.1, le=60, description="Langfuse export timeout (never blocks a run)")
 
+    @field_validator("langfuse_host")
+    @classmethod
+    def _langfuse_host(cls, value: str) -> str:
+        return http_url(value, "https://cloud.langfuse.com")
+
+
+class RunSettings(_Group):
+    deadline_ms: int = Field(
+        90000, ge=1000, le=1_800_000,
+        description="Whole-run deadline shared by every stage (understanding, agentic loop, one-shot workers, "
+                    "generation); each model call's timeout is clipped to what is left")
+    answer_reserve_ms: int = Field(
+        15000, ge=0, le=600_000,
+        description="Part of the deadline kept for writing the answer: understanding and retrieval end this much "
+                    "before the deadline")
+
+    @model_validator(mode="after")
+    def _reserve_inside(self) -> "RunSettings":
+        if self.answer_reserve_ms >= self.deadline_ms:
+            raise ValueError(f"run.answer_reserve_ms ({self.answer_reserve_ms}) must be below run.deadline_ms "
+                             f"({self.deadline_ms})")
+        return self
+
+
+# llm.profile presets.  A 1.5B model on 2 CPU cores writes ~5-10 tokens/s and needs ~10-30 s to read a
+# 2,000-token prompt: calls get long timeouts and no retries (a retry of a slow call only doubles the wait),
+# every call is short (max_tokens), the loop has two rounds and few tool calls, the evidence is smaller, and the
+# run deadline leaves room for all of it.
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "local_small": {
+        "llm.timeout_s": 120.0, "llm.max_retries": 0, "llm.max_tokens": 384,
+        "run.deadline_ms": 300_000, "run.answer_reserve_ms": 120_000,
+        "agentic.max_iterations": 2, "agentic.iteration_timeout_ms": 90_000, "agentic.total_timeout_ms": 150_000,
+        "agentic.max_tool_calls": 4, "agentic.search_top_k": 5,
+        "retrieval.worker_timeout_ms": 20_000, "rag.context_max_tokens": 1200, "rag.history_turns": 2,
+    },
+}
+
 
 class Settings(_Group):
     llm: LLMSettings = LLMSettings()
@@ -187,6 +275,7 @@ class Settings(_Group):
     sandbox: SandboxSettings = SandboxSettings()
     auth: AuthSettings = AuthSettings()
     tracing: TracingSettings = TracingSettings()
+    run: RunSettings = RunSettings()
     limits: LimitsSettings = LimitsSettings()
 
     # -- dotted-key access -------------------------------------------------
@@ -201,6 +290,13 @@ class Settings(_Group):
     def with_overrides(self, overrides: dict[str, Any]) -> "Settings":
         """A new Settings with dotted-key overrides applied; raises ConfigError on any bad key or value."""
         data = self.model_dump()
+        # The layer that sets llm.profile lays the profile's values under its own keys: a key set by hand wins.
+        # (A later layer, e.g. personal overrides, does not re-apply it over keys set in the layer below.)
+        profile = PROFILES.get(str(overrides["llm.profile"]), {}) if "llm.profile" in overrides else {}
+        for key, value in profile.items():
+            if key not in overrides:
+                group, name = _split(key)
+                data[group][name] = value
         for key, value in overrides.items():
             group, name = _split(key)
             if group not in data or name not in data[group]:

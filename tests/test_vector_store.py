@@ -171,8 +171,11 @@ def test_server_url_parsing():
 
 def test_unreachable_server_is_a_clear_error():
     port = _free_port()
+    store = ChromaVectorStore(url=f"http://127.0.0.1:{port}")  # built anyway: start-up never fails on it
+    status = store.status()
+    assert status.live is False and "unreachable" in status.detail and str(port) in status.detail
     with pytest.raises(BackendUnavailable, match="Cannot reach the Chroma server"):
-        ChromaVectorStore(url=f"http://127.0.0.1:{port}")
+        store.query([1], np.ones(4, dtype=np.float32), 3)  # refused, never read as "no hits"
 
 
 def test_a_collection_deleted_by_another_client_is_looked_up_again(tmp_path):

@@ -7,10 +7,18 @@ and the model name differ.  Every call has a timeout; only transient failures
 exponential back-off, and a streamed answer is retried only before its first
 token.  Each logical call is recorded in the run's :class:`UsageMeter` with
 its purpose, token usage and latency, failed or not.
+
+Inside a run the model is used through :meth:`OpenAIChatModel.for_run`, which
+binds the run's :class:`~docmind_core.deadline.RunGuard`: every attempt's
+timeout is clipped to what is left of the run (understanding and agent rounds
+to the retrieval budget, the answer to the whole deadline), a timed-out call is
+never retried and opens the run's breaker for the model, and once it is open
+the model is not called again in that run.  Every call carries ``max_tokens``.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -34,6 +42,7 @@ from docmind_core.backends.protocols import (
     UnderstandingRequest,
     UsageMeter,
 )
+from docmind_core.deadline import LLM, UNDERSTANDING_SHARE, RunGuard
 from docmind_core.errors import BackendUnavailable, ModelOutputError
 from docmind_core.models import BackendStatus, ModelCall, Understanding
 from docmind_core.prompts import PromptLibrary
@@ -59,9 +68,9 @@ class OpenAIChatModel:
 
     def __init__(self, base_url: str | None, api_key: str | None, model: str, timeout_s: float = 30.0,
                  max_retries: int = 2, temperature: float = 0.1, prompts: PromptLibrary | None = None,
-                 retry_backoff_s: float = 0.25):
-        if not model:
-            raise ValueError("model must be a model name")
+                 retry_backoff_s: float = 0.25, max_tokens: int = 1024):
+        if not model or not model.strip():
+            raise BackendUnavailable("llm.model is empty: set a model name (docmind config set llm.model NAME)")
         self.base_url = (base_url or "").strip()
         self.model = model
         self.timeout_s = float(timeout_s)
@@ -69,23 +78,34 @@ class OpenAIChatModel:
         self.temperature = float(temperature)
         self.prompts = prompts
         self.retry_backoff_s = retry_backoff_s
+        self.max_tokens = int(max_tokens)
+        self._guard: RunGuard | None = None  # set on the per-run copy made by for_run()
         self.host = urlparse(self.base_url).netloc or "api.openai.com"
         self.name = f"openai:{model}@{self.host}"
         # Retries are ours (so only transient errors retry and each call is recorded once).
         self._client = openai.OpenAI(base_url=self.base_url or None, api_key=api_key or "not-needed",
                                      timeout=self.timeout_s, max_retries=0)
 
+    def for_run(self, guard: RunGuard) -> "OpenAIChatModel":
+        """This model as one run calls it: same client, timeouts clipped to the run, the run's breaker."""
+        bound = copy.copy(self)
+        bound._guard = guard
+        return bound
+
     # -- the protocol ---------------------------------------------------------
     def understand(self, request: UnderstandingRequest, meter: UsageMeter) -> Understanding:
         kwargs: dict[str, Any] = dict(messages=request.messages, temperature=0.0,
-                                      response_format={"type": "json_object"})
+                                      response_format={"type": "json_object"},
+                                      timeout=self._budget("understanding", self.timeout_s, retrieval=True,
+                                                           share=UNDERSTANDING_SHARE))
         response = self._complete("understanding", meter, kwargs)
         content = response.choices[0].message.content if response.choices else None
         return parse_understanding(content or "", fallback_query=request.question)
 
     def agent_turn(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], meter: UsageMeter,
                    timeout_s: float) -> AgentTurn:
-        kwargs: dict[str, Any] = dict(messages=transcript.messages, temperature=0.0, timeout=timeout_s)
+        kwargs: dict[str, Any] = dict(messages=transcript.messages, temperature=0.0,
+                                      timeout=self._budget("agent_round", timeout_s, retrieval=True))
         if tools:
             kwargs.update(tools=[t.openai_schema() for t in tools], tool_choice="auto")
         response = self._complete("agent_round", meter, kwargs)
@@ -105,14 +125,20 @@ class OpenAIChatModel:
         usage: Any = None
         produced: list[str] = []
         error = ""
-        stream = self._with_retries("answer", lambda: self._client.chat.completions.create(
+        budget = self._budget("answer", self.timeout_s)
+        stream = self._with_retries("answer", lambda attempt_s: self._client.chat.completions.create(
             model=self.model, messages=prompt.messages, temperature=self.temperature, stream=True,
-            stream_options={"include_usage": True}), meter, started)
+            max_tokens=self.max_tokens, stream_options={"include_usage": True}, timeout=attempt_s),
+            meter, started, budget)
         try:
             for chunk in stream:
                 if cancel is not None and cancel.is_set():
                     error = "cancelled"
                     break
+                if self._guard is not None and self._guard.expired():  # a trickling stream ends at the deadline
+                    error = f"{self.name} (answer): the run deadline passed while the answer was streaming"
+                    self._guard.trip(LLM, error)
+                    raise BackendUnavailable(error)
                 if getattr(chunk, "usage", None) is not None:
                     usage = chunk.usage
                 for choice in chunk.choices or ():
@@ -136,24 +162,41 @@ class OpenAIChatModel:
     def status(self) -> BackendStatus:
         return BackendStatus(role="llm", name=self.name, live=True,
                              detail=f"{self.base_url or 'default OpenAI endpoint'}; timeout {self.timeout_s:g}s, "
-                                    f"{self.max_retries} retries on transient errors")
+                                    f"{self.max_retries} retries on transient errors, max_tokens {self.max_tokens}")
 
     # -- plumbing ---------------------------------------------------------------
+    def _budget(self, purpose: str, timeout_s: float, retrieval: bool = False, share: float = 1.0) -> float:
+        """Seconds this call may take: ``timeout_s`` clipped to the run.  Raises BackendUnavailable, without
+        calling, when the run's breaker is open for the model or the run has no time left for this stage."""
+        guard = self._guard
+        if guard is None:
+            return float(timeout_s)
+        if not guard.usable(LLM):
+            raise BackendUnavailable(f"{self.name} ({purpose}): not called, {guard.breaker.reason(LLM)}")
+        budget = guard.clip(timeout_s, retrieval=retrieval, share=share)
+        if budget < 0.1:
+            stage = "understanding and retrieval" if retrieval else "the run"
+            raise BackendUnavailable(f"{self.name} ({purpose}): not called, no time left for {stage} "
+                                     f"(run.deadline_ms)")
+        return budget
+
     def _complete(self, purpose: str, meter: UsageMeter, kwargs: dict[str, Any]) -> Any:
         """One non-streamed call with retries, recorded in the meter."""
         started = time.perf_counter()
+        budget = float(kwargs.pop("timeout", None) or self.timeout_s)
+        kwargs.setdefault("max_tokens", self.max_tokens)
 
-        def create() -> Any:
+        def create(attempt_s: float) -> Any:
             try:
-                return self._client.chat.completions.create(model=self.model, **kwargs)
+                return self._client.chat.completions.create(model=self.model, timeout=attempt_s, **kwargs)
             except openai.BadRequestError as exc:
                 if "response_format" in kwargs and "response_format" in str(exc):
                     # some compatible servers reject JSON mode; the prompt asks for JSON anyway
                     kwargs.pop("response_format")
-                    return self._client.chat.completions.create(model=self.model, **kwargs)
+                    return self._client.chat.completions.create(model=self.model, timeout=attempt_s, **kwargs)
                 raise
 
-        response = self._with_retries(purpose, create, meter, started, kwargs.get("timeout"))
+        response = self._with_retries(purpose, create, meter, started, budget)
         usage = getattr(response, "usage", None)
         meter.record(ModelCall(purpose=purpose, model=self.model,
                                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
@@ -161,23 +204,33 @@ class OpenAIChatModel:
                                latency_ms=round((time.perf_counter() - started) * 1000, 1)))
         return response
 
-    def _with_retries(self, purpose: str, fn: Callable[[], T], meter: UsageMeter, started: float,
-                      timeout_s: float | None = None) -> T:
+    def _with_retries(self, purpose: str, fn: Callable[[float], T], meter: UsageMeter, started: float,
+                      budget_s: float) -> T:
+        """``fn(attempt_timeout_s)`` until it succeeds; every attempt ends within ``budget_s`` of ``started``.
+
+        Only transient errors are retried, and only while the budget has room.  A timeout is not retried: a
+        server that did not answer in time will not answer faster the second time; inside a run it also
+        opens the breaker, so the run stops calling the model."""
         attempt = 0
+        end = started + budget_s
         while True:
             try:
-                return fn()
+                return fn(max(0.05, end - time.perf_counter()))
             except openai.OpenAIError as exc:
-                if is_transient(exc) and attempt < self.max_retries:
-                    wait = min(2.0, self.retry_backoff_s * (2 ** attempt))
+                timed_out = isinstance(exc, openai.APITimeoutError)
+                wait = min(2.0, self.retry_backoff_s * (2 ** attempt))
+                room = end - time.perf_counter() - wait
+                if is_transient(exc) and not timed_out and attempt < self.max_retries and room >= 0.1:
                     log.info("%s: %s failed transiently (%s); retry %d in %.2fs",
                              self.name, purpose, type(exc).__name__, attempt + 1, wait)
                     attempt += 1
                     time.sleep(wait)
                     continue
-                message = self._describe(exc, purpose, timeout_s)
+                message = self._describe(exc, purpose, budget_s)
                 if attempt:
                     message += f" (after {attempt + 1} attempts)"
+                if timed_out and self._guard is not None:
+                    self._guard.trip(LLM, f"it timed out earlier in this run ({message})")
                 meter.record(ModelCall(purpose=purpose, model=self.model, ok=False, error=message,
                                        latency_ms=round((time.perf_counter() - started) * 1000, 1)))
                 raise BackendUnavailable(message) from exc

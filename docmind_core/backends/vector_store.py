@@ -6,11 +6,20 @@ always hand Chroma our own embeddings and create collections with
 ONNX model on first use, which must never happen here.  Filtering by document
 happens inside Chroma through ``where`` so a query never returns chunks the
 caller may not see.
+
+A Chroma server is connected lazily and never at the cost of start-up: when it
+cannot be reached, the store is built anyway, its status says "unreachable"
+and names the URL, and every operation raises :class:`BackendUnavailable` with
+that message (it does not fall back to the embedded store: searching an empty
+local store would look like "nothing relevant").  It tries again at most every
+``RECONNECT_AFTER_S`` seconds, each attempt bounded by ``CONNECT_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlparse
@@ -24,6 +33,9 @@ from docmind_core.models import BackendStatus
 log = logging.getLogger(__name__)
 
 _COLLECTION_PREFIX = "kb_"
+CONNECT_TIMEOUT_S = 5.0  # one attempt to reach a Chroma server (its HTTP client has no timeout of its own)
+REQUEST_TIMEOUT_S = 60.0  # any later request to the server
+RECONNECT_AFTER_S = 10.0  # after a failed attempt, calls fail fast this long before the next attempt
 
 
 def collection_name(kb_id: int) -> str:
@@ -56,25 +68,77 @@ class ChromaVectorStore:
         chroma_settings = ChromaSettings(anonymized_telemetry=False)
         self.url = url.strip()
         self.path = Path(path) if path is not None else None
+        self._live_client: Any = None
+        self._batch: int | None = None
+        self._unreachable = ""  # why the server could not be reached (empty: connected, or not tried yet)
+        self._retry_at = 0.0
+        self._connect_lock = threading.Lock()
         if self.url:
             host, port, ssl = parse_server_url(self.url)
-            try:
-                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=chroma_settings)
-                self._client.heartbeat()
-            except Exception as exc:  # connection refused, DNS, TLS ...
-                raise BackendUnavailable(
-                    f"Cannot reach the Chroma server at {self.url}: {exc}. Start it with "
-                    "`chroma run --path <dir> --port <port>` or clear vector_store.url to use the embedded store."
-                ) from None
+            self._server_args = dict(host=host, port=port, ssl=ssl, settings=chroma_settings)
             self.name = f"chroma server {host}:{port}"
+            try:
+                self._connect()
+            except BackendUnavailable as exc:  # start anyway: status() and every call say why
+                log.warning("%s", exc)
         else:
             if self.path is None:
                 raise ValueError("ChromaVectorStore needs a path (embedded) or a url (server)")
             self.path.mkdir(parents=True, exist_ok=True)
-            self._client = chromadb.PersistentClient(path=str(self.path), settings=chroma_settings)
+            self._live_client = chromadb.PersistentClient(path=str(self.path), settings=chroma_settings)
             self.name = "chroma embedded"
         self._collections: dict[int, Any] = {}
-        self._max_batch = self._client.get_max_batch_size()
+
+    # ------------------------------------------------------------------
+    # Connection (server mode)
+    # ------------------------------------------------------------------
+
+    @property
+    def _client(self) -> Any:
+        if self._live_client is None:
+            self._connect()
+        return self._live_client
+
+    @property
+    def _max_batch(self) -> int:
+        if self._batch is None:
+            self._batch = int(self._client.get_max_batch_size())
+        return self._batch
+
+    def _connect(self) -> None:
+        """Reach the server once, within CONNECT_TIMEOUT_S; raises BackendUnavailable naming the URL."""
+        import chromadb
+
+        with self._connect_lock:
+            if self._live_client is not None:
+                return
+            if time.monotonic() < self._retry_at:
+                raise BackendUnavailable(self._unreachable)
+            outcome: dict[str, Any] = {}
+
+            def attempt() -> None:
+                try:
+                    client = chromadb.HttpClient(**self._server_args)
+                    client.heartbeat()
+                    outcome["client"] = client
+                except Exception as exc:  # connection refused, DNS, TLS ...
+                    outcome["error"] = exc
+
+            worker = threading.Thread(target=attempt, name="docmind-chroma-connect", daemon=True)
+            worker.start()
+            worker.join(CONNECT_TIMEOUT_S)
+            client = outcome.get("client")
+            if client is None:
+                cause = outcome.get("error") or f"no answer within {CONNECT_TIMEOUT_S:g} s"
+                self._unreachable = (
+                    f"Cannot reach the Chroma server at {self.url}: {cause}. Start it with "
+                    "`chroma run --path <dir> --port <port>`, or clear vector_store.url "
+                    "(docmind config reset vector_store.url) to use the embedded store.")
+                self._retry_at = time.monotonic() + RECONNECT_AFTER_S
+                raise BackendUnavailable(self._unreachable)
+            _bound_requests(client)
+            self._live_client = client
+            self._unreachable = ""
 
     # ------------------------------------------------------------------
     # Collections
@@ -85,13 +149,14 @@ class ChromaVectorStore:
         if cached is not None:
             return cached
         name = collection_name(kb_id)
+        client = self._client  # an unreachable server raises here, never reads as "no such collection"
         if create:
-            col = self._client.get_or_create_collection(
+            col = client.get_or_create_collection(
                 name, configuration={"hnsw": {"space": "cosine"}}, metadata={"kb_id": int(kb_id)},
                 embedding_function=None)
         else:
             try:
-                col = self._client.get_collection(name, embedding_function=None)
+                col = client.get_collection(name, embedding_function=None)
             except Exception:  # chromadb raises NotFoundError (a ValueError in some versions)
                 return None
         self._collections[kb_id] = col
@@ -170,8 +235,9 @@ class ChromaVectorStore:
 
     def delete_kb(self, kb_id: int) -> None:
         self._collections.pop(kb_id, None)
+        client = self._client
         try:
-            self._client.delete_collection(collection_name(kb_id))
+            client.delete_collection(collection_name(kb_id))
         except Exception:  # already gone
             pass
 
@@ -210,7 +276,19 @@ class ChromaVectorStore:
                 return BackendStatus(role="vector_store", name=self.name, live=True, detail=self.url)
             except Exception as exc:
                 return BackendStatus(role="vector_store", name=self.name, live=False,
-                                     detail=f"heartbeat failed: {exc}",
-                                     how_to_enable=f"start the Chroma server at {self.url}")
+                                     detail=f"unreachable: {self.url} ({exc})",
+                                     how_to_enable=f"start the Chroma server at {self.url}, or "
+                                                   "docmind config reset vector_store.url")
         return BackendStatus(role="vector_store", name=self.name, live=True,
                              detail="PersistentClient (set vector_store.url to use a Chroma server)")
+
+
+def _bound_requests(client: Any) -> None:
+    """Give the server client's HTTP session a timeout: chromadb creates it with none, so a server that stops
+    answering would hang a search for ever.  Best effort: the attribute path is chromadb's, not ours."""
+    try:
+        import httpx
+
+        client._server._session.timeout = httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - an older or newer chromadb: keep its own behaviour
+        log.debug("could not bound the Chroma client's request timeout: %s", exc)

@@ -1,0 +1,198 @@
+"""Deadlines and honesty: one run deadline shared by every stage, a per-run circuit breaker, and a run whose
+retrieval was incomplete says so instead of answering "nothing relevant"."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from docmind_core.agentic import AgenticSearch
+from docmind_core.backends.chat_offline import OfflineEngine
+from docmind_core.engine import build_language_model
+from docmind_core.events import Done, ErrorRaised, Fallback, Retrieved
+from docmind_core.grade import CragGrader
+from docmind_core.models import RequestedMode, Tier
+from docmind_core.oneshot import OneShotRetrieval
+from docmind_core.pipeline import AnswerPipeline, AskRequest
+from docmind_core.prompts import PromptLibrary
+from docmind_core.settings import Settings
+from docmind_core.tools import ToolContext, Toolbox
+from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner, settings
+from tests.fakes.openai_server import FakeOpenAIServer, text
+
+PROMPTS = PromptLibrary()
+NOTHING_RELEVANT = "nothing relevant"
+UNDERSTANDING = {
+    "rewrittenQuery": "DM-3000 pump flow rate", "intent": "factoid", "complexity": "SIMPLE",
+    "specificity": "PRECISE", "timeAware": False, "memoryAware": False, "isAmbiguous": False,
+    "scope": "knowledge_query", "scopeConfidence": 0.95, "memoryWriteHints": [],
+}
+STALL_S = 8.0  # how long the stalled fake model takes to answer each call
+
+
+def make_pipeline(llm, retriever) -> AnswerPipeline:
+    toolbox = Toolbox(retriever)
+    refiner = make_refiner()
+    grader = CragGrader()
+    one_shot = OneShotRetrieval(toolbox, refiner, grader)
+    agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
+    return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
+                          toolbox=toolbox, refiner=refiner, grader=grader, one_shot=one_shot, agentic=agentic,
+                          memory=None, tool_context_factory=ToolContext.for_run)
+
+
+def ask(pipeline, question, cfg: Settings, mode=RequestedMode.RULE):
+    request = AskRequest(question=question, kb_ids=[1], requested_mode=mode, user_id=7)
+    events = list(pipeline.ask(request, cfg, [], threading.Event()))
+    assert isinstance(events[-1], Done), [e.kind for e in events]
+    return events, events[-1]
+
+
+# --------------------------------------------------------------------------
+# 5. a timed-out worker is an error, and incomplete retrieval is never "nothing relevant"
+# --------------------------------------------------------------------------
+
+def test_a_timed_out_doc_search_is_an_error_event_and_the_answer_says_retrieval_was_incomplete():
+    retriever = FixtureRetriever(CORPUS)
+    retriever.delay_s = {"candidates": 3.0, "keyword_candidates": 3.0}
+    cfg = settings(**{"retrieval.worker_timeout_ms": 200})
+    events, done = ask(make_pipeline(OfflineEngine(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
+                       cfg)
+    errors = [e for e in events if isinstance(e, ErrorRaised)]
+    assert any("doc_search" in e.stage and "200 ms" in e.message for e in errors), errors
+    assert done.grade is not None and "incomplete" in done.grade.reason
+    assert NOTHING_RELEVANT not in done.answer.lower()
+    assert "retrieval was incomplete" in done.answer.lower()
+    assert "doc_search" in done.answer
+
+
+def test_partial_evidence_is_used_and_still_flagged_incomplete():
+    retriever = FixtureRetriever(CORPUS)
+    retriever.delay_s = {"candidates": 3.0}  # doc_search stalls, keyword_search answers
+    cfg = settings(**{"retrieval.worker_timeout_ms": 200})
+    events, done = ask(make_pipeline(OfflineEngine(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
+                       cfg)
+    retrieved = next(e for e in events if isinstance(e, Retrieved))
+    statuses = {w.name: w.status for w in retrieved.workers}
+    assert statuses == {"doc_search": "timeout", "keyword_search": "ok"}
+    assert any(isinstance(e, ErrorRaised) and "doc_search" in e.stage for e in events)
+    assert done.sources and "40 litres" in done.answer
+    assert "incomplete" in done.grade.reason and "retrieval was incomplete" in done.answer.lower()
+    if done.grade.tier is Tier.LOW:
+        assert "no_evidence" not in done.grade.reason
+
+
+def test_worker_timeouts_are_clipped_to_the_run_deadline():
+    retriever = FixtureRetriever(CORPUS)
+    retriever.delay_s = {"candidates": 6.0, "keyword_candidates": 6.0}
+    cfg = settings(**{"retrieval.worker_timeout_ms": 60000, "run.deadline_ms": 2000, "run.answer_reserve_ms": 500})
+    t0 = time.perf_counter()
+    events, done = ask(make_pipeline(OfflineEngine(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
+                       cfg)
+    assert time.perf_counter() - t0 < 2.0 + 3.0
+    assert any(isinstance(e, ErrorRaised) and "doc_search" in e.stage for e in events)
+    assert NOTHING_RELEVANT not in done.answer.lower()
+
+
+# --------------------------------------------------------------------------
+# 6. a stalled LLM: the run ends by its deadline, the breaker stops further calls, the offline engine answers
+# --------------------------------------------------------------------------
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def stalled_model(server, cfg: Settings):
+    env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": server.base_url}
+    return build_language_model(cfg, env, PROMPTS)
+
+
+def test_an_agentic_run_against_a_stalled_model_returns_by_its_deadline_and_stops_calling_it(server):
+    def reply(request):
+        if request.get("response_format"):
+            return text(json.dumps(UNDERSTANDING))  # understanding is quick; every later call stalls
+        return text("too late", delay=STALL_S)
+
+    server.respond_with(reply)
+    cfg = settings(**{"run.deadline_ms": 3000, "run.answer_reserve_ms": 1000, "llm.timeout_s": 30,
+                      "llm.max_retries": 2, "agentic.total_timeout_ms": 45000,
+                      "agentic.iteration_timeout_ms": 20000})
+    pipeline = make_pipeline(stalled_model(server, cfg), FixtureRetriever(CORPUS))
+    t0 = time.perf_counter()
+    events, done = ask(pipeline, "What flow rate does the DM-3000 pump have?", cfg, RequestedMode.AGENTIC)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 3.0 + 5.0, f"the run took {elapsed:.1f}s"
+    purposes = ["understanding" if r.get("response_format") else ("answer" if r.get("stream") else "agent_round")
+                for r in server.requests]
+    assert purposes == ["understanding", "agent_round"], purposes  # nothing after the first timeout
+    assert any(isinstance(e, Fallback) and e.stage == "agentic" for e in events)
+    assert any(isinstance(e, Fallback) and e.stage == "generation" and e.to == "offline" for e in events)
+    assert any(isinstance(e, ErrorRaised) for e in events)
+    assert done.answer and "40 litres" in done.answer
+
+
+def test_a_model_that_stalls_from_the_first_call_is_called_once(server):
+    server.always(text("too late", delay=STALL_S))
+    cfg = settings(**{"run.deadline_ms": 3000, "run.answer_reserve_ms": 1000, "llm.timeout_s": 30,
+                      "llm.max_retries": 2})
+    pipeline = make_pipeline(stalled_model(server, cfg), FixtureRetriever(CORPUS))
+    t0 = time.perf_counter()
+    events, done = ask(pipeline, "What flow rate does the DM-3000 pump have?", cfg, RequestedMode.AGENTIC)
+    assert time.perf_counter() - t0 < 3.0 + 5.0
+    assert len(server.requests) == 1
+    assert done.answer and "40 litres" in done.answer
+
+
+def test_a_stalled_answer_stream_falls_back_within_the_deadline(server):
+    def reply(request):
+        if request.get("stream"):
+            return text("too late", delay=STALL_S)
+        return text(json.dumps(UNDERSTANDING))
+
+    server.respond_with(reply)
+    cfg = settings(**{"run.deadline_ms": 3000, "run.answer_reserve_ms": 1000, "llm.timeout_s": 30,
+                      "llm.max_retries": 2})
+    pipeline = make_pipeline(stalled_model(server, cfg), FixtureRetriever(CORPUS))
+    t0 = time.perf_counter()
+    events, done = ask(pipeline, "What flow rate does the DM-3000 pump have?", cfg, RequestedMode.RULE)
+    assert time.perf_counter() - t0 < 3.0 + 5.0
+    assert sum(1 for r in server.requests if r.get("stream")) == 1
+    assert any(isinstance(e, Fallback) and e.stage == "generation" for e in events)
+    assert "40 litres" in done.answer
+
+
+# --------------------------------------------------------------------------
+# The local-model profile: bounded calls for a small model on a small machine
+# --------------------------------------------------------------------------
+
+def test_local_small_profile_sets_limits_and_explicit_keys_win():
+    local = Settings().with_overrides({"llm.profile": "local_small"})
+    default = Settings()
+    assert local.llm.max_tokens < default.llm.max_tokens
+    assert local.llm.timeout_s > default.llm.timeout_s and local.llm.max_retries == 0
+    assert local.run.deadline_ms > default.run.deadline_ms
+    assert local.agentic.max_iterations <= 2
+    mine = Settings().with_overrides({"llm.profile": "local_small", "llm.max_tokens": 200})
+    assert mine.llm.max_tokens == 200 and mine.llm.timeout_s == local.llm.timeout_s
+
+
+def test_every_chat_call_carries_max_tokens(server):
+    def reply(request):
+        if request.get("response_format"):
+            return text(json.dumps(UNDERSTANDING))
+        if request.get("stream"):
+            return text("The DM-3000 pump runs at 40 litres per minute [1].")
+        return text("")  # no tool call: the loop ends
+
+    server.respond_with(reply)
+    cfg = settings(**{"llm.profile": "local_small"})
+    pipeline = make_pipeline(stalled_model(server, cfg), FixtureRetriever(CORPUS))
+    events, done = ask(pipeline, "What flow rate does the DM-3000 pump have?", cfg, RequestedMode.AGENTIC)
+    assert len(server.requests) == 3
+    assert all(r.get("max_tokens") and r["max_tokens"] <= cfg.llm.max_tokens for r in server.requests)
+    assert done.answer.startswith("The DM-3000 pump runs at 40 litres")
