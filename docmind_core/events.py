@@ -138,6 +138,16 @@ class ErrorRaised(_Event):
     message: str
 
 
+class IndexIncomplete(_Event):
+    """A KB of the run has fewer vectors than ready chunks: vector search misses the rest (keyword search
+    still finds them), e.g. after an interrupted re-index.  ``docmind kb check NAME --repair`` fixes it."""
+
+    kind: Literal["index_incomplete"] = "index_incomplete"
+    kb_id: int
+    missing_vectors: int
+    total: int
+
+
 class Done(_Event):
     kind: Literal["done"] = "done"
     run_id: str
@@ -172,6 +182,7 @@ Event = Annotated[
         AnswerStarted,
         Token,
         ErrorRaised,
+        IndexIncomplete,
         Done,
     ],
     Field(discriminator="kind"),
@@ -181,7 +192,7 @@ _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 EVENT_KINDS: tuple[str, ...] = (
     "run", "scope", "understanding", "routing", "agentic_step", "retrieval", "rerank", "grader",
-    "web_compensation", "fallback", "start", "token", "error", "done",
+    "web_compensation", "fallback", "start", "token", "error", "index_incomplete", "done",
 )
 
 

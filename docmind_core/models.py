@@ -140,6 +140,20 @@ class RetrievedChunk(_Value):
                    chunk_index=record.index, parent_id=record.parent_id, **fields)
 
 
+class IndexGap(_Value):
+    """A KB whose vector store holds fewer vectors than it has ready chunks: its search is partly keyword-only."""
+
+    kb_id: int
+    missing_vectors: int
+    total: int
+
+    def message(self, kb_name: str = "") -> str:
+        name = f"'{kb_name}'" if kb_name else f"{self.kb_id}"
+        return (f"knowledge base {name}: {self.missing_vectors} of {self.total} chunks have no vector, so vector "
+                f"search misses them (keyword search still finds them); repair with `docmind kb check "
+                f"{kb_name or 'NAME'} --repair`")
+
+
 class SearchResult(_Value):
     """Output of the hybrid retrieval engine: kept chunks plus every candidate with its provenance."""
 
@@ -148,6 +162,7 @@ class SearchResult(_Value):
     candidates: list[RetrievedChunk]
     timings_ms: dict[str, float] = Field(default_factory=dict)
     used_tokens: int = 0
+    index_gaps: list[IndexGap] = Field(default_factory=list)  # searched KBs with missing vectors
 
 
 # --------------------------------------------------------------------------

@@ -7,8 +7,8 @@ from typing import Any, Iterable
 from pydantic import BaseModel, Field
 
 from docmind_core.events import (
-    AgenticStep, Done, ErrorRaised, Event, Fallback, Graded, Retrieved, Routed, RunStarted, ScopeDecided, Understood,
-    WebCompensated,
+    AgenticStep, Done, ErrorRaised, Event, Fallback, Graded, IndexIncomplete, Retrieved, Routed, RunStarted,
+    ScopeDecided, Understood, WebCompensated,
 )
 from docmind_core.safe_text import strip_control
 from docmind_core.timeline import timeline
@@ -53,6 +53,7 @@ class RunSummary(BaseModel):
     backends: list[dict[str, Any]] = Field(default_factory=list)
     errors: list[dict[str, str]] = Field(default_factory=list)
     fallbacks: list[dict[str, str]] = Field(default_factory=list)
+    index_gaps: list[dict[str, int]] = Field(default_factory=list)  # KBs searched with missing vectors
     usage: dict[str, int] = Field(default_factory=dict)
 
 
@@ -87,6 +88,8 @@ def summarise(events: Iterable[Event]) -> RunSummary:
             s.errors.append({"stage": ev.stage, "message": ev.message})
         elif isinstance(ev, Fallback):
             s.fallbacks.append({"stage": ev.stage, "reason": ev.reason, "to": ev.to})
+        elif isinstance(ev, IndexIncomplete):
+            s.index_gaps.append({"kb_id": ev.kb_id, "missing_vectors": ev.missing_vectors, "total": ev.total})
         elif isinstance(ev, Done):
             s.answer, s.backend = ev.answer, ev.backend
             s.mode = ev.mode

@@ -20,6 +20,7 @@ from docmind_core.events import (
     Event,
     Fallback,
     Graded,
+    IndexIncomplete,
     Reranked,
     Retrieved,
     Routed,
@@ -160,6 +161,11 @@ def _row_for(seq: int, ev: Event) -> TimelineRow:  # noqa: C901 - one branch per
             "memories": str(len(ev.memories))})
     if isinstance(ev, ErrorRaised):
         return TimelineRow(seq, ev.kind, t, f"Error in {ev.stage}", "error", fields={"message": ev.message})
+    if isinstance(ev, IndexIncomplete):
+        return TimelineRow(seq, ev.kind, t, f"Index incomplete: knowledge base {ev.kb_id}", "warn", fields={
+            "chunks without a vector": f"{ev.missing_vectors} of {ev.total}",
+            "effect": "vector search misses them; keyword search still finds them",
+            "repair": "docmind kb check NAME --repair"})
     if isinstance(ev, Done):
         c = ev.citations
         tokens_in = sum(m.prompt_tokens for m in ev.model_calls)
@@ -229,6 +235,7 @@ class RunDigest:
     web: WebCompensated | None = None
     fallbacks: list[Fallback] = field(default_factory=list)
     errors: list[ErrorRaised] = field(default_factory=list)
+    index_gaps: list[IndexIncomplete] = field(default_factory=list)
     answer_started: AnswerStarted | None = None
     streamed_text: str = ""
     done: Done | None = None
@@ -262,6 +269,8 @@ class RunDigest:
                     digest.fallbacks.append(ev)
                 case ErrorRaised():
                     digest.errors.append(ev)
+                case IndexIncomplete():
+                    digest.index_gaps.append(ev)
                 case AnswerStarted():
                     digest.answer_started = ev
                 case Token():

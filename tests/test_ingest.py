@@ -97,7 +97,8 @@ class World:
 
     def footprint(self, kb_id: int, doc_id: int) -> tuple[int, int, int]:
         """(chunk rows, vectors, keyword entries) of one document."""
-        rows = len(self.store.chunks_for_document(doc_id)) + len(self.store.chunks_for_document(doc_id, parents=True))
+        rows = (len(self.store.chunks_for_document(doc_id, any_status=True))
+                + len(self.store.chunks_for_document(doc_id, parents=True, any_status=True)))
         vectors = int(doc_id in self.vectors.document_ids(kb_id))
         keywords = int(doc_id in self.keywords.document_ids(kb_id))
         return rows, vectors, keywords

@@ -275,6 +275,26 @@ class Fts5KeywordIndex:
     def kb_ids(self) -> set[int]:
         return {int(_TABLE_RE.match(n).group(1)) for n in self._all_tables(self.db.db)}
 
+    def entries(self, kb_id: int) -> list[tuple[str, int]]:
+        """(chunk id, doc id) of every row of the KB's table, duplicates included (``docmind kb check``)."""
+        if not self._existing([kb_id]):
+            return []
+        rows = self.db.db.execute(f"SELECT chunk_id, doc_id FROM {_table(kb_id)} ORDER BY rowid").fetchall()
+        return [(r[0], int(r[1])) for r in rows]
+
+    def delete_chunks(self, kb_id: int, chunk_ids: Sequence[str]) -> None:
+        """Remove every row of these chunks (repairs orphans and duplicates)."""
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids or not self._existing([kb_id]):
+            return
+        table = _table(kb_id)
+        with self.db.transaction() as db:
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                # chunk_id is UNINDEXED: a scan of the table's rows, acceptable for a repair
+                db.execute(f"DELETE FROM {table} WHERE chunk_id IN ({', '.join('?' * len(part))})", part)
+            self._bump(db, kb_id)
+
     def count(self, kb_id: int) -> int:
         if not self._existing([kb_id]):
             return 0

@@ -133,6 +133,12 @@ def plan_observations(record: Any) -> PlannedObservation:
         elif isinstance(event, ev.ErrorRaised):
             child = _obs("error", t, t, level="ERROR", status_message=f"{event.stage}: {event.message}",
                          metadata={"stage": event.stage})
+        elif isinstance(event, ev.IndexIncomplete):
+            child = _obs("index_incomplete", t, t, level="WARNING",
+                         status_message=f"knowledge base {event.kb_id}: {event.missing_vectors} of {event.total} "
+                                        "chunks have no vector",
+                         metadata={"kb_id": event.kb_id, "missing_vectors": event.missing_vectors,
+                                   "total": event.total})
         elif isinstance(event, ev.AnswerStarted):
             answer_start = event
         elif isinstance(event, ev.Token) and first_token_ms is None:

@@ -247,6 +247,16 @@ class ChromaVectorStore:
     def document_ids(self, kb_id: int) -> set[int]:
         return self._fresh_retry(kb_id, False, self._document_ids) or set()
 
+    def entries(self, kb_id: int) -> dict[str, int]:
+        """chunk id -> doc id of every vector of the KB (metadata only; used by ``docmind kb check``)."""
+        return self._fresh_retry(kb_id, False, self._entries) or {}
+
+    def delete_chunks(self, kb_id: int, chunk_ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(chunk_ids))
+        for start in range(0, len(ids), self._max_batch):
+            part = ids[start:start + self._max_batch]
+            self._fresh_retry(kb_id, False, lambda col: col.delete(ids=part))
+
     def get_embeddings(self, kb_id: int, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors of these chunks (missing ids are absent): lets the reranker skip re-encoding."""
         if not chunk_ids:
@@ -255,6 +265,19 @@ class ChromaVectorStore:
         if got is None:
             return {}
         return {cid: np.asarray(vec, dtype=np.float32) for cid, vec in zip(got["ids"], got["embeddings"])}
+
+    @staticmethod
+    def _entries(col) -> dict[str, int]:
+        found: dict[str, int] = {}
+        page, offset = 5000, 0
+        while True:
+            result = col.get(include=["metadatas"], limit=page, offset=offset)
+            metas = result["metadatas"] or []
+            for cid, meta in zip(result["ids"], metas):
+                found[cid] = int(meta["doc_id"]) if meta and "doc_id" in meta else -1
+            if len(result["ids"]) < page:
+                return found
+            offset += page
 
     @staticmethod
     def _document_ids(col) -> set[int]:

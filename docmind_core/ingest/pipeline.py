@@ -2,10 +2,22 @@
 
 Atomic per document.  The document row is written first with status
 ``pending``; chunk rows, vectors and keyword entries follow; only then is the
-row marked ``complete``.  If anything fails, whatever was written for that
-document is removed from all three stores again.  If the process dies
-half-way, the row is still ``pending`` and :meth:`Ingestor.reconcile` (run by
-the engine at start-up) removes it.
+row marked ``complete``.  Readers see complete documents only (the chunk reads
+of ``KnowledgeStore`` filter on it), so a pending document is invisible to
+every search even while its vectors and keyword entries exist.  If anything
+fails, whatever was written for that document is removed from all three
+stores again.
+
+Ownership: every operation that makes documents pending (ingest, delete,
+re-index, repair) holds a lease (``leases.py``) whose id the pending rows
+carry, and completes a document only while it still owns it.  If the process
+dies half-way, the row stays ``pending`` under a lease whose owner is gone, and
+:meth:`Ingestor.reconcile` (run by every engine start) removes it; documents
+whose owner is alive (another process ingesting right now) are left alone.
+
+Re-indexing is a recorded operation (``kb_reindex_runs``): each chunk's stored
+vector copy marks it done, so an interrupted re-index is finished by the next
+start instead of leaving the KB with part of its vectors.
 
 Failed files: when a file cannot be read, the batch goes on.  A file that was
 never in the KB gets a ``failed`` row carrying the reason (no chunks), so the
@@ -28,13 +40,15 @@ from typing import Callable, Sequence
 
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
 from docmind_core.errors import DocMindError, EmbedderMismatch, IngestError
+from docmind_core.ingest.check import KbCheckReport, KbChecker
 from docmind_core.ingest.chunking import TextChunk, chunk_document
+from docmind_core.ingest.leases import Lease, LeaseBook
 from docmind_core.ingest.loaders import load_document, mime_for
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase
 from docmind_core.settings import Settings
 from docmind_core.text import stored_terms
-from docmind_core.store.kb_store import KnowledgeStore
+from docmind_core.store.kb_store import DocumentBusy, KnowledgeStore
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +70,12 @@ class Ingestor:
     """Keeps SQLite, the vector store and the keyword index in step for ingest and delete."""
 
     def __init__(self, store: KnowledgeStore, embedder: Embedder, vector_store: VectorStore,
-                 keyword_index: KeywordIndex):
+                 keyword_index: KeywordIndex, leases: LeaseBook | None = None):
         self.store = store
         self.embedder = embedder
         self.vector_store = vector_store
         self.keyword_index = keyword_index
+        self.leases = leases if leases is not None else LeaseBook(store.db)
         # One writer at a time: two sessions ingesting the same file name would otherwise
         # interleave their purge and write steps.  Searches never take this lock.
         self._write_lock = threading.RLock()
@@ -91,23 +106,24 @@ class Ingestor:
         files = expand_paths(paths, names)
         outcomes: list[IngestOutcome | None] = [None] * len(files)
         group: list[_Prepared] = []
-        for index, source in enumerate(files):
-            reporter = _Reporter(progress, index, len(files), source.name)
-            prepared = self._prepare(kb, source, settings, reporter)
-            if isinstance(prepared, IngestOutcome):
-                outcomes[index] = prepared
-                continue
-            prepared.position = index
-            group.append(prepared)
-            if sum(len(p.children) for p in group) >= settings.embedding.batch_size:
-                self._flush(kb, group, settings, outcomes)
-                group = []
-        if group:
-            self._flush(kb, group, settings, outcomes)
+        with self.leases.hold("ingest") as lease:
+            for index, source in enumerate(files):
+                reporter = _Reporter(progress, index, len(files), source.name)
+                prepared = self._prepare(kb, source, settings, reporter, lease)
+                if isinstance(prepared, IngestOutcome):
+                    outcomes[index] = prepared
+                    continue
+                prepared.position = index
+                group.append(prepared)
+                if sum(len(p.children) for p in group) >= settings.embedding.batch_size:
+                    self._flush(kb, group, settings, outcomes, lease)
+                    group = []
+            if group:
+                self._flush(kb, group, settings, outcomes, lease)
         return [o for o in outcomes if o is not None]
 
     def _prepare(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
-                 reporter: "_Reporter") -> "_Prepared | IngestOutcome":
+                 reporter: "_Reporter", lease: Lease) -> "_Prepared | IngestOutcome":
         """Read, hash, parse and chunk one file; nothing is written yet (except a failed row)."""
         started = time.perf_counter()
         reporter("parsing", 0.0)
@@ -133,9 +149,13 @@ class Ingestor:
             current = self.store.find_document(kb.id, source.name)
             if current is None or current.status != "complete":
                 # Keep a row with the reason; an earlier good version, if any, stays untouched.
-                self.store.record_failed_document(kb.id, source.name, source_path=str(source.path),
-                                                  content_hash=digest, mime=mime_for(source.path),
-                                                  size=len(data), error=message)
+                try:
+                    self.store.record_failed_document(kb.id, source.name, source_path=str(source.path),
+                                                      content_hash=digest, mime=mime_for(source.path),
+                                                      size=len(data), error=message, lease_id=lease.id,
+                                                      owner_alive=self.leases.alive)
+                except DocumentBusy:
+                    pass  # another process is writing this name right now: its version stands
             reporter("failed", 1.0, message)
             return _outcome(source, started, "failed", error=message)
         return _Prepared(source=source, reporter=reporter, started=started, digest=digest, size=len(data),
@@ -143,19 +163,19 @@ class Ingestor:
                          existing=existing, prepare_seconds=time.perf_counter() - started)
 
     def _flush(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings,
-               outcomes: list[IngestOutcome | None]) -> None:
+               outcomes: list[IngestOutcome | None], lease: Lease) -> None:
         write_started = time.perf_counter()
         try:
-            self._write(kb, group, settings)
+            self._write(kb, group, settings, lease)
         except BaseException as exc:
             if len(group) == 1 or not isinstance(exc, Exception):
-                self._fail(kb, group, _describe(exc), outcomes)
+                self._fail(kb, group, _describe(exc), outcomes, lease)
                 if not isinstance(exc, Exception):  # KeyboardInterrupt and friends still stop the batch
                     raise
                 return
             log.warning("ingest of %d documents failed (%s); retrying them one at a time", len(group), exc)
             for doc in group:
-                self._flush(kb, [doc], settings, outcomes)
+                self._flush(kb, [doc], settings, outcomes, lease)
             return
         write_seconds = time.perf_counter() - write_started
         total_chunks = sum(len(d.children) for d in group)
@@ -168,18 +188,17 @@ class Ingestor:
                                                    doc_id=doc.doc_id, chunks=len(doc.children),
                                                    seconds=round(seconds, 3))
 
-    def _write(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings) -> None:
+    def _write(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings, lease: Lease) -> None:
         """Write a group of documents to all three stores; each stays pending until all of it is written."""
         for doc in group:
-            if doc.existing is not None and doc.doc_id is None:
-                # Pending before the other stores are touched, so a crash here is cleaned up by reconcile().
-                self.store.set_document_status(doc.existing.id, "pending")
-                self._purge_document(kb.id, doc.existing.id)
-            elif doc.doc_id is not None:  # a retry after a failed group: start from a clean slate
-                self._purge_document(kb.id, doc.doc_id)
+            # Pending under our lease before the other stores are touched: readers stop seeing an old
+            # version, and a crash from here on is cleaned up by the next start's reconcile().
+            retry = doc.doc_id is not None
             doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),
                                                    content_hash=doc.digest, mime=doc.mime, size=doc.size,
-                                                   text=doc.text)
+                                                   text=doc.text, lease_id=lease.id, owner_alive=self.leases.alive)
+            if retry or doc.existing is not None:  # an old version, or a failed group's part: a clean slate
+                self._purge_document(kb.id, doc.doc_id)
             self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in doc.parents + doc.children])
         indexed = [(doc, IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms)) for doc in group for c in doc.children]
         # Equal batches rather than full ones plus a small remainder: per text, a batch of 8
@@ -199,20 +218,24 @@ class Ingestor:
         for doc in group:
             doc.reporter("indexing", 0.92)
         self.keyword_index.add([c for _, c in indexed])
-        for doc in group:
-            self.store.set_document_status(doc.doc_id, "complete")
+        lost = [doc.source.name for doc in group if not self.store.complete_document(doc.doc_id, lease.id)]
+        if lost:
+            raise IngestError(f"{', '.join(lost)}: another process took this document over while it was being "
+                              f"written (no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
 
     def _fail(self, kb: KnowledgeBase, group: list["_Prepared"], message: str,
-              outcomes: list[IngestOutcome | None]) -> None:
+              outcomes: list[IngestOutcome | None], lease: Lease) -> None:
         for doc in group:
-            reported = self._undo(kb.id, doc.doc_id, message)
+            reported = self._undo(kb.id, doc.doc_id, message, lease)
             doc.reporter("failed", 1.0, reported)
             outcomes[doc.position] = _outcome(doc.source, doc.started, "failed", doc_id=doc.doc_id, error=reported)
 
-    def _undo(self, kb_id: int, doc_id: int | None, message: str) -> str:
+    def _undo(self, kb_id: int, doc_id: int | None, message: str, lease: Lease) -> str:
         """Remove what a failed document wrote; returns the message to report."""
         if doc_id is None:
             return message
+        if self.store.document_leases([doc_id]).get(doc_id) != lease.id:
+            return message  # no longer ours (taken over, or removed): nothing of it is ours to remove
         try:
             self._purge_document(kb_id, doc_id)
             self.store.set_document_status(doc_id, "failed", message)
@@ -233,82 +256,203 @@ class Ingestor:
 
     @_serialised
     def delete_document(self, doc_id: int) -> None:
-        doc = self.store.get_document(doc_id)
-        self.store.set_document_status(doc_id, "pending")  # a crash half-way leaves work for reconcile()
-        self._purge_document(doc.kb_id, doc_id)
-        self.store.delete_document(doc_id)
+        with self.leases.hold("delete") as lease:
+            doc = self.store.get_document(doc_id)
+            owner = self.store.document_leases([doc_id]).get(doc_id)
+            if doc.status == "pending" and self.leases.alive(owner):
+                raise DocumentBusy(f"{doc.name} is being written by another process right now; "
+                                   "delete it when that has finished")
+            # pending under our lease first: a crash half-way leaves work for the next start's reconcile()
+            if not self.store.claim_document(doc_id, lease.id, expect_status=doc.status, expect_lease=owner):
+                raise DocumentBusy(f"{doc.name} changed while it was being deleted; try again")
+            self._purge_document(doc.kb_id, doc_id)
+            self.store.delete_document(doc_id)
 
     @_serialised
     def delete_kb(self, kb_id: int) -> None:
-        self.store.get_kb(kb_id)
-        self.store.set_kb_documents_status(kb_id, "pending")
-        self.vector_store.delete_kb(kb_id)
-        self.keyword_index.delete_kb(kb_id)
-        self.store.delete_kb(kb_id)
+        with self.leases.hold("delete") as lease:
+            kb = self.store.get_kb(kb_id)
+            busy = [d.name for d, owner in self.store.pending_documents() if d.kb_id == kb_id and self.leases.alive(owner)]
+            busy += [f"re-index run {r['id']}" for r in self.store.reindex_runs(kb_id, state="running")
+                     if self.leases.alive(r["lease_id"])]
+            if busy:
+                raise DocumentBusy(f"knowledge base '{kb.name}' is being written by another process right now "
+                                   f"({', '.join(busy[:3])}{' ...' if len(busy) > 3 else ''}); delete it when that "
+                                   "has finished")
+            self.store.set_kb_documents_status(kb_id, "pending", lease_id=lease.id)
+            self.vector_store.delete_kb(kb_id)
+            self.keyword_index.delete_kb(kb_id)
+            self.store.delete_kb(kb_id)
 
     @_serialised
     def reconcile(self) -> list[str]:
-        """Repair what an interrupted ingest or delete left behind; returns one line per repair.
+        """Repair what interrupted work left behind; returns one line per repair (or problem found).
 
-        * pending documents (the process died mid-document): removed from all stores, row deleted;
-        * failed documents: any stray chunk, vector or keyword entry removed, the row kept;
-        * vectors or keyword entries of documents that are not complete (or no longer exist): removed;
-        * collections and keyword entries of knowledge bases that no longer exist: dropped.
+        * pending documents whose owner is provably gone (see ``leases.py``): removed from all stores,
+          row deleted; pending documents of live owners (another process ingesting now) are left alone;
+        * failed documents that still have chunk rows: the rows removed, the document kept;
+        * vectors or keyword entries of documents that are neither complete nor owned by a live
+          operation (or no longer exist): removed;
+        * collections and keyword entries of knowledge bases that no longer exist: dropped;
+        * re-index runs whose owner is gone: finished (the missing vectors embedded);
+        * knowledge bases with fewer vectors than chunks: reported (``docmind kb check NAME --repair``).
         """
         repairs: list[str] = []
-        for doc in self.store.incomplete_documents():
-            self._purge_document(doc.kb_id, doc.id)
-            if doc.status == "pending":
+        with self.leases.hold("reconcile") as lease:
+            live_chunks: dict[int, int] = {}  # kb id -> chunk rows of documents live operations own
+            for doc, owner in self.store.pending_documents():
+                reason = self.leases.owner_gone(owner) if owner != lease.id else None
+                if reason is None:
+                    live_chunks[doc.kb_id] = live_chunks.get(doc.kb_id, 0) + doc.chunk_count
+                    continue
+                if not self.store.claim_document(doc.id, lease.id, expect_status="pending", expect_lease=owner):
+                    continue  # another process judged it at the same moment and took it
+                self._purge_document(doc.kb_id, doc.id)
                 self.store.delete_document(doc.id)
-                repairs.append(f"removed interrupted document '{doc.name}' (kb {doc.kb_id})")
+                repairs.append(f"removed interrupted document '{doc.name}' (kb {doc.kb_id}): {reason}")
+            for doc in self.store.incomplete_documents():
+                if doc.status == "failed" and doc.chunk_count and self.store.claim_document(
+                        doc.id, lease.id, expect_status="failed", expect_lease=None):
+                    self._purge_document(doc.kb_id, doc.id)
+                    self.store.set_document_status(doc.id, "failed", doc.error)
+                    repairs.append(f"removed the chunks of failed document '{doc.name}' (kb {doc.kb_id})")
+            for run in self.store.reindex_runs(state="running"):
+                reason = self.leases.owner_gone(run["lease_id"])
+                if reason is not None and self.store.claim_reindex(run["id"], lease.id, run["lease_id"]):
+                    repairs.append(self._resume_reindex(run, reason))
+            repairs += self._remove_stray_entries(lease, live_chunks)
+            self.leases.sweep()
+        for line in repairs:
+            log.warning("reconcile: %s", line)
+        return repairs
+
+    def _remove_stray_entries(self, lease: Lease, live_chunks: dict[int, int]) -> list[str]:
+        repairs: list[str] = []
         kbs = self.store.list_kbs()
         known_kbs = {kb.id for kb in kbs}
         keyword_count = getattr(self.keyword_index, "count", None)
+        keyword_ids = getattr(self.keyword_index, "document_ids", None)
         for kb in kbs:
             kb_id = kb.id
-            # Counts agree in the normal case; only then is listing every vector's document skipped.
-            if self.vector_store.count(kb_id) == kb.chunk_count and (
-                    keyword_count is None or keyword_count(kb_id) == kb.chunk_count):
-                continue
-            complete = self.store.complete_document_ids(kb_id)
-            stray = set(self.vector_store.document_ids(kb_id)) - complete
-            keyword_ids = getattr(self.keyword_index, "document_ids", None)
-            if keyword_ids is not None:
-                stray |= set(keyword_ids(kb_id)) - complete
-            for doc_id in sorted(stray):
-                self.vector_store.delete_document(kb_id, doc_id)
-                self.keyword_index.delete_document(kb_id, doc_id)
-                repairs.append(f"removed stray index entries of document {doc_id} (kb {kb_id})")
+            vectors = self.vector_store.count(kb_id)
+            keywords = keyword_count(kb_id) if keyword_count is not None else kb.chunk_count
+            # Chunks of documents a live operation is writing may already be indexed: only more
+            # entries than that can be strays (then listing every entry's document is worth it).
+            allowed = kb.chunk_count + live_chunks.get(kb_id, 0)
+            if vectors > allowed or keywords > allowed:
+                indexed = set(self.vector_store.document_ids(kb_id))
+                if keyword_ids is not None:
+                    indexed |= set(keyword_ids(kb_id))
+                # Statuses are read after the listing: a document that began after it cannot be in it, and
+                # one that completed meanwhile reads as complete.
+                states = self.store.document_states(kb_id)
+                for doc_id in sorted(indexed):
+                    status, owner = states.get(doc_id, ("gone", None))
+                    if status == "complete" or (status == "pending" and (owner == lease.id or self.leases.alive(owner))):
+                        continue
+                    self.vector_store.delete_document(kb_id, doc_id)
+                    self.keyword_index.delete_document(kb_id, doc_id)
+                    repairs.append(f"removed stray index entries of document {doc_id} (kb {kb_id})")
+                vectors = self.vector_store.count(kb_id)
+            if vectors < kb.chunk_count and not self.store.reindex_runs(kb_id, state="running"):
+                repairs.append(f"knowledge base '{kb.name}' has {kb.chunk_count - vectors} of {kb.chunk_count} "
+                               f"chunks without a vector (search misses them on its vector side): run "
+                               f"`docmind kb check {kb.name} --repair`")
         for store in (self.vector_store, self.keyword_index):
             listed = getattr(store, "kb_ids", None)
             for kb_id in sorted(set(listed()) - known_kbs) if listed is not None else []:
                 store.delete_kb(kb_id)
                 repairs.append(f"dropped {store.name} entries of deleted knowledge base {kb_id}")
-        for line in repairs:
-            log.warning("reconcile: %s", line)
         return repairs
+
+    # ------------------------------------------------------------------
+    # Re-index, check and repair
+    # ------------------------------------------------------------------
 
     @_serialised
     def reindex_kb(self, kb_id: int, progress: ProgressCallback | None = None, batch_size: int = 64) -> int:
         """Re-embed every chunk of a KB with the current embedder (after the embedding model changed).
 
-        Chunk rows and keyword entries are kept; vectors are rebuilt and the
-        KB's embedder id and dimension updated.  Returns the number of chunks embedded.
+        Chunk rows and keyword entries are kept; vectors are rebuilt and the KB's embedder id and
+        dimension updated.  The run is a row of ``kb_reindex_runs``: if it is interrupted, the next
+        start finishes it.  Returns the number of chunks embedded.
         """
-        kb = self.store.get_kb(kb_id)
-        self.vector_store.delete_kb(kb_id)
-        self.store.clear_chunk_vectors(kb_id)  # the old model's vectors must never meet the new one's query
-        rows = self.store.child_texts(kb_id)
-        reporter = _Reporter(progress, 0, 1, kb.name)
-        for start in range(0, len(rows), batch_size):
-            part = rows[start:start + batch_size]
-            reporter("embedding", start / max(1, len(rows)))
+        with self.leases.hold("reindex") as lease:
+            kb = self.store.get_kb(kb_id)
+            for run in self.store.reindex_runs(kb_id, state="running"):
+                if self.leases.alive(run["lease_id"]):
+                    raise DocumentBusy(f"knowledge base '{kb.name}' is being re-indexed by another process "
+                                       "right now")
+                if self.store.claim_reindex(run["id"], lease.id, run["lease_id"]):
+                    self.store.finish_reindex(run["id"], "failed", "interrupted; superseded by a new re-index")
+            total = len(self.store.child_texts(kb_id))
+            run_id = self.store.begin_reindex(kb_id, lease.id, self.embedder.id, self.embedder.dim,
+                                              kb.embedder_id, total)
+            self.vector_store.delete_kb(kb_id)
+            self.store.clear_chunk_vectors(kb_id)  # the old model's vectors must never meet the new one's query
+            # An exception from here on leaves the run 'running': the next start finishes it.
+            embedded = self._embed_missing(kb_id, run_id, batch_size, _Reporter(progress, 0, 1, kb.name), total)
+            self.store.update_kb(kb_id, embedder_id=self.embedder.id, embedding_dim=self.embedder.dim)
+            self.store.finish_reindex(run_id, "done")
+            _Reporter(progress, 0, 1, kb.name)("done", 1.0, f"{embedded} chunks re-embedded")
+            return embedded
+
+    def _embed_missing(self, kb_id: int, run_id: int | None, batch_size: int, reporter: "_Reporter",
+                       total: int) -> int:
+        """Embed the KB's chunks that have no stored vector copy yet (the copy marks a chunk done)."""
+        embedded = 0
+        seen: set[str] = set()
+        while True:
+            part = self.store.chunks_without_vectors(kb_id, max(1, batch_size))
+            if not part:
+                return embedded
+            if any(cid in seen for cid, _, _ in part):  # a write that did not stick: never loop forever
+                raise IngestError(f"could not store the vectors of knowledge base {kb_id}")
+            seen.update(cid for cid, _, _ in part)
+            reporter("embedding", embedded / max(1, total))
             vectors = self.embedder.embed([text for _, _, text in part])
+            if vectors.shape != (len(part), self.embedder.dim):
+                raise IngestError(f"the embedder returned vectors of shape {vectors.shape}, "
+                                  f"expected ({len(part)}, {self.embedder.dim})")
             self.vector_store.add([IndexedChunk(cid, kb_id, doc_id, text) for cid, doc_id, text in part], vectors)
             self.store.set_chunk_vectors([cid for cid, _, _ in part], vectors)
-        self.store.update_kb(kb_id, embedder_id=self.embedder.id, embedding_dim=self.embedder.dim)
-        reporter("done", 1.0, f"{len(rows)} chunks re-embedded")
-        return len(rows)
+            embedded += len(part)
+            if run_id is not None:
+                self.store.reindex_progress(run_id, embedded)
+
+    def _resume_reindex(self, run: dict, reason: str) -> str:
+        """Finish an interrupted re-index (already claimed by the caller); returns the line to report."""
+        kb = self.store.get_kb(run["kb_id"])
+        try:
+            if run["embedder_id"] != self.embedder.id or run["embedding_dim"] != self.embedder.dim:
+                # Another embedder is configured now: its vectors and the partial run's must not mix.
+                self.vector_store.delete_kb(kb.id)
+                self.store.clear_chunk_vectors(kb.id)
+                restarted = f"restarted with {self.embedder.id} (it was re-embedding with {run['embedder_id']}); "
+            else:
+                restarted = ""
+            total = self.store.ready_chunk_count(kb.id)
+            embedded = self._embed_missing(kb.id, None, 64, _Reporter(None, 0, 1, kb.name), total)
+            restored = KbChecker(self.store, self.embedder, self.vector_store, self.keyword_index,
+                                 self.leases).restore_vectors(kb.id)
+            self.store.update_kb(kb.id, embedder_id=self.embedder.id, embedding_dim=self.embedder.dim)
+        except Exception as exc:  # left running: the next start tries again
+            log.exception("could not finish the interrupted re-index of %s", kb.name)
+            return (f"could not finish the interrupted re-index of '{kb.name}' ({_describe(exc)}); "
+                    "the next start tries again")
+        note = (f"finished by process {self.leases.identity.pid} after {reason}: {restarted}{embedded} of {total} "
+                f"chunks embedded, {restored} vectors restored from their stored copies")
+        self.store.finish_reindex(run["id"], "done", note)
+        return f"finished the interrupted re-index of '{kb.name}' ({note})"
+
+    @_serialised
+    def check_kb(self, kb_id: int, repair: bool = False) -> KbCheckReport:
+        """Compare the KB's chunk rows, keyword rows and vectors per document; with ``repair``, fix them."""
+        checker = KbChecker(self.store, self.embedder, self.vector_store, self.keyword_index, self.leases)
+        if not repair:
+            return checker.check(kb_id)
+        with self.leases.hold("repair") as lease:
+            return checker.repair(kb_id, lease.id)
 
 
 @dataclass(eq=False)  # compared and hashed by identity: one per file

@@ -5,12 +5,19 @@ vector store and the keyword index are derived from the ``chunks`` table and
 kept in step by the :class:`~docmind_core.ingest.pipeline.Ingestor`.  A
 document's extracted text lives in ``documents.text`` so that chunk offsets
 always point into the text that was indexed, even after the file is gone.
+
+Readers see complete documents only: every chunk read (``get_chunks``,
+``chunks_for_document``, ``parent_of``) joins the document row and keeps the
+chunks of ``complete`` documents, so a document being written, deleted or left
+half-written by a crash never reaches a search, an expansion or a direct read,
+even though its chunks may already sit in the vector store and the keyword
+index.  The Ingestor's own checks ask for ``any_status=True``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -22,6 +29,7 @@ _VISIBILITIES = ("private", "department", "public")
 _KB_FIELDS = ("name", "description", "embedder_id", "embedding_dim", "owner_id", "department", "visibility")
 _DOC_COLUMNS = "id, kb_id, name, source_path, content_hash, mime, size, status, error, created_at"
 _CHUNK_COLUMNS = "id, kb_id, doc_id, idx, is_parent, parent_id, text, token_count, start, end, terms"
+_READY_JOIN = "JOIN documents d ON d.id = c.doc_id AND d.status = 'complete'"
 
 # Counts shown beside a KB: complete documents only, and child chunks only
 # (parents are context blocks, not retrieval units).
@@ -36,6 +44,10 @@ FROM knowledge_bases k
 
 def _placeholders(n: int) -> str:
     return ", ".join("?" * n)
+
+
+class DocumentBusy(DocMindError):
+    """The document is pending under another live process's lease (being written or deleted there)."""
 
 
 class KnowledgeStore:
@@ -135,6 +147,27 @@ class KnowledgeStore:
         """Documents left pending (an interrupted ingest or delete) or failed, across all KBs."""
         return self._doc_rows("WHERE d.status != 'complete' ORDER BY d.id", [])
 
+    def pending_documents(self) -> list[tuple[DocumentRecord, int | None]]:
+        """Pending documents across all KBs with the id of the lease that owns each (None: no owner)."""
+        docs = self._doc_rows("WHERE d.status = 'pending' ORDER BY d.id", [])
+        leases = self.document_leases([d.id for d in docs])
+        return [(d, leases.get(d.id)) for d in docs]
+
+    def document_leases(self, doc_ids: Iterable[int]) -> dict[int, int | None]:
+        ids = list(dict.fromkeys(doc_ids))
+        found: dict[int, int | None] = {}
+        for i in range(0, len(ids), 500):
+            batch = ids[i:i + 500]
+            rows = self.db.db.execute(f"SELECT id, lease_id FROM documents WHERE id IN ({_placeholders(len(batch))})",
+                                      batch).fetchall()
+            found.update({r[0]: r[1] for r in rows})
+        return found
+
+    def document_states(self, kb_id: int) -> dict[int, tuple[str, int | None]]:
+        """doc id -> (status, lease id) of every document of the KB."""
+        rows = self.db.db.execute("SELECT id, status, lease_id FROM documents WHERE kb_id = ?", [kb_id]).fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
     def complete_document_ids(self, kb_id: int) -> set[int]:
         rows = self.db.db.execute(
             "SELECT id FROM documents WHERE kb_id = ? AND status = 'complete'", [kb_id]).fetchall()
@@ -155,38 +188,72 @@ class KnowledgeStore:
         return {r[0]: r[1] for r in rows}
 
     def begin_document(self, kb_id: int, name: str, *, source_path: str, content_hash: str, mime: str,
-                       size: int, text: str) -> int:
-        """Insert (or take over) the row for ``name`` with status pending; returns its id.
+                       size: int, text: str, lease_id: int | None = None,
+                       owner_alive: Callable[[int | None], bool] | None = None) -> int:
+        """Insert (or take over) the row for ``name`` with status pending, owned by ``lease_id``; returns its id.
 
-        Re-ingesting a name reuses its row so the document keeps its id.
-        The caller must already have removed the old chunks.
+        Re-ingesting a name reuses its row so the document keeps its id; its old chunks are the
+        caller's to remove (the row is pending from here on, so no reader sees them).  A row that is
+        pending under another lease whose owner ``owner_alive`` says is still working raises
+        :class:`DocumentBusy`: two processes never write one document at once.
         """
         now = utcnow()
         with self.db.transaction() as db:
-            row = db.execute("SELECT id FROM documents WHERE kb_id = ? AND name = ?", [kb_id, name]).fetchone()
+            row = db.execute("SELECT id, status, lease_id FROM documents WHERE kb_id = ? AND name = ?",
+                             [kb_id, name]).fetchone()
             values = {"source_path": source_path, "content_hash": content_hash, "mime": mime, "size": size,
-                      "status": "pending", "error": "", "text": text, "updated_at": now}
+                      "status": "pending", "error": "", "text": text, "updated_at": now, "lease_id": lease_id}
             if row is not None:
+                if (row[1] == "pending" and row[2] is not None and row[2] != lease_id and owner_alive is not None
+                        and owner_alive(row[2])):
+                    raise DocumentBusy(f"{name} is being written or deleted by another process right now; "
+                                       "try again when it has finished")
                 db["documents"].update(row[0], values)
                 return row[0]
             return db["documents"].insert({"kb_id": kb_id, "name": name, "created_at": now, **values}).last_pk
 
-    def set_document_status(self, doc_id: int, status: DocumentStatus, error: str = "") -> None:
-        values: dict[str, Any] = {"status": status, "error": error, "updated_at": utcnow()}
+    def set_document_status(self, doc_id: int, status: DocumentStatus, error: str = "",
+                            lease_id: int | None = None) -> None:
+        """Set a status; ``lease_id`` is the owner of a pending document (every other status has none)."""
+        values: dict[str, Any] = {"status": status, "error": error, "updated_at": utcnow(),
+                                  "lease_id": lease_id if status == "pending" else None}
         if status == "failed":
             values["text"] = ""  # a failed document has no chunks pointing into its text
         with self.db.transaction() as db:
             db["documents"].update(doc_id, values)
 
-    def set_kb_documents_status(self, kb_id: int, status: DocumentStatus) -> None:
+    def claim_document(self, doc_id: int, lease_id: int, *, expect_status: DocumentStatus,
+                       expect_lease: int | None) -> bool:
+        """Make the document pending under ``lease_id`` if it is still as the caller saw it; True if so.
+
+        Compare-and-set in one statement: of two processes that judged the same document, one wins.
+        """
         with self.db.transaction() as db:
-            db.execute("UPDATE documents SET status = ?, updated_at = ? WHERE kb_id = ?", [status, utcnow(), kb_id])
+            cursor = db.execute(
+                "UPDATE documents SET status = 'pending', lease_id = ?, updated_at = ? "
+                "WHERE id = ? AND status = ? AND lease_id IS ?", [lease_id, utcnow(), doc_id, expect_status,
+                                                                  expect_lease])
+            return cursor.rowcount == 1
+
+    def complete_document(self, doc_id: int, lease_id: int | None) -> bool:
+        """pending -> complete, only while ``lease_id`` still owns it; False when another process took it over."""
+        with self.db.transaction() as db:
+            cursor = db.execute(
+                "UPDATE documents SET status = 'complete', error = '', lease_id = NULL, updated_at = ? "
+                "WHERE id = ? AND status = 'pending' AND lease_id IS ?", [utcnow(), doc_id, lease_id])
+            return cursor.rowcount == 1
+
+    def set_kb_documents_status(self, kb_id: int, status: DocumentStatus, lease_id: int | None = None) -> None:
+        with self.db.transaction() as db:
+            db.execute("UPDATE documents SET status = ?, lease_id = ?, updated_at = ? WHERE kb_id = ?",
+                       [status, lease_id if status == "pending" else None, utcnow(), kb_id])
 
     def record_failed_document(self, kb_id: int, name: str, *, source_path: str, content_hash: str,
-                               mime: str, size: int, error: str) -> int:
+                               mime: str, size: int, error: str, lease_id: int | None = None,
+                               owner_alive: Callable[[int | None], bool] | None = None) -> int:
         """Keep a row for a file that could not be read, so the UI can show why."""
         doc_id = self.begin_document(kb_id, name, source_path=source_path, content_hash=content_hash,
-                                     mime=mime, size=size, text="")
+                                     mime=mime, size=size, text="", lease_id=lease_id, owner_alive=owner_alive)
         self.set_document_status(doc_id, "failed", error)
         return doc_id
 
@@ -243,19 +310,32 @@ class KnowledgeStore:
         with self.db.transaction() as db:
             db.execute("DELETE FROM chunks WHERE doc_id = ?", [doc_id])
 
-    def chunks_for_document(self, doc_id: int, parents: bool = False) -> list[ChunkRecord]:
-        return self._chunk_rows("WHERE doc_id = ? AND is_parent = ? ORDER BY idx", [doc_id, int(parents)])
+    def chunks_for_document(self, doc_id: int, parents: bool = False, any_status: bool = False) -> list[ChunkRecord]:
+        return self._chunk_rows("WHERE c.doc_id = ? AND c.is_parent = ? ORDER BY c.idx", [doc_id, int(parents)],
+                                any_status)
 
     def chunk_count(self, doc_id: int) -> int:
         return self.db.db.execute(
             "SELECT COUNT(*) FROM chunks WHERE doc_id = ? AND is_parent = 0", [doc_id]).fetchone()[0]
 
-    def get_chunks(self, ids: Iterable[str]) -> dict[str, ChunkRecord]:
+    def child_chunks(self, ids: Iterable[str]) -> list[tuple[str, int, int, str, str | None]]:
+        """(chunk id, kb id, doc id, text, terms) of these child chunk rows, any status (index repair)."""
+        wanted = list(dict.fromkeys(ids))
+        out: list[tuple[str, int, int, str, str | None]] = []
+        for i in range(0, len(wanted), 500):
+            batch = wanted[i:i + 500]
+            out += [tuple(r) for r in self.db.db.execute(
+                f"SELECT id, kb_id, doc_id, text, terms FROM chunks WHERE is_parent = 0 AND id IN "
+                f"({_placeholders(len(batch))}) ORDER BY doc_id, idx", batch).fetchall()]
+        return out
+
+    def get_chunks(self, ids: Iterable[str], any_status: bool = False) -> dict[str, ChunkRecord]:
+        """Chunks by id; those of documents that are not complete are absent unless ``any_status``."""
         wanted = list(dict.fromkeys(ids))
         found: dict[str, ChunkRecord] = {}
         for i in range(0, len(wanted), 500):  # stay under SQLite's bound-parameter limit
             batch = wanted[i:i + 500]
-            for chunk in self._chunk_rows(f"WHERE id IN ({_placeholders(len(batch))})", batch):
+            for chunk in self._chunk_rows(f"WHERE c.id IN ({_placeholders(len(batch))})", batch, any_status):
                 found[chunk.id] = chunk
         return found
 
@@ -273,7 +353,88 @@ class KnowledgeStore:
             [kb_id]).fetchall()
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def _chunk_rows(self, where: str, params: list[Any]) -> list[ChunkRecord]:
-        rows = self.db.db.execute(f"SELECT {_CHUNK_COLUMNS} FROM chunks {where}", params).fetchall()
+    def child_chunk_index(self, kb_id: int) -> list[tuple[str, int, bool]]:
+        """(chunk id, doc id, has a stored vector copy) of every child chunk row of the KB, any status."""
+        rows = self.db.db.execute(
+            "SELECT id, doc_id, vector IS NOT NULL FROM chunks WHERE kb_id = ? AND is_parent = 0 ORDER BY doc_id, idx",
+            [kb_id]).fetchall()
+        return [(r[0], r[1], bool(r[2])) for r in rows]
+
+    def chunks_without_vectors(self, kb_id: int, limit: int) -> list[tuple[str, int, str]]:
+        """(chunk id, doc id, text) of up to ``limit`` child chunks of complete documents with no vector copy."""
+        rows = self.db.db.execute(
+            "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status = 'complete' AND c.vector IS NULL "
+            "ORDER BY c.doc_id, c.idx LIMIT ?", [kb_id, int(limit)]).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def ready_chunk_count(self, kb_id: int) -> int:
+        """Child chunks of the KB's complete documents (what the vector store should hold)."""
+        return self.db.db.execute(
+            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status = 'complete'", [kb_id]).fetchone()[0]
+
+    def kb_change_signature(self, kb_id: int) -> tuple:
+        """Changes whenever a document of the KB is added, completed, replaced or removed, or a re-index moves."""
+        docs = self.db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated_at), ''), COALESCE(SUM(id), 0) "
+                                  "FROM documents WHERE kb_id = ?", [kb_id]).fetchone()
+        runs = self.db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated_at), '') FROM kb_reindex_runs "
+                                  "WHERE kb_id = ?", [kb_id]).fetchone()
+        return tuple(docs) + tuple(runs)
+
+    # ------------------------------------------------------------------
+    # Re-index runs (migration m009): a re-index is recorded so an interrupted one is finished
+    # ------------------------------------------------------------------
+
+    def begin_reindex(self, kb_id: int, lease_id: int, embedder_id: str, embedding_dim: int,
+                      previous_embedder_id: str, total_chunks: int) -> int:
+        now = utcnow()
+        with self.db.transaction() as db:
+            return int(db["kb_reindex_runs"].insert({
+                "kb_id": kb_id, "lease_id": lease_id, "state": "running", "embedder_id": embedder_id,
+                "embedding_dim": int(embedding_dim), "previous_embedder_id": previous_embedder_id,
+                "total_chunks": int(total_chunks), "embedded_chunks": 0, "started_at": now, "updated_at": now,
+            }).last_pk)
+
+    def reindex_progress(self, run_id: int, embedded_chunks: int) -> None:
+        with self.db.transaction() as db:
+            db.execute("UPDATE kb_reindex_runs SET embedded_chunks = ?, updated_at = ? WHERE id = ?",
+                       [int(embedded_chunks), utcnow(), run_id])
+
+    def claim_reindex(self, run_id: int, lease_id: int, expect_lease: int | None, **changes: Any) -> bool:
+        """Take over a running re-index from a gone owner (compare-and-set on its lease); True if taken."""
+        sets = ", ".join(f"{k} = ?" for k in changes)
+        with self.db.transaction() as db:
+            cursor = db.execute(
+                f"UPDATE kb_reindex_runs SET lease_id = ?, updated_at = ?{', ' + sets if sets else ''} "
+                "WHERE id = ? AND state = 'running' AND lease_id IS ?",
+                [lease_id, utcnow(), *changes.values(), run_id, expect_lease])
+            return cursor.rowcount == 1
+
+    def finish_reindex(self, run_id: int, state: str, note: str = "") -> None:
+        now = utcnow()
+        with self.db.transaction() as db:
+            db.execute("UPDATE kb_reindex_runs SET state = ?, note = ?, lease_id = NULL, updated_at = ?, "
+                       "finished_at = ? WHERE id = ?", [state, note, now, now, run_id])
+
+    def reindex_runs(self, kb_id: int | None = None, state: str | None = None) -> list[dict[str, Any]]:
+        where, params = [], []
+        if kb_id is not None:
+            where.append("kb_id = ?")
+            params.append(kb_id)
+        if state is not None:
+            where.append("state = ?")
+            params.append(state)
+        sql = "SELECT * FROM kb_reindex_runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
+        cursor = self.db.db.execute(sql, params)
+        names = [c[0] for c in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    def _chunk_rows(self, where: str, params: list[Any], any_status: bool = False) -> list[ChunkRecord]:
+        # The one place a chunk is read for a search, an expansion or a direct read: the join keeps the
+        # chunks of complete documents only (see the module docstring).
+        columns = ", ".join(f"c.{name}" for name in _CHUNK_COLUMNS.split(", "))
+        join = "" if any_status else _READY_JOIN
+        rows = self.db.db.execute(f"SELECT {columns} FROM chunks c {join} {where}", params).fetchall()
         return [ChunkRecord(id=r[0], kb_id=r[1], doc_id=r[2], index=r[3], is_parent=bool(r[4]), parent_id=r[5],
                             text=r[6], token_count=r[7], start=r[8], end=r[9], terms=r[10]) for r in rows]
