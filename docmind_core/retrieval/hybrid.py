@@ -15,6 +15,13 @@ back in ``SearchResult.candidates`` with its stage scores and ``cut_by``:
 * ``mmr``     within the top ``final_top_k`` by rerank, displaced for redundancy
 * ``merged``  a sibling folded into the parent block of a better-ranked chunk
 * ``budget``  dropped by compression
+
+Only chunks of complete documents come back: every hit of either store is
+hydrated through ``KnowledgeStore.get_chunks``, which leaves out documents that
+are still being written (or were left half-written by a crash), and a list that
+lost hits that way is fetched again deeper so ``top_k`` still means ready
+chunks.  ``index_gaps`` says which KBs have fewer vectors than chunks (an
+interrupted re-index, a lost collection): their search is partly keyword-only.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from docmind_core.errors import EmbedderMismatch, StageError
-from docmind_core.models import RetrievedChunk, SearchResult, StageScores
+from docmind_core.models import IndexGap, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
@@ -35,6 +42,8 @@ from docmind_core.backends.rerankers import chunk_terms
 
 
 _CHECK_TTL_S = 5.0
+_GAP_TTL_S = 30.0  # a KB's vector count is re-read at most this often while its documents do not change
+_REFETCH_ROUNDS = 3  # deeper fetches when hits of not-ready documents were left out
 
 
 def _ms(start: float) -> float:
@@ -58,6 +67,7 @@ class HybridRetriever:
         self.refiner = refiner
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docmind-retrieval")
         self._checked: dict[int, float] = {}  # kb id -> monotonic time until which its embedder check holds
+        self._gaps: dict[int, tuple[tuple, int, int, float]] = {}  # kb id -> (signature, chunks, vectors, until)
 
     # -- guards ------------------------------------------------------------
     def check_embedder(self, kb_ids: Sequence[int]) -> None:
@@ -81,23 +91,40 @@ class HybridRetriever:
     # -- single retrievers --------------------------------------------------
     def vector_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
                           doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
-        return self._hydrate(self._vector_hits(query, kb_ids, top_k, doc_ids), "vector")
+        return self._hydrate(*self._vector_hits(query, kb_ids, top_k, doc_ids), "vector")
 
     def keyword_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
                            doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
-        hits = self.keyword_index.search(list(kb_ids), query, top_k, doc_ids=doc_ids)
-        return self._hydrate(hits, "keyword")
+        return self._hydrate(*self._keyword_hits(query, kb_ids, top_k, doc_ids), "keyword")
 
-    def _vector_hits(self, query, kb_ids, top_k, doc_ids) -> list[tuple[str, float]]:
+    def _vector_hits(self, query, kb_ids, top_k, doc_ids) -> tuple[list[tuple[str, float]], dict]:
         self.check_embedder(kb_ids)
         qvec = self.embedder.embed([query])[0]
-        return self.vector_store.query(list(kb_ids), qvec, top_k, doc_ids=doc_ids)
+        return self._ready_hits(lambda k: self.vector_store.query(list(kb_ids), qvec, k, doc_ids=doc_ids), top_k)
 
-    def _hydrate(self, hits: Sequence[tuple[str, float]], source: str) -> list[RetrievedChunk]:
-        """Chunk rows and document names for (id, score) hits; ids no longer in the store are skipped."""
+    def _keyword_hits(self, query, kb_ids, top_k, doc_ids) -> tuple[list[tuple[str, float]], dict]:
+        return self._ready_hits(lambda k: self.keyword_index.search(list(kb_ids), query, k, doc_ids=doc_ids), top_k)
+
+    def _ready_hits(self, fetch, top_k: int) -> tuple[list[tuple[str, float]], dict]:
+        """The first ``top_k`` hits whose chunk belongs to a complete document, with those chunk rows.
+
+        ``get_chunks`` leaves out chunks of documents being written or left half-written; when that
+        cost hits and the store may hold more, it is asked again, deeper (a few rounds at most).
+        """
+        depth = top_k
+        for _round in range(_REFETCH_ROUNDS):
+            hits = fetch(depth)
+            records = self.store.get_chunks([cid for cid, _ in hits])
+            ready = [(cid, score) for cid, score in hits if cid in records]
+            if len(ready) >= top_k or len(ready) == len(hits) or len(hits) < depth:
+                break
+            depth = depth * 2 + (len(hits) - len(ready))
+        return ready[:top_k], records
+
+    def _hydrate(self, hits: Sequence[tuple[str, float]], records: dict, source: str) -> list[RetrievedChunk]:
+        """RetrievedChunks for (id, score) hits of ready chunks (``records``: their rows)."""
         if not hits:
             return []
-        records = self.store.get_chunks([cid for cid, _ in hits])
         names = self.store.doc_names({r.doc_id for r in records.values()})
         out: list[RetrievedChunk] = []
         for rank, (cid, score) in enumerate(hits, start=1):
@@ -127,15 +154,15 @@ class HybridRetriever:
             return fn(*args), _ms(start)
 
         vec_future = self._pool.submit(timed, self._vector_hits, query, kb_ids, r.vector_top_k, doc_ids)
-        kw_future = self._pool.submit(timed, self.keyword_index.search, kb_ids, query, r.keyword_top_k, doc_ids)
+        kw_future = self._pool.submit(timed, self._keyword_hits, query, kb_ids, r.keyword_top_k, doc_ids)
         try:
-            vec_hits, timings["vector"] = vec_future.result()
+            (vec_hits, vec_records), timings["vector"] = vec_future.result()
         except EmbedderMismatch:
             raise
         except Exception as exc:
             raise StageError("vector search", exc) from exc
         try:
-            kw_hits, timings["keyword"] = kw_future.result()
+            (kw_hits, kw_records), timings["keyword"] = kw_future.result()
         except Exception as exc:
             raise StageError("keyword search", exc) from exc
 
@@ -145,12 +172,12 @@ class HybridRetriever:
         fused = rrf_fuse(lists, weights, k=r.rrf_k) if r.fusion == "rrf" else convex_fuse(lists, weights)
         vec = {cid: (score, rank) for rank, (cid, score) in enumerate(vec_hits, start=1)}
         kw = {cid: (score, rank) for rank, (cid, score) in enumerate(kw_hits, start=1)}
-        records = self.store.get_chunks([cid for cid, _ in fused])
-        names = self.store.doc_names({rec.doc_id for rec in records.values()})
+        records = {**kw_records, **vec_records}  # both lists hold ready chunks only (``_ready_hits``)
+        names = self.store.doc_names({records[cid].doc_id for cid, _ in fused if cid in records})
         out: list[RetrievedChunk] = []
         for cid, fused_score in fused:
             rec = records.get(cid)
-            if rec is None:  # indexed but deleted meanwhile
+            if rec is None:
                 continue
             v, k = vec.get(cid), kw.get(cid)
             cut = len(out) >= r.rerank_top_n
@@ -189,7 +216,36 @@ class HybridRetriever:
         timings["candidates"] = _ms(start)
         result = self.refiner.refine(query, chunks, settings)
         result.timings_ms = {**timings, **result.timings_ms, "total": _ms(start)}
+        result.index_gaps = self.index_gaps(kb_ids)
         return result
+
+    # -- index completeness ---------------------------------------------------
+    def index_gaps(self, kb_ids: Sequence[int]) -> list[IndexGap]:
+        """KBs whose vector store holds fewer vectors than they have ready chunks (their search is then
+        keyword-only for the rest).
+
+        Cheap on the query path: the chunk count is recounted only when the KB's documents or
+        re-index runs change (one small query on the documents table tells), and the vector
+        count at most every ``_GAP_TTL_S`` seconds.
+        """
+        gaps: list[IndexGap] = []
+        now = time.monotonic()
+        for kb_id in dict.fromkeys(kb_ids):
+            try:
+                signature = self.store.kb_change_signature(kb_id)
+                cached = self._gaps.get(kb_id)
+                if cached is not None and cached[0] == signature and cached[3] > now:
+                    chunks, vectors = cached[1], cached[2]
+                else:
+                    chunks = cached[1] if cached is not None and cached[0] == signature else \
+                        self.store.ready_chunk_count(kb_id)
+                    vectors = self.vector_store.count(kb_id)
+                    self._gaps[kb_id] = (signature, chunks, vectors, now + _GAP_TTL_S)
+            except Exception:  # a store that cannot answer is reported by the search itself
+                continue
+            if vectors < chunks:
+                gaps.append(IndexGap(kb_id=kb_id, missing_vectors=chunks - vectors, total=chunks))
+        return gaps
 
 
 def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk], store=None) -> dict[str, np.ndarray]:

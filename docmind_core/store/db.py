@@ -295,3 +295,43 @@ def m008_access(db: sqlite_utils.Database) -> None:
         CREATE INDEX auth_sessions_user ON auth_sessions (user_id);
         """
     )
+
+
+@migration
+def m009_ingest_leases(db: sqlite_utils.Database) -> None:
+    # Who owns work in progress.  A lease is one running ingest, delete, re-index or repair, with its
+    # process's identity and a heartbeat; a pending document names its lease, so a starting process removes
+    # only documents whose owner is provably gone (see docmind_core/ingest/leases.py).  Every re-index is
+    # a row of kb_reindex_runs, so an interrupted one is finished at the next start instead of leaving a KB
+    # with part of its vectors.
+    db.executescript(
+        """
+        CREATE TABLE ingest_leases (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a pending row's lease id names one owner
+            operation TEXT NOT NULL,             -- ingest | delete | reindex | repair | reconcile
+            pid INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            process_start TEXT NOT NULL DEFAULT '',  -- boot id and start tick of the process; '' when unknown
+            acquired_at REAL NOT NULL,           -- unix seconds
+            heartbeat_at REAL NOT NULL           -- unix seconds, refreshed while the operation runs
+        );
+        ALTER TABLE documents ADD COLUMN lease_id INTEGER;  -- the owner while pending; NULL otherwise
+        CREATE INDEX documents_status ON documents (status);
+        CREATE TABLE kb_reindex_runs (
+            id INTEGER PRIMARY KEY,
+            kb_id INTEGER NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
+            lease_id INTEGER,                    -- the owner while running
+            state TEXT NOT NULL,                 -- running | done | failed
+            embedder_id TEXT NOT NULL,           -- the embedder the KB is being re-embedded with
+            embedding_dim INTEGER NOT NULL,
+            previous_embedder_id TEXT NOT NULL,
+            total_chunks INTEGER NOT NULL DEFAULT 0,
+            embedded_chunks INTEGER NOT NULL DEFAULT 0,
+            started_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            finished_at TEXT,
+            note TEXT NOT NULL DEFAULT ''        -- how it ended (resumed by which start, failure reason)
+        );
+        CREATE INDEX kb_reindex_runs_state ON kb_reindex_runs (state, kb_id);
+        """
+    )
