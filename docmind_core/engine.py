@@ -32,8 +32,9 @@ from docmind_core.backends.tracing import NullExporter, build_exporter
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.backends.web_search import UnavailableWebSearch, build_web_search
 from docmind_core.errors import AccessDenied, EmbedderMismatch
-from docmind_core.events import Done, ErrorRaised, Event
+from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.grade import CragGrader
+from docmind_core.ingest.check import KbCheckReport
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.limits import check_question
 from docmind_core.memory import MemoryStore
@@ -139,8 +140,9 @@ class Engine:
         self._lock = threading.RLock()
         self._backends: Backends | None = None
         self._build(self.settings)
+        self.start_report: list[str] = []  # what this start repaired (reconcile), also logged as warnings
         try:
-            self.ingestor.reconcile()
+            self.start_report = self.ingestor.reconcile()
         except Exception as exc:  # noqa: BLE001 - e.g. an unreachable Chroma server: start anyway, retry next start
             log.warning("start-up clean-up skipped: %s", exc)
         if warm:
@@ -359,6 +361,12 @@ class Engine:
         return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
                                     names=list(names) if names else None)
 
+    def check_kb(self, kb_id: int, repair: bool = False, user_id: int | None = None) -> KbCheckReport:
+        """Compare the KB's chunk rows, keyword rows and vectors per document; ``repair`` fixes them."""
+        self._require_manage(kb_id, user_id)  # the same permission as re-indexing
+        self._current(self.settings)
+        return self.ingestor.check_kb(kb_id, repair=repair)
+
     def _require_manage(self, kb_id: int, user_id: int | None) -> None:
         kb = self.store.get_kb(kb_id)
         if not self._guard().can_manage(self._user(user_id), kb):
@@ -391,6 +399,8 @@ class Engine:
         usable, problems = self._check_embedder(allowed)
         if denied:
             problems.insert(0, self._denied_message(user_id, denied) + "; they were left out of this run")
+        gaps = [IndexIncomplete(kb_id=g.kb_id, missing_vectors=g.missing_vectors, total=g.total)
+                for g in self.retriever.index_gaps(usable)]
         history = self.conversations.history_turns(conversation_id, settings.rag.history_turns) \
             if conversation_id else []
         selected = [d for d in (selected_doc_ids or []) if self._doc_kb(d) in usable]
@@ -402,9 +412,10 @@ class Engine:
         done: Done | None = None
         try:
             for i, event in enumerate(pipeline.ask(request, settings, self.backends(), cancel)):
-                if i == 0 and problems:  # say right after the run starts which KBs were left out and why
+                if i == 0 and (problems or gaps):  # right after the run starts: KBs left out or partly indexed
                     yield from (_record(recorder, e) for e in
-                                [event] + [ErrorRaised(stage="access", message=p, t_ms=event.t_ms) for p in problems])
+                                [event] + [ErrorRaised(stage="access", message=p, t_ms=event.t_ms) for p in problems]
+                                + [g.model_copy(update={"t_ms": event.t_ms}) for g in gaps])
                     continue
                 if isinstance(event, Done):
                     done = event

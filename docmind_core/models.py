@@ -144,14 +144,15 @@ class IndexGap(_Value):
     """A KB whose vector store holds fewer vectors than it has ready chunks: its search is partly keyword-only."""
 
     kb_id: int
+    kb_name: str = ""
     missing_vectors: int
     total: int
 
-    def message(self, kb_name: str = "") -> str:
-        name = f"'{kb_name}'" if kb_name else f"{self.kb_id}"
+    def message(self) -> str:
+        name = f"'{self.kb_name}'" if self.kb_name else str(self.kb_id)
         return (f"knowledge base {name}: {self.missing_vectors} of {self.total} chunks have no vector, so vector "
                 f"search misses them (keyword search still finds them); repair with `docmind kb check "
-                f"{kb_name or 'NAME'} --repair`")
+                f"{self.kb_name or 'NAME'} --repair`")
 
 
 class SearchResult(_Value):

@@ -140,6 +140,8 @@ if submitted and query.strip():
     except DocMindError as exc:
         st.error(escape_markdown(exc))
     else:
+        for gap in result.index_gaps:  # a KB with missing vectors: its vector side sees only part of it
+            st.warning(escape_markdown(gap.message()))
         st.caption(f"{len(result.candidates)} candidates, {len(result.chunks)} kept, {result.used_tokens} tokens · "
                    + ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
         ranked = sorted(result.candidates, key=lambda c: (c.scores.rerank is None, -(c.scores.rerank or 0)))

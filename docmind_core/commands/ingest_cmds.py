@@ -1,4 +1,4 @@
-"""``docmind ingest`` and ``docmind kb list|show|delete|reindex``.
+"""``docmind ingest`` and ``docmind kb list|show|delete|reindex|check``.
 
 ``get_engine()`` returns the composition root (``docmind_core.engine.Engine``);
 these commands use only its ``settings``, ``embedder``, ``store`` and
@@ -194,3 +194,25 @@ def register(cli: click.Group, get_engine) -> None:
         k = _kb_or_fail(engine.store, name)
         count = engine.ingestor.reindex_kb(k.id, batch_size=settings.embedding.batch_size)
         click.echo(f"re-embedded {count} chunks of '{name}' with {embedder.id}")
+
+    @kb.command("check")
+    @click.argument("name")
+    @click.option("--repair", is_flag=True, help="Fix what differs (re-add missing vectors and keyword rows, "
+                                                 "drop orphans).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+    @as_user_option
+    def kb_check(name, repair, as_json, as_user):
+        """Compare chunk rows, keyword rows and vectors per document. Exit code 1 when they differ (after
+        --repair: when the repair could not make them agree)."""
+        engine = get_engine()
+        user = acting_user(engine, as_user)
+        k = _kb_or_fail(engine.store, name)
+        engine.require_readable([k.id], user.id)
+        report = engine.check_kb(k.id, repair=repair, user_id=user.id)
+        if as_json:
+            echo_json(json.dumps({**report.model_dump(mode="json"), "ok": report.ok}, ensure_ascii=False, indent=2))
+        else:
+            for line in report.lines():
+                echo(line, single_line=True)
+        if not (report.repair_verified if repair else report.ok):
+            sys.exit(1)

@@ -243,8 +243,9 @@ class HybridRetriever:
                     self._gaps[kb_id] = (signature, chunks, vectors, now + _GAP_TTL_S)
             except Exception:  # a store that cannot answer is reported by the search itself
                 continue
-            if vectors < chunks:
-                gaps.append(IndexGap(kb_id=kb_id, missing_vectors=chunks - vectors, total=chunks))
+            if vectors < chunks:  # rare: the name lookup (which also counts the KB's chunks) is affordable here
+                gaps.append(IndexGap(kb_id=kb_id, kb_name=self.store.get_kb(kb_id).name,
+                                     missing_vectors=chunks - vectors, total=chunks))
         return gaps
 
 
