@@ -58,7 +58,8 @@ from docmind_core.backends.keyword_index import Fts5KeywordIndex  # noqa: E402
 from docmind_core.backends.protocols import IndexedChunk  # noqa: E402
 from docmind_core.backends.vector_store import ChromaVectorStore  # noqa: E402
 from docmind_core.models import ChunkRecord  # noqa: E402
-from docmind_core.retrieval.hybrid import HybridRetriever  # noqa: E402
+from docmind_core.backends.rerankers import OfflineReranker  # noqa: E402
+from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 from docmind_core.store.db import Database  # noqa: E402
 from docmind_core.store.kb_store import KnowledgeStore  # noqa: E402
@@ -189,7 +190,8 @@ def build_index(n_chunks: int, embedder, workdir: Path, say) -> tuple[HybridRetr
         if (d0 // per_doc) % 50 == 0:
             say(f"  {n_chunks}: indexed {d0 + len(part)} chunks")
     timings["build_s"] = round(time.perf_counter() - start, 1)
-    retriever = HybridRetriever(store, embedder, vector_store, keyword_index)
+    retriever = HybridRetriever(store, embedder, vector_store, keyword_index,
+                                EvidenceRefiner(store, OfflineReranker(embedder)))
     return retriever, queries, {"kb_id": kb.id, **timings}
 
 

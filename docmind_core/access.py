@@ -50,6 +50,8 @@ class KbAccessGuard:
 
     # -- single KB predicates ---------------------------------------------
     def can_read(self, user: User, kb: KnowledgeBase) -> bool:
+        if not user.is_signed_in:
+            return False
         if user.is_admin or _owns(user, kb):
             return True
         if kb.visibility == "public":
@@ -61,7 +63,7 @@ class KbAccessGuard:
 
     def can_manage(self, user: User, kb: KnowledgeBase) -> bool:
         """Delete the KB, change its visibility, add or remove documents: owner or admin."""
-        return user.is_admin or _owns(user, kb)
+        return user.is_signed_in and (user.is_admin or _owns(user, kb))
 
     # -- many KBs ----------------------------------------------------------
     def readable_kbs(self, user: User) -> list[KnowledgeBase]:
@@ -96,8 +98,8 @@ class KbAccessGuard:
         if kb is None or not self.can_read(user, kb):
             raise AccessDenied(denied_message(user, [kb_id]))
         if not self.can_manage(user, kb):
-            raise AccessDenied(
-                f"only the owner of knowledge base {kb.name!r} or an admin may delete it or change its sharing")
+            raise AccessDenied(f"only the owner of knowledge base #{kb.id} or an admin may change it (delete it, "
+                               "add or remove documents, re-index it or change its sharing)")
         return kb
 
     def set_visibility(self, user: User, kb_id: int, visibility: Visibility) -> KnowledgeBase:
@@ -151,27 +153,16 @@ def can_read_conversation(user: User, owner_id: int | None) -> bool:
     return _same_person(user, owner_id)
 
 
-def can_read_memory(user: User, owner_id: int | None) -> bool:
-    """Memories are private to their owner (the memory tools take the owner from the session or key)."""
-    return _same_person(user, owner_id)
-
-
 def can_read_trace(user: User, owner_id: int | None) -> bool:
     """Traces: the owner, and admins (who debug runs)."""
-    return user.is_admin or _same_person(user, owner_id)
+    return user.is_signed_in and (user.is_admin or _same_person(user, owner_id))
 
 
-def require_conversation_owner(user: User, owner_id: int | None, conversation_id: str) -> None:
-    if not can_read_conversation(user, owner_id):
-        raise AccessDenied(f"conversation {conversation_id} belongs to another user")
-
-
-def require_trace_reader(user: User, owner_id: int | None, run_id: str) -> None:
-    if not can_read_trace(user, owner_id):
-        raise AccessDenied(f"run {run_id} belongs to another user")
+# Memories need no predicate: the memory store only ever reads and deletes rows of the user it is given,
+# and every caller (the facade, the tools) gives it the acting user, never an id from the request.
 
 
 def _same_person(user: User, owner_id: int | None) -> bool:
     # Rows written in single-user mode carry user id 0 (LOCAL_USER) or NULL;
     # they belong to the local user only.
-    return (owner_id or 0) == user.id
+    return user.is_signed_in and (owner_id or 0) == user.id

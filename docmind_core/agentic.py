@@ -34,7 +34,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from docmind_core.backends.protocols import AgentTranscript, AgentTurn, Observation, ToolSpec, UsageMeter
+from docmind_core.backends.protocols import (
+    AgentTranscript, AgentTurn, LanguageModel, Observation, ToolSpec, UsageMeter,
+)
+from docmind_core.grade import CragGrader
+from docmind_core.prompts import PromptLibrary
+from docmind_core.retrieval.hybrid import EvidenceRefiner
 from docmind_core.deadline import LLM, RunGuard, bind_model, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, Tier,
@@ -97,13 +102,13 @@ class _RoundWorker(threading.Thread):
 class AgenticSearch:
     """The bounded tool-calling loop with its finalize step; falls back to one-shot on failure."""
 
-    def __init__(self, llm: Any, toolbox: Toolbox, refiner: Any, grader: Any, prompts: Any,
-                 one_shot: OneShotRetrieval | None = None):
+    def __init__(self, llm: LanguageModel, toolbox: Toolbox, refiner: EvidenceRefiner, grader: CragGrader,
+                 prompts: PromptLibrary, one_shot: OneShotRetrieval):
         self.llm = llm
         self.toolbox = toolbox
         self.prompts = prompts
         self.finisher = EvidenceFinisher(toolbox, refiner, grader)
-        self.one_shot = one_shot or OneShotRetrieval(toolbox, refiner, grader)
+        self.one_shot = one_shot  # the fallback path when the loop cannot go on
 
     # ------------------------------------------------------------------
     def run(self, question: str, understanding: Understanding, kb_brief: str, ctx: ToolContext,

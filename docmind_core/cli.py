@@ -20,15 +20,21 @@ _COMMAND_MODULES = ("ingest_cmds", "eval_cmds", "ask_cmds", "agentic_cmds", "use
 
 
 class _EngineHolder:
+    """One engine per data folder: an invocation with another --home (several in one process, as in
+    tests or scripts calling ``cli`` twice) must never act on the previous folder's engine."""
+
     def __init__(self) -> None:
         self.home: Path | None = None
         self._engine = None
+        self._engine_home: Path | None = None
 
     def __call__(self):
-        if self._engine is None:
-            from docmind_core.engine import Engine
+        from docmind_core.engine import Engine, default_home
 
-            self._engine = Engine.open(self.home)
+        home = (self.home or default_home()).resolve()
+        if self._engine is None or self._engine_home != home:
+            self._engine = Engine.open(home)
+            self._engine_home = home
         return self._engine
 
 
@@ -54,7 +60,7 @@ def cli(home: Path | None) -> None:
     """DocMind: agentic RAG over your document collections."""
     if home is not None:
         os.environ["DOCMIND_HOME"] = str(home)
-        _holder.home = home
+    _holder.home = home
 
 
 @cli.command()

@@ -16,11 +16,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from docmind_core.access import KbAccessGuard, denied_message, require_trace_reader
 from docmind_core.backends.chat_offline import OfflineEngine
 from docmind_core.backends.embedders import build_embedder
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
@@ -31,7 +30,7 @@ from docmind_core.backends.rerankers import build_reranker
 from docmind_core.backends.tracing import NullExporter, build_exporter
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.backends.web_search import UnavailableWebSearch, build_web_search
-from docmind_core.errors import AccessDenied, EmbedderMismatch
+from docmind_core.errors import EmbedderMismatch, NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.grade import CragGrader
 from docmind_core.ingest.check import KbCheckReport
@@ -48,7 +47,12 @@ from docmind_core.store.conversations import ConversationStore
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.traces import TraceStore
-from docmind_core.users import LOCAL_USER, User, UserStore
+from docmind_core.apikeys import ApiKeyStore, ResolvedKey
+from docmind_core.auth_sessions import SessionStore
+from docmind_core.users import User, UserStore
+
+if TYPE_CHECKING:
+    from docmind_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -136,6 +140,9 @@ class Engine:
         self.memory_store: MemoryStore | None = None
         self.conversations = ConversationStore(db)
         self.traces = TraceStore(db)
+        self.users = UserStore(db)
+        self.api_keys = ApiKeyStore(db)
+        self.sessions = SessionStore(db, self.users)
         self.grader = CragGrader()
         self._lock = threading.RLock()
         self._backends: Backends | None = None
@@ -227,15 +234,14 @@ class Engine:
 
         self.memory_store = MemoryStore(self.db, b.embedder)
         self.ingestor = Ingestor(self.store, b.embedder, b.vector_store, b.keyword_index)
-        self.retriever = HybridRetriever(self.store, b.embedder, b.vector_store, b.keyword_index)
-        self.refiner = EvidenceRefiner(self.store, b.embedder, b.reranker)
-        self.toolbox = Toolbox(self.retriever, self.refiner, b.web, self.memory_store, self.store, b.embedder)
+        self.refiner = EvidenceRefiner(self.store, b.reranker)
+        self.retriever = HybridRetriever(self.store, b.embedder, b.vector_store, b.keyword_index, self.refiner)
+        self.toolbox = Toolbox(self.retriever, web=b.web, memory=self.memory_store, store=self.store)
         one_shot = OneShotRetrieval(self.toolbox, self.refiner, self.grader)
         agentic = AgenticSearch(b.llm, self.toolbox, self.refiner, self.grader, self.prompts, one_shot)
         self.pipeline = AnswerPipeline(
-            llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, toolbox=self.toolbox,
-            refiner=self.refiner, grader=self.grader, one_shot=one_shot, agentic=agentic, memory=self.memory_store,
-            tool_context_factory=ToolContext.for_run)
+            llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, refiner=self.refiner,
+            one_shot=one_shot, agentic=agentic, memory=self.memory_store, tool_context_factory=ToolContext.for_run)
 
     def refresh(self) -> Settings:
         """Re-read the settings and rebuild the backends if a backend key changed; returns the settings."""
@@ -276,32 +282,49 @@ class Engine:
         detail = f"local SQLite trace store; {exporter.detail or exporter.name}"
         return exporter.model_copy(update={"detail": detail})
 
-    # -- access -------------------------------------------------------------
-    def readable_kbs(self, user_id: int | None = None) -> list[KnowledgeBase]:
-        return self._guard().readable_kbs(self._user(user_id))
+    # -- what the access facade builds on --------------------------------------
+    # Everything below is unchecked: it does what it is told for whoever asks.  Every entry point
+    # (pages, CLI, MCP) goes through ``workbench(user)``, which owns every access decision.
+    def workbench(self, user: User, channel: str = "web") -> "Workbench":
+        """The facade for one acting user (LOCAL_USER in single-user mode, SIGNED_OUT before sign-in)."""
+        from docmind_core.workbench import Workbench
 
-    def _guard(self) -> KbAccessGuard:
-        return KbAccessGuard(self.store, UserStore(self.db))
+        return Workbench(self, user, channel)
 
-    def _user(self, user_id: int | None) -> User:
-        if user_id is None or user_id == LOCAL_USER.id:
-            return LOCAL_USER
-        return UserStore(self.db).get(user_id)
+    def resolve_api_key(self, key: str) -> "ResolvedKey | None":
+        """The key's id and user when the key is valid and not revoked (the MCP gate's check)."""
+        return self.api_keys.resolve_key(key)
 
-    def _readable(self, kb_ids: Sequence[int], user_id: int | None) -> tuple[list[int], list[int]]:
-        allowed, denied = self._guard().filter_readable(self._user(user_id), list(kb_ids))
-        return list(allowed), list(denied)
+    def sign_in(self, username: str, password: str) -> tuple[User, str] | None:
+        """(user, session token) when the password matches; the token keeps a browser signed in."""
+        user = self.users.authenticate(username, password)
+        if user is None:
+            return None
+        return user, self.sessions.create(user, self.settings.auth.session_hours)
 
-    def require_readable(self, kb_ids: Sequence[int], user_id: int | None = None) -> None:
-        """AccessDenied unless the user may read every one of these KBs."""
-        _, denied = self._readable(kb_ids, user_id)
-        if denied:
-            raise AccessDenied(self._denied_message(user_id, denied))
+    def user_for_session(self, token: str | None) -> User | None:
+        """The user a browser's session token stands for, or None (expired, signed out, forged)."""
+        return self.sessions.resolve(token)
 
-    def _denied_message(self, user_id: int | None, kb_ids: Sequence[int]) -> str:
-        return denied_message(self._user(user_id), list(kb_ids))
+    def end_session(self, token: str) -> None:
+        self.sessions.end(token)
 
-    def _check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
+    def account(self, username: str) -> User | None:
+        """The account with this name (who ``--as`` or a sign-in form names), or None."""
+        return self.users.find(username)
+
+    def ensure_admin_from_env(self) -> User | None:
+        """Create the admin named by DOCMIND_ADMIN_USER / DOCMIND_ADMIN_PASSWORD when none exists."""
+        return self.users.ensure_admin_from_env()
+
+    def has_accounts(self) -> bool:
+        return self.users.count() > 0
+
+    def settings_for(self, user: User) -> Settings:
+        """Global settings with this user's personal overrides laid over them."""
+        return self.config.load_for(user.owner_key)
+
+    def check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
         """KBs searchable with the live embedder, and a message for each one that is not."""
         embedder = self.embedder
         ok, problems = [], []
@@ -315,90 +338,66 @@ class Engine:
                 ok.append(kb_id)
         return ok, problems
 
-    # -- traces: their owner, and admins --------------------------------------
-    def list_traces(self, user_id: int | None = None, **filters):
-        """Trace summaries this user may see: all for admins (and single-user mode), else their own."""
-        user = self._user(user_id)
-        return self.traces.list(**filters) if user.is_admin else self.traces.list(user_id=user.id, **filters)
-
-    def get_trace(self, run_id: str, user_id: int | None = None):
-        """One stored run; AccessDenied when it belongs to another user and the reader is not an admin."""
-        record = self.traces.get(run_id)
-        require_trace_reader(self._user(user_id), record.meta.user_id, run_id)
-        return record
-
     # -- knowledge bases ----------------------------------------------------
-    def create_kb(self, name: str, description: str = "", user_id: int | None = None,
+    def create_kb(self, name: str, description: str = "", owner_id: int | None = None,
                   department: str = "", visibility: str = "private") -> KnowledgeBase:
-        """A new KB owned by the user (none in single-user mode), in the owner's department unless given."""
+        """A new KB indexed with the live embedder."""
         embedder = self.embedder
-        owner = None if user_id in (None, 0) else user_id
-        if owner is not None and not department:
-            department = self._user(owner).department
-        return self.store.create_kb(name, embedder.id, embedder.dim, description=description, owner_id=owner,
+        return self.store.create_kb(name, embedder.id, embedder.dim, description=description, owner_id=owner_id,
                                     department=department, visibility=visibility)
 
-    def set_visibility(self, kb_id: int, visibility: str, user_id: int | None = None) -> KnowledgeBase:
-        """private / department / public; only the KB's owner or an admin may change it."""
-        return self._guard().set_visibility(self._user(user_id), kb_id, visibility)
-
-    def delete_kb(self, kb_id: int, user_id: int | None = None) -> None:
-        self._require_manage(kb_id, user_id)
+    def delete_kb(self, kb_id: int) -> None:
         self._current(self.settings)
         self.ingestor.delete_kb(kb_id)
 
-    def delete_document(self, doc_id: int, user_id: int | None = None) -> None:
-        doc = self.store.get_document(doc_id)
-        self._require_manage(doc.kb_id, user_id)
+    def delete_document(self, doc_id: int) -> None:
         self._current(self.settings)
         self.ingestor.delete_document(doc_id)
 
     def ingest(self, kb_id: int, paths: Sequence[Path | str], progress: Callable[[IngestProgress], None] | None = None,
-               names: Sequence[str] | None = None, user_id: int | None = None) -> list[IngestOutcome]:
-        self._require_manage(kb_id, user_id)
+               names: Sequence[str] | None = None) -> list[IngestOutcome]:
         settings = self.settings
         self._current(settings)
         return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
                                     names=list(names) if names else None)
 
-    def check_kb(self, kb_id: int, repair: bool = False, user_id: int | None = None) -> KbCheckReport:
+    def reindex_kb(self, kb_id: int) -> int:
+        settings = self.settings
+        self._current(settings)
+        return self.ingestor.reindex_kb(kb_id, batch_size=settings.embedding.batch_size)
+
+    def check_kb(self, kb_id: int, repair: bool = False) -> KbCheckReport:
         """Compare the KB's chunk rows, keyword rows and vectors per document; ``repair`` fixes them."""
-        self._require_manage(kb_id, user_id)  # the same permission as re-indexing
         self._current(self.settings)
         return self.ingestor.check_kb(kb_id, repair=repair)
 
-    def _require_manage(self, kb_id: int, user_id: int | None) -> None:
-        kb = self.store.get_kb(kb_id)
-        if not self._guard().can_manage(self._user(user_id), kb):
-            raise AccessDenied(f"you may not change knowledge base '{kb.name}': only its owner or an admin can")
-
     # -- retrieval and answers -----------------------------------------------
-    def search(self, query: str, kb_ids: Sequence[int], doc_ids: Sequence[int] | None = None,
-               user_id: int | None = None) -> SearchResult:
-        self.require_readable(kb_ids, user_id)
-        allowed = list(kb_ids)
-        settings = self.settings
+    def search(self, query: str, kb_ids: Sequence[int], settings: Settings,
+               doc_ids: Sequence[int] | None = None) -> SearchResult:
+        """Hybrid retrieval + the refining pass over these KBs (hit testing, ``docmind search``)."""
         check_question(query, settings, what="query")  # InputTooLarge before any work
         self._current(settings)
-        usable, problems = self._check_embedder(allowed)
+        usable, problems = self.check_embedder(kb_ids)
         if problems:
             raise EmbedderMismatch("; ".join(problems))
         return self.retriever.search(query, usable, settings, doc_ids=list(doc_ids) if doc_ids else None)
 
-    def ask(self, question: str, kb_ids: Sequence[int], conversation_id: str | None = None,
-            mode: str | RequestedMode = "auto", selected_doc_ids: Sequence[int] | None = None,
-            user_id: int | None = None, cancel: threading.Event | None = None,
-            pair_id: str | None = None) -> Iterator[Event]:
-        """Run the pipeline; every event is recorded in the trace store as it is yielded."""
-        settings = self.settings
+    def ask(self, question: str, kb_ids: Sequence[int], *, settings: Settings | None = None, user_id: int | None = None,
+            conversation_id: str | None = None, mode: str | RequestedMode = "auto",
+            selected_doc_ids: Sequence[int] | None = None, cancel: threading.Event | None = None,
+            pair_id: str | None = None, notices: Sequence[str] = ()) -> Iterator[Event]:
+        """Run the pipeline; every event is recorded in the trace store as it is yielded.
+
+        ``notices`` are problems found before the run (KBs left out, and why): they are reported
+        as error events right after the run starts.
+        """
+        settings = settings if settings is not None else self.settings
         check_question(question, settings)  # InputTooLarge before any work: no run, no trace
         backends = self._current(settings)
         pipeline = self.pipeline
         requested = mode if isinstance(mode, RequestedMode) else RequestedMode(str(mode).lower())
-        allowed, denied = self._readable(kb_ids, user_id)
-        usable, problems = self._check_embedder(allowed)
-        if denied:
-            problems.insert(0, self._denied_message(user_id, denied) + "; they were left out of this run")
+        usable, problems = self.check_embedder(kb_ids)
+        problems = [*notices, *problems]
         gaps = [IndexIncomplete(kb_id=g.kb_id, missing_vectors=g.missing_vectors, total=g.total)
                 for g in self.retriever.index_gaps(usable)]
         history = self.conversations.history_turns(conversation_id, settings.rag.history_turns) \
@@ -431,7 +430,7 @@ class Engine:
     def _doc_kb(self, doc_id: int) -> int | None:
         try:
             return self.store.get_document(doc_id).kb_id
-        except Exception:
+        except NotFound:
             return None
 
 

@@ -32,6 +32,10 @@ class AccessDenied(DocMindError):
     """The user may not read or change this object."""
 
 
+class SignInRequired(AccessDenied):
+    """Sign-in is on and nobody is signed in."""
+
+
 class NotFound(DocMindError):
     """A knowledge base, document, conversation or trace does not exist."""
 

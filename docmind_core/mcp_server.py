@@ -7,7 +7,8 @@ adds is the boundary an outside caller must not get around:
   ``Authorization: Bearer dm_...``); without a valid, unrevoked key the
   request is answered 401 before the MCP SDK sees it, so not even the tool
   list leaks;
-- the key acts as its user: ``kbIds`` go through :class:`KbAccessGuard`.
+- the key acts as its user: every call goes through that user's access facade
+  (:class:`~docmind_core.workbench.Workbench`), so ``kbIds`` are checked there.
   A call naming any KB the user may not read is *refused* as a whole (a tool
   error naming the ids) rather than silently narrowed, so a caller never
   mistakes "searched less than I asked" for "nothing there".  Omitting
@@ -29,22 +30,21 @@ import json
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from docmind_core.access import KbAccessGuard
-from docmind_core.apikeys import ApiKeyStore, ResolvedKey
+from docmind_core.apikeys import ResolvedKey
 from docmind_core.errors import DocMindError
 from docmind_core.limits import InputTooLarge, check_kb_ids
 from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.settings import Settings
-from docmind_core.store.db import Database
-from docmind_core.tools import ToolContext, ToolOutput, Toolbox
-from docmind_core.users import UserStore
+from docmind_core.tools import ToolContext, ToolOutput
+from docmind_core.users import User
+from docmind_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +55,11 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class ToolEngine(Protocol):
-    """What the server needs from the Engine (the composition root)."""
+    """What the server needs from the Engine (the composition root): a facade per caller, and the key check."""
 
-    db: Database
-    store: Any  # KnowledgeStore
-    toolbox: Toolbox
+    def workbench(self, user: User, channel: str = "web") -> Workbench: ...
 
-    def refresh(self) -> Settings:
-        """Current settings, with backends rebuilt first if a backend key changed."""
-        ...
+    def resolve_api_key(self, key: str) -> ResolvedKey | None: ...
 
 
 # --------------------------------------------------------------------------
@@ -74,9 +70,9 @@ class ToolEngine(Protocol):
 class ApiKeyGate:
     """Answers 401 to any HTTP request without a valid key; otherwise records the caller in the scope."""
 
-    def __init__(self, app: Any, keys: ApiKeyStore):
+    def __init__(self, app: Any, resolve_key: Callable[[str], ResolvedKey | None]):
         self.app = app
-        self.keys = keys
+        self.resolve_key = resolve_key
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":  # start and stop of the SDK's session manager
@@ -86,7 +82,7 @@ class ApiKeyGate:
             await send({"type": "websocket.close", "code": 1008})
             return
         key = api_key_from_headers(scope.get("headers", []))
-        caller = await anyio.to_thread.run_sync(self.keys.resolve_key, key) if key else None
+        caller = await anyio.to_thread.run_sync(self.resolve_key, key) if key else None
         if caller is None:
             reason = "missing API key" if not key else "invalid or revoked API key"
             client = scope.get("client") or ("?", 0)
@@ -132,18 +128,16 @@ def caller_of(ctx: Context) -> ResolvedKey:
 
 @dataclass
 class McpToolService:
-    """Runs one tool call for an authenticated caller; the SDK runs these in worker threads."""
+    """Runs one tool call for an authenticated caller; the SDK runs these in worker threads.
+
+    Every call goes through the caller's :class:`Workbench`, which decides what the key's user may read.
+    """
 
     engine: ToolEngine
-    guard: KbAccessGuard
     web_limiter: SlidingWindowLimiter
 
-    def _context(self, caller: ResolvedKey, kb_ids: list[int] | None) -> ToolContext:
-        """The caller's scope: the KBs asked for (AccessDenied unless all readable), or all readable ones."""
-        settings = self.engine.refresh()
-        _limit_kb_ids(settings, caller, kb_ids)
-        scope = self.guard.resolve_scope(caller.user, kb_ids)
-        return ToolContext.for_run(scope, caller.user.id, settings)
+    def _bench(self, caller: ResolvedKey) -> Workbench:
+        return self.engine.workbench(caller.user, channel="mcp")
 
     def run(self, tool, *args):
         """Run one tool call; DocMind's own errors reach the caller as tool errors with their message.
@@ -158,46 +152,52 @@ class McpToolService:
         except DocMindError as exc:
             raise ToolError(str(exc)) from None
 
+    def _kb_tool(self, caller: ResolvedKey, name: str, kb_ids: list[int] | None, **arguments) -> dict:
+        bench = self._bench(caller)
+        _limit_kb_ids(bench.settings(), caller, kb_ids)
+        scope = bench.tool_scope(kb_ids)
+        if not scope.context.kb_ids:
+            return _result(ToolOutput(text="No knowledge base is readable for this key's user."), scope.context)
+        return _result(_checked(bench.run_tool(name, scope, **arguments)), scope.context)
+
     def search_docs(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
-        ctx = self._context(caller, kb_ids)
-        if not ctx.kb_ids:
-            return _result(ToolOutput(text="No knowledge base is readable for this key's user."), ctx)
-        return _result(_checked(self.engine.toolbox.search_docs(ctx, query, top_k=top_k)), ctx)
+        return self._kb_tool(caller, "searchDocs", kb_ids, query=query, top_k=top_k)
 
     def keyword_search(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
-        ctx = self._context(caller, kb_ids)
-        if not ctx.kb_ids:
-            return _result(ToolOutput(text="No knowledge base is readable for this key's user."), ctx)
-        return _result(_checked(self.engine.toolbox.keyword_search(ctx, query, top_k=top_k)), ctx)
+        return self._kb_tool(caller, "keywordSearch", kb_ids, query=query, top_k=top_k)
 
     def web_search(self, caller: ResolvedKey, query: str, max_results: int | None) -> dict:
-        settings = self.engine.refresh()
-        limit = settings.web.mcp_rate_limit_per_minute
+        bench = self._bench(caller)
+        scope = bench.tool_scope([])
+        limit = scope.context.settings.web.mcp_rate_limit_per_minute
         decision = self.web_limiter.acquire(caller.key_id, limit)
         if not decision.allowed:
             raise ToolError(f"webSearch rate limit reached for this API key ({limit} calls per minute, "
                             f"web.mcp_rate_limit_per_minute); try again in {decision.retry_after_s:g} s")
-        ctx = ToolContext.for_run([], caller.user.id, settings)
-        return _result(_checked(self.engine.toolbox.web_search(ctx, query, max_results=max_results)), ctx)
+        return _result(_checked(bench.run_tool("webSearch", scope, query=query, max_results=max_results)),
+                       scope.context)
 
     def recall_memory(self, caller: ResolvedKey, query: str) -> dict:
-        ctx = ToolContext.for_run([], caller.user.id, self.engine.refresh())
-        output = _checked(self.engine.toolbox.recall_memory(ctx, query))
-        return {**_result(output, ctx), "memories": list(output.memories)}
+        bench = self._bench(caller)
+        scope = bench.tool_scope([])
+        output = _checked(bench.run_tool("recall_memory", scope, query=query))
+        return {**_result(output, scope.context), "memories": list(output.memories)}
 
     def store_memory(self, caller: ResolvedKey, text: str) -> dict:
         if not text.strip():
             raise ToolError("store_memory needs a non-empty text")
-        ctx = ToolContext.for_run([], caller.user.id, self.engine.refresh())
-        return _result(_checked(self.engine.toolbox.store_memory(ctx, text.strip())), ctx)
+        bench = self._bench(caller)
+        scope = bench.tool_scope([])
+        return _result(_checked(bench.run_tool("store_memory", scope, text=text.strip())), scope.context)
 
     def kb_meta(self, caller: ResolvedKey, kb_ids: list[int] | None) -> dict:
-        ctx = self._context(caller, kb_ids)
-        kbs = [self.engine.store.get_kb(kb_id) for kb_id in ctx.kb_ids]
-        return {"status": "ok", "message": "", "text": _checked(self.engine.toolbox.kb_meta(ctx)).text,
+        bench = self._bench(caller)
+        _limit_kb_ids(bench.settings(), caller, kb_ids)
+        scope = bench.tool_scope(kb_ids)
+        return {"status": "ok", "message": "", "text": _checked(bench.run_tool("kb_meta", scope)).text,
                 "knowledge_bases": [{"id": kb.id, "name": kb.name, "description": kb.description,
                                      "visibility": kb.visibility, "documents": kb.document_count,
-                                     "chunks": kb.chunk_count} for kb in kbs]}
+                                     "chunks": kb.chunk_count} for kb in scope.knowledge_bases]}
 
 
 def _limit_kb_ids(settings: Settings, caller: ResolvedKey, kb_ids: list[int] | None) -> None:
@@ -274,8 +274,7 @@ def build_mcp_server(service: McpToolService) -> MCPServer:
 
 def build_mcp_app(engine: ToolEngine, host: str = "127.0.0.1", allowed_hosts: list[str] | None = None) -> Any:
     """The ASGI app: the API-key gate in front of the SDK's streamable-HTTP app (endpoint ``/mcp``)."""
-    users = UserStore(engine.db)
-    service = McpToolService(engine, KbAccessGuard(engine.store, users), SlidingWindowLimiter(60.0))
+    service = McpToolService(engine, SlidingWindowLimiter(60.0))
     server = build_mcp_server(service)
     security = None
     if allowed_hosts:  # names this server is reached by, when it is not only on loopback
@@ -283,7 +282,7 @@ def build_mcp_app(engine: ToolEngine, host: str = "127.0.0.1", allowed_hosts: li
                                              allowed_origins=[f"http://{h}" for h in allowed_hosts])
     inner = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                        host=host, transport_security=security)
-    return ApiKeyGate(inner, ApiKeyStore(engine.db))
+    return ApiKeyGate(inner, engine.resolve_api_key)
 
 
 def serve(engine: ToolEngine, host: str = "127.0.0.1", port: int = 8765,

@@ -25,6 +25,8 @@ from typing import Any, Generator, Literal, Sequence
 
 from docmind_core.deadline import RunGuard
 from docmind_core.events import ErrorRaised, Event, Graded, Reranked, Retrieved, WebCompensated
+from docmind_core.grade import CragGrader
+from docmind_core.retrieval.hybrid import EvidenceRefiner
 from docmind_core.models import (
     GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, Tier, ToolCallRecord, ToolName, Understanding,
     WorkerReport,
@@ -85,7 +87,7 @@ def _reranker_name(refiner: Any) -> str:
 class EvidenceFinisher:
     """union → refine (rerank, MMR, parent expansion, compression) → grade → at most one web round."""
 
-    def __init__(self, toolbox: Toolbox, refiner: Any, grader: Any):
+    def __init__(self, toolbox: Toolbox, refiner: EvidenceRefiner, grader: CragGrader):
         self.toolbox = toolbox
         self.refiner = refiner
         self.grader = grader
@@ -208,7 +210,7 @@ def _merge(first: Sequence[RetrievedChunk], second: Sequence[RetrievedChunk]) ->
 class OneShotRetrieval:
     """Planned tools in parallel threads, each under retrieval.worker_timeout_ms; failures drop out."""
 
-    def __init__(self, toolbox: Toolbox, refiner: Any, grader: Any):
+    def __init__(self, toolbox: Toolbox, refiner: EvidenceRefiner, grader: CragGrader):
         self.toolbox = toolbox
         self.finisher = EvidenceFinisher(toolbox, refiner, grader)
 

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from docmind_core.backends.protocols import LanguageModel, Turn, UsageMeter
 from docmind_core.citations import confidence_from, parse_citations
@@ -42,6 +42,15 @@ from docmind_core.scope import fast_scope, memory_text
 from docmind_core.settings import Settings
 from docmind_core.text import detect_language
 from docmind_core.understand import QueryUnderstanding
+
+if TYPE_CHECKING:
+    from docmind_core.agentic import AgenticSearch
+    from docmind_core.memory import MemoryStore
+    from docmind_core.oneshot import OneShotRetrieval
+    from docmind_core.prompts import PromptLibrary
+    from docmind_core.retrieval.hybrid import EvidenceRefiner
+    from docmind_core.store.kb_store import KnowledgeStore
+    from docmind_core.tools import ToolContext
 
 # Scopes that never retrieve: each maps to the answer template that handles it.
 _DIRECT_TEMPLATES = {
@@ -93,20 +102,20 @@ class _RunState:
 class AnswerPipeline:
     """Turns a question into a graded, cited, streamed answer."""
 
-    def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts, store, toolbox, refiner,
-                 grader, one_shot, agentic, memory, tool_context_factory):
+    def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary,
+                 store: KnowledgeStore | None, refiner: EvidenceRefiner, one_shot: OneShotRetrieval,
+                 agentic: AgenticSearch, memory: MemoryStore | None,
+                 tool_context_factory: Callable[..., ToolContext]):
+        # store None: no SELECTED_DOC reading; memory None: no "remember ..." (evaluation and unit tests)
         self.llm = llm
         self.fallback_llm = fallback_llm  # the offline engine: answers when the configured model fails
         self.prompts = prompts
         self.store = store
-        self.toolbox = toolbox
         self.refiner = refiner
-        self.grader = grader
         self.one_shot = one_shot
         self.agentic = agentic
         self.memory = memory
         self.tool_context_factory = tool_context_factory
-        self.understanding = QueryUnderstanding(llm, prompts)
 
     # ------------------------------------------------------------------
     def ask(self, request: AskRequest, settings: Settings, backends: Sequence[BackendStatus],

@@ -199,6 +199,8 @@ class SandboxSettings(_Group):
 
 class AuthSettings(_Group):
     enabled: bool = Field(False, description="Require sign-in in the web app (single-user mode when off)")
+    session_hours: float = Field(12.0, ge=0.05, le=24 * 90,
+                                 description="How long a browser stays signed in (a refresh keeps the session)")
     allow_public_without_sign_in: bool = Field(
         False, description="Serve the web app on a non-loopback address with sign-in off (everyone who reaches it "
                            "acts as the admin; every page then shows a warning). Off: such a server refuses to "
@@ -324,6 +326,14 @@ class KeySpec:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+
+
+PERSONAL_GROUPS: tuple[str, ...] = ("grader", "agentic", "retrieval", "rag")
+"""Groups a member may tune for their own runs (personal overrides); every other key is global and admin-only."""
+
+
+def is_personal_key(key: str) -> bool:
+    return key.split(".", 1)[0] in PERSONAL_GROUPS
 
 
 def key_specs() -> list[KeySpec]:

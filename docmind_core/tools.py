@@ -20,9 +20,9 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Protocol, Sequence
 
-from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec
+from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec, WebSearch
 from docmind_core.errors import DocMindError
 from docmind_core.limits import check_tool_call, clipped_arguments, tool_arguments_problem
 from docmind_core.models import RetrievedChunk, ToolCallRecord
@@ -196,17 +196,40 @@ def loop_tool_specs(sandbox_enabled: bool) -> list[ToolSpec]:
 # The toolbox
 # --------------------------------------------------------------------------
 
+class CandidateSource(Protocol):
+    """What the search tools need from the retriever (``retrieval.hybrid.HybridRetriever``)."""
+
+    def candidates(self, query: str, kb_ids: Sequence[int], settings: Settings,
+                   doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]: ...
+
+    def keyword_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
+                           doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]: ...
+
+
+class MemoryBackend(Protocol):
+    """What the memory tools need (``memory.MemoryStore``)."""
+
+    def add(self, user_id: int | None, text: str, source: str = "") -> Any: ...
+
+    def recall(self, user_id: int | None, query: str, top_k: int = 5, min_similarity: float = 0.3) -> list[Any]: ...
+
+
+class KnowledgeBaseInfo(Protocol):
+    """What ``kb_meta`` needs (``store.kb_store.KnowledgeStore``)."""
+
+    def get_kb(self, kb_id: int) -> Any: ...
+
+
 class Toolbox:
     """The tool functions over the engine's backends; stateless apart from the ToolContext passed in."""
 
-    def __init__(self, retriever: Any, refiner: Any = None, web: Any = None, memory: Any = None,
-                 store: Any = None, embedder: Any = None):
+    def __init__(self, retriever: CandidateSource, web: WebSearch | None = None, memory: MemoryBackend | None = None,
+                 store: KnowledgeBaseInfo | None = None):
+        # web / memory / store None: that tool answers "unavailable" (evaluation runs KB evidence only).
         self.retriever = retriever
-        self.refiner = refiner
         self.web = web
         self.memory = memory
         self.store = store
-        self.embedder = embedder
         self._functions: dict[str, Callable[..., ToolOutput]] = {
             "searchDocs": self.search_docs, "keywordSearch": self.keyword_search, "webSearch": self.web_search,
             "recall_memory": self.recall_memory, "executeCode": self.execute_code,

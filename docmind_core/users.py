@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.store.db import Database, utcnow
 
-Role = Literal["admin", "member"]
-ROLES: tuple[str, ...] = ("admin", "member")
+Role = Literal["admin", "member", "guest"]
+ROLES: tuple[str, ...] = ("admin", "member")  # roles an account can have; "guest" is only SIGNED_OUT
 
 MIN_PASSWORD_LENGTH = 8
 ADMIN_USER_ENV = "DOCMIND_ADMIN_USER"
@@ -53,9 +53,22 @@ class User(BaseModel):
     def is_admin(self) -> bool:
         return self.role == "admin"
 
+    @property
+    def is_signed_in(self) -> bool:
+        return self.role != "guest"
 
-LOCAL_USER = User(id=0, username="local", department="", role="admin")
+    @property
+    def owner_key(self) -> int | None:
+        """How rows this user owns are stored: NULL for the local operator (rows from single-user mode)."""
+        return None if self.id == LOCAL_USER_ID else self.id
+
+
+LOCAL_USER_ID = 0
+LOCAL_USER = User(id=LOCAL_USER_ID, username="local", department="", role="admin")
 """The only user in single-user mode (``auth.enabled = false``): sees everything, owns id 0."""
+
+SIGNED_OUT = User(id=-1, username="signed-out visitor", department="", role="guest")
+"""A browser that has not signed in while sign-in is on: the access facade refuses it everything."""
 
 
 class UserStore:

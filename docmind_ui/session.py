@@ -1,4 +1,8 @@
-"""The engine shared by every session, and what the shared sidebar stores in session state."""
+"""The engine shared by every session, the acting user's facade, and what the shared sidebar stores.
+
+Pages get everything through :func:`workbench`: the access facade of the user
+this browser session acts as.  They never touch the engine's stores.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ from pathlib import Path
 import streamlit as st
 
 from docmind_core.engine import Engine, default_home
-from docmind_core.safe_text import escape_markdown
 from docmind_core.errors import DocMindError
+from docmind_core.safe_text import escape_markdown
+from docmind_core.workbench import Workbench
+from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
 from docmind_ui.exposure_gate import guard_exposure
 from docmind_ui.html_views import PAGE_CSS, backend_html
 
@@ -25,23 +31,28 @@ def _engine_for(home: str) -> Engine:
     return Engine.open(Path(home))
 
 
-def draw_frame() -> Engine:
-    """What every page shares: page config, CSS, the engine, the sign-in gate and the sidebar."""
-    from pages._auth import require_user, sign_out_button  # the gate lives beside the pages
+def draw_frame() -> Workbench:
+    """What every page shares: page config, CSS, the engine and the acting user's facade.
 
+    Returns the facade; for a signed-out visitor (sign-in on) its user is SIGNED_OUT, and the
+    caller draws :func:`draw_sign_in_screen` instead of any page.
+    """
     st.set_page_config(page_title="DocMind", page_icon=":material/menu_book:", layout="wide")
     inject_css()
     st.session_state[FRAME_KEY] = True
-    try:
-        engine = get_engine()
-    except DocMindError as exc:
-        st.error(f"DocMind could not start: {escape_markdown(exc)}")
-        st.stop()
-    guard_exposure(engine.settings)  # no page on a public address with sign-in off, unless allowed
-    user = require_user(engine)  # stops here with a sign-in form when auth.enabled and nobody is signed in
-    sign_out_button(user)
-    draw_sidebar(engine)
-    return engine
+    guard_exposure(get_engine().settings)  # no page on a public address with sign-in off, unless allowed
+    bench = workbench()
+    if bench.user.is_signed_in:
+        apply_cookie()
+        sign_out_button(bench)
+        draw_sidebar(bench)
+    return bench
+
+
+def draw_sign_in_screen() -> None:
+    """The sign-in form alone; stops the script (the page asked for runs after sign-in)."""
+    draw_sign_in(get_engine())
+    st.stop()
 
 
 def ensure_frame() -> None:
@@ -62,16 +73,23 @@ def ensure_frame() -> None:
     if not st.session_state.get(FRAME_KEY):
         PagesManager.uses_pages_directory = False
         st.rerun()
-    draw_frame()
+    if not draw_frame().user.is_signed_in:
+        draw_sign_in_screen()
 
 
 def get_engine() -> Engine:
-    return _engine_for(str(default_home().resolve()))
+    try:
+        return _engine_for(str(default_home().resolve()))
+    except DocMindError as exc:
+        st.error(f"DocMind could not start: {escape_markdown(exc)}")
+        st.stop()
+        raise  # pragma: no cover - st.stop raises
 
 
-def user_id() -> int | None:
-    """Single-user mode unless sign-in put a user id in the session."""
-    return st.session_state.get("dm_user_id")
+def workbench() -> Workbench:
+    """The access facade of the user this browser session acts as (re-validated at every run)."""
+    engine = get_engine()
+    return engine.workbench(current_user(engine), channel="web")
 
 
 def selected_kb_ids() -> list[int]:
@@ -86,10 +104,10 @@ def inject_css() -> None:
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
 
 
-def draw_sidebar(engine: Engine) -> None:
+def draw_sidebar(bench: Workbench) -> None:
     """Knowledge base and document selection, then the live backends with a health dot each."""
     with st.sidebar:
-        kbs = engine.readable_kbs(user_id())
+        kbs = bench.list_kbs()
         names = {kb.id: f"{kb.name} ({kb.document_count} docs)" for kb in kbs}
         if KB_KEY not in st.session_state:
             st.session_state[KB_KEY] = [kb.id for kb in kbs]
@@ -99,7 +117,7 @@ def draw_sidebar(engine: Engine) -> None:
                        placeholder="Choose knowledge bases")
         docs = {}
         for kb_id in st.session_state[KB_KEY]:
-            for doc in engine.store.list_documents(kb_id):
+            for doc in bench.list_documents(kb_id):
                 if doc.status == "complete":
                     docs[doc.id] = doc.name
         if DOC_KEY in st.session_state:
@@ -109,7 +127,7 @@ def draw_sidebar(engine: Engine) -> None:
                        help="Select up to a few documents to ask about them directly (summaries, 'this document').")
         with st.expander("Backends", expanded=False):
             try:
-                statuses = engine.backends()
+                statuses = bench.backends()
             except Exception as exc:  # noqa: BLE001 - the sidebar must render even when a backend is broken
                 st.error(f"Could not read backend status: {escape_markdown(exc)}")
                 statuses = []

@@ -6,15 +6,15 @@ import time
 
 import streamlit as st
 
-from docmind_core.safe_text import escape_markdown
 from docmind_core.errors import DocMindError
+from docmind_core.safe_text import escape_markdown
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.live import RunPump
 from docmind_ui.run_view import render_pair, render_run
-from docmind_ui.session import ensure_frame, get_engine, selected_doc_ids, selected_kb_ids, user_id
+from docmind_ui.session import ensure_frame, selected_doc_ids, selected_kb_ids, workbench
 
 ensure_frame()
-engine = get_engine()
+bench = workbench()
 
 MODES = {"Auto": "auto", "RULE_PLANNER": "rule", "AGENTIC": "agentic", "Side by side": "pair"}
 CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted run (Stop) cannot lose it
@@ -50,7 +50,7 @@ def _trace(run_id: str):
     cache = st.session_state.setdefault(TRACE_CACHE, {})
     if run_id not in cache:
         try:
-            cache[run_id] = engine.get_trace(run_id, user_id())
+            cache[run_id] = bench.get_trace(run_id)
         except DocMindError:
             return None
     return cache[run_id]
@@ -58,7 +58,7 @@ def _trace(run_id: str):
 
 def _history(conv_id: str) -> None:
     """The stored conversation, each answer replayed from its trace (pairs side by side)."""
-    messages = engine.conversations.messages(conv_id)
+    messages = bench.conversation_messages(conv_id)
     questions: dict[str, str] = {}
     run_order: list[str] = []
     for message in messages:
@@ -120,22 +120,21 @@ def _stream_into(pump: RunPump) -> RunDigest:
 
 
 def _ask(question: str, mode: str) -> None:
-    kb_ids, doc_ids, uid = selected_kb_ids(), selected_doc_ids(), user_id()
+    kb_ids, doc_ids = selected_kb_ids(), selected_doc_ids()
     conv_id = st.session_state.get(CONV_KEY)
     if not conv_id:
-        conv_id = engine.conversations.create(uid, title=question[:60])
+        conv_id = bench.start_conversation(title=question[:60])
         st.session_state[CONV_KEY] = conv_id
 
     def start(requested: str, pair_id: str | None = None):
-        return lambda cancel: engine.ask(question, kb_ids, conversation_id=conv_id, mode=requested,
-                                         selected_doc_ids=doc_ids or None, user_id=uid, cancel=cancel,
-                                         pair_id=pair_id)
+        return lambda cancel: bench.ask(question, kb_ids, conversation_id=conv_id, mode=requested,
+                                        selected_doc_ids=doc_ids or None, cancel=cancel, pair_id=pair_id)
 
     with st.chat_message("user"):
         st.text(question)
     with st.chat_message("assistant"):
         if mode == "pair":
-            pair_id = engine.traces.new_pair_id()
+            pair_id = bench.new_pair_id()
             pumps = [RunPump(start("rule", pair_id), "rule"), RunPump(start("agentic", pair_id), "agentic")]
         else:
             pumps = [RunPump(start(mode), mode)]
@@ -153,7 +152,7 @@ def _ask(question: str, mode: str) -> None:
                 _stream_into(pumps[0])
         live.empty()
         with live.container():
-            settings = engine.settings.flat()
+            settings = bench.settings().flat()
             if mode == "pair":
                 render_pair(pumps[0].events, pumps[1].events, settings, settings, key=pair_id)
             else:
@@ -170,7 +169,11 @@ if not selected_kb_ids():
 
 current = st.session_state.get(CONV_KEY)
 if current:
-    _history(current)
+    try:
+        _history(current)
+    except DocMindError as exc:  # not this user's conversation (or gone): start a new one instead
+        st.session_state[CONV_KEY] = None
+        st.warning(f"{exc}; a new conversation starts.")
 
 question = st.chat_input("Ask about your documents…")
 if question:
@@ -179,7 +182,7 @@ if question:
 # -- conversation picker and export (drawn last so a new conversation can be selected above) --
 with st.sidebar:
     st.divider()
-    conversations = engine.conversations.list(user_id())
+    conversations = bench.list_conversations()
     titles = {c.id: f"{c.title or 'Untitled'} · {c.updated_at[:16].replace('T', ' ')}" for c in conversations}
     options = [None, *titles]
     if st.session_state.get(CONV_KEY) not in options:
@@ -190,7 +193,6 @@ with st.sidebar:
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)
     if conv_id:
-        run_ids = [m.run_id for m in engine.conversations.messages(conv_id) if m.run_id]
-        markdown = engine.conversations.export_markdown(conv_id, engine.traces.sources_by_run(run_ids))
+        markdown = bench.export_conversation(conv_id)
         st.download_button("Export as Markdown", markdown, file_name=f"docmind-conversation-{conv_id[:8]}.md",
                            mime="text/markdown", icon=":material/download:")

@@ -1,4 +1,9 @@
-"""Config: every key, grouped, with its valid range; changes apply to the next run."""
+"""Config: every key, grouped, with its valid range; changes apply to the next run.
+
+Admins change the global config.  Members change only grader.*, agentic.*, retrieval.* and rag.*,
+as personal values that apply to their own runs ("yours", next to the global value); an admin can
+promote them to global.  The access facade decides; this page only renders what it returns.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,15 @@ from collections import defaultdict
 import pandas as pd
 import streamlit as st
 
+from docmind_core.errors import DocMindError
 from docmind_core.safe_text import escape_markdown
-from docmind_core.errors import ConfigError
-from docmind_core.settings import KeySpec, Settings, key_specs
-from docmind_ui.session import ensure_frame, get_engine
+from docmind_core.settings import PERSONAL_GROUPS, KeySpec, Settings, key_specs
+from docmind_ui.session import ensure_frame, workbench
 
 ensure_frame()
-engine = get_engine()
+bench = workbench()
+view = bench.config_view()
+is_admin = view.can_edit_global
 
 GROUP_TITLES = {
     "grader": "CRAG grader thresholds", "agentic": "Agentic limits", "retrieval": "Retrieval", "citation": "Citations",
@@ -41,32 +48,39 @@ def _range(spec: KeySpec) -> str:
     return spec.type
 
 
-def _widget(spec: KeySpec, current) -> None:
+def _widget(spec: KeySpec, current, editable: bool) -> None:
     label = f"{spec.key.split('.', 1)[1]}"
     help_text = f"{spec.description}\n\n{_range(spec)} · default {spec.default!r}"
+    disabled = not editable
     key = widget_key(spec.key)
     # the stored value is the widget's initial value; after a reset the key is dropped so it shows the default
     if spec.type == "bool":
-        st.checkbox(label, value=bool(current), key=key, help=help_text)
+        st.checkbox(label, value=bool(current), key=key, help=help_text, disabled=disabled)
     elif spec.type == "choice":
-        st.selectbox(label, list(spec.choices), index=list(spec.choices).index(current), key=key, help=help_text)
+        st.selectbox(label, list(spec.choices), index=list(spec.choices).index(current), key=key, help=help_text,
+                     disabled=disabled)
     elif spec.type == "int":
         st.number_input(label, min_value=None if spec.minimum is None else int(spec.minimum),
                         max_value=None if spec.maximum is None else int(spec.maximum), value=int(current), step=1,
-                        key=key, help=help_text)
+                        key=key, help=help_text, disabled=disabled)
     elif spec.type == "float":
         st.number_input(label, min_value=None if spec.minimum is None else float(spec.minimum),
                         max_value=None if spec.maximum is None else float(spec.maximum), value=float(current),
-                        step=0.01, format="%.3f", key=key, help=help_text)
+                        step=0.01, format="%.3f", key=key, help=help_text, disabled=disabled)
     else:
-        st.text_input(label, value=str(current), key=key, help=help_text)
-    if spec.type != "bool":
-        st.caption(_range(spec) + ("" if current == spec.default else f" · default {spec.default!r}"))
+        st.text_input(label, value=str(current), key=key, help=help_text, disabled=disabled)
+    notes = [] if spec.type == "bool" else [_range(spec)]
+    if spec.key in view.personal:
+        notes.append(f"yours · global {view.global_settings.get(spec.key)!r}")
+    elif current != spec.default:
+        notes.append(f"default {spec.default!r}")
+    if notes:
+        st.caption(" · ".join(notes))
 
 
 def _apply(group: str, specs: list[KeySpec]) -> None:
     """Form callback: save the group's changed keys at once, so cross-key rules see the final values."""
-    current = engine.settings
+    current = bench.settings()
     changes = {s.key: st.session_state[widget_key(s.key)] for s in specs
                if st.session_state[widget_key(s.key)] != current.get(s.key)}
     errors = st.session_state.setdefault(ERRORS_KEY, {})
@@ -75,35 +89,54 @@ def _apply(group: str, specs: list[KeySpec]) -> None:
         st.session_state[NOTICE_KEY] = f"No change in {GROUP_TITLES.get(group, group)}."
         return
     try:
-        engine.config.set_many(changes, by="web")
-    except ConfigError as exc:
+        bench.set_config(changes)
+    except DocMindError as exc:
         errors[group] = f"Not saved: {exc}"
         return
+    whose = "the global config" if is_admin else "your personal values (your runs only)"
     st.session_state[NOTICE_KEY] = ("Saved " + ", ".join(f"{k} = {v!r}" for k, v in changes.items())
-                                    + ". The next run uses it.")
+                                    + f" to {whose}. The next run uses it.")
 
 
 def _reset(keys: list[str]) -> None:
     for key in keys:
-        engine.config.reset(key, by="web")
+        bench.reset_config(key)
         st.session_state.pop(widget_key(key), None)  # let the widget show the default again
-    st.session_state[NOTICE_KEY] = "Reset to default: " + ", ".join(keys)
+    target = "default" if is_admin else "global value"
+    st.session_state[NOTICE_KEY] = f"Back to the {target}: " + ", ".join(keys)
 
 
 def _reset_all() -> None:
-    engine.config.reset_all(by="web")
+    bench.reset_config(None)
     for spec in key_specs():
         st.session_state.pop(widget_key(spec.key), None)
-    st.session_state[NOTICE_KEY] = "Every key is back to its default."
+    st.session_state[NOTICE_KEY] = ("Every key is back to its default." if is_admin
+                                    else "Every personal value is gone: your runs use the global config.")
+
+
+def _promote(username: str, keys: list[str]) -> None:
+    try:
+        bench.promote_config(username, keys)
+    except DocMindError as exc:
+        st.session_state[NOTICE_KEY] = f"Not promoted: {exc}"
+        return
+    for key in keys:
+        st.session_state.pop(widget_key(key), None)
+    st.session_state[NOTICE_KEY] = f"Promoted {', '.join(keys)} of {username} to the global config."
 
 
 # -- page ------------------------------------------------------------------
 st.title("Config")
-st.caption("Edits are validated as a group and stored; the next question uses them, no restart needed.")
+if is_admin:
+    st.caption("You edit the global config. Edits are validated as a group and stored; the next question uses "
+               "them, no restart needed.")
+else:
+    st.caption("You can tune grader, agentic, retrieval and context keys as personal values: they apply to your "
+               "own runs only, shown as 'yours' next to the global value. Every other key is set by an admin.")
 if notice := st.session_state.pop(NOTICE_KEY, None):
     st.success(escape_markdown(notice))  # it quotes values and names people typed
 
-settings: Settings = engine.settings
+settings: Settings = view.effective
 by_group: dict[str, list[KeySpec]] = defaultdict(list)
 for spec in key_specs():
     by_group[spec.group].append(spec)
@@ -115,19 +148,41 @@ for group in GROUP_TITLES:
         continue
     changed = sum(1 for s in specs if settings.get(s.key) != s.default)
     title = GROUP_TITLES[group] + (f" · {changed} changed" if changed else "")
+    editable = is_admin or group in PERSONAL_GROUPS
+    if not editable:
+        title += " · admin only"
     with st.expander(title, expanded=group in ("grader", "agentic") or group in errors):
         with st.form(f"cfg-form-{group}"):
             columns = st.columns(2)
             for i, spec in enumerate(specs):
                 with columns[i % 2]:
-                    _widget(spec, settings.get(spec.key))
-            st.form_submit_button(f"Apply {group}", on_click=_apply, args=(group, specs))
+                    _widget(spec, settings.get(spec.key), editable)
+            st.form_submit_button(f"Apply {group}" if is_admin or not editable else f"Apply {group} (yours)",
+                                  on_click=_apply, args=(group, specs), disabled=not editable)
         if group in errors:
             st.error(escape_markdown(errors[group]))
 
+if not is_admin:
+    st.subheader("Your personal values")
+    if view.personal:
+        st.dataframe(pd.DataFrame([{"key": k, "yours": json.dumps(v, ensure_ascii=False),
+                                    "global": json.dumps(view.global_settings.get(k), ensure_ascii=False)}
+                                   for k, v in view.personal.items()]), hide_index=True, key="dm_cfg_personal")
+        pick = st.multiselect("Keys back to the global value", list(view.personal), key="dm_cfg_reset_pick")
+        left, right = st.columns(2)
+        left.button("Use the global value", disabled=not pick, on_click=_reset, args=(pick,))
+        right.button("Drop all my values", on_click=_reset_all)
+    else:
+        st.caption("None: your runs use the global config.")
+
 st.subheader("Difference from defaults")
 diff = settings.diff_from_defaults()
-if diff:
+if diff and not is_admin:
+    st.dataframe(pd.DataFrame([{"key": k, "default": json.dumps(d, ensure_ascii=False),
+                                "current": json.dumps(v, ensure_ascii=False),
+                                "whose": "yours" if k in view.personal else "global"}
+                               for k, (d, v) in diff.items()]), hide_index=True, key="dm_cfg_diff")
+elif diff:
     st.dataframe(pd.DataFrame([{"key": k, "default": json.dumps(d, ensure_ascii=False),
                                 "current": json.dumps(v, ensure_ascii=False)} for k, (d, v) in diff.items()]),
                  hide_index=True, key="dm_cfg_diff")
@@ -139,11 +194,25 @@ else:
     st.caption("Every key has its default value.")
 
 st.subheader("Change history")
-history = engine.config.history(100)
+history = bench.config_history(100)
 if history:
-    st.dataframe(pd.DataFrame([{"when": h.changed_at[:19].replace("T", " "), "key": h.key,
+    st.dataframe(pd.DataFrame([{"when": h.changed_at[:19].replace("T", " "), "scope": h.scope, "key": h.key,
                                 "from": "default" if h.old_value is None else json.dumps(h.old_value),
                                 "to": "default" if h.new_value is None else json.dumps(h.new_value),
                                 "by": h.changed_by} for h in history]), hide_index=True, key="dm_cfg_history")
 else:
     st.caption("No change yet.")
+
+if is_admin:
+    st.subheader("Members' personal values")
+    by_user = bench.personal_overrides_by_user()
+    if not by_user:
+        st.caption("No member has personal values.")
+    for username, values in by_user.items():
+        with st.container(border=True):
+            st.markdown(f"**{escape_markdown(username)}**")
+            st.dataframe(pd.DataFrame([{"key": k, "theirs": json.dumps(v, ensure_ascii=False),
+                                        "global": json.dumps(view.global_settings.get(k), ensure_ascii=False)}
+                                       for k, v in values.items()]), hide_index=True, key=f"dm_cfg_pv_{username}")
+            st.button(f"Promote {escape_markdown(username)}'s values to global", key=f"dm_cfg_promote_{username}",
+                      on_click=_promote, args=(username, list(values)))

@@ -12,17 +12,17 @@ import streamlit as st
 from docmind_core.errors import DocMindError
 from docmind_core.models import IngestProgress
 from docmind_core.safe_text import escape_markdown
-from docmind_ui.session import ensure_frame, get_engine, selected_doc_ids, selected_kb_ids, user_id
+from docmind_ui.session import ensure_frame, selected_doc_ids, selected_kb_ids, workbench
 
 ensure_frame()
-engine = get_engine()
+bench = workbench()
 VISIBILITIES = ["private", "department", "public"]
 VISIBILITY_LABELS = {"private": "private (owner only)", "department": "department", "public": "public (everyone)"}
 
 st.title("Knowledge bases")
 
 # -- create ------------------------------------------------------------------
-with st.expander("Create a knowledge base", expanded=not engine.readable_kbs(user_id())):
+with st.expander("Create a knowledge base", expanded=not bench.list_kbs()):
     with st.form("dm_create_kb", clear_on_submit=True):
         name = st.text_input("Name", max_chars=80)
         description = st.text_area("Description", help="Shown to the model as a brief of what the KB contains.")
@@ -32,12 +32,12 @@ with st.expander("Create a knowledge base", expanded=not engine.readable_kbs(use
                 st.error("Give the knowledge base a name.")
                 st.stop()
             try:
-                kb = engine.create_kb(name.strip(), description.strip(), user_id=user_id(), visibility=visibility)
+                kb = bench.create_kb(name.strip(), description.strip(), visibility=visibility)
                 st.success(f"Created knowledge base '{escape_markdown(kb.name)}'.")
             except (DocMindError, ValueError) as exc:
                 st.error(escape_markdown(exc))
 
-kbs = engine.readable_kbs(user_id())
+kbs = bench.list_kbs()
 if not kbs:
     st.info("No knowledge base yet: create one above.")
     st.stop()
@@ -79,7 +79,7 @@ if st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upl
             paths.append(path)
             names.append(Path(upload.name).name)
         try:
-            outcomes = engine.ingest(kb_id, paths, progress=on_progress, names=names, user_id=user_id())
+            outcomes = bench.ingest(kb_id, paths, progress=on_progress, names=names)
         except DocMindError as exc:
             outcomes = []
             st.error(escape_markdown(exc))
@@ -101,7 +101,7 @@ if st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upl
 
 # -- documents -----------------------------------------------------------------
 st.subheader("Documents")
-documents = engine.store.list_documents(kb_id)
+documents = bench.list_documents(kb_id)
 if not documents:
     st.caption("No documents yet.")
 else:
@@ -114,13 +114,13 @@ else:
     child_tab, parent_tab = st.tabs(["Child chunks (retrieval units)", "Parent blocks (context units)"])
     for tab, parents in ((child_tab, False), (parent_tab, True)):
         with tab:
-            chunks = engine.store.chunks_for_document(doc_id, parents=parents)
+            chunks = bench.document_chunks(doc_id, parents=parents)
             st.dataframe(pd.DataFrame([{"#": c.index, "tokens": c.token_count, "start": c.start, "end": c.end,
                                         "text": c.text} for c in chunks]), hide_index=True,
                          key=f"dm_chunks_{int(parents)}")
     if st.button("Delete this document", icon=":material/delete:"):
         try:
-            engine.delete_document(doc_id, user_id=user_id())
+            bench.delete_document(doc_id)
             st.success(f"Deleted {escape_markdown(doc_names[doc_id])}.")
             st.rerun()
         except DocMindError as exc:
@@ -136,7 +136,7 @@ with st.form("dm_hit_test"):
     submitted = st.form_submit_button("Search", icon=":material/search:")
 if submitted and query.strip():
     try:
-        result = engine.search(query.strip(), scope_ids, doc_ids=selected_doc_ids() or None, user_id=user_id())
+        result = bench.search(query.strip(), scope_ids, doc_ids=selected_doc_ids() or None)
     except DocMindError as exc:
         st.error(escape_markdown(exc))
     else:
@@ -157,7 +157,7 @@ with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):
                       format_func=VISIBILITY_LABELS.get, key="dm_visibility")
     if st.button("Save sharing", disabled=chosen == kb.visibility):
         try:
-            engine.set_visibility(kb_id, chosen, user_id=user_id())
+            bench.set_visibility(kb_id, chosen)
             st.rerun()
         except DocMindError as exc:  # only the owner or an admin may change it
             st.error(escape_markdown(exc))
@@ -168,7 +168,7 @@ with st.expander("Delete this knowledge base"):
                        key="dm_delete_sure")
     if st.button("Delete knowledge base", type="primary", disabled=not sure, icon=":material/delete_forever:"):
         try:
-            engine.delete_kb(kb_id, user_id=user_id())
+            bench.delete_kb(kb_id)
             st.session_state.pop("dm_manage_kb", None)
             st.rerun()
         except DocMindError as exc:

@@ -8,19 +8,18 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.compare import compare_runs, regrade
-from docmind_core.safe_text import escape_markdown
 from docmind_core.errors import DocMindError
-from docmind_core.settings import Settings
+from docmind_core.safe_text import escape_markdown
 from docmind_core.timeline import RunDigest
 from docmind_ui.run_view import render_comparison, render_run
-from docmind_ui.session import ensure_frame, get_engine, user_id
+from docmind_ui.session import ensure_frame, workbench
 
 ensure_frame()
-engine = get_engine()
+bench = workbench()
 st.title("Traces")
 
 # -- filters -----------------------------------------------------------------
-kb_names = {kb.id: kb.name for kb in engine.readable_kbs(user_id())}
+kb_names = {kb.id: kb.name for kb in bench.list_kbs()}
 with st.container(border=True):
     c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1, 1, 1])
     since = c1.date_input("Since", value=date.today() - timedelta(days=30), key="dm_tr_since")
@@ -30,8 +29,8 @@ with st.container(border=True):
     kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
                              format_func=lambda k: "any" if k is None else kb_names.get(k, str(k)))
 
-summaries = engine.list_traces(user_id(), kb_id=kb_filter, since=since.isoformat() if since else None,
-                               stop_reason=stop.strip() or None, limit=500)
+summaries = bench.list_traces(kb_id=kb_filter, since=since.isoformat() if since else None,
+                              stop_reason=stop.strip() or None, limit=500)
 summaries = [s for s in summaries if (not modes or s.mode in modes) and (not tiers or s.tier in tiers)]
 visible = {s.run_id for s in summaries}
 if not summaries:
@@ -51,14 +50,14 @@ if pair_ids:
     pair = st.selectbox("…or pick a side-by-side pair", [None, *pair_ids], key="dm_tr_pair",
                         format_func=lambda p: "—" if p is None else p)
     if pair:
-        picked = [r.meta.run_id for r in engine.traces.pair(pair) if r.meta.run_id in visible][:2]
+        picked = [r.meta.run_id for r in bench.pair_runs(pair) if r.meta.run_id in visible][:2]
 st.caption("Select one run to replay it, two to compare them. Selected: "
            + escape_markdown(", ".join(p[:8] for p in picked) or "none"))
 
 records = []
 for run_id in picked:
     try:
-        records.append(engine.get_trace(run_id, user_id()))
+        records.append(bench.get_trace(run_id))
     except DocMindError as exc:
         st.error(escape_markdown(exc))
 
@@ -89,7 +88,7 @@ elif len(records) >= 2:
 st.subheader("What-if regrade")
 st.caption("Recompute the CRAG tier of the selected runs (or every listed run) from their recorded rerank scores "
            "with other grader settings. No model is called.")
-g = Settings().grader
+g = bench.settings().grader  # what-if starts from the live values this user's runs use
 with st.form("dm_regrade"):
     c1, c2, c3, c4, c5 = st.columns(5)
     high = c1.number_input("high_threshold", 0.0, 1.0, float(g.high_threshold), 0.01, key="dm_rg_high")
@@ -99,7 +98,7 @@ with st.form("dm_regrade"):
     gray = c5.selectbox("gray_zone_mode", ["coverage_first", "rerank_only", "blend"], key="dm_rg_mode")
     regrade_clicked = st.form_submit_button("Regrade", icon=":material/calculate:")
 if regrade_clicked:
-    targets = records or [engine.get_trace(s.run_id, user_id()) for s in summaries[:200]]
+    targets = records or [bench.get_trace(s.run_id) for s in summaries[:200]]
     try:
         rows = regrade(targets, {"high_threshold": high, "low_threshold": low, "coverage_high": cov_high,
                                  "coverage_low": cov_low, "gray_zone_mode": gray})
@@ -120,7 +119,7 @@ left, right = st.columns(2)
 with left:
     if picked:
         kind = "trace" if len(picked) == 1 else "comparison"
-        st.download_button(f"Export selected {kind} as JSON", engine.traces.export_json(picked[:2]),
+        st.download_button(f"Export selected {kind} as JSON", bench.export_traces(picked[:2]),
                            file_name=f"docmind-{kind}.json", mime="application/json", icon=":material/download:")
     else:
         st.caption("Select runs above to export them.")
@@ -128,7 +127,7 @@ with right:
     upload = st.file_uploader("Import a trace or comparison JSON", type=["json"], key="dm_tr_import")
     if upload is not None and st.button("Import", icon=":material/upload_file:"):
         try:
-            run_ids = engine.traces.import_json(upload.getvalue().decode("utf-8"), user_id=user_id())
+            run_ids = bench.import_traces(upload.getvalue().decode("utf-8"))
         except (DocMindError, UnicodeDecodeError) as exc:
             st.error(f"Could not import {escape_markdown(upload.name)}: {escape_markdown(exc)}")
         else:

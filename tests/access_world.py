@@ -30,7 +30,10 @@ from docmind_core.settings import Settings
 from docmind_core.store.db import Database, utcnow
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.tools import Toolbox
+from docmind_core.apikeys import ApiKeyStore
+from docmind_core.store.config_store import ConfigStore
 from docmind_core.users import User, UserStore
+from docmind_core.workbench import Workbench
 
 PASSWORD = "correct horse battery"
 KB_WORDS = {"alice_private": "zephyr", "alice_team": "yarrow", "carol_private": "xylem", "carol_public": "walrus"}
@@ -122,10 +125,27 @@ class World:
     def refresh(self) -> Settings:  # the Engine rebuilds backends here; this world's backends are fixed
         return self.settings
 
-    # the engine's name for the memory backend
+    # -- what the access facade (docmind_core/workbench.py) needs from an Engine ------------------
     @property
     def memory_store(self):
         return self.toolbox.memory
+
+    @property
+    def config(self) -> ConfigStore:
+        return ConfigStore(self.db)
+
+    @property
+    def api_keys(self) -> ApiKeyStore:
+        return ApiKeyStore(self.db)
+
+    def settings_for(self, user: User) -> Settings:
+        return self.config.load_for(user.owner_key).with_overrides(self.overrides)
+
+    def workbench(self, user: User, channel: str = "web") -> Workbench:
+        return Workbench(self, user, channel)  # type: ignore[arg-type] - this world stands in for an Engine
+
+    def resolve_api_key(self, key: str):
+        return self.api_keys.resolve_key(key)
 
 
 def build_world(folder: Path, embedder=None) -> World:
@@ -180,11 +200,11 @@ def build_engine_world(home: Path, files: Path):
     users = UserStore(engine.db, hasher=FAST_HASHER)
     alice = users.add("alice", PASSWORD, department="research")
     bob = users.add("bob", PASSWORD, department="research")
-    private = engine.create_kb("alice-notes", user_id=alice.id, department="research")
-    public = engine.create_kb("handbook", user_id=bob.id, department="research", visibility="public")
+    private = engine.workbench(alice).create_kb("alice-notes")
+    public = engine.workbench(bob).create_kb("handbook", visibility="public")
     for kb, name, text in ((private, "plan.txt", "The zephyr project launches in March with a budget of 40k."),
                            (public, "guide.txt", "The handbook says the zephyr office opens at nine.")):
         path = files / name
         path.write_text(text, encoding="utf-8")
-        engine.ingest(kb.id, [path], user_id=kb.owner_id)
+        engine.ingest(kb.id, [path])
     return engine, alice, bob, engine.store.get_kb(private.id), engine.store.get_kb(public.id)

@@ -89,7 +89,7 @@ class OverlapReranker:
 
 def make_refiner(reranker: OverlapReranker | None = None) -> EvidenceRefiner:
     """The real EvidenceRefiner (no store: no parent expansion) over the predictable reranker."""
-    return EvidenceRefiner(None, None, reranker or OverlapReranker())
+    return EvidenceRefiner(None, reranker or OverlapReranker())
 
 
 @dataclass

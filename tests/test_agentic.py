@@ -8,6 +8,7 @@ import time
 import pytest
 
 from docmind_core.agentic import AgenticSearch, expanded_rerank_query
+from docmind_core.oneshot import OneShotRetrieval
 from docmind_core.backends.protocols import UsageMeter
 from docmind_core.backends.web_search import TavilyWebSearch
 from docmind_core.events import AgenticStep, Fallback, Retrieved
@@ -45,7 +46,9 @@ class RecordingMemory:
 def build(model, retriever=None, web=None, memory=None):
     retriever = retriever or FixtureRetriever(CORPUS)
     toolbox = Toolbox(retriever, web=web, memory=memory)
-    return AgenticSearch(model, toolbox, make_refiner(), CragGrader(), PROMPTS), retriever
+    refiner, grader = make_refiner(), CragGrader()
+    one_shot = OneShotRetrieval(toolbox, refiner, grader)
+    return AgenticSearch(model, toolbox, refiner, grader, PROMPTS, one_shot), retriever
 
 
 def run(agent, question, cfg=None, cancel=None, kb_ids=(1,)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from docmind_core.agentic import AgenticSearch
+from docmind_core.oneshot import OneShotRetrieval
 from docmind_core.agentic_policy import OfflineToolPolicy, bridge_entities, exact_terms, split_foci
 from docmind_core.backends.chat_offline import OfflineEngine
 from docmind_core.backends.protocols import AgentTranscript, Observation, ToolCallRequest, UsageMeter
@@ -106,7 +107,9 @@ def test_the_policy_is_deterministic():
 def _offline_agent(corpus):
     prompts = PromptLibrary()
     toolbox = Toolbox(FixtureRetriever(corpus))
-    return AgenticSearch(OfflineEngine(prompts), toolbox, make_refiner(), CragGrader(), prompts)
+    refiner, grader = make_refiner(), CragGrader()
+    return AgenticSearch(OfflineEngine(prompts), toolbox, refiner, grader, prompts,
+                         OneShotRetrieval(toolbox, refiner, grader))
 
 
 def _run(agent, question):

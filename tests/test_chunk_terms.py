@@ -17,7 +17,7 @@ from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.models import ChunkRecord, RetrievedChunk
 from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
-from docmind_core.retrieval.hybrid import HybridRetriever, lexical_vectors
+from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever, lexical_vectors
 from docmind_core.settings import Settings
 from docmind_core.store.db import MIGRATIONS, Database
 from docmind_core.store.kb_store import KnowledgeStore
@@ -42,7 +42,8 @@ def ingest_products(root: Path, embedder) -> dict:
     outcomes = ingestor.ingest(kb.id, sorted(docs.iterdir()), SMALL)
     assert all(o.status == "added" for o in outcomes)
     return {"db": db, "store": store, "vectors": vectors, "keywords": keywords, "kb": kb.id, "ingestor": ingestor,
-            "retriever": HybridRetriever(store, embedder, vectors, keywords)}
+            "retriever": HybridRetriever(store, embedder, vectors, keywords,
+                                         EvidenceRefiner(store, OfflineReranker(embedder)))}
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,7 @@ def test_search_does_not_tokenise_chunks_again(ingested, monkeypatch):
         return real(segment)
 
     chunk_terms.cache_clear()
+    text_module._cached_plain_tokens.cache_clear()  # an earlier test may have tokenised this question already
     monkeypatch.setattr(text_module, "_jieba_words", recording)
     result = ingested["retriever"].search(question, [ingested["kb"]], Settings())
     assert "六个月" in result.chunks[0].text
@@ -165,5 +167,7 @@ def test_chunks_stored_before_the_migration_still_rank(tmp_path, embedder):
     keywords.add([IndexedChunk("c0", kb.id, doc_id, body)])
     vectors = ChromaVectorStore(path=tmp_path / "chroma")
     vectors.add([IndexedChunk("c0", kb.id, doc_id, body)], embedder.embed([body]))
-    result = HybridRetriever(store, embedder, vectors, keywords).search("error code E42", [kb.id], Settings())
+    retriever = HybridRetriever(store, embedder, vectors, keywords,
+                                EvidenceRefiner(store, OfflineReranker(embedder)))
+    result = retriever.search("error code E42", [kb.id], Settings())
     assert result.chunks and result.chunks[0].chunk_id == "c0" and result.chunks[0].scores.rerank > 0.5

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.errors import AccessDenied
-from docmind_core.users import UserStore
+from docmind_core.store.conversations import ConversationStore
+from docmind_core.users import LOCAL_USER, UserStore
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +23,9 @@ def world(tmp_path_factory):
     users.add("alice", "alice-password-1", department="research")
     doc = home / "plan.txt"
     doc.write_text("The Orion launch budget is 4.2 million dollars and ships in March.", encoding="utf-8")
-    kb = engine.create_kb("bob-private", user_id=bob.id, department="sales", visibility="private")
-    assert engine.ingest(kb.id, [doc], user_id=bob.id)[0].status == "added"
+    as_bob = engine.workbench(bob, channel="cli")
+    kb = as_bob.create_kb("bob-private", visibility="private")
+    assert as_bob.ingest(kb.id, [doc])[0].status == "added"
     return home
 
 
@@ -47,9 +49,8 @@ def test_member_cannot_list_show_search_ask_or_delete_anothers_private_kb(world)
     deleted = invoke(world, "kb", "delete", "bob-private", "--yes", "--as", "alice")
     assert deleted.exit_code == 2
     asked = invoke(world, "ask", "What is the Orion launch budget?", "--kb", "bob-private", "--json", "--as", "alice")
-    summary = json.loads(asked.output)
-    assert not summary["sources"] and "4.2" not in summary["answer"]
-    assert any(e["stage"] == "access" for e in summary["errors"])
+    # a KB named on the command line that the user may not read is refused like an unknown name
+    assert asked.exit_code == 2 and "may not read" in asked.output and "4.2" not in asked.output
     still_there = invoke(world, "kb", "list", "--json", "--as", "bob")
     assert [k["name"] for k in json.loads(still_there.output)] == ["bob-private"]
 
@@ -91,11 +92,84 @@ def test_traces_are_visible_to_their_owner_and_admins_only(world):
     engine = Engine.open(world, env={})
     users = UserStore(engine.db)
     bob, alice = users.find("bob"), users.find("alice")
-    kb = engine.store.get_kb_by_name("bob-private")
-    run_id = list(engine.ask("What is the Orion launch budget?", [kb.id], user_id=bob.id))[0].run_id
-    assert run_id in {t.run_id for t in engine.list_traces(bob.id)}
-    assert run_id not in {t.run_id for t in engine.list_traces(alice.id)}
-    assert run_id in {t.run_id for t in engine.list_traces(None)}  # the local admin
-    assert engine.get_trace(run_id, bob.id).meta.user_id == bob.id
+    as_bob, as_alice, operator = engine.workbench(bob), engine.workbench(alice), engine.workbench(LOCAL_USER)
+    kb = as_bob.kb_by_name("bob-private")
+    run_id = list(as_bob.ask("What is the Orion launch budget?", [kb.id]))[0].run_id
+    assert run_id in {t.run_id for t in as_bob.list_traces()}
+    assert run_id not in {t.run_id for t in as_alice.list_traces()}
+    assert run_id in {t.run_id for t in operator.list_traces()}  # the local admin
+    assert as_bob.get_trace(run_id).meta.user_id == bob.id
     with pytest.raises(AccessDenied):
-        engine.get_trace(run_id, alice.id)
+        as_alice.get_trace(run_id)
+
+
+# -- issue 11's two leaks, through the CLI ------------------------------------------------------
+
+
+def test_a_member_cannot_switch_sign_in_off_or_change_global_config(world):
+    invoke(world, "config", "set", "auth.enabled", "true")  # the operator turns sign-in on
+    refused = invoke(world, "config", "set", "auth.enabled", "false", "--as", "bob")
+    assert refused.exit_code == 2 and "only an admin" in refused.output
+    refused = invoke(world, "config", "set", "vector_store.url", "http://127.0.0.1:9", "--as", "bob")
+    assert refused.exit_code == 2 and "only an admin" in refused.output
+    refused = invoke(world, "config", "reset", "auth.enabled", "--as", "bob")  # a reset is a change too
+    assert refused.exit_code == 2 and "only an admin" in refused.output
+    assert Engine.open(world, env={}).settings.auth.enabled is True
+    assert "auth.enabled" in invoke(world, "config", "list", "--changed").output
+    invoke(world, "config", "reset", "auth.enabled")
+    assert Engine.open(world, env={}).settings.auth.enabled is False
+
+
+def test_a_members_threshold_is_personal_and_an_admin_can_promote_it(world):
+    changed = invoke(world, "config", "set", "grader.high_threshold", "0.7", "--as", "bob")
+    assert changed.exit_code == 0 and "(yours)" in changed.output
+    mine = invoke(world, "config", "list", "--changed", "--as", "bob").output
+    assert "grader.high_threshold" in mine and "yours (global 0.65)" in mine
+    assert "grader.high_threshold" not in invoke(world, "config", "list", "--changed", "--as", "alice").output
+    assert invoke(world, "config", "get", "grader.high_threshold").output.strip() == "0.65"
+    # bob's runs record his value in their config snapshot; alice's keep the global one
+    engine = Engine.open(world, env={})
+    bob, alice = engine.account("bob"), engine.account("alice")
+    kb = engine.workbench(bob).kb_by_name("bob-private")
+    run = list(engine.workbench(bob).ask("What is the Orion launch budget?", [kb.id]))[0].run_id
+    assert engine.workbench(bob).get_trace(run).config["grader.high_threshold"] == 0.7
+    run = list(engine.workbench(alice).ask("What is the Orion launch budget?", []))[0].run_id
+    assert engine.workbench(alice).get_trace(run).config["grader.high_threshold"] == 0.65
+    history = invoke(world, "config", "history").output
+    assert "personal grader.high_threshold" in history.replace("  ", " ") and "by bob (cli)" in history
+    refused = invoke(world, "config", "promote", "bob", "--as", "alice")
+    assert refused.exit_code == 2 and "only an admin" in refused.output
+    assert invoke(world, "config", "promote", "bob").exit_code == 0  # the operator is an admin
+    assert invoke(world, "config", "get", "grader.high_threshold").output.strip() == "0.7"
+    assert "yours" not in invoke(world, "config", "list", "--changed", "--as", "bob").output
+    assert "by local (cli)" in invoke(world, "config", "history").output
+    invoke(world, "config", "reset", "grader.high_threshold")
+
+
+def test_config_import_records_the_acting_user(world, tmp_path):
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps({"agentic.max_iterations": 3, "grader.coverage_high": 0.75}), encoding="utf-8")
+    assert invoke(world, "config", "import", str(path), "--as", "bob").exit_code == 0
+    history = invoke(world, "config", "history", "--as", "bob").output
+    assert history.count("by bob (import)") == 2
+    path.write_text(json.dumps({"auth.enabled": False}), encoding="utf-8")
+    refused = invoke(world, "config", "import", str(path), "--as", "bob")
+    assert refused.exit_code == 2 and "only an admin" in refused.output
+    invoke(world, "config", "reset", "--all", "--personal", "--as", "bob")
+
+
+def test_a_member_cannot_read_or_extend_anothers_conversation(world):
+    engine = Engine.open(world, env={})
+    bob = UserStore(engine.db).find("bob")
+    conversations = ConversationStore(engine.db)  # set-up straight in the store: bob's earlier exchange
+    conversation = conversations.create(bob.id, title="bob's launch notes")
+    conversations.add_message(conversation, "user", "What is the Orion launch budget?")
+    conversations.add_message(conversation, "assistant", "The Orion launch budget is 4.2 million dollars [1].")
+    before = conversations.messages(conversation)
+    asked = invoke(world, "ask", "What did I ask before?", "--conversation", conversation, "--json", "--as", "alice")
+    assert asked.exit_code == 2 and "not one of alice's conversations" in asked.output
+    assert "Orion" not in asked.output and "4.2" not in asked.output
+    assert conversations.messages(conversation) == before  # nothing appended
+    # an id that does not exist gets the same answer: probing ids reveals nothing
+    probe = invoke(world, "ask", "hello", "--conversation", "0" * 32, "--as", "alice")
+    assert probe.exit_code == 2 and "not one of alice's conversations" in probe.output

@@ -40,8 +40,8 @@ def make_pipeline(llm, retriever) -> AnswerPipeline:
     one_shot = OneShotRetrieval(toolbox, refiner, grader)
     agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
     return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
-                          toolbox=toolbox, refiner=refiner, grader=grader, one_shot=one_shot, agentic=agentic,
-                          memory=None, tool_context_factory=ToolContext.for_run)
+                          refiner=refiner, one_shot=one_shot, agentic=agentic, memory=None,
+                          tool_context_factory=ToolContext.for_run)
 
 
 def ask(pipeline, question, cfg: Settings, mode=RequestedMode.RULE):

@@ -63,7 +63,8 @@ def world(tmp_path_factory, embedder):
     other = store.create_kb("hr", embedder.id, embedder.dim)
     _ingest(store, vectors, keywords, embedder, products.id, PRODUCT_DOCS)
     _ingest(store, vectors, keywords, embedder, other.id, OTHER_KB_DOCS)
-    retriever = HybridRetriever(store, embedder, vectors, keywords)
+    retriever = HybridRetriever(store, embedder, vectors, keywords,
+                                EvidenceRefiner(store, OfflineReranker(embedder)))
     return {"store": store, "retriever": retriever, "products": products.id, "other": other.id,
             "vectors": vectors, "keywords": keywords}
 
@@ -150,7 +151,7 @@ def test_refiner_dedupes_a_union_and_scores_web_chunks(world, embedder):
     b = retriever.vector_candidates("DM-3000 warranty", [world["products"]], 5)
     web = RetrievedChunk(chunk_id="web:1", origin="web", url="https://example.org", document="Example",
                          text="DM-3000 pumps have a two year warranty according to the vendor.")
-    refiner = EvidenceRefiner(world["store"], embedder, OfflineReranker(embedder))
+    refiner = EvidenceRefiner(world["store"], OfflineReranker(embedder))
     result = refiner.refine("DM-3000 warranty", a + b + [web], settings)
     ids = [c.chunk_id for c in result.candidates]
     assert len(ids) == len(set(ids))

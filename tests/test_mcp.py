@@ -272,6 +272,6 @@ def test_websocket_scope_is_refused_without_reaching_the_sdk():
     async def send(message):
         sent.append(message)
 
-    gate = ApiKeyGate(inner, keys=None)
+    gate = ApiKeyGate(inner, resolve_key=None)
     asyncio.run(gate({"type": "websocket", "headers": []}, None, send))
     assert not reached and sent == [{"type": "websocket.close", "code": 1008}]

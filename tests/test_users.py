@@ -157,9 +157,14 @@ def test_api_keys_go_with_their_user(users, db):
 
 
 @pytest.fixture
-def cli(db):
-    import types
+def engine(tmp_path):
+    from docmind_core.engine import Engine
 
+    return Engine.open(tmp_path / "home", env={})
+
+
+@pytest.fixture
+def cli(engine):
     import click
 
     from docmind_core.commands.user_cmds import register
@@ -168,7 +173,7 @@ def cli(db):
     def group() -> None:
         pass
 
-    register(group, lambda: types.SimpleNamespace(db=db))
+    register(group, lambda: engine)
     return group
 
 
@@ -178,7 +183,8 @@ def _invoke(cli, args, input=None):
     return CliRunner().invoke(cli, args, input=input, catch_exceptions=False)
 
 
-def test_cli_user_add_prompts_without_echo_and_lists(cli, db):
+def test_cli_user_add_prompts_without_echo_and_lists(cli, engine):
+    db = engine.db
     added = _invoke(cli, ["user", "add", "alice", "--department", "research"],
                     input="typed-secret-1\ntyped-secret-1\n")
     assert added.exit_code == 0, added.output
@@ -198,7 +204,8 @@ def test_cli_refuses_short_password_with_clear_message(cli):
         _invoke(cli, ["user", "add", "alice", "--password-stdin"], input="abc\n")
 
 
-def test_cli_passwd_remove_and_api_keys(cli, db):
+def test_cli_passwd_remove_and_api_keys(cli, engine):
+    db = engine.db
     _invoke(cli, ["user", "add", "root", "--role", "admin", "--password-stdin"], input="admin-secret\n")
     _invoke(cli, ["user", "add", "alice", "--password-stdin"], input="first-secret\n")
     _invoke(cli, ["user", "passwd", "alice", "--password-stdin"], input="second-secret\n")
@@ -215,23 +222,21 @@ def test_cli_passwd_remove_and_api_keys(cli, db):
     assert [u.username for u in UserStore(db).list()] == ["root"]
 
 
-def test_cli_init_admin_from_env(cli, db, monkeypatch):
+def test_cli_init_admin_from_env(cli, engine, monkeypatch):
+    db = engine.db
     monkeypatch.setenv(ADMIN_USER_ENV, "boss")
     monkeypatch.setenv(ADMIN_PASSWORD_ENV, "boss-password-from-env")
     assert "created admin 'boss'" in _invoke(cli, ["user", "init-admin"]).output
     assert "already exists" in _invoke(cli, ["user", "init-admin"]).output
 
 
-def test_cli_acting_user_option(db):
-    import types
-
+def test_cli_acting_user_option(engine):
     import click
 
     from docmind_core.commands.user_cmds import acting_user, as_user_option
     from docmind_core.errors import DocMindError
 
-    UserStore(db).add("alice", "member passphrase", department="research")
-    engine = types.SimpleNamespace(db=db)
+    UserStore(engine.db).add("alice", "member passphrase", department="research")
 
     @click.command()
     @as_user_option

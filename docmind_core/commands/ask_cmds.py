@@ -9,23 +9,16 @@ from pathlib import Path
 import click
 
 from docmind_core.commands import echo, echo_json
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.errors import DocMindError
 from docmind_core.events import Done, Token
 from docmind_core.run_summary import summarise, timeline_lines
-from docmind_core.commands.user_cmds import acting_user, as_user_option
+from docmind_core.commands.user_cmds import acting_user, as_user_option, cli_workbench
 from docmind_core.settings import coerce, key_specs
 
 
-def _kb_ids(engine, names: tuple[str, ...], user) -> list[int]:
-    if not names:  # every KB this user may read
-        return [kb.id for kb in engine.readable_kbs(user.id)]
-    ids = []
-    for name in names:
-        try:
-            ids.append(engine.store.get_kb_by_name(name).id)
-        except NotFound:
-            raise DocMindError(f"no knowledge base named '{name}' (see: docmind kb list)") from None
-    return ids
+def _kb_ids(bench, names: tuple[str, ...]) -> list[int]:
+    """The named KBs, or every KB the user may read (the run leaves out, with an event, any it may not)."""
+    return bench.kb_ids_for(list(names)) if names else [kb.id for kb in bench.list_kbs()]
 
 
 def register(cli: click.Group, get_engine) -> None:
@@ -40,14 +33,12 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def ask(question, kbs, mode, docs, conversation, as_json, timeline, as_user):
         """Ask a question; prints the streamed answer, its sources and the event timeline."""
-        engine = get_engine()
-        user = acting_user(engine, as_user)
-        kb_ids = _kb_ids(engine, kbs, user)
-        doc_ids = _doc_ids(engine, kb_ids, docs)
+        bench = cli_workbench(get_engine(), as_user)
+        kb_ids = _kb_ids(bench, kbs)
+        doc_ids = _doc_ids(bench, kb_ids, docs)
         events = []
         streaming = not as_json and sys.stdout.isatty()
-        for event in engine.ask(question, kb_ids, conversation_id=conversation, mode=mode, selected_doc_ids=doc_ids,
-                                user_id=user.id):
+        for event in bench.ask(question, kb_ids, conversation_id=conversation, mode=mode, selected_doc_ids=doc_ids):
             events.append(event)
             if streaming and isinstance(event, Token):
                 echo(event.text, nl=False)
@@ -80,9 +71,11 @@ def register(cli: click.Group, get_engine) -> None:
 
     @config.command("list")
     @click.option("--changed", is_flag=True, help="Only keys that differ from their default.")
-    def config_list(changed):
-        settings = get_engine().settings
-        values = settings.flat()
+    @as_user_option
+    def config_list(changed, as_user):
+        """Every key with its value and range; '*' marks a changed global value, 'yours' a personal one."""
+        view = cli_workbench(get_engine(), as_user).config_view()
+        values = view.effective.flat()
         for spec in key_specs():
             value = values[spec.key]
             if changed and value == spec.default:
@@ -91,33 +84,78 @@ def register(cli: click.Group, get_engine) -> None:
             if spec.choices:
                 rng = "{" + "|".join(spec.choices) + "}"
             mark = "*" if value != spec.default else " "
-            click.echo(f"{mark} {spec.key:<38} = {value!r:<24} {rng}")
+            yours = f"  yours (global {view.global_settings.get(spec.key)!r})" if spec.key in view.personal else ""
+            click.echo(f"{mark} {spec.key:<38} = {value!r:<24} {rng}{yours}")
+        for problem in view.problems:
+            echo(f"! stored {problem.key}={problem.value!r} is ignored: {problem.message} "
+                 f"(docmind config reset {problem.key})")
 
     @config.command("get")
     @click.argument("key")
-    def config_get(key):
-        click.echo(repr(get_engine().settings.get(key)))
+    @as_user_option
+    def config_get(key, as_user):
+        click.echo(repr(cli_workbench(get_engine(), as_user).settings().get(key)))
 
     @config.command("set")
     @click.argument("key")
     @click.argument("value")
-    def config_set(key, value):
-        engine = get_engine()
-        engine.config.set(key, coerce(key, value), by="cli")
-        click.echo(f"{key} = {engine.settings.get(key)!r}")
+    @click.option("--personal", is_flag=True,
+                  help="As your own value (grader/agentic/retrieval/rag keys); the default for members.")
+    @as_user_option
+    def config_set(key, value, personal, as_user):
+        """Change a key: globally (admins, and the operator), or as a member's personal value."""
+        bench = cli_workbench(get_engine(), as_user)
+        settings = bench.set_config({key: coerce(key, value)}, scope="personal" if personal else None)
+        scope = "yours" if personal or not bench.user.is_admin else "global"
+        click.echo(f"{key} = {settings.get(key)!r} ({scope})")
 
     @config.command("reset")
     @click.argument("key", required=False)
     @click.option("--all", "all_keys", is_flag=True)
-    def config_reset(key, all_keys):
-        engine = get_engine()
-        if all_keys:
-            engine.config.reset_all()
-        elif key:
-            engine.config.reset(key)
-        else:
+    @click.option("--personal", is_flag=True, help="Drop your own value, back to the global one.")
+    @as_user_option
+    def config_reset(key, all_keys, personal, as_user):
+        bench = cli_workbench(get_engine(), as_user)
+        if not all_keys and not key:
             raise click.UsageError("name a key or pass --all")
+        bench.reset_config(None if all_keys else key, scope="personal" if personal else None)
         click.echo("reset")
+
+    @config.command("promote")
+    @click.argument("username")
+    @click.argument("keys", nargs=-1)
+    @as_user_option
+    def config_promote(username, keys, as_user):
+        """Make a member's personal values global (all of them, or KEYS); admins only."""
+        bench = cli_workbench(get_engine(), as_user)
+        bench.promote_config(username, list(keys) or None)
+        click.echo(f"promoted {', '.join(keys) if keys else 'every personal value'} of '{username}' to global")
+
+    @config.command("import")
+    @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+    @click.option("--personal", is_flag=True, help="As your own values.")
+    @as_user_option
+    def config_import(path, personal, as_user):
+        """Set many keys at once from a JSON object {"group.key": value}; validated together."""
+        try:
+            changes = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DocMindError(f"{path.name} is not a JSON object of config keys: {exc}") from None
+        if not isinstance(changes, dict):
+            raise DocMindError(f"{path.name} must hold one JSON object of config keys")
+        engine = get_engine()
+        bench = engine.workbench(acting_user(engine, as_user), channel="import")
+        bench.set_config(changes, scope="personal" if personal else None)
+        click.echo(f"imported {len(changes)} keys from {path.name}")
+
+    @config.command("history")
+    @click.option("--limit", default=20, show_default=True)
+    @as_user_option
+    def config_history(limit, as_user):
+        """Recent changes with who made them."""
+        for h in cli_workbench(get_engine(), as_user).config_history(limit):
+            to = "default" if h.new_value is None else repr(h.new_value)
+            echo(f"{h.changed_at[:19]}  {h.scope:<8} {h.key:<36} -> {to:<16} by {h.changed_by}", single_line=True)
 
     # -- traces ---------------------------------------------------------------
     @cli.group()
@@ -126,15 +164,17 @@ def register(cli: click.Group, get_engine) -> None:
 
     @traces.command("list")
     @click.option("--limit", default=20, show_default=True)
-    def traces_list(limit):
-        for t in get_engine().traces.list(limit=limit):
+    @as_user_option
+    def traces_list(limit, as_user):
+        for t in cli_workbench(get_engine(), as_user).list_traces(limit=limit):
             echo(f"{t.run_id}  {t.started_at[:19]}  {t.mode:<13} {t.tier:<10} {t.stop_reason:<16} "
                  f"{t.question[:60]}", single_line=True)
 
     @traces.command("show")
     @click.argument("run_id")
-    def traces_show(run_id):
-        record = get_engine().traces.get(run_id)
+    @as_user_option
+    def traces_show(run_id, as_user):
+        record = cli_workbench(get_engine(), as_user).get_trace(run_id)
         for line in timeline_lines(record.events):
             click.echo(line)
         done = next((e for e in record.events if isinstance(e, Done)), None)
@@ -144,8 +184,9 @@ def register(cli: click.Group, get_engine) -> None:
     @traces.command("export")
     @click.argument("run_ids", nargs=-1, required=True)
     @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
-    def traces_export(run_ids, output):
-        text = get_engine().traces.export_json(list(run_ids))
+    @as_user_option
+    def traces_export(run_ids, output, as_user):
+        text = cli_workbench(get_engine(), as_user).export_traces(list(run_ids))
         if output:
             output.write_text(text, encoding="utf-8")
             click.echo(f"wrote {output}")
@@ -154,15 +195,17 @@ def register(cli: click.Group, get_engine) -> None:
 
     @traces.command("import")
     @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-    def traces_import(path):
-        ids = get_engine().traces.import_json(path.read_text(encoding="utf-8"))
+    @as_user_option
+    def traces_import(path, as_user):
+        ids = cli_workbench(get_engine(), as_user).import_traces(path.read_text(encoding="utf-8"))
         echo("imported: " + ", ".join(ids))
 
 
-def _doc_ids(engine, kb_ids: list[int], names: tuple[str, ...]) -> list[int]:
+def _doc_ids(bench, kb_ids: list[int], names: tuple[str, ...]) -> list[int]:
     if not names:
         return []
-    by_name = {d.name: d.id for kb_id in kb_ids for d in engine.store.list_documents(kb_id)}
+    readable = {kb.id for kb in bench.list_kbs()}
+    by_name = {d.name: d.id for kb_id in kb_ids if kb_id in readable for d in bench.list_documents(kb_id)}
     missing = [n for n in names if n not in by_name]
     if missing:
         raise DocMindError(f"no document named {', '.join(missing)} in the selected knowledge bases")

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands.user_cmds import acting_user, as_user_option
 from docmind_core.commands import echo, echo_json
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.commands.user_cmds import as_user_option, cli_workbench
+from docmind_core.errors import DocMindError
+from docmind_core.users import LOCAL_USER
 
 
 def cache_dir(engine=None) -> Path:
@@ -54,7 +55,7 @@ def eval_setup(get_engine, overrides=()) -> tuple:
     engine = None
     try:
         engine = get_engine()
-        settings = engine.settings
+        settings = engine.workbench(LOCAL_USER, channel="cli").settings()
         embedder = getattr(engine, "embedder", None)
     except DocMindError:
         raise
@@ -81,15 +82,9 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def search(query, kbs, as_json, as_user):
         """Hybrid search with every candidate's per-stage scores and the stage that cut it."""
-        engine = get_engine()
-        user = acting_user(engine, as_user)
-        kb_ids = []
-        for name in kbs:
-            try:
-                kb_ids.append(engine.store.get_kb_by_name(name).id)
-            except NotFound:
-                raise DocMindError(f"no knowledge base named '{name}' (see: docmind kb list)") from None
-        result = engine.search(query, kb_ids, user_id=user.id)  # access and embedder checks included
+        bench = cli_workbench(get_engine(), as_user)
+        kb_ids = [bench.kb_by_name(name).id for name in kbs]
+        result = bench.search(query, kb_ids)  # access and embedder checks included
         if as_json:
             echo_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
         else:

@@ -1,9 +1,8 @@
 """``docmind ingest`` and ``docmind kb list|show|delete|reindex|check``.
 
 ``get_engine()`` returns the composition root (``docmind_core.engine.Engine``);
-these commands use only its ``settings``, ``embedder``, ``store`` and
-``ingestor`` attributes, read in that order so the engine can rebuild its
-backends first if the settings changed.
+every command acts through the access facade of ``--as USERNAME`` (the
+operator when no name is given), never on a store.
 """
 
 from __future__ import annotations
@@ -14,20 +13,13 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands.user_cmds import acting_user, as_user_option
 from docmind_core.commands import echo, echo_json
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.commands.user_cmds import as_user_option, cli_workbench
+from docmind_core.errors import DocMindError
 from docmind_core.models import IngestOutcome, IngestProgress, KnowledgeBase
 from docmind_core.safe_text import strip_control
 
 _STATUS_MARK = {"added": "+", "replaced": "~", "unchanged": "=", "failed": "!"}
-
-
-def _kb_or_fail(store, name: str) -> KnowledgeBase:
-    try:
-        return store.get_kb_by_name(name)
-    except NotFound:
-        raise DocMindError(f"no knowledge base named '{name}' (see: docmind kb list)") from None
 
 
 class _ProgressBar:
@@ -76,22 +68,18 @@ def register(cli: click.Group, get_engine) -> None:
         Exit code 0 when at least one file landed or was already there (failures
         are listed), 2 when nothing could be ingested.
         """
-        engine = get_engine()
-        user = acting_user(engine, as_user)
-        embedder = engine.embedder
-        store = engine.store
-        kb = store.find_kb(kb_name)
+        bench = cli_workbench(get_engine(), as_user)
+        kb = bench.find_kb(kb_name)
         if kb is not None and if_missing and kb.document_count > 0:
             click.echo(f"knowledge base '{kb_name}' already has {kb.document_count} documents; nothing to do")
             return
         if kb is None:
-            kb = engine.create_kb(kb_name, description=description, user_id=None if user.id == 0 else user.id,
-                                  department=user.department)
+            kb = bench.create_kb(kb_name, description=description)
             if not as_json:
-                click.echo(f"created knowledge base '{kb_name}' ({embedder.id})")
+                click.echo(f"created knowledge base '{kb_name}' ({kb.embedder_id})")
         bar = _ProgressBar(progress and not as_json)
         try:
-            outcomes = engine.ingest(kb.id, list(paths), progress=bar, user_id=user.id)
+            outcomes = bench.ingest(kb.id, list(paths), progress=bar)
         finally:
             bar.close()
         if as_json:
@@ -115,8 +103,7 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def kb_list(as_json, as_user):
         """List knowledge bases with their document and chunk counts."""
-        engine = get_engine()
-        kbs = engine.readable_kbs(acting_user(engine, as_user).id)
+        kbs = cli_workbench(get_engine(), as_user).list_kbs()
         if as_json:
             echo_json(json.dumps([k.model_dump() for k in kbs], ensure_ascii=False, indent=2))
             return
@@ -135,11 +122,9 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def kb_show(name, as_json, as_user):
         """Show one knowledge base and its documents (failed ones with their reason)."""
-        engine = get_engine()
-        store = engine.store
-        k = _kb_or_fail(store, name)
-        engine.require_readable([k.id], acting_user(engine, as_user).id)
-        docs = store.list_documents(k.id)
+        bench = cli_workbench(get_engine(), as_user)
+        k = bench.kb_by_name(name)
+        docs = bench.list_documents(k.id)
         if as_json:
             echo_json(json.dumps({"kb": k.model_dump(), "documents": [d.model_dump() for d in docs]},
                                  ensure_ascii=False, indent=2))
@@ -160,13 +145,11 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def kb_delete(name, yes, as_user):
         """Delete a knowledge base from SQLite, the vector store and the keyword index."""
-        engine = get_engine()
-        user = acting_user(engine, as_user)
-        k = _kb_or_fail(engine.store, name)
-        engine.require_readable([k.id], user.id)
+        bench = cli_workbench(get_engine(), as_user)
+        k = bench.kb_by_name(name)
         if not yes:
             click.confirm(f"Delete knowledge base '{name}' with {k.document_count} documents?", abort=True)
-        engine.delete_kb(k.id, user_id=user.id)
+        bench.delete_kb(k.id)
         click.echo(f"deleted knowledge base '{name}'")
 
     @kb.command("share")
@@ -176,24 +159,19 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def kb_share(name, visibility, as_user):
         """Change who may read a knowledge base (its owner or an admin only)."""
-        engine = get_engine()
-        user = acting_user(engine, as_user)
-        k = _kb_or_fail(engine.store, name)
-        engine.require_readable([k.id], user.id)
-        updated = engine.set_visibility(k.id, visibility, user_id=user.id)
+        bench = cli_workbench(get_engine(), as_user)
+        updated = bench.set_visibility(bench.kb_by_name(name).id, visibility)
         click.echo(f"'{name}' is now {updated.visibility}"
                    + (f" (department {updated.department})" if updated.visibility == "department" else ""))
 
     @kb.command("reindex")
     @click.argument("name")
-    def kb_reindex(name):
+    @as_user_option
+    def kb_reindex(name, as_user):
         """Re-embed a knowledge base with the configured embedder (after changing embedding settings)."""
-        engine = get_engine()
-        settings = engine.settings
-        embedder = engine.embedder
-        k = _kb_or_fail(engine.store, name)
-        count = engine.ingestor.reindex_kb(k.id, batch_size=settings.embedding.batch_size)
-        click.echo(f"re-embedded {count} chunks of '{name}' with {embedder.id}")
+        bench = cli_workbench(get_engine(), as_user)
+        count = bench.reindex_kb(bench.kb_by_name(name).id)
+        click.echo(f"re-embedded {count} chunks of '{name}' with {bench.kb_by_name(name).embedder_id}")
 
     @kb.command("check")
     @click.argument("name")
@@ -204,11 +182,8 @@ def register(cli: click.Group, get_engine) -> None:
     def kb_check(name, repair, as_json, as_user):
         """Compare chunk rows, keyword rows and vectors per document. Exit code 1 when they differ (after
         --repair: when the repair could not make them agree)."""
-        engine = get_engine()
-        user = acting_user(engine, as_user)
-        k = _kb_or_fail(engine.store, name)
-        engine.require_readable([k.id], user.id)
-        report = engine.check_kb(k.id, repair=repair, user_id=user.id)
+        bench = cli_workbench(get_engine(), as_user)
+        report = bench.check_kb(bench.kb_by_name(name).id, repair=repair)
         if as_json:
             echo_json(json.dumps({**report.model_dump(mode="json"), "ok": report.ok}, ensure_ascii=False, indent=2))
         else:

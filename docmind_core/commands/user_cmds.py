@@ -6,8 +6,9 @@ twice) or, for scripts, as one line on stdin with ``--password-stdin``; they
 are never taken as an argument, where they would land in shell history and
 ``ps`` output.
 
-``get_engine()`` returns the composition root; the user and key commands use
-only its ``db``, ``mcp serve`` the whole engine.
+``get_engine()`` returns the composition root.  Every command goes through
+the access facade (``engine.workbench(user, "cli")``): the user and key
+commands as the operator (``LOCAL_USER``, an admin), the others as ``--as``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ import sys
 
 import click
 
-from docmind_core.apikeys import ApiKeyStore
 from docmind_core.commands import echo, echo_json
 from docmind_core.errors import DocMindError, NotFound
-from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User, UserStore
+from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
 
 # For other commands (kb list/delete, ask ...): ``@as_user_option`` adds ``--as USERNAME`` (or DOCMIND_USER),
-# and ``acting_user(engine, as_user)`` turns it into the User whose access rules apply.
+# and ``cli_workbench(engine, as_user)`` turns it into the facade of the User whose access rules apply.
 as_user_option = click.option(
     "--as", "as_user", default=None, envvar="DOCMIND_USER", metavar="USERNAME",
     help="Act as this user (their knowledge-base access applies); default: the operator, who sees everything")
@@ -33,7 +33,15 @@ def acting_user(engine, username: str | None) -> User:
     """The named account, or LOCAL_USER (the operator at the server's shell) when no name is given."""
     if not username:
         return LOCAL_USER
-    return user_by_name(UserStore(engine.db), username)
+    found = engine.account(username)
+    if found is None:
+        raise DocMindError(f"no user named '{username}' (see: docmind user list)")
+    return found
+
+
+def cli_workbench(engine, username: str | None):
+    """The access facade for ``--as USERNAME`` (the operator when no name is given)."""
+    return engine.workbench(acting_user(engine, username), channel="cli")
 
 
 def read_password(password_stdin: bool, confirm: bool = True) -> str:
@@ -44,34 +52,26 @@ def read_password(password_stdin: bool, confirm: bool = True) -> str:
     return click.prompt("Password", hide_input=True, confirmation_prompt=confirm)
 
 
-def user_by_name(users: UserStore, username: str) -> User:
-    user = users.find(username)
-    if user is None:
-        raise DocMindError(f"no user named '{username}' (see: docmind user list)")
-    return user
-
-
-def ensure_first_admin(users: UserStore, interactive: bool) -> User | None:
+def ensure_first_admin(engine, interactive: bool) -> User | None:
     """Make sure an admin exists: from DOCMIND_ADMIN_USER/PASSWORD, else by asking on a terminal.
 
     Returns the admin created now, or None when one existed (or nobody could be asked).
     """
-    created = users.ensure_admin_from_env()
-    if created is not None or users.count("admin") > 0:
+    created = engine.ensure_admin_from_env()
+    operator = engine.workbench(LOCAL_USER, channel="cli")
+    if created is not None or operator.user_count("admin") > 0:
         return created
     if not interactive:
         return None
     click.echo(f"No admin account exists yet (set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or create one now).")
     username = click.prompt("Admin user name")
-    return users.add(username, read_password(False), role="admin")
+    return operator.add_user(username, read_password(False), role="admin")
 
 
 def register(cli: click.Group, get_engine) -> None:
-    def users() -> UserStore:
-        return UserStore(get_engine().db)
-
-    def keys() -> ApiKeyStore:
-        return ApiKeyStore(get_engine().db)
+    def operator():
+        """The operator at the server's shell: may manage every account."""
+        return get_engine().workbench(LOCAL_USER, channel="cli")
 
     # -- users ---------------------------------------------------------------
     @cli.group("user")
@@ -85,7 +85,7 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--password-stdin", is_flag=True, help="Read the password as one line from stdin")
     def user_add(username: str, department: str, role: str, password_stdin: bool) -> None:
         """Create an account (the password is asked for, never passed as an argument)."""
-        added = users().add(username, read_password(password_stdin), department=department, role=role)
+        added = operator().add_user(username, read_password(password_stdin), department=department, role=role)
         click.echo(f"added {added.role} '{added.username}' (id {added.id})"
                    + (f" in department '{added.department}'" if added.department else ""))
 
@@ -93,7 +93,7 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
     def user_list(as_json: bool) -> None:
         """List accounts."""
-        found = users().list()
+        found = operator().list_users()
         if as_json:
             echo_json(json.dumps([u.model_dump() for u in found], ensure_ascii=False, indent=2))
             return
@@ -107,30 +107,29 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--password-stdin", is_flag=True, help="Read the new password as one line from stdin")
     def user_passwd(username: str, password_stdin: bool) -> None:
         """Set a new password."""
-        store = users()
-        target = user_by_name(store, username)
-        store.set_password(target.id, read_password(password_stdin))
-        click.echo(f"password changed for '{target.username}'")
+        operator().set_password(username, read_password(password_stdin))
+        click.echo(f"password changed for '{username}' (signed out of every browser)")
 
     @user_group.command("remove")
     @click.argument("username")
     @click.option("--yes", is_flag=True, help="Do not ask for confirmation")
     def user_remove(username: str, yes: bool) -> None:
         """Delete an account and its API keys (its knowledge bases stay, owned by nobody: admins only)."""
-        store = users()
-        target = user_by_name(store, username)
+        bench = operator()
+        if not any(u.username == username for u in bench.list_users()):
+            raise DocMindError(f"no user named '{username}' (see: docmind user list)")
         if not yes:
-            click.confirm(f"Remove '{target.username}' and revoke its API keys?", abort=True)
-        store.remove(target.id)
-        click.echo(f"removed '{target.username}'")
+            click.confirm(f"Remove '{username}' and revoke its API keys?", abort=True)
+        bench.remove_user(username)
+        click.echo(f"removed '{username}'")
 
     @user_group.command("init-admin")
     def user_init_admin() -> None:
         """Create the first admin from DOCMIND_ADMIN_USER/DOCMIND_ADMIN_PASSWORD, or by asking."""
-        created = ensure_first_admin(users(), interactive=sys.stdin.isatty())
+        created = ensure_first_admin(get_engine(), interactive=sys.stdin.isatty())
         if created is not None:
             click.echo(f"created admin '{created.username}'")
-        elif users().count("admin"):
+        elif operator().user_count("admin"):
             click.echo("an admin already exists")
         else:
             raise DocMindError(f"no admin: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or run this on a terminal")
@@ -145,18 +144,16 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--label", default="", help="What the key is for, shown in listings")
     def apikey_create(username: str, label: str) -> None:
         """Issue a key acting as USERNAME; it is printed once and cannot be shown again."""
-        target = user_by_name(UserStore(get_engine().db), username)
-        key = keys().create(target.id, label=label)
+        key = operator().create_api_key(username, label=label)
         click.echo(key)
-        click.echo(f"(API key for '{target.username}'; store it now: only its hash is kept)", err=True)
+        click.echo(f"(API key for '{username}'; store it now: only its hash is kept)", err=True)
 
     @apikey_group.command("list")
     @click.option("--user", "username", default=None, help="Only this user's keys")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
     def apikey_list(username: str | None, as_json: bool) -> None:
         """List keys (prefix, owner, label, state); never the keys themselves."""
-        user_id = user_by_name(UserStore(get_engine().db), username).id if username else None
-        found = keys().list(user_id)
+        found = operator().list_api_keys(username)
         if as_json:
             echo_json(json.dumps([k.model_dump() for k in found], ensure_ascii=False, indent=2))
             return
@@ -168,10 +165,7 @@ def register(cli: click.Group, get_engine) -> None:
     @click.argument("key_id", type=int)
     def apikey_revoke(key_id: int) -> None:
         """Revoke a key by its id (see: docmind apikey list); it stops working at once."""
-        try:
-            revoked = keys().revoke(key_id)
-        except NotFound:
-            raise DocMindError(f"no API key with id {key_id} (see: docmind apikey list)") from None
+        revoked = operator().revoke_api_key(key_id)
         click.echo(f"revoked key {revoked.id} ({revoked.prefix}...) of '{revoked.username}'")
 
     # -- MCP -----------------------------------------------------------------
@@ -189,7 +183,7 @@ def register(cli: click.Group, get_engine) -> None:
         from docmind_core.mcp_server import MCP_PATH, serve
 
         engine = get_engine()
-        if not ApiKeyStore(engine.db).list(include_revoked=False):
+        if not any(k.active for k in engine.workbench(LOCAL_USER, channel="cli").list_api_keys()):
             click.echo("note: no active API key yet; create one with: docmind apikey create USERNAME", err=True)
         click.echo(f"MCP endpoint: http://{host}:{port}{MCP_PATH} (send X-API-Key or Authorization: Bearer)",
                    err=True)

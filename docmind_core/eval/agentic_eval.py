@@ -110,8 +110,8 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
     with tempfile.TemporaryDirectory(prefix="docmind-agentic-eval-") as tmp:
         index = build_index(dataset, Path(tmp), embedder, settings, EmbeddingCache(cache_dir), say)
         retriever = index.retriever
-        refiner = EvidenceRefiner(retriever.store, retriever.embedder, index.reranker)
-        toolbox = Toolbox(retriever, refiner)  # no web backend, no memory: KB evidence only
+        refiner = EvidenceRefiner(retriever.store, index.reranker)
+        toolbox = Toolbox(retriever)  # no web backend, no memory: KB evidence only
         grader = CragGrader()
         prompts = PromptLibrary()
         one_shot = OneShotRetrieval(toolbox, refiner, grader)

@@ -125,7 +125,7 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
     from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
     from docmind_core.backends.rerankers import build_reranker
     from docmind_core.backends.vector_store import ChromaVectorStore
-    from docmind_core.retrieval.hybrid import HybridRetriever
+    from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever
     from docmind_core.store.db import Database
     from docmind_core.store.kb_store import KnowledgeStore
 
@@ -182,7 +182,8 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
 
     query_embedder = _PrecomputedQueries(embedder, {q.text: v for q, v in zip(dataset.queries, qvecs)})
     reranker, _note = build_reranker(settings, query_embedder)
-    retriever = HybridRetriever(store, query_embedder, vector_store, keyword_index, reranker=reranker)
+    refiner = EvidenceRefiner(store, reranker)
+    retriever = HybridRetriever(store, query_embedder, vector_store, keyword_index, refiner)
     return EvalIndex(dataset, retriever, reranker, kb.id, beir_of_doc, seconds_embed, seconds_index)
 
 

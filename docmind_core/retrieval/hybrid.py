@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -38,7 +38,11 @@ from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
 from docmind_core.retrieval.mmr import mmr_select
+from docmind_core.backends.protocols import Embedder, KeywordIndex, Reranker, VectorStore
 from docmind_core.backends.rerankers import chunk_terms
+
+if TYPE_CHECKING:
+    from docmind_core.store.kb_store import KnowledgeStore
 
 
 _CHECK_TTL_S = 5.0
@@ -53,17 +57,14 @@ def _ms(start: float) -> float:
 class HybridRetriever:
     """Vector + keyword candidates, fused; ``search`` adds the refining pass."""
 
-    def __init__(self, store, embedder, vector_store, keyword_index, reranker=None, refiner=None):
+    def __init__(self, store: KnowledgeStore, embedder: Embedder, vector_store: VectorStore,
+                 keyword_index: KeywordIndex, refiner: "EvidenceRefiner"):
+        # Every collaborator comes from the composition root: no hidden defaults, so hit testing
+        # and answers always use the configured reranker.
         self.store = store
         self.embedder = embedder
         self.vector_store = vector_store
         self.keyword_index = keyword_index
-        if refiner is None:
-            if reranker is None:
-                from docmind_core.backends.rerankers import OfflineReranker
-
-                reranker = OfflineReranker(embedder)
-            refiner = EvidenceRefiner(store, embedder, reranker)
         self.refiner = refiner
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docmind-retrieval")
         self._checked: dict[int, float] = {}  # kb id -> monotonic time until which its embedder check holds
@@ -327,9 +328,9 @@ def _dedupe(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
 class EvidenceRefiner:
     """dedupe -> rerank -> MMR -> parent expansion -> compression, recording each stage on every candidate."""
 
-    def __init__(self, store, embedder, reranker):
+    def __init__(self, store: KnowledgeStore | None, reranker: Reranker):
+        # store None: no parent expansion (evaluation over bare chunks)
         self.store = store
-        self.embedder = embedder
         self.reranker = reranker
 
     def refine(self, query: str, chunks: Sequence[RetrievedChunk], settings) -> SearchResult:

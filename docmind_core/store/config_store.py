@@ -11,6 +11,12 @@ Stored overrides that no longer validate (a key removed or a range narrowed in
 a newer version) are *not* used and do not break start-up: :meth:`load` skips
 them and :meth:`load_report` lists them, so the config page and ``docmind
 config`` can show the problem and offer a reset.
+
+Personal overrides (``user_config``) are a member's own values for the keys in
+``settings.PERSONAL_GROUPS``; :meth:`load_for` lays them over the global
+settings for that member's runs only.  Who may write which scope is decided by
+the access facade (``docmind_core/workbench.py``), not here: this module only
+stores, validates and records every change with the acting user.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from docmind_core.errors import ConfigError
-from docmind_core.settings import Settings
+from docmind_core.settings import Settings, is_personal_key
 from docmind_core.store.db import Database, utcnow
 
 log = logging.getLogger(__name__)
@@ -50,6 +56,8 @@ class ConfigChange(BaseModel):
     new_value: Any = None
     changed_by: str = ""
     changed_at: str
+    user_id: int | None = None  # the acting user (0: the local operator / single-user mode)
+    scope: str = "global"  # global | personal (then user_id is whose personal value changed)
 
 
 class ConfigStore:
@@ -93,7 +101,7 @@ class ConfigStore:
 
     def history(self, limit: int = 100, key: str | None = None) -> list[ConfigChange]:
         """Changes, newest first."""
-        sql = "SELECT id, key, old_value, new_value, changed_by, changed_at FROM config_history"
+        sql = "SELECT id, key, old_value, new_value, changed_by, changed_at, user_id, scope FROM config_history"
         params: list[Any] = []
         if key is not None:
             sql += " WHERE key = ?"
@@ -102,16 +110,117 @@ class ConfigStore:
         params.append(int(limit))
         return [
             ConfigChange(id=row[0], key=row[1], old_value=_decode(row[2]), new_value=_decode(row[3]),
-                         changed_by=row[4], changed_at=row[5])
+                         changed_by=row[4], changed_at=row[5], user_id=row[6], scope=row[7] or "global")
             for row in self._db.db.execute(sql, params).fetchall()
         ]
 
-    # -- writing -------------------------------------------------------------
-    def set(self, key: str, value: Any, by: str = "") -> Settings:
-        """Validate and store one override; raises ConfigError (nothing stored) when refused."""
-        return self.set_many({key: value}, by=by)
+    # -- personal overrides ----------------------------------------------------
+    def personal_overrides(self, user_id: int) -> dict[str, Any]:
+        """One user's stored personal values, by dotted key."""
+        rows = self._db.db.execute("SELECT key, value FROM user_config WHERE user_id = ? ORDER BY key",
+                                   [user_id]).fetchall()
+        return {key: json.loads(value) for key, value in rows}
 
-    def set_many(self, changes: dict[str, Any], by: str = "") -> Settings:
+    def users_with_overrides(self) -> dict[int, dict[str, Any]]:
+        """Every user's personal values (for the admin's promote view)."""
+        out: dict[int, dict[str, Any]] = {}
+        for user_id, key, value in self._db.db.execute(
+                "SELECT user_id, key, value FROM user_config ORDER BY user_id, key").fetchall():
+            out.setdefault(user_id, {})[key] = json.loads(value)
+        return out
+
+    def load_for(self, user_id: int | None) -> Settings:
+        """The settings one user's runs use: global, then their personal values that still validate."""
+        settings = self.load()
+        if not user_id:
+            return settings
+        personal = {k: v for k, v in self.personal_overrides(user_id).items() if is_personal_key(k)}
+        if not personal:
+            return settings
+        try:
+            return settings.with_overrides(personal)
+        except ConfigError:
+            # A global change can make a personal value invalid (say, low >= the new high threshold):
+            # keep the personal values that still fit, one at a time, rather than none.
+            accepted: dict[str, Any] = {}
+            for key, value in personal.items():
+                try:
+                    settings.with_overrides({**accepted, key: value})
+                except ConfigError:
+                    continue
+                accepted[key] = value
+            return settings.with_overrides(accepted)
+
+    def set_personal(self, user_id: int, changes: dict[str, Any], by: str = "") -> Settings:
+        """Validate and store personal values (only PERSONAL_GROUPS keys); returns that user's settings."""
+        outside = [k for k in changes if not is_personal_key(k)]
+        if outside:
+            raise ConfigError(f"{', '.join(outside)} cannot be a personal value: only grader.*, agentic.*, "
+                              "retrieval.* and rag.* keys can")
+        with self._db.transaction() as db:
+            stored = self.personal_overrides(user_id)
+            base = self.load()
+            new_settings = base.with_overrides({**stored, **changes})  # ConfigError: nothing written
+            now = utcnow()
+            for key in changes:
+                value = new_settings.get(key)
+                old = stored.get(key)
+                if key in stored and old == value:
+                    continue
+                if key not in stored and value == base.get(key):
+                    continue  # the global value already is this
+                if value == base.get(key):
+                    db.execute("DELETE FROM user_config WHERE user_id = ? AND key = ?", [user_id, key])
+                else:
+                    db.execute(
+                        "INSERT INTO user_config (user_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, "
+                        "updated_at = excluded.updated_at", [user_id, key, _encode(value), now])
+                self._log(db, key, _encode(old) if key in stored else None, _encode(value), by, now,
+                          user_id, "personal")
+        return self.load_for(user_id)
+
+    def reset_personal(self, user_id: int, key: str | None = None, by: str = "") -> Settings:
+        """Drop one personal value (or all of them with ``key=None``): that user is back on the global value."""
+        with self._db.transaction() as db:
+            stored = self.personal_overrides(user_id)
+            keys = list(stored) if key is None else [key]
+            if key is not None and key not in stored and key not in Settings().flat():
+                raise ConfigError(f"unknown config key: {key}")
+            now = utcnow()
+            for k in keys:
+                if k in stored:
+                    db.execute("DELETE FROM user_config WHERE user_id = ? AND key = ?", [user_id, k])
+                    self._log(db, k, _encode(stored[k]), None, by, now, user_id, "personal")
+        return self.load_for(user_id)
+
+    def promote(self, user_id: int, keys: list[str] | None = None, by: str = "",
+                acting_user_id: int | None = None) -> Settings:
+        """Make a user's personal values global (all, or ``keys``); they stop being personal."""
+        personal = self.personal_overrides(user_id)
+        keys = list(personal) if keys is None else keys
+        missing = [k for k in keys if k not in personal]
+        if missing:
+            raise ConfigError(f"user #{user_id} has no personal value for {', '.join(missing)}")
+        if not keys:
+            return self.load()
+        settings = self.set_many({k: personal[k] for k in keys}, by=by, user_id=acting_user_id)
+        for key in keys:
+            self.reset_personal(user_id, key, by=by)
+        return settings
+
+    @staticmethod
+    def _log(db, key: str, old: str | None, new: str | None, by: str, now: str, user_id: int | None,
+             scope: str) -> None:
+        db.execute("INSERT INTO config_history (key, old_value, new_value, changed_by, changed_at, user_id, scope) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [key, old, new, by, now, user_id, scope])
+
+    # -- writing -------------------------------------------------------------
+    def set(self, key: str, value: Any, by: str = "", user_id: int | None = None) -> Settings:
+        """Validate and store one override; raises ConfigError (nothing stored) when refused."""
+        return self.set_many({key: value}, by=by, user_id=user_id)
+
+    def set_many(self, changes: dict[str, Any], by: str = "", user_id: int | None = None) -> Settings:
         """Validate all changes together and store them atomically; returns the new settings."""
         if not changes:
             return self.load()
@@ -137,13 +246,11 @@ class ConfigStore:
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                         [key, _encode(value), now],
                     )
-                db.execute(
-                    "INSERT INTO config_history (key, old_value, new_value, changed_by, changed_at) VALUES (?, ?, ?, ?, ?)",
-                    [key, _encode(old) if key in stored else None, _encode(value), by, now],
-                )
+                self._log(db, key, _encode(old) if key in stored else None, _encode(value), by, now, user_id,
+                          "global")
         return new_settings
 
-    def reset(self, key: str, by: str = "") -> Settings:
+    def reset(self, key: str, by: str = "", user_id: int | None = None) -> Settings:
         """Drop one override (back to the default); unknown keys are refused.
 
         A stored key that a newer version no longer knows can still be reset: that is how a
@@ -155,22 +262,16 @@ class ConfigStore:
                 raise ConfigError(f"unknown config key: {key}")
             if row is not None:
                 db.execute("DELETE FROM config WHERE key = ?", [key])
-                db.execute(
-                    "INSERT INTO config_history (key, old_value, new_value, changed_by, changed_at) VALUES (?, ?, NULL, ?, ?)",
-                    [key, row[0], by, utcnow()],
-                )
+                self._log(db, key, row[0], None, by, utcnow(), user_id, "global")
         return self.load()
 
-    def reset_all(self, by: str = "") -> Settings:
+    def reset_all(self, by: str = "", user_id: int | None = None) -> Settings:
         """Drop every override, each recorded in the history."""
         with self._db.transaction() as db:
             rows = db.execute("SELECT key, value FROM config ORDER BY key").fetchall()
             now = utcnow()
             for key, value in rows:
-                db.execute(
-                    "INSERT INTO config_history (key, old_value, new_value, changed_by, changed_at) VALUES (?, ?, NULL, ?, ?)",
-                    [key, value, by, now],
-                )
+                self._log(db, key, value, None, by, now, user_id, "global")
             db.execute("DELETE FROM config")
         return Settings()
 

@@ -76,6 +76,13 @@ class ConversationStore:
             raise AccessDenied("this conversation belongs to another user")
         return conversation
 
+    def owner_of(self, conv_id: str) -> int | None:
+        """Who owns the conversation (None: the local user of single-user mode); NotFound when it does not exist."""
+        row = self._db.db.execute("SELECT user_id FROM conversations WHERE id = ?", [conv_id]).fetchone()
+        if row is None:
+            raise NotFound(f"conversation {conv_id} does not exist")
+        return row[0]
+
     def list(self, user_id: int | None) -> list[Conversation]:
         """The user's conversations, most recently active first."""
         where = "c.user_id IS NULL" if user_id is None else "c.user_id = ?"

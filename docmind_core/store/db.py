@@ -293,6 +293,7 @@ def m008_access(db: sqlite_utils.Database) -> None:
             expires_at TEXT NOT NULL
         );
         CREATE INDEX auth_sessions_user ON auth_sessions (user_id);
+        CREATE TABLE app_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL);  -- e.g. the session signing key
         """
     )
 

@@ -1,0 +1,473 @@
+"""The access facade: everything one acting user may do, and nothing else.
+
+Every entry point goes through a :class:`Workbench`: the Streamlit pages (the
+signed-in user, ``LOCAL_USER`` in single-user mode, ``SIGNED_OUT`` before
+sign-in), the CLI (``--as USERNAME``, else the operator) and the MCP server
+(the API key's user).  None of them touches a store.  Every access decision is
+taken here, from one typed value, ``self.user``:
+
+| object                       | read                                   | change                          |
+|------------------------------|----------------------------------------|---------------------------------|
+| knowledge base, its documents| admin, owner, its department, or all   | admin or owner                  |
+|                              | signed-in users when public            |                                 |
+| conversation, memory         | the owner only                         | the owner only                  |
+| trace                        | the owner and admins                   | import: anyone signed in (owns) |
+| global config                | everyone signed in                     | admin                           |
+| personal config (grader,     | the owner (admins see all)             | the owner; admin promotes       |
+| agentic, retrieval, rag)     |                                        | to global                       |
+| users                        | admin (yourself: everyone)             | admin (your password: you)      |
+| API keys                     | admin, or the key's user               | admin, or the key's user        |
+
+A signed-out visitor is refused everything with :class:`SignInRequired`.  A
+refusal is an :class:`AccessDenied` whose message names the object only by id
+(the name of something you may not read is itself private).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
+
+from docmind_core.access import KbAccessGuard, can_read_conversation, can_read_trace, denied_message
+from docmind_core.apikeys import ApiKey
+from docmind_core.errors import AccessDenied, ConfigError, NotFound, SignInRequired
+from docmind_core.events import Event
+from docmind_core.memory import Memory
+from docmind_core.models import (
+    BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode,
+    SearchResult,
+)
+from docmind_core.settings import Settings, is_personal_key
+from docmind_core.store.config_store import ConfigChange, ConfigProblem
+from docmind_core.store.conversations import Conversation, Message
+from docmind_core.store.traces import TraceRecord, TraceSummary
+from docmind_core.tools import ToolContext, ToolOutput
+from docmind_core.users import ROLES, SIGNED_OUT, User, UserError
+
+if TYPE_CHECKING:
+    from docmind_core.engine import Engine
+    from docmind_core.ingest.check import KbCheckReport
+
+Channel = Literal["web", "cli", "mcp", "import"]
+ConfigScope = Literal["global", "personal"]
+
+
+@dataclass(frozen=True)
+class ConfigView:
+    """What the Config page and ``docmind config list`` show one user."""
+
+    global_settings: Settings  # every user's runs start from these
+    effective: Settings  # this user's runs: global + their personal values
+    personal: dict[str, Any]  # this user's personal values (always empty for admins' global edits)
+    problems: list[ConfigProblem]  # stored global overrides skipped because they no longer validate
+    can_edit_global: bool
+
+
+@dataclass(frozen=True)
+class ToolScope:
+    """One MCP call's context: the KBs it may search and the tool state."""
+
+    context: ToolContext
+    knowledge_bases: list[KnowledgeBase] = field(default_factory=list)
+
+
+def resolve_actor(auth_enabled: bool, signed_in: User | None, local: User) -> User:
+    """The one acting user of a web request: the local operator when sign-in is off."""
+    if not auth_enabled:
+        return local
+    return signed_in if signed_in is not None else SIGNED_OUT
+
+
+class Workbench:
+    """One user's view of DocMind. Cheap to build: make one per request or script run."""
+
+    def __init__(self, engine: "Engine", user: User, channel: Channel = "web"):
+        self._engine = engine
+        self.user = user
+        self.channel = channel
+        self._guard = KbAccessGuard(engine.store, engine.users)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def changed_by(self) -> str:
+        """How this actor is recorded in the config history."""
+        return f"{self.user.username} ({self.channel})"
+
+    def _signed_in(self) -> User:
+        if not self.user.is_signed_in:
+            raise SignInRequired("sign in first: this DocMind requires it")
+        return self.user
+
+    def _admin(self, what: str) -> User:
+        user = self._signed_in()
+        if not user.is_admin:
+            raise AccessDenied(f"only an admin may {what}")
+        return user
+
+    def backends(self) -> list[BackendStatus]:
+        self._signed_in()
+        return self._engine.backends()
+
+    def backend_notes(self) -> list[str]:
+        self._signed_in()
+        return self._engine.backend_notes()
+
+    # ------------------------------------------------------------------ config
+    def settings(self) -> Settings:
+        """The settings this user's runs use (global + personal overrides)."""
+        return self._engine.settings_for(self._signed_in())
+
+    def config_view(self) -> ConfigView:
+        user = self._signed_in()
+        report = self._engine.config.load_report()
+        personal = self._engine.config.personal_overrides(user.id) if user.owner_key else {}
+        return ConfigView(global_settings=report.settings, effective=self._engine.settings_for(user),
+                          personal=personal, problems=report.problems, can_edit_global=user.is_admin)
+
+    def set_config(self, changes: dict[str, Any], scope: ConfigScope | None = None) -> Settings:
+        """Change keys: globally (admins), or as personal values (members; only grader/agentic/retrieval/rag).
+
+        ``scope=None`` picks global for admins and personal for members.  Returns this user's settings.
+        """
+        user = self._signed_in()
+        scope = scope or ("global" if user.is_admin else "personal")
+        if scope == "global":
+            self._require_global_config(list(changes))
+            self._engine.config.set_many(changes, by=self.changed_by, user_id=user.id)
+        else:
+            if not user.owner_key:
+                raise ConfigError("the local operator has no personal values: change the global config instead")
+            global_only = [k for k in changes if not is_personal_key(k)]
+            if global_only:
+                raise AccessDenied(f"only an admin may change {', '.join(global_only)}: it is global config "
+                                   "(grader.*, agentic.*, retrieval.* and rag.* can be set as personal values)")
+            self._engine.config.set_personal(user.id, changes, by=self.changed_by)
+        return self._engine.settings_for(user)
+
+    def reset_config(self, key: str | None = None, scope: ConfigScope | None = None) -> Settings:
+        """Back to the global value (personal) or the default (global); ``key=None`` resets every key."""
+        user = self._signed_in()
+        scope = scope or ("global" if user.is_admin else "personal")
+        if scope == "global":
+            self._require_global_config([key or "every key"])
+            if key is None:
+                self._engine.config.reset_all(by=self.changed_by, user_id=user.id)
+            else:
+                self._engine.config.reset(key, by=self.changed_by, user_id=user.id)
+        elif user.owner_key:
+            if key is not None and not is_personal_key(key):
+                raise AccessDenied(f"only an admin may reset {key}: it is global config")
+            self._engine.config.reset_personal(user.id, key, by=self.changed_by)
+        return self._engine.settings_for(user)
+
+    def config_history(self, limit: int = 100) -> list[ConfigChange]:
+        """Global changes, plus personal ones: every user's for admins, your own for members."""
+        user = self._signed_in()
+        rows = self._engine.config.history(limit * 4 if not user.is_admin else limit)
+        if not user.is_admin:
+            rows = [r for r in rows if r.scope == "global" or r.user_id == user.id]
+        return rows[:limit]
+
+    def personal_overrides_by_user(self) -> dict[str, dict[str, Any]]:
+        """Every member's personal values, by user name (admins, to review and promote them)."""
+        self._admin("see other users' personal config")
+        names = {u.id: u.username for u in self._engine.users.list()}
+        return {names.get(uid, f"#{uid}"): values
+                for uid, values in self._engine.config.users_with_overrides().items()}
+
+    def promote_config(self, username: str, keys: Sequence[str] | None = None) -> Settings:
+        """Make a member's personal values global (admins only)."""
+        admin = self._admin("promote personal config to global")
+        member = self._user_named(username)
+        return self._engine.config.promote(member.id, list(keys) if keys else None, by=self.changed_by,
+                                           acting_user_id=admin.id)
+
+    def _require_global_config(self, keys: Sequence[str]) -> None:
+        if self.user.is_admin:
+            return
+        personal = [k for k in keys if is_personal_key(k)]
+        hint = " (grader.*, agentic.*, retrieval.* and rag.* can be set as your personal values)" if personal else ""
+        raise AccessDenied(f"only an admin may change the global config ({', '.join(keys)}){hint}")
+
+    # ------------------------------------------------------------------ knowledge bases
+    def list_kbs(self) -> list[KnowledgeBase]:
+        return self._guard.readable_kbs(self._signed_in())
+
+    def get_kb(self, kb_id: int) -> KnowledgeBase:
+        user = self._signed_in()
+        self._guard.require_readable(user, [kb_id])
+        return self._engine.store.get_kb(kb_id)
+
+    def kb_by_name(self, name: str) -> KnowledgeBase:
+        """A readable KB by name; an unknown and an unreadable name get the same answer."""
+        user = self._signed_in()
+        kb = self._engine.store.find_kb(name)
+        if kb is None or not self._guard.can_read(user, kb):
+            raise AccessDenied(f"no knowledge base named '{name}' that {user.username} may read: it does not "
+                               f"exist, or {user.username} may not read it (see: docmind kb list)")
+        return kb
+
+    def kb_ids_for(self, names: Sequence[str]) -> list[int]:
+        """Ids of readable KBs by name; an unknown and an unreadable name are refused alike."""
+        return [self.kb_by_name(name).id for name in names]
+
+    def find_kb(self, name: str) -> KnowledgeBase | None:
+        """A readable KB by name, or None (also when it exists but is not readable)."""
+        try:
+            return self.kb_by_name(name)
+        except AccessDenied:
+            return None
+
+    def create_kb(self, name: str, description: str = "", visibility: str = "private",
+                  department: str = "") -> KnowledgeBase:
+        """A new KB owned by this user, in their department unless given (single-user mode: no owner)."""
+        user = self._signed_in()
+        return self._engine.create_kb(name, description=description, owner_id=user.owner_key,
+                                      department=department or user.department, visibility=visibility)
+
+    def set_visibility(self, kb_id: int, visibility: str) -> KnowledgeBase:
+        return self._guard.set_visibility(self._signed_in(), kb_id, visibility)
+
+    def delete_kb(self, kb_id: int) -> None:
+        self._guard.require_manage(self._signed_in(), kb_id)
+        self._engine.delete_kb(kb_id)
+
+    def list_documents(self, kb_id: int) -> list[DocumentRecord]:
+        self.get_kb(kb_id)
+        return self._engine.store.list_documents(kb_id)
+
+    def document_chunks(self, doc_id: int, parents: bool = False) -> list[ChunkRecord]:
+        self._readable_document(doc_id)
+        return self._engine.store.chunks_for_document(doc_id, parents=parents)
+
+    def delete_document(self, doc_id: int) -> None:
+        doc = self._readable_document(doc_id)
+        self._guard.require_manage(self.user, doc.kb_id)
+        self._engine.delete_document(doc_id)
+
+    def ingest(self, kb_id: int, paths: Sequence[Path | str],
+               progress: Callable[[IngestProgress], None] | None = None,
+               names: Sequence[str] | None = None) -> list[IngestOutcome]:
+        self._guard.require_manage(self._signed_in(), kb_id)
+        return self._engine.ingest(kb_id, paths, progress=progress, names=names)
+
+    def reindex_kb(self, kb_id: int) -> int:
+        self._guard.require_manage(self._signed_in(), kb_id)
+        return self._engine.reindex_kb(kb_id)
+
+    def check_kb(self, kb_id: int, repair: bool = False) -> "KbCheckReport":
+        """``docmind kb check``: the same permission as re-indexing (the KB's owner or an admin)."""
+        self._guard.require_manage(self._signed_in(), kb_id)
+        return self._engine.check_kb(kb_id, repair=repair)
+
+    def _readable_document(self, doc_id: int) -> DocumentRecord:
+        user = self._signed_in()
+        try:
+            doc = self._engine.store.get_document(doc_id)
+        except NotFound:
+            raise AccessDenied(f"{user.username} may not read document #{doc_id} (or it does not exist)") from None
+        kb = self._engine.store.get_kb(doc.kb_id)
+        if not self._guard.can_read(user, kb):
+            raise AccessDenied(f"{user.username} may not read document #{doc_id} (or it does not exist)")
+        return doc
+
+    # ------------------------------------------------------------------ retrieval and answers
+    def search(self, query: str, kb_ids: Sequence[int], doc_ids: Sequence[int] | None = None) -> SearchResult:
+        """Hit testing: every candidate with its per-stage scores; every KB must be readable."""
+        user = self._signed_in()
+        allowed = self._guard.require_readable(user, kb_ids)
+        return self._engine.search(query, allowed, self._engine.settings_for(user), doc_ids=doc_ids)
+
+    def ask(self, question: str, kb_ids: Sequence[int], conversation_id: str | None = None,
+            mode: str | RequestedMode = "auto", selected_doc_ids: Sequence[int] | None = None,
+            cancel: threading.Event | None = None, pair_id: str | None = None) -> Iterator[Event]:
+        """One run as a stream of events; unreadable KBs are left out with an error event saying so.
+
+        A conversation must be this user's: its history goes into the prompt and the run is
+        appended to it.
+        """
+        user = self._signed_in()
+        if conversation_id:
+            self._own_conversation(conversation_id)
+        allowed, denied = self._guard.filter_readable(user, kb_ids)
+        notices = [denied_message(user, denied) + "; they were left out of this run"] if denied else []
+        return self._engine.ask(question, allowed, settings=self._engine.settings_for(user), user_id=user.owner_key,
+                                conversation_id=conversation_id, mode=mode, selected_doc_ids=selected_doc_ids,
+                                cancel=cancel, pair_id=pair_id, notices=notices)
+
+    # ------------------------------------------------------------------ conversations
+    def list_conversations(self) -> list[Conversation]:
+        return self._engine.conversations.list(self._signed_in().owner_key)
+
+    def start_conversation(self, title: str = "") -> str:
+        return self._engine.conversations.create(self._signed_in().owner_key, title=title)
+
+    def conversation_messages(self, conversation_id: str) -> list[Message]:
+        self._own_conversation(conversation_id)
+        return self._engine.conversations.messages(conversation_id)
+
+    def export_conversation(self, conversation_id: str) -> str:
+        """The conversation as Markdown, with each answer's numbered sources."""
+        self._own_conversation(conversation_id)
+        runs = [m.run_id for m in self._engine.conversations.messages(conversation_id) if m.run_id]
+        return self._engine.conversations.export_markdown(conversation_id, self._engine.traces.sources_by_run(runs))
+
+    def rename_conversation(self, conversation_id: str, title: str) -> None:
+        self._own_conversation(conversation_id)
+        self._engine.conversations.rename(conversation_id, title, self.user.owner_key)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        self._own_conversation(conversation_id)
+        self._engine.conversations.delete(conversation_id, self.user.owner_key)
+
+    def _own_conversation(self, conversation_id: str) -> None:
+        user = self._signed_in()
+        try:
+            owner = self._engine.conversations.owner_of(conversation_id)
+        except NotFound:
+            owner = -1  # a missing and someone else's conversation get the same words: probing reveals nothing
+        if owner == -1 or not can_read_conversation(user, owner):
+            raise AccessDenied(f"conversation {conversation_id} is not one of {user.username}'s conversations")
+
+    # ------------------------------------------------------------------ memories
+    def list_memories(self) -> list[Memory]:
+        return self._memory().list(self._signed_in().owner_key)
+
+    def forget_memory(self, memory_id: int) -> None:
+        user = self._signed_in()
+        try:
+            self._memory().delete(user.owner_key, memory_id)
+        except NotFound:  # someone else's and a missing memory look the same
+            raise AccessDenied(f"memory #{memory_id} is not one of {user.username}'s memories") from None
+
+    def _memory(self):
+        self._engine.refresh()  # the memory store follows the live embedder
+        return self._engine.memory_store
+
+    # ------------------------------------------------------------------ traces
+    def list_traces(self, **filters: Any) -> list[TraceSummary]:
+        """Runs this user may see, newest first: every run for admins, their own for members."""
+        user = self._signed_in()
+        filters.pop("user_id", None)  # never the caller's to choose
+        if user.is_admin:
+            return self._engine.traces.list(**filters)
+        return self._engine.traces.list(user_id=user.id, **filters)
+
+    def get_trace(self, run_id: str) -> TraceRecord:
+        user = self._signed_in()
+        try:
+            record = self._engine.traces.get(run_id)
+        except NotFound:
+            record = None
+        if record is None or not can_read_trace(user, record.meta.user_id):
+            raise AccessDenied(f"run {run_id} is not one {user.username} may read (or it does not exist)")
+        return record
+
+    def pair_runs(self, pair_id: str) -> list[TraceRecord]:
+        """The readable runs of one side-by-side pair."""
+        readable = {t.run_id for t in self.list_traces(pair_id=pair_id)}
+        return [r for r in self._engine.traces.pair(pair_id) if r.meta.run_id in readable]
+
+    def new_pair_id(self) -> str:
+        self._signed_in()
+        return self._engine.traces.new_pair_id()
+
+    def export_traces(self, run_ids: Sequence[str]) -> str:
+        for run_id in run_ids:
+            self.get_trace(run_id)
+        return self._engine.traces.export_json(list(run_ids))
+
+    def import_traces(self, text: str) -> list[str]:
+        """Imported runs belong to the importing user."""
+        return self._engine.traces.import_json(text, user_id=self._signed_in().owner_key)
+
+    # ------------------------------------------------------------------ users and API keys
+    def list_users(self) -> list[User]:
+        self._admin("list user accounts")
+        return self._engine.users.list()
+
+    def add_user(self, username: str, password: str, department: str = "", role: str = "member") -> User:
+        self._admin("create user accounts")
+        return self._engine.users.add(username, password, department=department, role=role)  # type: ignore[arg-type]
+
+    def update_user(self, username: str, department: str | None = None, role: str | None = None) -> User:
+        self._admin("change user accounts")
+        if role is not None and role not in ROLES:
+            raise UserError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        return self._engine.users.update(self._user_named(username).id, department=department,
+                                         role=role)  # type: ignore[arg-type]
+
+    def set_password(self, username: str, password: str) -> None:
+        user = self._signed_in()
+        target = self._user_named(username)
+        if target.id != user.id and not user.is_admin:
+            raise AccessDenied("only an admin may change another user's password")
+        self._engine.users.set_password(target.id, password)
+        self._engine.sessions.end_all(target.id)  # a new password signs every browser out
+
+    def remove_user(self, username: str) -> None:
+        self._admin("remove user accounts")
+        target = self._user_named(username)
+        self._engine.sessions.end_all(target.id)
+        self._engine.users.remove(target.id)
+
+    def user_count(self, role: str | None = None) -> int:
+        self._admin("count user accounts")
+        return self._engine.users.count(role)  # type: ignore[arg-type]
+
+    def create_api_key(self, username: str, label: str = "") -> str:
+        """A new key for ``username`` (admins for anyone, members for themselves); shown once."""
+        target = self._key_owner(username)
+        return self._engine.api_keys.create(target.id, label=label)
+
+    def list_api_keys(self, username: str | None = None) -> list[ApiKey]:
+        user = self._signed_in()
+        if username is None:
+            return self._engine.api_keys.list(None if user.is_admin else user.id)
+        return self._engine.api_keys.list(self._key_owner(username).id)
+
+    def revoke_api_key(self, key_id: int) -> ApiKey:
+        user = self._signed_in()
+        try:
+            key = self._engine.api_keys.get(key_id)
+        except NotFound:
+            key = None
+        if key is None or not (user.is_admin or key.user_id == user.id):
+            raise AccessDenied(f"API key #{key_id} is not one {user.username} may revoke (or it does not exist)")
+        return self._engine.api_keys.revoke(key_id)
+
+    def _key_owner(self, username: str) -> User:
+        user = self._signed_in()
+        target = self._user_named(username)
+        if target.id != user.id and not user.is_admin:
+            raise AccessDenied("only an admin may manage another user's API keys")
+        return target
+
+    def _user_named(self, username: str) -> User:
+        found = self._engine.users.find(username)
+        if found is None:
+            raise NotFound(f"no user named '{username}' (see: docmind user list)")
+        return found
+
+    # ------------------------------------------------------------------ sessions
+    def sign_out_everywhere(self) -> int:
+        """End every browser session of this user."""
+        user = self._signed_in()
+        return self._engine.sessions.end_all(user.id) if user.owner_key else 0
+
+    # ------------------------------------------------------------------ agent tools (MCP)
+    def tool_scope(self, kb_ids: Sequence[int] | None) -> ToolScope:
+        """The KBs one tool call searches: those asked for (all must be readable), or every readable one."""
+        user = self._signed_in()
+        scope = self._guard.resolve_scope(user, kb_ids)
+        self._engine.refresh()  # rebuild backends first if a backend key changed
+        settings = self._engine.settings_for(user)
+        context = ToolContext.for_run(scope, user.owner_key, settings)
+        return ToolScope(context, [self._engine.store.get_kb(k) for k in scope])
+
+    def run_tool(self, name: str, scope: ToolScope, **arguments: Any) -> ToolOutput:
+        """Run one of the agentic loop's tools inside ``scope`` (what MCP exposes)."""
+        self._signed_in()
+        return self._engine.toolbox.call(scope.context, name, arguments)

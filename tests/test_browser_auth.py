@@ -1,0 +1,121 @@
+"""Sign-in like a web app, in a real browser (Debian's chromium, as in test_browser.py).
+
+A fresh `streamlit run app.py` with sign-in on:
+- a deep link (/traces) while signed out shows only the sign-in form: no page is listed;
+- after signing in the visitor lands on the page the link named;
+- a refresh keeps the browser signed in (the session cookie holds an opaque token only);
+- signing out in one browser signs that user out in every browser.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_browser import ANSWER_TIMEOUT_MS, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _wait_healthy
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PASSWORD = "correct horse battery"
+SIGN_IN = 'button:has-text("Sign in")'
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        print(f"SKIP reason: {CHROMIUM} is missing; run scripts/browser_deps.sh (apt-get install chromium)")
+        pytest.skip(f"{CHROMIUM} is missing; run scripts/browser_deps.sh to install Debian's chromium")
+    pytest.importorskip("playwright.sync_api")
+    base = tmp_path_factory.mktemp("browser-auth")
+    home = base / "home"
+    env = {**os.environ, "DOCMIND_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "ANONYMIZED_TELEMETRY": "False", "PYTHONPATH": str(ROOT)}
+    (base / "plan.txt").write_text("The Orion launch budget is 4.2 million dollars.", encoding="utf-8")
+    subprocess.run([sys.executable, "-c", (
+        "import sys; from docmind_core.engine import Engine; from docmind_core.users import LOCAL_USER, UserStore; "
+        "e = Engine.open(); u = UserStore(e.db); a = u.add('alice', sys.argv[1], department='research'); "
+        "u.add('bob', sys.argv[1], department='sales'); w = e.workbench(a); "
+        "kb = w.create_kb('alice-private-kb'); w.ingest(kb.id, [sys.argv[2]]); "
+        "e.workbench(LOCAL_USER).set_config({'auth.enabled': True})"), PASSWORD, str(base / "plan.txt")],
+        env=env, cwd=ROOT, check=True, timeout=300)
+    port = _free_port()
+    log = open(base / "streamlit.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def _sign_in(pg, username: str) -> None:
+    pg.wait_for_selector(SIGN_IN, timeout=ANSWER_TIMEOUT_MS)
+    pg.get_by_role("textbox", name="User name").fill(username)
+    pg.get_by_role("textbox", name="Password").fill(PASSWORD)
+    pg.locator(SIGN_IN).click()
+    pg.wait_for_selector(f'[data-testid="stSidebar"] >> text=Signed in as', timeout=ANSWER_TIMEOUT_MS)
+
+
+def test_deep_link_sign_in_refresh_and_sign_out_everywhere(server, browser):
+    first = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = first.new_page()
+    # first visit of the fresh server, straight to a page, signed out
+    pg.goto(server + "/traces", wait_until="domcontentloaded")
+    pg.wait_for_selector(SIGN_IN, timeout=ANSWER_TIMEOUT_MS)
+    assert pg.locator('[data-testid="stSidebarNav"] a').count() == 0, "no page is listed before sign-in"
+    assert pg.get_by_role("link", name="Chat").count() == 0
+    assert "alice-private-kb" not in pg.content() and "What-if regrade" not in pg.content()
+    pg.screenshot(path=str(ARTIFACTS / "sign_in.png"))
+
+    _sign_in(pg, "alice")
+    pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)  # back on the page the link named
+    assert pg.url.rstrip("/").endswith("/traces")
+    cookie = next(c for c in first.cookies() if c["name"] == "docmind_session")
+    assert "alice" not in cookie["value"] and PASSWORD.split()[0] not in cookie["value"]
+    assert cookie["sameSite"] == "Strict"
+
+    pg.reload(wait_until="domcontentloaded")  # a refresh keeps the session
+    pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)
+    assert pg.locator(SIGN_IN).count() == 0
+    assert pg.get_by_role("link", name="Chat").count() == 1
+
+    second = browser.new_context(viewport={"width": 1400, "height": 1000})
+    other = second.new_page()
+    other.goto(server + "/", wait_until="domcontentloaded")
+    _sign_in(other, "alice")
+    other.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=ANSWER_TIMEOUT_MS)
+
+    pg.get_by_role("button", name="Sign out").click()
+    pg.wait_for_selector(SIGN_IN, timeout=ANSWER_TIMEOUT_MS)
+    pg.reload(wait_until="domcontentloaded")
+    pg.wait_for_selector(SIGN_IN, timeout=ANSWER_TIMEOUT_MS)  # the cleared cookie does not sign back in
+    other.reload(wait_until="domcontentloaded")  # the other browser was signed out too
+    other.wait_for_selector(SIGN_IN, timeout=ANSWER_TIMEOUT_MS)
+    assert "alice-private-kb" not in other.content()
+    other.screenshot(path=str(ARTIFACTS / "signed_out_everywhere.png"))
+    second.close()
+    first.close()

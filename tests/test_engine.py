@@ -1,0 +1,149 @@
+"""The composition root wires every stage with the backends it built from config, and nothing else.
+
+Each backend the engine builds is wrapped in a recording proxy (the engine's own build functions
+are what is patched, so what is checked is the engine's wiring, not a stage built by the test).
+Then every entry point runs — ask in each mode, hit testing (Workbench.search, which
+``docmind search`` uses too) and the MCP tools — and each must have used the configured
+reranker, embedder, vector store and keyword index.  A stage that builds a hidden default of its
+own (as HybridRetriever once built an OfflineReranker) leaves the configured one unused and fails.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+import docmind_core.engine as engine_module
+from docmind_core.apikeys import ResolvedKey
+from docmind_core.engine import Engine
+from docmind_core.mcp_server import McpToolService
+from docmind_core.rate_limit import SlidingWindowLimiter
+from docmind_core.users import LOCAL_USER, UserStore
+from tests.access_world import FAST_HASHER, PASSWORD
+
+TEXTS = {
+    "nimbus.txt": "The Nimbus N2 camera draws at most 45 W. The Nimbus N1 draws at most 28 W. "
+                  "Both ship with a two-year warranty.",
+    "aurora.txt": "Aurora Cloud guarantees 99.95% uptime and is certified to ISO 27001. Error code E42 "
+                  "means the license expired.",
+}
+
+
+class Recorder:
+    """Forwards everything to the real backend and counts the calls by method name."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name):
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        def recorded(*args, **kwargs):
+            self.calls[name] += 1
+            return value(*args, **kwargs)
+
+        return recorded
+
+
+@pytest.fixture
+def wired(tmp_path, monkeypatch):
+    built: dict[str, list[Recorder]] = {"embedder": [], "reranker": [], "vector_store": [], "keyword_index": []}
+
+    def recording(role, build):
+        def wrapper(*args, **kwargs):
+            result = build(*args, **kwargs)
+            backend, rest = (result[0], result[1:]) if isinstance(result, tuple) else (result, None)
+            proxy = Recorder(backend)
+            built[role].append(proxy)
+            return (proxy, *rest) if rest is not None else proxy
+        return wrapper
+
+    monkeypatch.setattr(engine_module, "build_embedder", recording("embedder", engine_module.build_embedder))
+    monkeypatch.setattr(engine_module, "build_reranker", recording("reranker", engine_module.build_reranker))
+    monkeypatch.setattr(engine_module, "ChromaVectorStore", recording("vector_store", engine_module.ChromaVectorStore))
+    monkeypatch.setattr(engine_module, "build_keyword_index",
+                        recording("keyword_index", engine_module.build_keyword_index))
+    engine = Engine.open(tmp_path / "home", env={})
+    bench = engine.workbench(LOCAL_USER)
+    kb = bench.create_kb("products")
+    paths = []
+    for name, text in TEXTS.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    assert all(o.status == "added" for o in bench.ingest(kb.id, paths))
+    assert all(len(proxies) == 1 for proxies in built.values()), "each backend is built once at start-up"
+    live = {role: proxies[0] for role, proxies in built.items()}
+    for proxy in live.values():
+        proxy.calls.clear()
+    return engine, bench, kb, live
+
+
+def _used(live, *roles_and_methods):
+    return {f"{role}.{method}": live[role].calls[method] for role, method in roles_and_methods}
+
+
+def _reset(live):
+    for proxy in live.values():
+        proxy.calls.clear()
+
+
+FULL_RETRIEVAL = (("embedder", "embed"), ("vector_store", "query"), ("keyword_index", "search"),
+                  ("reranker", "score"))
+
+
+@pytest.mark.parametrize("mode", ["rule", "agentic", "auto"])
+def test_ask_uses_the_configured_backends_in_every_mode(wired, mode):
+    engine, bench, kb, live = wired
+    question = ("Compare the maximum power draw of the Nimbus N1 and the Nimbus N2" if mode != "rule"
+                else "What is the maximum power draw of the Nimbus N2?")
+    events = list(bench.ask(question, [kb.id], mode=mode))
+    assert events[-1].kind == "done" and events[-1].sources
+    used = _used(live, *FULL_RETRIEVAL)
+    assert all(count > 0 for count in used.values()), used
+
+
+def test_selected_document_read_uses_the_configured_reranker(wired):
+    engine, bench, kb, live = wired
+    doc = next(d for d in bench.list_documents(kb.id) if d.name == "nimbus.txt")
+    events = list(bench.ask("Summarize this document", [kb.id], selected_doc_ids=[doc.id]))
+    assert any(e.kind == "routing" and e.decision.mode.value == "SELECTED_DOC" for e in events)
+    assert live["reranker"].calls["score"] > 0
+
+
+def test_hit_testing_uses_the_configured_reranker_and_indexes(wired):
+    engine, bench, kb, live = wired
+    result = bench.search("Nimbus N2 power draw", [kb.id])
+    assert result.chunks
+    used = _used(live, *FULL_RETRIEVAL)
+    assert all(count > 0 for count in used.values()), used
+
+
+def test_mcp_tools_use_the_configured_indexes(wired):
+    engine, bench, kb, live = wired
+    carol = UserStore(engine.db, hasher=FAST_HASHER).add("carol", PASSWORD)
+    bench.set_visibility(kb.id, "public")
+    service = McpToolService(engine, SlidingWindowLimiter(60.0))
+    caller = ResolvedKey(key_id=1, user=carol)
+    found = service.search_docs(caller, "Nimbus N2 power draw", [kb.id], 5)
+    assert found["chunks"]
+    assert all(n > 0 for n in _used(live, ("embedder", "embed"), ("vector_store", "query"),
+                                     ("keyword_index", "search")).values())
+    _reset(live)
+    exact = service.keyword_search(caller, "E42", [kb.id], 5)
+    assert exact["chunks"] and live["keyword_index"].calls["search"] > 0
+
+
+def test_a_backend_key_change_rebuilds_and_rewires_every_stage(wired):
+    engine, bench, kb, live = wired
+    bench.set_config({"keyword.backend": "rank_bm25"})
+    engine.refresh()
+    assert engine.retriever.keyword_index is engine.ingestor.keyword_index
+    assert engine.refiner is engine.retriever.refiner
+    assert engine.toolbox.retriever is engine.retriever
+    assert engine.pipeline.refiner is engine.refiner
+    assert bench.search("Nimbus N2 power draw", [kb.id]).chunks

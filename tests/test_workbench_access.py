@@ -1,0 +1,331 @@
+"""The access matrix: every Workbench method x every kind of actor x (for KBs) every visibility.
+
+One table (ROWS) says, for each facade method, which rule decides it; the test is generated from
+it and checks allow/refuse through the real Engine.  A public Workbench method without a row fails
+``test_every_facade_method_has_a_row``, so a new method cannot skip the matrix.
+
+Cast: root (admin); alice (member, research) owns every object; bob (member, research: same
+department); carol (member, sales: other department); and a signed-out visitor.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+
+from docmind_core.engine import Engine
+from docmind_core.errors import AccessDenied, SignInRequired
+from docmind_core.users import SIGNED_OUT, UserStore
+from docmind_core.workbench import Workbench
+from tests.access_world import FAST_HASHER, PASSWORD
+
+ACTORS = ("admin", "owner", "same_dept", "other_dept", "signed_out")
+VISIBILITIES = ("private", "department", "public")
+
+
+# -- who may: the rules ------------------------------------------------------------------------
+
+def may_read_kb(actor: str, visibility: str) -> bool:
+    return {"admin": True, "owner": True, "signed_out": False,
+            "same_dept": visibility in ("department", "public"), "other_dept": visibility == "public"}[actor]
+
+
+def may_manage_kb(actor: str, visibility: str) -> bool:
+    return actor in ("admin", "owner")
+
+
+def owner_only(actor: str, visibility: str) -> bool:
+    return actor == "owner"
+
+
+def owner_or_admin(actor: str, visibility: str) -> bool:
+    return actor in ("owner", "admin")
+
+
+def admin_only(actor: str, visibility: str) -> bool:
+    return actor == "admin"
+
+
+def signed_in(actor: str, visibility: str) -> bool:
+    return actor != "signed_out"
+
+
+# -- the world -----------------------------------------------------------------------------------
+
+@dataclass
+class World:
+    engine: Engine
+    people: dict
+    files: object
+
+    def bench(self, actor: str) -> Workbench:
+        user = SIGNED_OUT if actor == "signed_out" else self.people[actor]
+        return self.engine.workbench(user, channel="cli")
+
+    @property
+    def alice(self) -> Workbench:
+        return self.bench("owner")
+
+    def kb(self, visibility: str):
+        """A fresh KB of alice's with one small document."""
+        kb = self.alice.create_kb(f"kb-{uuid.uuid4().hex[:8]}", visibility=visibility)
+        path = self.files / f"{kb.name}.txt"
+        path.write_text("The zephyr budget is 40k and the launch is in March.", encoding="utf-8")
+        assert self.alice.ingest(kb.id, [path])[0].status == "added"
+        return self.engine.store.get_kb(kb.id)
+
+    def document(self, visibility: str):
+        kb = self.kb(visibility)
+        return self.engine.store.list_documents(kb.id)[0]
+
+    def conversation(self) -> str:
+        conv = self.alice.start_conversation("alice's plans")
+        self.engine.conversations.add_message(conv, "user", "alice's secret question")
+        return conv
+
+    def trace(self) -> str:
+        events = list(self.alice.ask("What is the zephyr budget?", []))
+        return events[0].run_id
+
+    def api_key(self) -> int:
+        self.alice.create_api_key("alice", label=uuid.uuid4().hex[:6])
+        return max(k.id for k in self.engine.api_keys.list(self.people["owner"].id))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    base = tmp_path_factory.mktemp("matrix")
+    engine = Engine.open(base / "home", env={})
+    users = UserStore(engine.db, hasher=FAST_HASHER)
+    people = {"admin": users.add("root", PASSWORD, role="admin"),
+              "owner": users.add("alice", PASSWORD, department="research"),
+              "same_dept": users.add("bob", PASSWORD, department="research"),
+              "other_dept": users.add("carol", PASSWORD, department="sales")}
+    files = base / "files"
+    files.mkdir()
+    return World(engine, people, files)
+
+
+# -- the table -----------------------------------------------------------------------------------
+# Each row: (facade method, per visibility?, rule, action(world, bench, visibility) -> bool).
+# The action returns whether the actor got at the object (False: it was silently not there, as in a
+# listing); an AccessDenied raised means refused.
+
+Action = Callable[[World, Workbench, str], bool]
+
+
+def _ask_sees_kb(w: World, b: Workbench, v: str) -> bool:
+    kb = w.kb(v)
+    events = list(b.ask("What is the zephyr budget?", [kb.id]))
+    refused = any(e.kind == "error" and e.stage == "access" for e in events)
+    used = kb.id in events[0].kb_ids
+    assert refused != used  # refused KBs are left out with an event, never silently
+    return used
+
+
+def _tool_scope(w: World, b: Workbench, v: str) -> bool:
+    kb = w.kb(v)
+    return kb.id in b.tool_scope([kb.id]).context.kb_ids
+
+
+def _run_tool(w: World, b: Workbench, v: str) -> bool:
+    kb = w.kb(v)
+    scope = b.tool_scope([kb.id])
+    return bool(b.run_tool("keywordSearch", scope, query="zephyr budget").chunks)
+
+
+def _promote(w: World, b: Workbench, v: str) -> bool:
+    w.alice.set_config({"grader.coverage_high": 0.77})
+    try:
+        b.promote_config("alice", ["grader.coverage_high"])
+    finally:
+        w.alice.reset_config()
+        w.engine.workbench(w.people["admin"]).reset_config("grader.coverage_high")
+    return True
+
+
+def _set_global(w: World, b: Workbench, v: str) -> bool:
+    b.set_config({"auth.session_hours": 5.0}, scope="global")
+    w.engine.workbench(w.people["admin"]).reset_config("auth.session_hours")
+    return True
+
+
+def _set_personal(w: World, b: Workbench, v: str) -> bool:
+    if b.user.is_admin:
+        b.set_config({"grader.coverage_high": 0.79})  # an admin's change is global
+        b.reset_config("grader.coverage_high")
+    else:
+        assert b.set_config({"grader.coverage_high": 0.79}).grader.coverage_high == 0.79
+        b.reset_config()
+    return True
+
+
+def _config_history_of_others(w: World, b: Workbench, v: str) -> bool:
+    w.alice.set_config({"grader.coverage_low": 0.11})
+    w.alice.reset_config()
+    return any(h.scope == "personal" and h.user_id == w.people["owner"].id for h in b.config_history(500))
+
+
+def _set_password(w: World, b: Workbench, v: str) -> bool:
+    b.set_password("alice", PASSWORD)
+    return True
+
+
+def _remove_user(w: World, b: Workbench, v: str) -> bool:
+    name = f"temp-{uuid.uuid4().hex[:6]}"
+    UserStore(w.engine.db, hasher=FAST_HASHER).add(name, PASSWORD)
+    b.remove_user(name)
+    return True
+
+
+def _add_user(w: World, b: Workbench, v: str) -> bool:
+    b.add_user(f"new-{uuid.uuid4().hex[:6]}", PASSWORD)
+    return True
+
+
+def _memory_listed(w: World, b: Workbench, v: str) -> bool:
+    text = f"alice keeps her notes in drawer {uuid.uuid4().hex[:6]}"
+    w.engine.refresh()
+    w.engine.memory_store.add(w.people["owner"].id, text)
+    return any(m.text == text for m in b.list_memories())
+
+
+def _forget_memory(w: World, b: Workbench, v: str) -> bool:
+    text = f"alice parks on level {uuid.uuid4().hex[:6]}"
+    w.engine.refresh()
+    memory = w.engine.memory_store.add(w.people["owner"].id, text).memory
+    b.forget_memory(memory.id)
+    return not any(m.text == text for m in w.alice.list_memories())
+
+
+ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
+    # knowledge bases and their documents
+    ("list_kbs", True, may_read_kb, lambda w, b, v: (kb := w.kb(v)).id in {k.id for k in b.list_kbs()}),
+    ("get_kb", True, may_read_kb, lambda w, b, v: b.get_kb(w.kb(v).id) is not None),
+    ("kb_by_name", True, may_read_kb, lambda w, b, v: b.kb_by_name(w.kb(v).name) is not None),
+    ("find_kb", True, may_read_kb, lambda w, b, v: b.find_kb(w.kb(v).name) is not None),
+    ("kb_ids_for", True, may_read_kb, lambda w, b, v: b.kb_ids_for([(kb := w.kb(v)).name]) == [kb.id]),
+    ("list_documents", True, may_read_kb, lambda w, b, v: len(b.list_documents(w.kb(v).id)) == 1),
+    ("document_chunks", True, may_read_kb, lambda w, b, v: bool(b.document_chunks(w.document(v).id))),
+    ("search", True, may_read_kb, lambda w, b, v: b.search("zephyr budget", [w.kb(v).id]) is not None),
+    ("ask", True, may_read_kb, _ask_sees_kb),
+    ("tool_scope", True, may_read_kb, _tool_scope),
+    ("run_tool", True, may_read_kb, _run_tool),
+    ("create_kb", False, signed_in, lambda w, b, v: b.create_kb(f"own-{uuid.uuid4().hex[:6]}") is not None),
+    ("set_visibility", True, may_manage_kb,
+     lambda w, b, v: b.set_visibility(w.kb(v).id, "private").visibility == "private"),
+    ("delete_kb", True, may_manage_kb, lambda w, b, v: b.delete_kb(w.kb(v).id) is None),
+    ("ingest", True, may_manage_kb, lambda w, b, v: b.ingest(w.kb(v).id, []) == []),
+    ("reindex_kb", True, may_manage_kb, lambda w, b, v: b.reindex_kb(w.kb(v).id) >= 1),
+    ("check_kb", True, may_manage_kb, lambda w, b, v: b.check_kb(w.kb(v).id) is not None),
+    ("delete_document", True, may_manage_kb, lambda w, b, v: b.delete_document(w.document(v).id) is None),
+    # conversations: the owner only (not even admins)
+    ("list_conversations", False, owner_only,
+     lambda w, b, v: (c := w.conversation()) in {x.id for x in b.list_conversations()}),
+    ("start_conversation", False, signed_in, lambda w, b, v: bool(b.start_conversation("mine"))),
+    ("conversation_messages", False, owner_only, lambda w, b, v: bool(b.conversation_messages(w.conversation()))),
+    ("export_conversation", False, owner_only,
+     lambda w, b, v: "alice's secret question" in b.export_conversation(w.conversation())),
+    ("rename_conversation", False, owner_only,
+     lambda w, b, v: b.rename_conversation(w.conversation(), "renamed") is None),
+    ("delete_conversation", False, owner_only, lambda w, b, v: b.delete_conversation(w.conversation()) is None),
+    # memories: the owner only
+    ("list_memories", False, owner_only, _memory_listed),
+    ("forget_memory", False, owner_only, _forget_memory),
+    # traces: the owner and admins
+    ("list_traces", False, owner_or_admin, lambda w, b, v: (t := w.trace()) in {x.run_id for x in b.list_traces()}),
+    ("get_trace", False, owner_or_admin, lambda w, b, v: b.get_trace(w.trace()) is not None),
+    ("export_traces", False, owner_or_admin, lambda w, b, v: (t := w.trace()) in b.export_traces([t])),
+    ("pair_runs", False, signed_in, lambda w, b, v: b.pair_runs("pair-none") == []),
+    ("new_pair_id", False, signed_in, lambda w, b, v: b.new_pair_id().startswith("pair-")),
+    ("import_traces", False, signed_in,
+     lambda w, b, v: len(b.import_traces(w.alice.export_traces([w.trace()]))) == 1),
+    # config: global keys by admins; grader/agentic/retrieval/rag as anyone's personal values
+    ("settings", False, signed_in, lambda w, b, v: b.settings() is not None),
+    ("config_view", False, signed_in, lambda w, b, v: b.config_view() is not None),
+    ("set_config", False, admin_only, _set_global),
+    ("reset_config", False, signed_in, lambda w, b, v: b.reset_config("grader.coverage_high") is not None),
+    ("config_history", False, owner_or_admin, _config_history_of_others),
+    ("personal_overrides_by_user", False, admin_only, lambda w, b, v: isinstance(b.personal_overrides_by_user(),
+                                                                                  dict)),
+    ("promote_config", False, admin_only, _promote),
+    # users and API keys
+    ("list_users", False, admin_only, lambda w, b, v: bool(b.list_users())),
+    ("add_user", False, admin_only, _add_user),
+    ("update_user", False, admin_only, lambda w, b, v: b.update_user("alice", department="research") is not None),
+    ("remove_user", False, admin_only, _remove_user),
+    ("user_count", False, admin_only, lambda w, b, v: b.user_count() >= 4),
+    ("set_password", False, owner_or_admin, _set_password),
+    ("create_api_key", False, owner_or_admin, lambda w, b, v: b.create_api_key("alice").startswith("dm_")),
+    ("list_api_keys", False, owner_or_admin,
+     lambda w, b, v: (k := w.api_key()) in {x.id for x in b.list_api_keys()}),
+    ("revoke_api_key", False, owner_or_admin, lambda w, b, v: b.revoke_api_key(w.api_key()) is not None),
+    # sessions and status
+    ("sign_out_everywhere", False, signed_in, lambda w, b, v: b.sign_out_everywhere() >= 0),
+    ("backends", False, signed_in, lambda w, b, v: bool(b.backends())),
+    ("backend_notes", False, signed_in, lambda w, b, v: isinstance(b.backend_notes(), list)),
+]
+# Rows whose "other actor" check is in a second, personal-value row (members may set these as their own).
+EXTRA_ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
+    ("set_config[personal]", False, signed_in, _set_personal),
+]
+
+
+def _cases():
+    for name, per_visibility, rule, action in ROWS + EXTRA_ROWS:
+        for actor, visibility in itertools.product(ACTORS, VISIBILITIES if per_visibility else ("-",)):
+            yield pytest.param(name, actor, visibility, rule, action, id=f"{name}-{actor}-{visibility}")
+
+
+@pytest.mark.parametrize("name, actor, visibility, rule, action", list(_cases()))
+def test_access_matrix(world, name, actor, visibility, rule, action):
+    expected = rule(actor, visibility)
+    bench = world.bench(actor)
+    try:
+        got = action(world, bench, visibility)
+    except SignInRequired:
+        assert actor == "signed_out", f"{name}: a signed-in {actor} was told to sign in"
+        got = False
+    except AccessDenied as exc:
+        got = False
+        message = str(exc)
+        assert "zephyr budget is 40k" not in message  # a refusal never carries the object's content
+        if name in ("get_kb", "list_documents", "search", "delete_kb", "set_visibility", "ingest", "reindex_kb",
+                    "check_kb"):
+            assert "#" in message and "kb-" not in message, message  # a KB refused by id, never by name
+    assert got is expected, f"{name} for {actor} on {visibility}: expected {'allow' if expected else 'refuse'}"
+
+
+def test_every_facade_method_has_a_row():
+    public = {n for n, m in inspect.getmembers(Workbench, inspect.isfunction) if not n.startswith("_")}
+    covered = {row[0] for row in ROWS}
+    assert public - covered == set(), f"facade methods without an access-matrix row: {public - covered}"
+
+
+def test_refusals_of_kbs_name_them_by_id_only(world):
+    secret = world.kb("private")
+    with pytest.raises(AccessDenied) as refused:
+        world.bench("other_dept").get_kb(secret.id)
+    assert f"#{secret.id}" in str(refused.value) and secret.name not in str(refused.value)
+
+
+def test_config_history_records_the_acting_user_and_channel(world):
+    admin = world.engine.workbench(world.people["admin"], channel="web")
+    admin.set_config({"agentic.max_iterations": 3})
+    world.alice.set_config({"grader.high_threshold": 0.7})
+    rows = world.bench("admin").config_history(10)
+    global_row = next(r for r in rows if r.key == "agentic.max_iterations")
+    personal_row = next(r for r in rows if r.key == "grader.high_threshold")
+    assert (global_row.changed_by, global_row.scope, global_row.user_id) == ("root (web)", "global",
+                                                                            world.people["admin"].id)
+    assert (personal_row.changed_by, personal_row.scope, personal_row.user_id) == ("alice (cli)", "personal",
+                                                                                  world.people["owner"].id)
+    admin.reset_config("agentic.max_iterations")
+    world.alice.reset_config()
+    assert json.dumps([r.model_dump() for r in rows])  # rows serialise for the page and the CLI
