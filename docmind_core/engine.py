@@ -23,6 +23,7 @@ import numpy as np
 from docmind_core.backends.chat_offline import OfflineEngine
 from docmind_core.backends.embedders import build_embedder
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
+from docmind_core.backends.query_first import QueryFirstEmbedder
 from docmind_core.backends.protocols import (
     Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
 )
@@ -182,6 +183,7 @@ class Engine:
         if not settings.embedding.allow_hub_download:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # an uncached hub name would otherwise retry for ~70 s
         embedder, note = build_embedder(settings.embedding)
+        embedder = QueryFirstEmbedder(embedder)  # a question never waits behind a whole ingestion batch
         notes += [note] if note else []
         reranker, note = build_reranker(settings, embedder)
         notes += [note] if note else []

@@ -196,3 +196,47 @@ def test_every_chat_call_carries_max_tokens(server):
     assert len(server.requests) == 3
     assert all(r.get("max_tokens") and r["max_tokens"] <= cfg.llm.max_tokens for r in server.requests)
     assert done.answer.startswith("The DM-3000 pump runs at 40 litres")
+
+
+# --------------------------------------------------------------------------
+# Ingestion does not starve questions on the shared encoder
+# --------------------------------------------------------------------------
+
+class SlowEncoder:
+    """One call at a time (like the real encoders), 20 ms per text."""
+
+    id, dim = "slow", 2
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls: list[int] = []
+
+    def embed(self, texts):
+        import numpy as np
+
+        with self.lock:
+            self.calls.append(len(texts))
+            time.sleep(0.02 * len(texts))
+            return np.ones((len(texts), 2), dtype=np.float32)
+
+
+def test_a_question_is_encoded_between_the_slices_of_an_ingestion_batch():
+    from docmind_core.backends.query_first import QueryFirstEmbedder
+
+    inner = SlowEncoder()
+    embedder = QueryFirstEmbedder(inner, bulk_min=32, slice_size=8)
+    finished: dict[str, int] = {}
+
+    def bulk():
+        assert embedder.embed([f"chunk {i}" for i in range(64)]).shape == (64, 2)
+        finished["bulk"] = len(inner.calls)
+
+    worker = threading.Thread(target=bulk)
+    worker.start()
+    while not inner.calls:
+        time.sleep(0.005)
+    embedder.embed(["a question"])
+    finished["question"] = len(inner.calls)
+    worker.join(10)
+    assert finished["question"] < finished["bulk"]  # it did not wait for the whole batch
+    assert sorted(inner.calls) == [1] + [8] * 8 and embedder.id == "slow"
