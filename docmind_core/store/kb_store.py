@@ -29,15 +29,18 @@ _VISIBILITIES = ("private", "department", "public")
 _KB_FIELDS = ("name", "description", "embedder_id", "embedding_dim", "owner_id", "department", "visibility")
 _DOC_COLUMNS = "id, kb_id, name, source_path, content_hash, mime, size, status, error, created_at"
 _CHUNK_COLUMNS = "id, kb_id, doc_id, idx, is_parent, parent_id, text, token_count, start, end, terms"
-_READY_JOIN = "JOIN documents d ON d.id = c.doc_id AND d.status = 'complete'"
+# CROSS JOIN keeps SQLite's planner on the chunk rows first (by id or by document), then one primary-key
+# lookup of each row's document: left to itself, with a few dozen ids it scanned the documents by status
+# and took 6 ms instead of 0.15 ms for 40 chunks of a 10k-chunk KB.
+_READY_JOIN = "CROSS JOIN documents d ON d.id = c.doc_id AND d.status = 'complete'"
 
 # Counts shown beside a KB: complete documents only, and child chunks only
 # (parents are context blocks, not retrieval units).
 _KB_SELECT = """
 SELECT k.*,
   (SELECT COUNT(*) FROM documents d WHERE d.kb_id = k.id AND d.status = 'complete') AS document_count,
-  (SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id
-     WHERE c.kb_id = k.id AND c.is_parent = 0 AND d.status = 'complete') AS chunk_count
+  (SELECT COUNT(*) FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id AND c.is_parent = 0
+     WHERE d.kb_id = k.id AND d.status = 'complete') AS chunk_count
 FROM knowledge_bases k
 """
 
@@ -370,17 +373,21 @@ class KnowledgeStore:
 
     def ready_chunk_count(self, kb_id: int) -> int:
         """Child chunks of the KB's complete documents (what the vector store should hold)."""
+        # documents first, then the chunks_doc index: 1.4 ms at 10k chunks where chunks-first took 6 ms
         return self.db.db.execute(
-            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status = 'complete'", [kb_id]).fetchone()[0]
+            "SELECT COUNT(*) FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id AND c.is_parent = 0 "
+            "WHERE d.kb_id = ? AND d.status = 'complete'", [kb_id]).fetchone()[0]
 
     def kb_change_signature(self, kb_id: int) -> tuple:
-        """Changes whenever a document of the KB is added, completed, replaced or removed, or a re-index moves."""
-        docs = self.db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated_at), ''), COALESCE(SUM(id), 0) "
-                                  "FROM documents WHERE kb_id = ?", [kb_id]).fetchone()
-        runs = self.db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated_at), '') FROM kb_reindex_runs "
-                                  "WHERE kb_id = ?", [kb_id]).fetchone()
-        return tuple(docs) + tuple(runs)
+        """Changes whenever a document of the KB is added, completed, replaced or removed (~1 ms at 1,000
+        documents; the keyword index's generation is the cheaper signal where there is one)."""
+        return tuple(self.db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated_at), ''), COALESCE(SUM(id), 0) "
+                                        "FROM documents WHERE kb_id = ?", [kb_id]).fetchone())
+
+    def reindex_signature(self, kb_id: int) -> tuple:
+        """Changes whenever a re-index of the KB starts, progresses or ends."""
+        return tuple(self.db.db.execute("SELECT COUNT(*), COALESCE(MAX(updated_at), '') FROM kb_reindex_runs "
+                                        "WHERE kb_id = ?", [kb_id]).fetchone())
 
     # ------------------------------------------------------------------
     # Re-index runs (migration m009): a re-index is recorded so an interrupted one is finished
