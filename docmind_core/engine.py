@@ -387,11 +387,13 @@ class Engine:
     def ask(self, question: str, kb_ids: Sequence[int], *, settings: Settings | None = None, user_id: int | None = None,
             conversation_id: str | None = None, mode: str | RequestedMode = "auto",
             selected_doc_ids: Sequence[int] | None = None, cancel: threading.Event | None = None,
-            pair_id: str | None = None, notices: Sequence[str] = ()) -> Iterator[Event]:
+            pair_id: str | None = None, notices: Sequence[str] = (),
+            exclude_doc_ids: Sequence[int] | None = None, label: str = "") -> Iterator[Event]:
         """Run the pipeline; every event is recorded in the trace store as it is yielded.
 
         ``notices`` are problems found before the run (KBs left out, and why): they are reported
-        as error events right after the run starts.
+        as error events right after the run starts.  ``exclude_doc_ids``: documents no retrieval
+        path of this run may return or read (leave-gold-out evaluation); ``label`` tags the trace.
         """
         settings = settings if settings is not None else self.settings
         check_question(question, settings)  # InputTooLarge before any work: no run, no trace
@@ -404,12 +406,14 @@ class Engine:
                 for g in self.retriever.index_gaps(usable)]
         history = self.conversations.history_turns(conversation_id, settings.rag.history_turns) \
             if conversation_id else []
-        selected = [d for d in (selected_doc_ids or []) if self._doc_kb(d) in usable]
+        excluded = sorted({int(d) for d in exclude_doc_ids or ()})
+        selected = [d for d in (selected_doc_ids or []) if self._doc_kb(d) in usable and d not in excluded]
         request = AskRequest(question=question, kb_ids=usable, requested_mode=requested, selected_doc_ids=selected,
-                             user_id=user_id, conversation_id=conversation_id or "", history=history)
+                             user_id=user_id, conversation_id=conversation_id or "", history=history,
+                             exclude_doc_ids=excluded)
         recorder = self.traces.recorder(run_id=request.run_id, question=question, requested_mode=requested.value,
                                         kb_ids=list(usable), config=settings.flat(), user_id=user_id,
-                                        conversation_id=conversation_id, pair_id=pair_id)
+                                        conversation_id=conversation_id, pair_id=pair_id, label=label)
         done: Done | None = None
         try:
             for i, event in enumerate(pipeline.ask(request, settings, self.backends(), cancel)):

@@ -74,6 +74,7 @@ class AskRequest:
     user_id: int | None = None
     conversation_id: str = ""
     history: list[Turn] = field(default_factory=list)
+    exclude_doc_ids: list[int] = field(default_factory=list)  # never retrieved nor read (leave-gold-out runs)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -205,7 +206,9 @@ class AnswerPipeline:
         # 4. retrieval and grading
         state.stage = "retrieval"
         t = time.perf_counter()
-        ctx = self.tool_context_factory(kb_ids=list(request.kb_ids), user_id=request.user_id, settings=settings)
+        ctx = self.tool_context_factory(kb_ids=list(request.kb_ids), user_id=request.user_id, settings=settings,
+                                        **({"exclude_doc_ids": list(request.exclude_doc_ids)}
+                                           if request.exclude_doc_ids else {}))
         if decision.mode == Mode.SELECTED_DOC:
             yield from self._direct_read(request, understanding, settings, state)
         else:
@@ -238,7 +241,8 @@ class AnswerPipeline:
     # ------------------------------------------------------------------
     def _direct_read(self, request: AskRequest, understanding: Understanding, settings: Settings,
                      state: _RunState) -> Iterator[Event]:
-        doc_ids = request.selected_doc_ids[: settings.rag.selected_doc_max]
+        excluded = set(request.exclude_doc_ids)
+        doc_ids = [d for d in request.selected_doc_ids if d not in excluded][: settings.rag.selected_doc_max]
         chunks = read_selected_documents(self.store, doc_ids, settings.rag.context_max_tokens)
         yield Retrieved(mode="selected_doc", candidate_count=len(chunks), kb_chunks=len(chunks))
         # Score the chunks so the UI can still show relevance, but keep them all: the user chose these documents.

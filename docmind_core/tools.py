@@ -76,17 +76,22 @@ class ToolContext:
     call_count: int = 0
     closed: bool = False
     search_groups: list[list[str]] = field(default_factory=list)  # chunk ids each KB search returned, in order
+    # Documents this run must never see (leave-gold-out evaluation): set by the session, like kb_ids.
+    exclude_doc_ids: frozenset[int] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def for_run(cls, kb_ids: Sequence[int], user_id: int | None, settings: Settings,
-                cancel: threading.Event | None = None) -> "ToolContext":
+                cancel: threading.Event | None = None,
+                exclude_doc_ids: Sequence[int] | None = None) -> "ToolContext":
         return cls(kb_ids=tuple(int(k) for k in kb_ids), user_id=user_id, settings=settings,
-                   cancel=cancel if cancel is not None else threading.Event())
+                   cancel=cancel if cancel is not None else threading.Event(),
+                   exclude_doc_ids=frozenset(int(d) for d in exclude_doc_ids or ()))
 
     def fresh(self) -> "ToolContext":
         """Same session scope, empty state (used when the loop falls back to one-shot)."""
-        return ToolContext.for_run(self.kb_ids, self.user_id, self.settings, threading.Event())
+        return ToolContext.for_run(self.kb_ids, self.user_id, self.settings, threading.Event(),
+                                   exclude_doc_ids=self.exclude_doc_ids)
 
     # -- state updates (thread-safe) ------------------------------------------
     def claim_query(self, tool: str, query: str) -> bool:
@@ -200,10 +205,12 @@ class CandidateSource(Protocol):
     """What the search tools need from the retriever (``retrieval.hybrid.HybridRetriever``)."""
 
     def candidates(self, query: str, kb_ids: Sequence[int], settings: Settings,
-                   doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]: ...
+                   doc_ids: Sequence[int] | None = None,
+                   exclude_doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]: ...
 
     def keyword_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
-                           doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]: ...
+                           doc_ids: Sequence[int] | None = None,
+                           exclude_doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]: ...
 
 
 class MemoryBackend(Protocol):
@@ -239,7 +246,8 @@ class Toolbox:
     # -- the tools ---------------------------------------------------------------
     def search_docs(self, ctx: ToolContext, query: str, top_k: int | None = None) -> ToolOutput:
         """Hybrid candidates (vector + keyword, fused), best first; ``top_k=None`` returns all of them."""
-        chunks = self.retriever.candidates(query, list(ctx.kb_ids), ctx.settings)
+        excluded = {"exclude_doc_ids": sorted(ctx.exclude_doc_ids)} if ctx.exclude_doc_ids else {}
+        chunks = self.retriever.candidates(query, list(ctx.kb_ids), ctx.settings, **excluded)
         chunks = [c for c in chunks if c.cut_by != "fusion"] or chunks
         if top_k is not None:
             chunks = chunks[:top_k]
@@ -247,7 +255,8 @@ class Toolbox:
 
     def keyword_search(self, ctx: ToolContext, query: str, top_k: int | None = None) -> ToolOutput:
         k = top_k if top_k is not None else ctx.settings.retrieval.keyword_top_k
-        chunks = self.retriever.keyword_candidates(query, list(ctx.kb_ids), k)
+        excluded = {"exclude_doc_ids": sorted(ctx.exclude_doc_ids)} if ctx.exclude_doc_ids else {}
+        chunks = self.retriever.keyword_candidates(query, list(ctx.kb_ids), k, **excluded)
         return ToolOutput(chunks=_labelled(chunks, "keywordSearch"), text=_describe(chunks))
 
     def web_search(self, ctx: ToolContext, query: str, max_results: int | None = None) -> ToolOutput:

@@ -75,8 +75,10 @@ def _doc_token(doc_id: int) -> str:
     return f"_doc{int(doc_id)}"
 
 
-def match_expression(terms: Sequence[str], doc_ids: Sequence[int] | None = None) -> str:
-    """FTS5 query: any of the terms (BM25's OR semantics), optionally restricted to some documents.
+def match_expression(terms: Sequence[str], doc_ids: Sequence[int] | None = None,
+                     exclude_doc_ids: Sequence[int] | None = None) -> str:
+    """FTS5 query: any of the terms (BM25's OR semantics), optionally restricted to some documents
+    and without others.
 
     The document filter is a token of its own indexed column, so FTS5
     intersects posting lists instead of reading every matching row.
@@ -84,6 +86,8 @@ def match_expression(terms: Sequence[str], doc_ids: Sequence[int] | None = None)
     expr = "terms : (" + " OR ".join(_quoted(t) for t in dict.fromkeys(terms)) + ")"
     if doc_ids is not None:
         expr += " AND doc : (" + " OR ".join(_doc_token(d) for d in dict.fromkeys(doc_ids)) + ")"
+    if exclude_doc_ids:
+        expr = "(" + expr + ") NOT doc : (" + " OR ".join(_doc_token(d) for d in dict.fromkeys(exclude_doc_ids)) + ")"
     return expr
 
 
@@ -222,11 +226,12 @@ class Fts5KeywordIndex:
                 self._insert(db, kb_id, rows)
 
     def search(self, kb_ids: Sequence[int], query: str, top_k: int,
-               doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+               doc_ids: Sequence[int] | None = None,
+               exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
         terms = index_terms(query, self.stem)
         if not terms or top_k <= 0 or (doc_ids is not None and len(doc_ids) == 0):
             return []
-        expr = match_expression(terms, doc_ids)
+        expr = match_expression(terms, doc_ids, exclude_doc_ids)
         hits: list[tuple[str, float]] = []
         existing = self._existing(kb_ids)
         generations = {}
@@ -237,7 +242,7 @@ class Fts5KeywordIndex:
         for kb_id in existing:
             copy = self._memory.current(kb_id, generations.get(kb_id, 0)) if self._memory is not None else None
             if copy is not None:
-                hits.extend(copy.search(terms, top_k, doc_ids))
+                hits.extend(copy.search(terms, top_k, doc_ids, exclude_doc_ids))
                 continue
             table = _table(kb_id)
             # bm25() is lower-is-better (negative); negate so higher is better as the protocol says.
@@ -387,7 +392,8 @@ class RankBM25KeywordIndex:
                 self._models.pop(kb_id, None)
 
     def search(self, kb_ids: Sequence[int], query: str, top_k: int,
-               doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+               doc_ids: Sequence[int] | None = None,
+               exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
         terms = index_terms(query, self.stem)
         if not terms or top_k <= 0 or (doc_ids is not None and len(doc_ids) == 0):
             return []
@@ -400,6 +406,8 @@ class RankBM25KeywordIndex:
             mask = scores > 0
             if doc_ids is not None:
                 mask &= np.isin(model.doc_ids, np.array([int(d) for d in doc_ids], dtype=np.int64))
+            if exclude_doc_ids:
+                mask &= ~np.isin(model.doc_ids, np.array([int(d) for d in exclude_doc_ids], dtype=np.int64))
             candidates = np.flatnonzero(mask)
             if len(candidates) > top_k:
                 candidates = candidates[np.argpartition(-scores[candidates], top_k - 1)[:top_k]]

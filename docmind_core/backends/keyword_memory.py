@@ -111,8 +111,8 @@ class PostingsCopy:
         a, b = self.starts[j], self.starts[j + 1]
         return self.rows[a:b], self.freqs[a:b]
 
-    def search(self, terms: Sequence[str], top_k: int,
-               doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+    def search(self, terms: Sequence[str], top_k: int, doc_ids: Sequence[int] | None = None,
+               exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
         """(chunk id, bm25 score) best first, as the FTS5 query over the same terms returns them."""
         if top_k <= 0 or not self.n_rows:
             return []
@@ -135,6 +135,9 @@ class PostingsCopy:
         candidates = np.unique(np.concatenate(touched))
         if doc_ids is not None:  # the filter applies before top-k, as inside the FTS5 query
             candidates = candidates[np.isin(self.doc_ids[candidates], np.asarray(list(doc_ids), dtype=np.int64))]
+        if exclude_doc_ids:  # so does the exclusion (FTS5's NOT)
+            candidates = candidates[~np.isin(self.doc_ids[candidates],
+                                             np.asarray(list(exclude_doc_ids), dtype=np.int64))]
         if not len(candidates):
             return []
         values = scores[candidates]

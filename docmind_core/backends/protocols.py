@@ -67,8 +67,10 @@ class VectorStore(Protocol):
     def add(self, chunks: Sequence[IndexedChunk], embeddings: np.ndarray) -> None: ...
 
     def query(self, kb_ids: Sequence[int], embedding: np.ndarray, top_k: int,
-              doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
-        """(chunk_id, cosine similarity) best first; filtering happens inside the store."""
+              doc_ids: Sequence[int] | None = None,
+              exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+        """(chunk_id, cosine similarity) best first; filtering (``doc_ids``, ``exclude_doc_ids``)
+        happens inside the store, before top-k."""
         ...
 
     def delete_document(self, kb_id: int, doc_id: int) -> None: ...
@@ -95,8 +97,10 @@ class KeywordIndex(Protocol):
     def add(self, chunks: Sequence[IndexedChunk]) -> None: ...
 
     def search(self, kb_ids: Sequence[int], query: str, top_k: int,
-               doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
-        """(chunk_id, bm25 score, higher is better) best first; filtering happens inside the index."""
+               doc_ids: Sequence[int] | None = None,
+               exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+        """(chunk_id, bm25 score, higher is better) best first; filtering (``doc_ids`` and
+        ``exclude_doc_ids``) happens inside the index, before top-k."""
         ...
 
     def delete_document(self, kb_id: int, doc_id: int) -> None: ...

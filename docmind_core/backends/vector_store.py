@@ -209,14 +209,18 @@ class ChromaVectorStore:
                     metadatas=[{"kb_id": int(chunks[i].kb_id), "doc_id": int(chunks[i].doc_id)} for i in part]))
 
     def query(self, kb_ids: Sequence[int], embedding: np.ndarray, top_k: int,
-              doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
+              doc_ids: Sequence[int] | None = None,
+              exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
         if top_k <= 0:
             return []
         if doc_ids is not None and len(doc_ids) == 0:
             return []
-        where = None
+        clauses = []
         if doc_ids is not None:
-            where = {"doc_id": {"$in": [int(d) for d in doc_ids]}}
+            clauses.append({"doc_id": {"$in": [int(d) for d in doc_ids]}})
+        if exclude_doc_ids:
+            clauses.append({"doc_id": {"$nin": [int(d) for d in exclude_doc_ids]}})
+        where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)
         query = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
         hits: list[tuple[str, float]] = []
         for kb_id in dict.fromkeys(kb_ids):

@@ -92,31 +92,43 @@ class HybridRetriever:
 
     # -- single retrievers --------------------------------------------------
     def vector_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
-                          doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
-        return self._hydrate(*self._vector_hits(query, kb_ids, top_k, doc_ids), "vector")
+                          doc_ids: Sequence[int] | None = None,
+                          exclude_doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
+        return self._hydrate(*self._vector_hits(query, kb_ids, top_k, doc_ids, exclude_doc_ids), "vector")
 
     def keyword_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
-                           doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
-        return self._hydrate(*self._keyword_hits(query, kb_ids, top_k, doc_ids), "keyword")
+                           doc_ids: Sequence[int] | None = None,
+                           exclude_doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
+        return self._hydrate(*self._keyword_hits(query, kb_ids, top_k, doc_ids, exclude_doc_ids), "keyword")
 
-    def _vector_hits(self, query, kb_ids, top_k, doc_ids) -> tuple[list[tuple[str, float]], dict]:
+    def _vector_hits(self, query, kb_ids, top_k, doc_ids, exclude_doc_ids=None) -> tuple[list[tuple[str, float]], dict]:
         self.check_embedder(kb_ids)
         qvec = self.embedder.embed([query])[0]
-        return self._ready_hits(lambda k: self.vector_store.query(list(kb_ids), qvec, k, doc_ids=doc_ids), top_k)
+        extra = {"exclude_doc_ids": list(exclude_doc_ids)} if exclude_doc_ids else {}
+        return self._ready_hits(lambda k: self.vector_store.query(list(kb_ids), qvec, k, doc_ids=doc_ids, **extra),
+                                top_k, exclude_doc_ids)
 
-    def _keyword_hits(self, query, kb_ids, top_k, doc_ids) -> tuple[list[tuple[str, float]], dict]:
-        return self._ready_hits(lambda k: self.keyword_index.search(list(kb_ids), query, k, doc_ids=doc_ids), top_k)
+    def _keyword_hits(self, query, kb_ids, top_k, doc_ids, exclude_doc_ids=None) -> tuple[list[tuple[str, float]], dict]:
+        extra = {"exclude_doc_ids": list(exclude_doc_ids)} if exclude_doc_ids else {}
+        return self._ready_hits(lambda k: self.keyword_index.search(list(kb_ids), query, k, doc_ids=doc_ids, **extra),
+                                top_k, exclude_doc_ids)
 
-    def _ready_hits(self, fetch, top_k: int) -> tuple[list[tuple[str, float]], dict]:
+    def _ready_hits(self, fetch, top_k: int,
+                    exclude_doc_ids: Sequence[int] | None = None) -> tuple[list[tuple[str, float]], dict]:
         """The first ``top_k`` hits whose chunk belongs to a complete document, with those chunk rows.
 
         ``get_chunks`` leaves out chunks of documents being written or left half-written; when that
         cost hits and the store may hold more, it is asked again, deeper (a few rounds at most).
+        Excluded documents are filtered inside the stores; they are dropped here too, so a store that
+        ignores the filter can never bring a left-out (gold) document back.
         """
+        excluded = frozenset(int(d) for d in exclude_doc_ids or ())
         depth = top_k
         for _round in range(_REFETCH_ROUNDS):
             hits = fetch(depth)
             records = self.store.get_chunks([cid for cid, _ in hits])
+            if excluded:
+                records = {cid: rec for cid, rec in records.items() if rec.doc_id not in excluded}
             ready = [(cid, score) for cid, score in hits if cid in records]
             if len(ready) >= top_k or len(ready) == len(hits) or len(hits) < depth:
                 break
@@ -140,11 +152,14 @@ class HybridRetriever:
 
     # -- fused candidates ------------------------------------------------------
     def candidates(self, query: str, kb_ids: Sequence[int], settings,
-                   doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
-        return self.candidates_timed(query, kb_ids, settings, doc_ids)[0]
+                   doc_ids: Sequence[int] | None = None,
+                   exclude_doc_ids: Sequence[int] | None = None) -> list[RetrievedChunk]:
+        return self.candidates_timed(query, kb_ids, settings, doc_ids, exclude_doc_ids)[0]
 
     def candidates_timed(self, query: str, kb_ids: Sequence[int], settings,
-                         doc_ids: Sequence[int] | None = None) -> tuple[list[RetrievedChunk], dict[str, float]]:
+                         doc_ids: Sequence[int] | None = None,
+                         exclude_doc_ids: Sequence[int] | None = None
+                         ) -> tuple[list[RetrievedChunk], dict[str, float]]:
         r = settings.retrieval
         kb_ids = list(kb_ids)
         timings: dict[str, float] = {}
@@ -155,8 +170,10 @@ class HybridRetriever:
             start = time.perf_counter()
             return fn(*args), _ms(start)
 
-        vec_future = self._pool.submit(timed, self._vector_hits, query, kb_ids, r.vector_top_k, doc_ids)
-        kw_future = self._pool.submit(timed, self._keyword_hits, query, kb_ids, r.keyword_top_k, doc_ids)
+        vec_future = self._pool.submit(timed, self._vector_hits, query, kb_ids, r.vector_top_k, doc_ids,
+                                       exclude_doc_ids)
+        kw_future = self._pool.submit(timed, self._keyword_hits, query, kb_ids, r.keyword_top_k, doc_ids,
+                                      exclude_doc_ids)
         try:
             (vec_hits, vec_records), timings["vector"] = vec_future.result()
         except EmbedderMismatch:
@@ -212,9 +229,10 @@ class HybridRetriever:
                 chunks[i].scores.vector = round(float(np.dot(vec, qvec)), 6)
 
     def search(self, query: str, kb_ids: Sequence[int], settings,
-               doc_ids: Sequence[int] | None = None) -> SearchResult:
+               doc_ids: Sequence[int] | None = None,
+               exclude_doc_ids: Sequence[int] | None = None) -> SearchResult:
         start = time.perf_counter()
-        chunks, timings = self.candidates_timed(query, kb_ids, settings, doc_ids)
+        chunks, timings = self.candidates_timed(query, kb_ids, settings, doc_ids, exclude_doc_ids)
         timings["candidates"] = _ms(start)
         result = self.refiner.refine(query, chunks, settings)
         result.timings_ms = {**timings, **result.timings_ms, "total": _ms(start)}
