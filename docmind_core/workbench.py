@@ -282,20 +282,32 @@ class Workbench:
 
     def ask(self, question: str, kb_ids: Sequence[int], conversation_id: str | None = None,
             mode: str | RequestedMode = "auto", selected_doc_ids: Sequence[int] | None = None,
-            cancel: threading.Event | None = None, pair_id: str | None = None) -> Iterator[Event]:
+            cancel: threading.Event | None = None, pair_id: str | None = None,
+            overrides: dict[str, Any] | None = None, exclude_doc_ids: Sequence[int] | None = None,
+            label: str = "") -> Iterator[Event]:
         """One run as a stream of events; unreadable KBs are left out with an error event saying so.
 
         A conversation must be this user's: its history goes into the prompt and the run is
-        appended to it.
+        appended to it.  ``overrides`` are laid over this user's settings for this run only (nothing
+        is stored; only the keys a member may tune: grader/agentic/retrieval/rag); ``exclude_doc_ids``
+        are documents no retrieval path of this run returns or reads (leave-gold-out evaluation).
         """
         user = self._signed_in()
         if conversation_id:
             self._own_conversation(conversation_id)
+        settings = self._engine.settings_for(user)
+        if overrides:
+            shared = [k for k in overrides if not is_personal_key(k)]
+            if shared:
+                raise ConfigError(f"per-run overrides may only set grader.*, agentic.*, retrieval.* and rag.* "
+                                  f"keys, not {', '.join(shared)} (those change backends shared by every run)")
+            settings = settings.with_overrides(dict(overrides))
         allowed, denied = self._guard.filter_readable(user, kb_ids)
         notices = [denied_message(user, denied) + "; they were left out of this run"] if denied else []
-        return self._engine.ask(question, allowed, settings=self._engine.settings_for(user), user_id=user.owner_key,
+        return self._engine.ask(question, allowed, settings=settings, user_id=user.owner_key,
                                 conversation_id=conversation_id, mode=mode, selected_doc_ids=selected_doc_ids,
-                                cancel=cancel, pair_id=pair_id, notices=notices)
+                                cancel=cancel, pair_id=pair_id, notices=notices, exclude_doc_ids=exclude_doc_ids,
+                                label=label)
 
     # ------------------------------------------------------------------ conversations
     def list_conversations(self) -> list[Conversation]:
