@@ -122,6 +122,8 @@ class Lease:
         while not self._stop.wait(self.book.heartbeat_s):
             try:
                 if not self.book.heartbeat(self.id):
+                    if self._stop.is_set():  # released while this beat waited for the database
+                        return
                     self.lost = True
                     log.error("the %s lease %s was taken over by another process (no heartbeat for %.0f s?)",
                               self.operation, self.id, self.book.stale_after_s)
