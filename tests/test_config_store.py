@@ -144,3 +144,17 @@ def test_concurrent_writers_do_not_lose_changes(store):
         t.join()
     assert not errors
     assert store.overrides() == {k: 6 for k in keys if Settings().get(k) != 6}
+
+
+def test_a_key_set_back_to_its_plain_default_under_a_profile_wins(tmp_path):
+    from docmind_core.store.config_store import ConfigStore
+    from docmind_core.store.db import Database
+
+    store = ConfigStore(Database(tmp_path / "docmind.db"))
+    store.set("llm.profile", "local_small")
+    assert store.load().agentic.max_iterations == 2  # the profile's value
+    store.set("agentic.max_iterations", 4)  # the plain default, chosen by hand
+    assert store.load().agentic.max_iterations == 4
+    assert store.overrides()["agentic.max_iterations"] == 4
+    store.set("agentic.max_iterations", 2)  # the profile's own value again: no override needed
+    assert "agentic.max_iterations" not in store.overrides() and store.load().agentic.max_iterations == 2

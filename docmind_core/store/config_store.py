@@ -227,10 +227,14 @@ class ConfigStore:
         with self._db.transaction() as db:
             current = self.load_report().settings
             new_settings = current.with_overrides(changes)  # raises ConfigError: nothing written
-            defaults = Settings()
+            # What each key would be without an override of its own: the defaults, with the chosen llm.profile's
+            # presets (so setting a key back to its plain default under a profile is stored, and wins).
+            profile = new_settings.llm.profile
+            under_profile = Settings() if profile == "default" else Settings().with_overrides({"llm.profile": profile})
             stored = self.overrides()
             now = utcnow()
             for key in changes:
+                defaults = Settings() if key == "llm.profile" else under_profile
                 # Store the validated value (e.g. 0.5, not the text "0.5" typed into a form).
                 value = new_settings.get(key)
                 old = stored.get(key)
