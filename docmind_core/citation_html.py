@@ -19,11 +19,8 @@ from typing import Sequence
 
 from docmind_core.models import CitationResult, RetrievedChunk
 from docmind_core.safe_text import escape_html, normalise_newlines
-from docmind_core.text import keyword_tokens, split_sentences
+from docmind_core.text import CITATION_MARKER_RE, keyword_tokens, marker_numbers, split_sentences
 
-# [3], [1][3] (two matches), [1,3], [1，3], 【2】 — the forms the citation parser accepts
-CITATION_RE = re.compile(r"[\[【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】]")
-_NUMBER_RE = re.compile(r"\d{1,3}")
 _SAFE_ID_RE = re.compile(r"[^A-Za-z0-9_-]")
 _MIN_SPAN_OVERLAP = 0.3  # share of a citing sentence's terms a chunk sentence must contain to be highlighted
 
@@ -63,8 +60,8 @@ def citation_html(answer: str, citations: CitationResult | None, sources: Sequen
     def marked(segment: str) -> list[str]:
         text = normalise_newlines(segment)
         parts, pos = [], 0
-        for match in CITATION_RE.finditer(text):  # escape the text between markers; the chips are ours
-            numbers = [int(x) for x in _NUMBER_RE.findall(match.group(1))]
+        for match in CITATION_MARKER_RE.finditer(text):  # escape the text between markers; the chips are ours
+            numbers = marker_numbers(match)
             parts.append(escape_html(text[pos:match.start()]))
             parts.append("".join(_chip(n, run_id, len(sources)) for n in numbers))
             pos = match.end()
@@ -80,12 +77,6 @@ def citation_html(answer: str, citations: CitationResult | None, sources: Sequen
     return f'<div class="dm-answer">{"".join(parts)}</div>'
 
 
-def invalid_citations(answer: str, source_count: int) -> list[int]:
-    """Reference numbers in the answer that point at no source."""
-    return [n for m in CITATION_RE.finditer(answer) for n in map(int, _NUMBER_RE.findall(m.group(1)))
-            if not 1 <= n <= source_count]
-
-
 # --------------------------------------------------------------------------
 # Source cards
 # --------------------------------------------------------------------------
@@ -96,9 +87,9 @@ def citing_sentences(answer: str, n: int) -> list[str]:
     out = []
     for start, end in split_sentences(answer):
         sentence = answer[start:end]
-        cited = {int(x) for m in CITATION_RE.finditer(sentence) for x in _NUMBER_RE.findall(m.group(1))}
+        cited = {x for m in CITATION_MARKER_RE.finditer(sentence) for x in marker_numbers(m)}
         if n in cited:
-            clean = CITATION_RE.sub("", sentence).strip()
+            clean = CITATION_MARKER_RE.sub("", sentence).strip()
             if clean:
                 out.append(clean)
     return out

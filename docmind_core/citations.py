@@ -43,12 +43,17 @@ from docmind_core.models import (
     UsedSource,
 )
 from docmind_core.settings import CitationSettings
-from docmind_core.text import is_cjk, keyword_tokens, salient_terms, split_sentences
+from docmind_core.text import (
+    CITATION_MARKER_RE as MARKER_RE,
+    is_cjk,
+    keyword_tokens,
+    marker_numbers,
+    salient_terms,
+    split_sentences,
+)
 
 log = logging.getLogger(__name__)
 
-MARKER_RE = re.compile(r"[\[［【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]］】]")
-_NUMBER_RE = re.compile(r"\d{1,3}")
 _LEADING_MARKERS_RE = re.compile(r"(?:\s*" + MARKER_RE.pattern + r")+")  # used with .match(pos)
 _GREETING_RE = re.compile(
     r"^(?:你好|您好|嗨|谢谢|不客气|希望(?:以上|这些)?(?:内容|回答)?(?:对你|对您)?有(?:所)?帮助|如有(?:其他|更多)?问题|"
@@ -119,8 +124,7 @@ def _parse(answer: str, sources: Sequence[RetrievedChunk], min_len: int) -> Cita
     used: dict[int, UsedSource] = {}
     invalid = 0
     for m in MARKER_RE.finditer(answer):
-        for number in _NUMBER_RE.findall(m.group(1)):
-            index = int(number)
+        for index in marker_numbers(m):
             valid = 1 <= index <= n_sources
             occurrences.append(CitationOccurrence(index=index, char_start=m.start(), char_end=m.end(), valid=valid))
             if not valid:

@@ -31,6 +31,17 @@ _LONG_WORD_RE = re.compile(r"[A-Za-z0-9]{9,}")
 _CODE_RE = re.compile(r"[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+")
 _WORD_RE = re.compile(r"[A-Za-z0-9]+(?:'[a-z]+)?")
 
+# A citation marker, the one definition the parser, the chip renderer, the history cleaner and the offline
+# answerers share: [3], [1,3], [1，3], [1、3], full-width ［1］ and 【1】 ([1][3] is two markers). Group 1 holds
+# the numbers; read them with marker_numbers().
+CITATION_MARKER_RE = re.compile(r"[\[［【]\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]］】]")
+_MARKER_NUMBER_RE = re.compile(r"\d{1,3}")
+
+
+def marker_numbers(marker: re.Match[str]) -> list[int]:
+    """The source numbers of one :data:`CITATION_MARKER_RE` match, in the order written."""
+    return [int(n) for n in _MARKER_NUMBER_RE.findall(marker.group(1))]
+
 ENGLISH_STOP_WORDS = frozenset(
     """a an the and or but if then else of to in on at by for with from as is are was were be been being
     this that these those it its it's i you he she we they them his her our your their me my mine us do does did

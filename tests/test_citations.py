@@ -266,3 +266,14 @@ def test_the_timeline_says_how_many_sentences_were_inferred():
                 citations=parse_citations(answer, NIMBUS, 8))
     [row] = timeline([done])
     assert row.fields["citation coverage"] == "1.00 (2 sentences inferred)"
+
+
+@pytest.mark.parametrize("marker", ["[1]", "［1］", "【1】", "[1，2]", "［1、2］"])
+def test_every_marker_the_parser_counts_gets_a_chip(marker):
+    """The parser and the chip renderer read one marker pattern: a citation counted is a citation drawn."""
+    answer = f"The battery lasts twelve hours {marker}."
+    counted = [o.index for o in parse(answer).occurrences]
+    out = citation_html(answer, None, SOURCES, run_id="r1")
+    drawn = [int(n) for n in re.findall(r'class="dm-cite"[^>]*data-n="(\d+)"', out)]
+    assert counted and drawn == counted, out
+    assert "［" not in out and "【" not in out

@@ -116,3 +116,10 @@ def test_markdown_export_can_check_the_owner(store):
     with pytest.raises(AccessDenied):
         store.export_markdown(conv, {}, user_id=2, check_owner=True)
     assert store.export_markdown(conv, {}, user_id=1, check_owner=True).startswith("# Conversation")
+
+
+def test_history_turns_drop_every_marker_form_the_parser_counts(store):
+    conv = store.create()
+    store.add_message(conv, "user", "question")
+    store.add_message(conv, "assistant", "answer ［1］，more 【2】 and [1、3].", run_id="r1")
+    assert store.history_turns(conv, 1) == [Turn("assistant", "answer，more and.")]

@@ -31,11 +31,10 @@ from docmind_core.backends.protocols import (
     UnderstandingRequest,
     UsageMeter,
 )
-from docmind_core.citations import MARKER_RE
 from docmind_core.errors import BackendUnavailable
 from docmind_core.models import BackendStatus, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.text import sentences
+from docmind_core.text import CITATION_MARKER_RE, sentences
 
 _PIECE_RE = re.compile(r"[\u3400-\u9fff]{1,4}|[^\u3400-\u9fff\s]+\s*|\s+")
 
@@ -48,7 +47,7 @@ def _zh(language: str) -> bool:
 
 
 def _first_sentence(text: str, limit: int = 80) -> str:
-    parts = sentences(MARKER_RE.sub("", text))
+    parts = sentences(CITATION_MARKER_RE.sub("", text))
     first = parts[0] if parts else text
     return first if len(first) <= limit else first[:limit].rstrip() + "…"
 

@@ -28,9 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from docmind_core.citations import MARKER_RE
 from docmind_core.models import RetrievedChunk
-from docmind_core.text import detect_language, is_cjk, keyword_tokens, salient_terms, sentences
+from docmind_core.text import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 
 MAX_QUOTED_SENTENCES = 3
 MAX_PER_SOURCE = 2
@@ -142,7 +141,7 @@ def _relevance(terms: dict[str, float], index: _TextIndex, chunk_index: _TextInd
 
 
 def _clip(sentence: str) -> str:
-    text = re.sub(r"\s+", " ", MARKER_RE.sub("", sentence)).strip()
+    text = re.sub(r"\s+", " ", CITATION_MARKER_RE.sub("", sentence)).strip()
     if len(text) > MAX_SENTENCE_CHARS:
         text = text[:MAX_SENTENCE_CHARS].rstrip() + "…"
     return text

@@ -23,11 +23,12 @@ from docmind_core.backends.protocols import Turn
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.models import RetrievedChunk
 from docmind_core.store.db import Database, utcnow
+from docmind_core.text import CITATION_MARKER_RE
 
 Role = Literal["user", "assistant"]
 
-# [3], [1][3], [1,3], [1，3] as the citation parser accepts them.
-_CITATION_RE = re.compile(r"\s*\[\d+(?:\s*[,，]\s*\d+)*\]")
+# Every marker form the citation parser counts, with the space before it.
+_CITATION_RE = re.compile(r"\s*" + CITATION_MARKER_RE.pattern)
 _TITLE_CHARS = 60
 _EXCERPT_CHARS = 280
 
