@@ -29,9 +29,8 @@ with st.container(border=True):
     kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
                              format_func=lambda k: "any" if k is None else kb_names.get(k, str(k)))
 
-summaries = bench.list_traces(kb_id=kb_filter, since=since.isoformat() if since else None,
+summaries = bench.list_traces(kb_id=kb_filter, since=since.isoformat() if since else None, mode=modes, tier=tiers,
                               stop_reason=stop.strip() or None, limit=500)
-summaries = [s for s in summaries if (not modes or s.mode in modes) and (not tiers or s.tier in tiers)]
 visible = {s.run_id for s in summaries}
 if not summaries:
     st.info("No run matches. Ask something in Chat, or import a trace below.")

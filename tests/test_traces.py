@@ -10,7 +10,7 @@ import pytest
 
 from docmind_core.errors import NotFound
 from docmind_core.events import Done, Token
-from docmind_core.models import Tier
+from docmind_core.models import Mode, Tier
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.traces import TraceFormatError, TraceRecord, TraceStore
@@ -111,6 +111,17 @@ def test_list_filters(store):
     assert ids(store.list(since=datetime.now(timezone.utc) + timedelta(minutes=5))) == []
     first = store.list(user_id=2)[0]
     assert first.event_count == len(sample_events("b")) and first.tier == "LOW"
+
+
+def test_list_takes_several_modes_and_tiers(store):
+    record_run(store, "a", mode="AGENTIC", tier=Tier.HIGH)
+    record_run(store, "b", mode="RULE_PLANNER", tier=Tier.LOW)
+    record_run(store, "c", mode="SELECTED_DOC", tier=Tier.AMBIGUOUS)
+    ids = lambda rows: [r.run_id for r in rows]  # noqa: E731
+    assert ids(store.list(mode=[Mode.AGENTIC, Mode.SELECTED_DOC])) == ["c", "a"]
+    assert ids(store.list(tier=(Tier.LOW, Tier.AMBIGUOUS), mode=["RULE_PLANNER"])) == ["b"]
+    assert ids(store.list(mode=Mode.AGENTIC)) == ["a"]
+    assert ids(store.list(mode=[], tier=[])) == ["c", "b", "a"]  # an empty choice filters nothing
 
 
 def test_delete(store):

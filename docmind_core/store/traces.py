@@ -188,14 +188,24 @@ class TraceStore:
         events = [event_from_dict(json.loads(p[0])) for p in payloads]
         return TraceRecord(meta=_meta(row), config=json.loads(row[-1] or "{}"), events=events)
 
-    def list(self, user_id: int | None = None, mode: str | None = None, tier: str | None = None,
+    def list(self, user_id: int | None = None, mode: str | Sequence[str] | None = None,
+             tier: str | Sequence[str] | None = None,
              kb_id: int | None = None, stop_reason: str | None = None, since: datetime | str | None = None,
              limit: int = 200, pair_id: str | None = None, label: str | None = None,
              conversation_id: str | None = None, question_contains: str | None = None) -> list[TraceSummary]:
-        """Runs newest first; every given filter must match (``user_id=None`` means any user)."""
+        """Runs newest first; every given filter must match (``user_id=None`` means any user).
+
+        ``mode`` and ``tier`` take one value or several (any of them matches; an empty sequence filters
+        nothing), so a page filters in SQL rather than among the rows a limit left it.
+        """
         where: list[str] = []
         params: list[Any] = []
-        for column, value in (("user_id", user_id), ("mode", mode), ("tier", tier), ("stop_reason", stop_reason),
+        for column, choice in (("mode", mode), ("tier", tier)):
+            values = [choice] if isinstance(choice, str) else list(choice or ())
+            if values:
+                where.append(f"{column} IN ({', '.join('?' * len(values))})")
+                params.extend(str(getattr(v, "value", v)) for v in values)
+        for column, value in (("user_id", user_id), ("stop_reason", stop_reason),
                               ("pair_id", pair_id), ("label", label), ("conversation_id", conversation_id)):
             if value is not None:
                 where.append(f"{column} = ?")
