@@ -18,7 +18,12 @@ from docmind_core.text import detect_language, truncate_to_tokens
 
 ANSWER_TEMPLATES = ("knowledge_qa", "low_confidence", "fallback")
 DIRECT_TEMPLATES = ("chitchat", "capability", "out_of_scope")
-HISTORY_TURN_TOKENS = 600  # an earlier answer is cut to this many tokens when replayed
+# How much of each earlier turn a prompt replays, in tokens; both cuts live here, next to format_turns.
+# Understanding only resolves references ("it", "the second one") and sits on the path before retrieval,
+# so its turns are cut short; the answer may be asked about the earlier answer itself (a follow-up, a
+# meta-dialogue question), so it keeps twice as much.
+UNDERSTANDING_TURN_TOKENS = 300
+ANSWER_TURN_TOKENS = 600
 
 
 def choose_template(grade: GradeResult | None, sources: Sequence[RetrievedChunk]) -> str:
@@ -43,12 +48,12 @@ def format_turns(history: Sequence[Turn], assistant: str, empty: str, separator:
 
 
 def format_conversation(history: Sequence[Turn]) -> str:
-    return format_turns(history, "DocMind", "(the conversation is empty)", "\n\n", HISTORY_TURN_TOKENS)
+    return format_turns(history, "DocMind", "(the conversation is empty)", "\n\n", ANSWER_TURN_TOKENS)
 
 
 def _history_messages(history: Sequence[Turn]) -> list[dict[str, str]]:
     return [{"role": "user" if t.role == "user" else "assistant",
-             "content": truncate_to_tokens(t.content.strip(), HISTORY_TURN_TOKENS)}
+             "content": truncate_to_tokens(t.content.strip(), ANSWER_TURN_TOKENS)}
             for t in history if t.content.strip()]
 
 

@@ -19,7 +19,7 @@ from typing import Literal, Sequence
 from docmind_core.backends.protocols import LanguageModel, Turn, UnderstandingRequest, UsageMeter
 from docmind_core.models import Complexity, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.generate import format_turns
+from docmind_core.generate import UNDERSTANDING_TURN_TOKENS, format_turns
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,6 @@ MULTI_FOCUS_PATTERN = re.compile(
     re.IGNORECASE,
 )
 _QUESTION_MARK = re.compile(r"[?？]")
-
-HISTORY_TURN_TOKENS = 300  # each prior turn is cut to this many tokens in the understanding prompt
-
 
 def has_multi_focus_signal(question: str) -> bool:
     return bool(MULTI_FOCUS_PATTERN.search(question)) or len(_QUESTION_MARK.findall(question)) >= 2
@@ -46,7 +43,7 @@ def upgrade_complexity(question: str, understanding: Understanding) -> Understan
 
 
 def format_history(history: Sequence[Turn]) -> str:
-    return format_turns(history, "Assistant", "(no earlier turns)", "\n", HISTORY_TURN_TOKENS)
+    return format_turns(history, "Assistant", "(no earlier turns)", "\n", UNDERSTANDING_TURN_TOKENS)
 
 
 class QueryUnderstanding:
