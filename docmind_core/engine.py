@@ -35,6 +35,8 @@ from docmind_core.errors import EmbedderMismatch, NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.grade import CragGrader
 from docmind_core.ingest.check import KbCheckReport
+from docmind_core.ingest.jobs import IngestJobQueue
+from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.limits import check_question
 from docmind_core.memory import MemoryStore
@@ -46,6 +48,7 @@ from docmind_core.settings import Settings
 from docmind_core.store.config_store import ConfigStore
 from docmind_core.store.conversations import ConversationStore
 from docmind_core.store.db import Database
+from docmind_core.store.jobs import JobStore
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.traces import TraceStore
 from docmind_core.apikeys import ApiKeyStore, ResolvedKey
@@ -153,6 +156,14 @@ class Engine:
             self.start_report = self.ingestor.reconcile()
         except Exception as exc:  # noqa: BLE001 - e.g. an unreachable Chroma server: start anyway, retry next start
             log.warning("start-up clean-up skipped: %s", exc)
+        # Background ingest jobs (one worker thread per engine); after reconcile(), which removed what a
+        # stopped worker left pending, its jobs are resumed or marked interrupted.
+        self.jobs = IngestJobQueue(JobStore(db), LeaseBook(db), home / "uploads", self._run_job_files,
+                                   lambda: self.settings)
+        try:
+            self.start_report += self.jobs.recover()
+        except Exception as exc:  # noqa: BLE001 - never stop a start for it; the next start tries again
+            log.warning("ingest jobs were not recovered: %s", exc)
         if warm:
             self.start_warm_up()
 
@@ -327,15 +338,18 @@ class Engine:
         return self.config.load_for(user.owner_key)
 
     def check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
-        """KBs searchable with the live embedder, and a message for each one that is not."""
-        embedder = self.embedder
+        """KBs searchable with the live embedder, and a message for each one that is not.
+
+        The check itself is the retriever's (the one every search passes, tools included); here it
+        only sorts the KBs, so a run leaves a mismatched KB out and says why.
+        """
+        retriever = self.retriever
         ok, problems = [], []
         for kb_id in kb_ids:
-            kb = self.store.get_kb(kb_id)
-            if kb.embedder_id != embedder.id:
-                problems.append(f"knowledge base '{kb.name}' was indexed with {kb.embedder_id}, but the live "
-                                f"embedder is {embedder.id}; re-index it (docmind kb reindex {kb.name}) or switch "
-                                f"embedding settings back")
+            try:
+                retriever.check_embedder([kb_id])
+            except EmbedderMismatch as exc:
+                problems.append(str(exc))
             else:
                 ok.append(kb_id)
         return ok, problems
@@ -357,11 +371,16 @@ class Engine:
         self.ingestor.delete_document(doc_id)
 
     def ingest(self, kb_id: int, paths: Sequence[Path | str], progress: Callable[[IngestProgress], None] | None = None,
-               names: Sequence[str] | None = None) -> list[IngestOutcome]:
+               names: Sequence[str] | None = None, cancel: threading.Event | None = None) -> list[IngestOutcome]:
         settings = self.settings
         self._current(settings)
         return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
-                                    names=list(names) if names else None)
+                                    names=list(names) if names else None, cancel=cancel)
+
+    def _run_job_files(self, kb_id: int, paths: list[Path], names: list[str],
+                       progress: Callable[[IngestProgress], None], cancel: threading.Event) -> list[IngestOutcome]:
+        """What the ingest job worker runs for a job's remaining files."""
+        return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel)
 
     def reindex_kb(self, kb_id: int) -> int:
         settings = self.settings

@@ -24,6 +24,14 @@ class IngestError(DocMindError):
     """A document could not be read or indexed; the message says why."""
 
 
+class IngestCancelled(DocMindError):
+    """An ingest was cancelled (an ingest job's cancel); ``outcomes`` holds what finished before it, by position."""
+
+    def __init__(self, message: str = "ingest cancelled", outcomes: list | None = None):
+        super().__init__(message)
+        self.outcomes = outcomes or []
+
+
 class EmbedderMismatch(DocMindError):
     """A knowledge base was indexed with another embedder than the one configured."""
 

@@ -227,6 +227,21 @@ class TracingSettings(_Group):
         return http_url(value, "https://cloud.langfuse.com")
 
 
+class IngestSettings(_Group):
+    max_file_mb: float = Field(64.0, ge=0.01, le=4096,
+                               description="Largest file an ingest accepts (MB); a larger one is refused before it "
+                                           "is read")
+    max_chunks_per_file: int = Field(
+        100_000, ge=1, le=10_000_000,
+        description="Most child chunks one file may make; a file estimated above it is refused before any "
+                    "encoding (at ~10-50 chunks/s on 2 cores, 100,000 chunks is about an hour)")
+    max_queued_jobs: int = Field(50, ge=1, le=10_000,
+                                 description="Ingest jobs waiting or running at once; enqueueing more is refused")
+    resume_interrupted: bool = Field(
+        True, description="A job interrupted by a server stop resumes at the next start (else it is marked "
+                          "interrupted and its files can be retried)")
+
+
 class RunSettings(_Group):
     deadline_ms: int = Field(
         90000, ge=1000, le=1_800_000,
@@ -279,6 +294,7 @@ class Settings(_Group):
     tracing: TracingSettings = TracingSettings()
     run: RunSettings = RunSettings()
     limits: LimitsSettings = LimitsSettings()
+    ingest: IngestSettings = IngestSettings()
 
     # -- dotted-key access -------------------------------------------------
     def get(self, key: str) -> Any:

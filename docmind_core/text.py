@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from typing import Iterator
 from functools import lru_cache
 
 import jieba
@@ -86,11 +87,15 @@ def token_spans(text: str) -> list[tuple[int, int, int]]:
 
     Lets the chunker cut an over-long sentence at token boundaries.
     """
-    out = []
+    return list(iter_token_spans(text))
+
+
+def iter_token_spans(text: str) -> Iterator[tuple[int, int, int]]:
+    """:func:`token_spans` one at a time: a sentence of millions of characters (a text without
+    punctuation) is cut without a list of all its tokens."""
     for m in _TOKEN_RE.finditer(text):
         tok = m.group(0)
-        out.append((m.start(), m.end(), 1 + (len(tok) - 1) // 8 if len(tok) > 1 else 1))
-    return out
+        yield m.start(), m.end(), 1 + (len(tok) - 1) // 8 if len(tok) > 1 else 1
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
@@ -117,7 +122,16 @@ _SENT_RE = re.compile(r"[^。！？；…!?;.\n]*(?:[。！？；…!?;]+[”’
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
     """Character spans (start, end) of sentences, covering the text without gaps or overlaps."""
-    spans: list[tuple[int, int]] = []
+    return list(iter_sentence_spans(text))
+
+
+def iter_sentence_spans(text: str) -> Iterator[tuple[int, int]]:
+    """:func:`split_sentences` one span at a time (a large document is chunked in bounded memory).
+
+    A whitespace-only piece joins the sentence before it, so each span is yielded only once the next
+    non-blank one has started (or the text has ended).
+    """
+    pending: tuple[int, int] | None = None
     n = len(text)
     start = 0
     i = 0
@@ -142,19 +156,24 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
                 end = j
         if end is not None:
             if text[start:end].strip():
-                spans.append((start, end))
-            elif spans:
-                spans[-1] = (spans[-1][0], end)
+                if pending is not None:
+                    yield pending
+                pending = (start, end)
+            elif pending is not None:
+                pending = (pending[0], end)
             start = end
             i = end
             continue
         i += 1
     if start < n:
-        if text[start:n].strip() or not spans:
-            spans.append((start, n))
+        if text[start:n].strip() or pending is None:
+            if pending is not None:
+                yield pending
+            pending = (start, n)
         else:
-            spans[-1] = (spans[-1][0], n)
-    return spans
+            pending = (pending[0], n)
+    if pending is not None:
+        yield pending
 
 
 def _is_sentence_period(text: str, i: int) -> bool:

@@ -49,6 +49,8 @@ from docmind_core.users import ROLES, SIGNED_OUT, User, UserError
 if TYPE_CHECKING:
     from docmind_core.engine import Engine
     from docmind_core.ingest.check import KbCheckReport
+    from docmind_core.ingest.jobs import JobInput
+    from docmind_core.store.jobs import IngestJob
 
 Channel = Literal["web", "cli", "mcp", "import"]
 ConfigScope = Literal["global", "personal"]
@@ -261,6 +263,46 @@ class Workbench:
         """``docmind kb check``: the same permission as re-indexing (the KB's owner or an admin)."""
         self._guard.require_manage(self._signed_in(), kb_id)
         return self._engine.check_kb(kb_id, repair=repair)
+
+    # ------------------------------------------------------------------ background ingest jobs
+    # The same rule as ingest: the KB's owner or an admin enqueues, sees, cancels and retries its jobs.
+    def enqueue_ingest(self, kb_id: int, files: Sequence["JobInput"]) -> "IngestJob":
+        """Queue files for ingestion in the background (it survives the page and a server restart)."""
+        user = self._signed_in()
+        self._guard.require_manage(user, kb_id)
+        return self._engine.jobs.enqueue(kb_id, user.owner_key, files)
+
+    def list_jobs(self, kb_id: int | None = None, limit: int = 50) -> list["IngestJob"]:
+        """Newest first: jobs of the KBs this user may manage (every KB's for admins), or of ``kb_id``."""
+        user = self._signed_in()
+        if kb_id is not None:
+            self._guard.require_manage(user, kb_id)
+            return self._engine.jobs.jobs.list([kb_id], limit=limit)
+        if user.is_admin:
+            return self._engine.jobs.jobs.list(None, limit=limit)
+        managed = [kb.id for kb in self._guard.readable_kbs(user) if self._guard.can_manage(user, kb)]
+        return self._engine.jobs.jobs.list(managed, limit=limit)
+
+    def get_job(self, job_id: int) -> "IngestJob":
+        return self._managed_job(job_id)
+
+    def cancel_job(self, job_id: int) -> "IngestJob":
+        self._managed_job(job_id)
+        return self._engine.jobs.cancel(job_id)
+
+    def retry_job(self, job_id: int) -> "IngestJob":
+        self._managed_job(job_id)
+        return self._engine.jobs.retry(job_id)
+
+    def _managed_job(self, job_id: int) -> "IngestJob":
+        user = self._signed_in()
+        try:
+            job = self._engine.jobs.jobs.get(job_id)
+        except NotFound:
+            job = None
+        if job is None or not self._guard.can_manage(user, self._engine.store.get_kb(job.kb_id)):
+            raise AccessDenied(f"ingest job #{job_id} is not one {user.username} may manage (or it does not exist)")
+        return job
 
     def _readable_document(self, doc_id: int) -> DocumentRecord:
         user = self._signed_in()

@@ -179,3 +179,23 @@ def _fresh_bundled_encoder(embedding_settings):
     from docmind_core.backends.embedders import Usem3Embedder
 
     return Usem3Embedder(), ""  # a new instance: its weights load here, as at a real first start
+
+
+def test_a_kb_indexed_with_another_embedder_is_left_out_with_the_reason(tmp_path):
+    """One embedder check (the retriever's): a run leaves the KB out and says why; hit testing refuses it."""
+    from docmind_core.errors import EmbedderMismatch
+
+    engine = Engine.open(tmp_path / "home", env={}, warm=False)
+    bench = engine.workbench(LOCAL_USER)
+    kb = bench.create_kb("products")
+    path = tmp_path / "nimbus.txt"
+    path.write_text(TEXTS["nimbus.txt"], encoding="utf-8")
+    assert [o.status for o in bench.ingest(kb.id, [path])] == ["added"]
+    old = engine.store.create_kb("old", "other:embedder", engine.embedder.dim)
+    events = list(bench.ask("What is the maximum power draw of the Nimbus N2?", [kb.id, old.id]))
+    assert events[0].kb_ids == [kb.id] and events[-1].kind == "done" and events[-1].sources
+    left_out = [e.message for e in events if e.kind == "error"]
+    assert len(left_out) == 1 and "'old' was indexed with other:embedder" in left_out[0]
+    assert "docmind kb reindex old" in left_out[0]
+    with pytest.raises(EmbedderMismatch, match="docmind kb reindex old"):
+        bench.search("Nimbus N2 power draw", [old.id])

@@ -84,6 +84,11 @@ class World:
         kb = self.kb(visibility)
         return self.engine.store.list_documents(kb.id)[0]
 
+    def job(self, visibility: str) -> int:
+        """A finished ingest job of alice's on a fresh KB."""
+        job = self.alice.enqueue_ingest(self.kb(visibility).id, [_job_file()])
+        return self.engine.jobs.wait(job.id, 60).id
+
     def conversation(self) -> str:
         conv = self.alice.start_conversation("alice's plans")
         self.engine.conversations.add_message(conv, "user", "alice's secret question")
@@ -204,6 +209,20 @@ def _forget_memory(w: World, b: Workbench, v: str) -> bool:
     return not any(m.text == text for m in w.alice.list_memories())
 
 
+def _job_file():
+    from docmind_core.ingest.jobs import JobInput
+
+    return JobInput("notes.txt", data=b"The zephyr budget is 40k and the launch is in March.")
+
+
+def _retry_job(w: World, b: Workbench, v: str) -> bool:
+    from docmind_core.ingest.jobs import JobInput
+
+    job = w.alice.enqueue_ingest(w.kb(v).id, [JobInput("broken.pdf", data=b"%PDF-1.4 not a pdf")])
+    w.engine.jobs.wait(job.id, 60)
+    return b.retry_job(job.id).id == job.id
+
+
 ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     # knowledge bases and their documents
     ("list_kbs", True, may_read_kb, lambda w, b, v: (kb := w.kb(v)).id in {k.id for k in b.list_kbs()}),
@@ -225,6 +244,12 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("reindex_kb", True, may_manage_kb, lambda w, b, v: b.reindex_kb(w.kb(v).id) >= 1),
     ("check_kb", True, may_manage_kb, lambda w, b, v: b.check_kb(w.kb(v).id) is not None),
     ("delete_document", True, may_manage_kb, lambda w, b, v: b.delete_document(w.document(v).id) is None),
+    # background ingest jobs: the ingest rule (owner or admin)
+    ("enqueue_ingest", True, may_manage_kb, lambda w, b, v: b.enqueue_ingest(w.kb(v).id, [_job_file()]).id > 0),
+    ("list_jobs", True, may_manage_kb, lambda w, b, v: (j := w.job(v)) in {x.id for x in b.list_jobs()}),
+    ("get_job", True, may_manage_kb, lambda w, b, v: b.get_job(w.job(v)).id > 0),
+    ("cancel_job", True, may_manage_kb, lambda w, b, v: b.cancel_job(w.job(v)).id > 0),
+    ("retry_job", True, may_manage_kb, _retry_job),
     # conversations: the owner only (not even admins)
     ("list_conversations", False, owner_only,
      lambda w, b, v: (c := w.conversation()) in {x.id for x in b.list_conversations()}),

@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 from docmind_core.models import ChunkRecord
-from docmind_core.text import count_tokens, split_sentences, token_spans
+from docmind_core.text import count_tokens, iter_sentence_spans, iter_token_spans
 
 _HEADING_RE = re.compile(r"#{1,6}\s")
 
@@ -60,24 +61,39 @@ def chunk_id(kb_id: int, doc_name: str, kind: str, start: int, end: int, text: s
 def chunk_document(kb_id: int, doc_name: str, text: str, child_tokens: int, overlap: int,
                    parent_tokens: int) -> tuple[list[TextChunk], list[TextChunk]]:
     """Cut ``text`` into (parents, children); offsets index into ``text``."""
+    parents: list[TextChunk] = []
+    children: list[TextChunk] = []
+    for parent, kids in iter_chunk_blocks(kb_id, doc_name, text, child_tokens, overlap, parent_tokens):
+        parents.append(parent)
+        children.extend(kids)
+    return parents, children
+
+
+def iter_chunk_blocks(kb_id: int, doc_name: str, text: str, child_tokens: int, overlap: int,
+                      parent_tokens: int) -> Iterator[tuple[TextChunk, list[TextChunk]]]:
+    """:func:`chunk_document` one parent block at a time, with that block's children.
+
+    Nothing but the current block is held, so a document of any size is chunked in bounded memory
+    (besides its text); the chunks are the same as :func:`chunk_document`'s.
+    """
     if child_tokens <= 0:
         raise ValueError("child_tokens must be positive")
     overlap = max(0, min(overlap, child_tokens // 2))  # an overlap near the chunk size would barely advance
     parent_tokens = max(parent_tokens, child_tokens)
-    units = _units(text, child_tokens)
-    parents: list[TextChunk] = []
-    children: list[TextChunk] = []
-    for group in _parent_groups(units, parent_tokens):
-        parent = _make_chunk(kb_id, doc_name, text, "parent", group[0].start, group[-1].end, len(parents), None)
+    parent_count = child_count = 0
+    for group in _parent_groups(_units(text, child_tokens), parent_tokens):
+        parent = _make_chunk(kb_id, doc_name, text, "parent", group[0].start, group[-1].end, parent_count, None)
         if parent is None:
             continue
-        parents.append(parent)
+        parent_count += 1
+        kids: list[TextChunk] = []
         for first, last in _child_windows(group, child_tokens, overlap):
             child = _make_chunk(kb_id, doc_name, text, "child", group[first].start, group[last].end,
-                                len(children), parent.id)
+                                child_count, parent.id)
             if child is not None:
-                children.append(child)
-    return parents, children
+                kids.append(child)
+                child_count += 1
+        yield parent, kids
 
 
 def _make_chunk(kb_id: int, doc_name: str, text: str, kind: str, start: int, end: int, index: int,
@@ -93,44 +109,38 @@ def _make_chunk(kb_id: int, doc_name: str, text: str, kind: str, start: int, end
                      token_count=count_tokens(stripped), start=start, end=end)
 
 
-def _units(text: str, max_tokens: int) -> list[_Unit]:
+def _units(text: str, max_tokens: int) -> Iterator[_Unit]:
     """Sentences, with over-long ones cut at token boundaries into pieces of at most ``max_tokens``."""
-    units: list[_Unit] = []
-    for start, end in split_sentences(text):
+    for start, end in iter_sentence_spans(text):
         sentence = text[start:end]
         if not sentence.strip():
             continue
         heading = bool(_HEADING_RE.match(sentence.lstrip()))
-        spans = token_spans(sentence)
-        total = sum(cost for _, _, cost in spans)
-        if total <= max_tokens:
-            units.append(_Unit(start, end, total, heading))
+        if len(sentence) <= max_tokens:  # a token is at least one character: it fits
+            yield _Unit(start, end, count_tokens(sentence), heading)
             continue
         piece_start, used, first_piece = 0, 0, True
-        for tok_start, _tok_end, cost in spans:
+        for tok_start, _tok_end, cost in iter_token_spans(sentence):
             if used + cost > max_tokens and used > 0:
-                units.append(_Unit(start + piece_start, start + tok_start, used, heading and first_piece))
+                yield _Unit(start + piece_start, start + tok_start, used, heading and first_piece)
                 piece_start, used, first_piece = tok_start, 0, False
             used += cost
-        units.append(_Unit(start + piece_start, end, used, heading and first_piece))
-    return units
+        yield _Unit(start + piece_start, end, used, heading and first_piece)
 
 
-def _parent_groups(units: list[_Unit], parent_tokens: int) -> list[list[_Unit]]:
-    groups: list[list[_Unit]] = []
+def _parent_groups(units: Iterable[_Unit], parent_tokens: int) -> Iterator[list[_Unit]]:
     current: list[_Unit] = []
     used = 0
     for unit in units:
         # A heading opens a new block, unless the block so far holds only headings (a title over a section).
         starts_section = unit.heading and any(not u.heading for u in current)
         if current and (used + unit.tokens > parent_tokens or starts_section):
-            groups.append(current)
+            yield current
             current, used = [], 0
         current.append(unit)
         used += unit.tokens
     if current:
-        groups.append(current)
-    return groups
+        yield current
 
 
 def _child_windows(group: list[_Unit], child_tokens: int, overlap: int) -> list[tuple[int, int]]:

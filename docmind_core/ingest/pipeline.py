@@ -32,27 +32,46 @@ import functools
 import hashlib
 import logging
 import math
+import queue
 import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
-from docmind_core.errors import DocMindError, EmbedderMismatch, IngestError
+from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled, IngestError
 from docmind_core.ingest.check import KbCheckReport, KbChecker
-from docmind_core.ingest.chunking import TextChunk, chunk_document
+from docmind_core.ingest.chunking import TextChunk, chunk_document, iter_chunk_blocks
 from docmind_core.ingest.leases import Lease, LeaseBook
 from docmind_core.ingest.loaders import load_document, mime_for
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase
 from docmind_core.settings import Settings
-from docmind_core.text import stored_terms
+from docmind_core.text import count_tokens, stored_terms
 from docmind_core.store.kb_store import DocumentBusy, KnowledgeStore
 
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[IngestProgress], None]
+# A document estimated to make more child chunks than this is streamed: chunked, tokenised, encoded and
+# written one batch at a time (bounded memory), with the next batch prepared while the encoder runs.
+STREAM_MIN_CHUNKS = 512
+
+
+def file_limit_refusal(name: str, size: int, settings: Settings) -> str | None:
+    """Why a file of ``size`` bytes is refused by ``ingest.max_file_mb`` (None when it is within it)."""
+    limit_mb = settings.ingest.max_file_mb
+    if size > limit_mb * 1024 * 1024:
+        return (f"{name}: file is too large ({size / 1048576:.1f} MB; the limit is {limit_mb:g} MB, "
+                f"ingest.max_file_mb)")
+    return None
+
+
+def estimated_chunks(text: str, settings: Settings) -> int:
+    """About how many child chunks ``text`` makes (each child advances by chunk size minus overlap)."""
+    step = max(1, settings.rag.chunk_tokens - min(settings.rag.chunk_overlap_tokens, settings.rag.chunk_tokens // 2))
+    return math.ceil(count_tokens(text) / step)
 
 
 def _serialised(method):
@@ -93,33 +112,49 @@ class Ingestor:
 
     @_serialised
     def ingest(self, kb_id: int, paths: Sequence[Path | str], settings: Settings,
-               progress: ProgressCallback | None = None, names: Sequence[str] | None = None) -> list[IngestOutcome]:
+               progress: ProgressCallback | None = None, names: Sequence[str] | None = None,
+               cancel: threading.Event | None = None) -> list[IngestOutcome]:
         """Ingest files and folders into a KB; one outcome per file, in order.
 
         Small documents are written in groups so that the encoder gets full
         batches (a batch of 8 texts costs twice as much per text as a batch
         of 64).  If a group fails, each of its documents is retried on its
-        own, so one bad document never takes its neighbours down.
+        own, so one bad document never takes its neighbours down.  A large
+        document is streamed on its own (:meth:`_write_streamed`).
+
+        ``cancel``: checked before each file and each encoder batch; when set,
+        the document being written is undone and :class:`IngestCancelled` is
+        raised carrying the outcomes so far (by position, None for the rest).
         """
         kb = self.store.get_kb(kb_id)
         self.check_embedder(kb)
         files = expand_paths(paths, names)
         outcomes: list[IngestOutcome | None] = [None] * len(files)
         group: list[_Prepared] = []
-        with self.leases.hold("ingest") as lease:
-            for index, source in enumerate(files):
-                reporter = _Reporter(progress, index, len(files), source.name)
-                prepared = self._prepare(kb, source, settings, reporter, lease)
-                if isinstance(prepared, IngestOutcome):
-                    outcomes[index] = prepared
-                    continue
-                prepared.position = index
-                group.append(prepared)
-                if sum(len(p.children) for p in group) >= settings.embedding.batch_size:
-                    self._flush(kb, group, settings, outcomes, lease)
-                    group = []
-            if group:
-                self._flush(kb, group, settings, outcomes, lease)
+        try:
+            with self.leases.hold("ingest") as lease:
+                for index, source in enumerate(files):
+                    _check_cancel(cancel)
+                    reporter = _Reporter(progress, index, len(files), source.name)
+                    prepared = self._prepare(kb, source, settings, reporter, lease)
+                    if isinstance(prepared, IngestOutcome):
+                        outcomes[index] = prepared
+                        continue
+                    prepared.position = index
+                    if prepared.streamed:
+                        if group:
+                            self._flush(kb, group, settings, outcomes, lease, cancel)
+                            group = []
+                        self._flush(kb, [prepared], settings, outcomes, lease, cancel)
+                        continue
+                    group.append(prepared)
+                    if sum(len(p.children) for p in group) >= settings.embedding.batch_size:
+                        self._flush(kb, group, settings, outcomes, lease, cancel)
+                        group = []
+                if group:
+                    self._flush(kb, group, settings, outcomes, lease, cancel)
+        except IngestCancelled as exc:
+            raise IngestCancelled(str(exc), outcomes=list(outcomes)) from None
         return [o for o in outcomes if o is not None]
 
     def _prepare(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
@@ -127,16 +162,27 @@ class Ingestor:
         """Read, hash, parse and chunk one file; nothing is written yet (except a failed row)."""
         started = time.perf_counter()
         reporter("parsing", 0.0)
-        data, digest = b"", ""
+        data, digest, size = b"", "", 0
         try:
-            data = read_bytes(source.path)
-            digest = hashlib.sha256(data).hexdigest()
+            max_bytes = int(settings.ingest.max_file_mb * 1024 * 1024)
+            data = read_bytes(source.path, max_bytes=max_bytes, name=source.name)
+            digest, size = hashlib.sha256(data).hexdigest(), len(data)
             existing = self.store.find_document(kb.id, source.name)
             if existing is not None and existing.status == "complete" and existing.content_hash == digest:
                 reporter("skipped", 1.0, "unchanged")
                 return _outcome(source, started, "unchanged", doc_id=existing.id, chunks=existing.chunk_count)
-            loaded = load_document(source.path, data=data)
+            loaded = load_document(source.path, data=data, max_bytes=max_bytes)
+            del data  # the text is what is kept from here on
             reporter("chunking", 0.1)
+            estimate = estimated_chunks(loaded.text, settings)
+            if estimate > settings.ingest.max_chunks_per_file:
+                raise IngestError(f"{source.name}: about {estimate:,} chunks, over the limit of "
+                                  f"{settings.ingest.max_chunks_per_file:,} per file (ingest.max_chunks_per_file); "
+                                  f"split the file or raise the limit")
+            if estimate > STREAM_MIN_CHUNKS:
+                return _Prepared(source=source, reporter=reporter, started=started, digest=digest, size=size,
+                                 text=loaded.text, mime=loaded.mime, parents=[], children=[], existing=existing,
+                                 prepare_seconds=time.perf_counter() - started, streamed=True)
             parents, children = chunk_document(kb.id, source.name, loaded.text, settings.rag.chunk_tokens,
                                                settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens)
             if not children:
@@ -152,22 +198,28 @@ class Ingestor:
                 try:
                     self.store.record_failed_document(kb.id, source.name, source_path=str(source.path),
                                                       content_hash=digest, mime=mime_for(source.path),
-                                                      size=len(data), error=message, lease_id=lease.id,
+                                                      size=size, error=message, lease_id=lease.id,
                                                       owner_alive=self.leases.alive)
                 except DocumentBusy:
                     pass  # another process is writing this name right now: its version stands
             reporter("failed", 1.0, message)
             return _outcome(source, started, "failed", error=message)
-        return _Prepared(source=source, reporter=reporter, started=started, digest=digest, size=len(data),
+        return _Prepared(source=source, reporter=reporter, started=started, digest=digest, size=size,
                          text=loaded.text, mime=loaded.mime, parents=parents, children=children,
                          existing=existing, prepare_seconds=time.perf_counter() - started)
 
     def _flush(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings,
-               outcomes: list[IngestOutcome | None], lease: Lease) -> None:
+               outcomes: list[IngestOutcome | None], lease: Lease, cancel: threading.Event | None = None) -> None:
         write_started = time.perf_counter()
         try:
-            self._write(kb, group, settings, lease)
+            if len(group) == 1 and group[0].streamed:
+                self._write_streamed(kb, group[0], settings, lease, cancel)
+            else:
+                self._write(kb, group, settings, lease, cancel)
         except BaseException as exc:
+            if isinstance(exc, IngestCancelled):
+                self._fail(kb, group, "ingest cancelled", outcomes, lease)
+                raise
             if len(group) == 1 or not isinstance(exc, Exception):
                 self._fail(kb, group, _describe(exc), outcomes, lease)
                 if not isinstance(exc, Exception):  # KeyboardInterrupt and friends still stop the batch
@@ -175,20 +227,61 @@ class Ingestor:
                 return
             log.warning("ingest of %d documents failed (%s); retrying them one at a time", len(group), exc)
             for doc in group:
-                self._flush(kb, [doc], settings, outcomes, lease)
+                self._flush(kb, [doc], settings, outcomes, lease, cancel)
             return
         write_seconds = time.perf_counter() - write_started
-        total_chunks = sum(len(d.children) for d in group)
+        total_chunks = max(1, sum(d.chunk_count for d in group))
         for doc in group:
-            doc.reporter("done", 1.0, f"{len(doc.children)} chunks")
+            doc.reporter("done", 1.0, f"{doc.chunk_count} chunks")
             status = "replaced" if doc.existing is not None and doc.existing.status == "complete" else "added"
             # A grouped document's time: its own parsing plus its share of the group's writing.
-            seconds = doc.prepare_seconds + write_seconds * len(doc.children) / total_chunks
+            seconds = doc.prepare_seconds + write_seconds * doc.chunk_count / total_chunks
             outcomes[doc.position] = IngestOutcome(path=str(doc.source.path), name=doc.source.name, status=status,
-                                                   doc_id=doc.doc_id, chunks=len(doc.children),
+                                                   doc_id=doc.doc_id, chunks=doc.chunk_count,
                                                    seconds=round(seconds, 3))
 
-    def _write(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings, lease: Lease) -> None:
+    def _write_streamed(self, kb: KnowledgeBase, doc: "_Prepared", settings: Settings, lease: Lease,
+                        cancel: threading.Event | None) -> None:
+        """Write one large document batch by batch: memory holds its text and a couple of batches.
+
+        A producer thread chunks and tokenises the next batch (pure Python, holding the GIL) while
+        this thread encodes the current one (numpy, which releases it) and writes it.  The document
+        stays pending until its last batch is written, exactly as in :meth:`_write`.
+        """
+        retry = doc.doc_id is not None
+        doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),
+                                               content_hash=doc.digest, mime=doc.mime, size=doc.size,
+                                               text=doc.text, lease_id=lease.id, owner_alive=self.leases.alive)
+        if retry or doc.existing is not None:
+            self._purge_document(kb.id, doc.doc_id)
+        total_chars = max(1, len(doc.text))
+        written = 0
+        for parents, children, end in _prefetched(
+                _batches(kb.id, doc.source.name, doc.text, settings), depth=2, stop=cancel):
+            _check_cancel(cancel)
+            self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in parents + children])
+            indexed = [IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in children]
+            if indexed:
+                vectors = self.embedder.embed([c.text for c in indexed])
+                if vectors.shape != (len(indexed), self.embedder.dim):
+                    raise IngestError(f"the embedder returned vectors of shape {vectors.shape}, "
+                                      f"expected ({len(indexed)}, {self.embedder.dim})")
+                self.vector_store.add(indexed, vectors)
+                self.store.set_chunk_vectors([c.chunk_id for c in indexed], vectors)
+                self.keyword_index.add(indexed)
+            written += len(children)
+            doc.reporter("embedding", 0.12 + 0.83 * end / total_chars, f"{written} chunks")
+        _check_cancel(cancel)
+        if not written:
+            raise IngestError(f"{doc.source.name}: no text could be extracted")
+        doc.streamed_chunks = written
+        doc.reporter("indexing", 0.97)
+        if not self.store.complete_document(doc.doc_id, lease.id):
+            raise IngestError(f"{doc.source.name}: another process took this document over while it was being "
+                              f"written (no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
+
+    def _write(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings, lease: Lease,
+               cancel: threading.Event | None = None) -> None:
         """Write a group of documents to all three stores; each stays pending until all of it is written."""
         for doc in group:
             # Pending under our lease before the other stores are touched: readers stop seeing an old
@@ -205,6 +298,7 @@ class Ingestor:
         # costs the encoder twice what a batch of 16 or more does.
         batch = math.ceil(len(indexed) / math.ceil(len(indexed) / settings.embedding.batch_size))
         for start in range(0, len(indexed), batch):
+            _check_cancel(cancel)
             part = indexed[start:start + batch]
             for doc in dict.fromkeys(d for d, _ in part):
                 done = sum(1 for d, _ in indexed[:start] if d is doc) / len(doc.children)
@@ -472,6 +566,84 @@ class _Prepared:
     prepare_seconds: float = 0.0
     position: int = 0
     doc_id: int | None = None
+    streamed: bool = False  # a large document: chunked and written batch by batch
+    streamed_chunks: int = 0
+
+    @property
+    def chunk_count(self) -> int:
+        return self.streamed_chunks if self.streamed else len(self.children)
+
+
+def _check_cancel(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise IngestCancelled()
+
+
+def _batches(kb_id: int, name: str, text: str,
+             settings: Settings) -> Iterator[tuple[list[TextChunk], list[TextChunk], int]]:
+    """(parents, children with their keyword terms, end offset) of about one encoder batch each."""
+    parents: list[TextChunk] = []
+    children: list[TextChunk] = []
+    for parent, kids in iter_chunk_blocks(kb_id, name, text, settings.rag.chunk_tokens,
+                                          settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens):
+        parents.append(parent)
+        children.extend(replace(c, terms=stored_terms(c.text)) for c in kids)
+        if len(children) >= settings.embedding.batch_size:
+            yield parents, children, parent.end
+            parents, children = [], []
+    if parents:
+        yield parents, children, len(text)
+
+
+_T = TypeVar("_T")
+_END = object()
+
+
+def _prefetched(items: Iterable[_T], depth: int, stop: threading.Event | None = None) -> Iterator[_T]:
+    """``items``, produced by a helper thread up to ``depth`` ahead of the consumer.
+
+    An exception in the producer is raised in the consumer; a consumer that stops early (or an
+    exception in it) ends the producer at its next item.
+    """
+    box: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    done = threading.Event()
+
+    def put(item: object) -> bool:
+        while not done.is_set():
+            try:
+                box.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item) or (stop is not None and stop.is_set()):
+                    return
+            put(_END)
+        except BaseException as exc:  # handed to the consumer
+            put(exc)
+
+    thread = threading.Thread(target=produce, name="docmind-ingest-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            try:
+                item = box.get(timeout=0.5)
+            except queue.Empty:
+                if not thread.is_alive() and box.empty():
+                    return  # the producer stopped (cancel)
+                continue
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        done.set()
+        thread.join(timeout=5)
 
 
 def _outcome(source: SourceFile, started: float, status: str, **extra) -> IngestOutcome:

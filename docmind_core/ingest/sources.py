@@ -53,13 +53,17 @@ def _ignore_patterns(folder: Path) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, refusing unreadable or too large files with an IngestError."""
+def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES, name: str = "") -> bytes:
+    """The file's bytes, refusing unreadable or too large files (before reading them) with an IngestError.
+
+    ``name``: the document name to put in messages (defaults to the file's name).
+    """
+    name = name or path.name
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise IngestError(f"{path.name}: cannot read the file ({exc.strerror or exc})") from None
-    if size > MAX_FILE_BYTES:
-        raise IngestError(f"{path.name}: file is too large ({size / 1e6:.1f} MB; the limit is "
-                          f"{MAX_FILE_BYTES / 1e6:.0f} MB)")
+        raise IngestError(f"{name}: cannot read the file ({exc.strerror or exc})") from None
+    if size > max_bytes:
+        raise IngestError(f"{name}: file is too large ({size / 1048576:.1f} MB; the limit is "
+                          f"{max_bytes / 1048576:g} MB, ingest.max_file_mb)")
     return path.read_bytes()

@@ -1,0 +1,257 @@
+"""Ingestion as background jobs owned by the core (rows in ``ingest_jobs``), not by a page's script run.
+
+Why: an upload used to run inside the Streamlit script that received it, so
+navigating away stopped it (``StopException``) and nobody could see it from
+anywhere else.  Now a page (or any entry point) *enqueues* a job and returns;
+each Engine has one worker thread that claims queued jobs one at a time,
+holding a lease (``leases.py``) so that other processes can tell it is alive.
+Progress per file is written to SQLite as the ingest reports it, so every
+page, every browser session and ``docmind jobs`` see the same state.
+
+* **Cancel** sets a flag in the row; the worker polls it while ingesting and
+  stops before the next file or encoder batch (the document being written is
+  undone).  A queued job is cancelled at once.
+* **Retry** queues the failed, cancelled or interrupted files of a finished job again.
+* **Restarts**: a job left ``running`` by a worker whose owner is provably gone
+  (its process exited) is resumed by the next engine start (files already done
+  stay done; unchanged files are skipped by content hash), or marked
+  ``interrupted`` when ``ingest.resume_interrupted`` is off.
+* Uploaded bytes are copied under ``<home>/uploads`` so a job outlives the
+  upload widget and a restart; a copy is removed once its file is ingested.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from docmind_core.errors import DocMindError, IngestCancelled, IngestError
+from docmind_core.ingest.leases import LeaseBook
+from docmind_core.ingest.pipeline import file_limit_refusal
+from docmind_core.models import IngestOutcome, IngestProgress
+from docmind_core.settings import Settings
+from docmind_core.store.jobs import RETRYABLE_FILE_STATES, IngestJob, JobStore
+
+log = logging.getLogger(__name__)
+
+# Runs the ingest of a job's remaining files: (kb id, paths, names, progress, cancel) -> outcomes in order.
+RunFiles = Callable[[int, list[Path], list[str], Callable[[IngestProgress], None], threading.Event],
+                    list[IngestOutcome]]
+CANCEL_POLL_S = 0.5  # how often a running job looks at its cancel flag
+IDLE_EXIT_S = 1.0  # a worker with nothing queued waits this long for new work, then ends
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """One file for a job: its bytes (an upload, copied under the home) or a path read in place."""
+
+    name: str
+    data: bytes | None = None
+    path: Path | None = None
+
+
+class IngestJobQueue:
+    """The queue of one Engine: enqueue, cancel, retry, recover at start, and the worker thread."""
+
+    def __init__(self, jobs: JobStore, leases: LeaseBook, uploads_dir: Path, run_files: RunFiles,
+                 settings: Callable[[], Settings]):
+        self.jobs = jobs
+        self.leases = leases
+        self.uploads_dir = uploads_dir
+        self._run_files = run_files
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    # -- what entry points call (through the Workbench) ------------------------------------------
+    def enqueue(self, kb_id: int, user_id: int | None, inputs: Sequence[JobInput]) -> IngestJob:
+        """A queued job for these files; a file over ``ingest.max_file_mb`` is refused now, in the job."""
+        if not inputs:
+            raise IngestError("an ingest job needs at least one file")
+        settings = self._settings()
+        if self.jobs.active_count() >= settings.ingest.max_queued_jobs:
+            raise IngestError(f"{settings.ingest.max_queued_jobs} ingest jobs are already queued or running "
+                              "(ingest.max_queued_jobs); wait for one to finish or cancel one")
+        folder = self.uploads_dir / uuid.uuid4().hex
+        rows = []
+        for i, item in enumerate(inputs):
+            name = Path(item.name).name or f"upload-{i}"  # a name, never a path
+            size = len(item.data) if item.data is not None else _size(item.path)
+            refusal = file_limit_refusal(name, size, settings)
+            row = {"name": name, "size": size, "path": str(item.path or ""), "owned_copy": False}
+            if refusal:
+                row.update(state="failed", error=refusal)
+            elif item.data is not None:
+                target = folder / str(i) / name  # an index folder: two uploads may share a name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(item.data)
+                row.update(path=str(target), owned_copy=True)
+            rows.append(row)
+        job_id = self.jobs.create(kb_id, user_id, rows)
+        self.start()
+        return self.jobs.get(job_id)
+
+    def cancel(self, job_id: int) -> IngestJob:
+        self.jobs.request_cancel(job_id)
+        return self.jobs.get(job_id)
+
+    def retry(self, job_id: int) -> IngestJob:
+        """Queue a finished job's failed, cancelled and interrupted files again."""
+        job = self.jobs.get(job_id)
+        if not job.finished:
+            raise IngestError(f"ingest job #{job_id} is {job.state}; only a finished job can be retried")
+        if not self.jobs.requeue(job_id, RETRYABLE_FILE_STATES, note="retried"):
+            raise IngestError(f"ingest job #{job_id} has no failed, cancelled or interrupted file to retry")
+        self.start()
+        return self.jobs.get(job_id)
+
+    def wait(self, job_id: int, timeout_s: float) -> IngestJob:
+        """The job once finished, or as it is when ``timeout_s`` runs out."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.jobs.get(job_id)
+            if job.finished or time.monotonic() >= deadline:
+                return job
+            time.sleep(0.1)
+
+    # -- start-up ---------------------------------------------------------------------------------
+    def recover(self) -> list[str]:
+        """Resume (or mark interrupted) jobs whose worker is gone; start the worker if work is queued."""
+        report = []
+        resume = self._settings().ingest.resume_interrupted
+        for job_id, lease_id in self.jobs.running():
+            why = self.leases.owner_gone(lease_id)
+            if why is None:
+                continue  # its worker is alive (another process): its job
+            if resume:
+                self.jobs.requeue(job_id, ("queued", "running"), note=f"resumed at a start: {why}")
+                report.append(f"ingest job #{job_id} resumed ({why})")
+            else:
+                self.jobs.finish(job_id, "interrupted", note=f"interrupted: {why}", unfinished_files="interrupted")
+                report.append(f"ingest job #{job_id} marked interrupted ({why}); `docmind jobs retry {job_id}` "
+                               "runs its remaining files")
+        if self.jobs.has_queued():
+            self.start()
+        return report
+
+    # -- the worker -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Make sure this engine's worker thread runs (at most one)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="docmind-ingest-jobs", daemon=True)
+                self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._thread is not None
+
+    def _work(self) -> None:
+        try:
+            with self.leases.hold("ingest-job") as lease:
+                idle_since = time.monotonic()
+                while True:
+                    job_id = self.jobs.claim_next(lease.id)
+                    if job_id is not None:
+                        self._run(job_id)
+                        idle_since = time.monotonic()
+                        continue
+                    if time.monotonic() - idle_since < IDLE_EXIT_S:
+                        time.sleep(0.2)
+                        continue
+                    with self._lock:  # decided under the lock: an enqueue after this starts a new worker
+                        if not self.jobs.has_queued():
+                            self._thread = None
+                            return
+        except Exception:  # noqa: BLE001 - a broken database: log it; the next enqueue or start tries again
+            log.exception("the ingest job worker stopped")
+        with self._lock:
+            if self._thread is threading.current_thread():
+                self._thread = None
+
+    def _run(self, job_id: int) -> None:
+        job = self.jobs.get(job_id)
+        files = [f for f in job.files if f.state in ("queued", "running")]
+        if job.cancel_requested:
+            self.jobs.finish(job_id, "cancelled", note="cancelled", unfinished_files="cancelled")
+            return
+        cancel = threading.Event()
+        last_poll = [0.0]
+
+        def on_progress(p: IngestProgress) -> None:
+            f = files[p.file_index]
+            if p.stage in ("done", "skipped"):
+                self.jobs.file_finished(f.id, "done", outcome="unchanged" if p.stage == "skipped" else "",
+                                        doc_id=None)
+            elif p.stage == "failed":
+                self.jobs.file_finished(f.id, "failed", outcome="failed", error=p.message)
+            else:
+                self.jobs.file_progress(f.id, p.stage, p.fraction)
+            now = time.monotonic()
+            if now - last_poll[0] >= CANCEL_POLL_S:
+                last_poll[0] = now
+                if self.jobs.cancel_requested(job_id):
+                    cancel.set()
+
+        outcomes: list[IngestOutcome | None]
+        state, note = "done", ""
+        try:
+            outcomes = list(self._run_files(job.kb_id, [Path(f.path) for f in files], [f.name for f in files],
+                                            on_progress, cancel))
+        except IngestCancelled as exc:
+            outcomes, state, note = list(exc.outcomes), "cancelled", "cancelled while running"
+        except Exception as exc:  # noqa: BLE001 - e.g. the KB was deleted, or the embedder no longer matches
+            message = str(exc) if isinstance(exc, DocMindError) else f"{type(exc).__name__}: {exc}"
+            log.warning("ingest job %s failed: %s", job_id, message)
+            outcomes, state, note = [], "failed", message
+        for f, outcome in zip(files, outcomes):
+            if outcome is None:
+                continue
+            failed = outcome.status == "failed"
+            self.jobs.file_finished(f.id, "failed" if failed else "done", outcome=outcome.status,
+                                    doc_id=outcome.doc_id, chunks=outcome.chunks, error=outcome.error)
+            if not failed and f.owned_copy:
+                _remove_copy(Path(f.path), self.uploads_dir)
+        if state == "failed":
+            self.jobs.finish(job_id, "failed", note=note, unfinished_files="failed")
+            for f in self.jobs.get(job_id).files:  # every unfinished file says why
+                if f.state == "failed" and not f.error:
+                    self.jobs.file_finished(f.id, "failed", outcome="failed", error=note)
+            return
+        if state == "cancelled":
+            self.jobs.finish(job_id, "cancelled", note=note, unfinished_files="cancelled")
+            return
+        final = self.jobs.get(job_id)
+        failed = final.count("failed")
+        if failed and not final.count("done"):
+            self.jobs.finish(job_id, "failed", note="every file failed")
+        else:
+            self.jobs.finish(job_id, "done", note=f"{failed} file(s) failed" if failed else "")
+
+
+def _size(path: Path | None) -> int:
+    if path is None:
+        raise ValueError("a JobInput needs data or a path")
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the ingest itself reports the unreadable file
+
+
+def _remove_copy(path: Path, uploads_dir: Path) -> None:
+    """Remove an uploaded copy and its now-empty folders (never anything outside the uploads folder)."""
+    try:
+        path.unlink(missing_ok=True)
+        folder = path.parent
+        while folder != uploads_dir and uploads_dir in folder.parents and not any(folder.iterdir()):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder = folder.parent
+    except OSError:
+        log.warning("could not remove the uploaded copy %s", path, exc_info=True)
