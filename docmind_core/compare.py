@@ -280,6 +280,12 @@ def _graded_input(digest: RunDigest) -> list[RetrievedChunk] | None:
     return sorted(kept, key=lambda c: c.scores.rerank if c.scores.rerank is not None else -1.0, reverse=True)
 
 
+def graded_input(record: Any) -> tuple[str, list[RetrievedChunk] | None]:
+    """(query, the chunks the run's first grading saw) of a stored run; None when nothing was graded."""
+    digest = RunDigest.from_events(record_events(record))
+    return digest.query, (_graded_input(digest) if digest.grades else None)
+
+
 def regrade(records: Sequence[Any], grader_overrides: dict[str, Any]) -> list[RegradeRow]:
     """Recompute the CRAG tier of stored runs with other grader settings; no model is called.
 

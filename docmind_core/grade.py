@@ -156,6 +156,11 @@ class CragGrader:
                            kb_entity_weak=kb_entity_weak, web_compensation_needed=web_needed,
                            reason=reason, gray_zone_mode=mode)
 
+    def tier_for(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
+        """The tier of a top score and a coverage report under ``grader`` (threshold sweeps compute the
+        coverage once per run and ask this for every grid point)."""
+        return self._tier(top, report, grader)
+
     def _tier(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
         if top >= grader.high_threshold:
             if report.has_terms and report.coverage < NEAR_ZERO_COVERAGE:

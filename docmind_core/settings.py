@@ -192,6 +192,11 @@ class MemorySettings(_Group):
     min_similarity: float = Field(0.3, ge=0, le=1, description="Recalled memories must be at least this similar")
 
 
+class ExperimentSettings(_Group):
+    max_parallel: int = Field(2, ge=1, le=16, description="Runs of one experiment in flight at once (each is a "
+                                                            "whole question: understanding, retrieval, answer)")
+
+
 class SandboxSettings(_Group):
     enabled: bool = Field(False, description="Offer executeCode to the agentic loop (runs Python in a subprocess)")
     timeout_s: float = Field(5.0, ge=0.5, le=60, description="executeCode wall-clock limit")
@@ -290,6 +295,7 @@ class Settings(_Group):
     agentic: AgenticSettings = AgenticSettings()
     memory: MemorySettings = MemorySettings()
     sandbox: SandboxSettings = SandboxSettings()
+    experiments: ExperimentSettings = ExperimentSettings()
     auth: AuthSettings = AuthSettings()
     tracing: TracingSettings = TracingSettings()
     run: RunSettings = RunSettings()

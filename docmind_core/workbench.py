@@ -34,6 +34,7 @@ from docmind_core.access import KbAccessGuard, can_read_conversation, can_read_t
 from docmind_core.apikeys import ApiKey
 from docmind_core.errors import AccessDenied, ConfigError, NotFound, SignInRequired
 from docmind_core.events import Event
+from docmind_core.experiments.facade import ExperimentMethods
 from docmind_core.memory import Memory
 from docmind_core.models import (
     BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode,
@@ -82,8 +83,11 @@ def resolve_actor(auth_enabled: bool, signed_in: User | None, local: User) -> Us
     return signed_in if signed_in is not None else SIGNED_OUT
 
 
-class Workbench:
-    """One user's view of DocMind. Cheap to build: make one per request or script run."""
+class Workbench(ExperimentMethods):
+    """One user's view of DocMind. Cheap to build: make one per request or script run.
+
+    Datasets, run labels and experiments: see :mod:`docmind_core.experiments.facade`.
+    """
 
     def __init__(self, engine: "Engine", user: User, channel: Channel = "web"):
         self._engine = engine

@@ -24,6 +24,7 @@ from docmind_core.errors import AccessDenied, SignInRequired
 from docmind_core.users import SIGNED_OUT, UserStore
 from docmind_core.workbench import Workbench
 from tests.access_world import FAST_HASHER, PASSWORD
+from tests.experiment_access_rows import EXPERIMENT_ROWS
 
 ACTORS = ("admin", "owner", "same_dept", "other_dept", "signed_out")
 VISIBILITIES = ("private", "department", "public")
@@ -300,6 +301,8 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
 EXTRA_ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("set_config[personal]", False, signed_in, _set_personal),
 ]
+
+ROWS += EXPERIMENT_ROWS  # datasets, run labels and experiments (tests/experiment_access_rows.py)
 
 
 def _cases():

@@ -380,3 +380,83 @@ def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
         CREATE INDEX ingest_job_files_job ON ingest_job_files (job_id, position);
         """
     )
+
+@migration
+def m010_experiments(db: sqlite_utils.Database) -> None:
+    # Labelled datasets (owned and shared like knowledge bases), labels given to runs from the Traces page,
+    # and experiments: one dataset x N variants, each (item, variant, leave-gold-out?) one row whose state
+    # survives a crash, so a restarted experiment resumes where it stopped.  Runs are ordinary traces
+    # (label "experiment:<id>", one pair id per question so the variants compare step by step).
+    db.executescript(
+        """
+        CREATE TABLE datasets (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            description TEXT NOT NULL DEFAULT '',
+            owner_id INTEGER,
+            department TEXT NOT NULL DEFAULT '',
+            visibility TEXT NOT NULL DEFAULT 'private',  -- private | department | public, as for KBs
+            source TEXT NOT NULL DEFAULT '',             -- jsonl | beir | traces
+            kb_name TEXT NOT NULL DEFAULT '',            -- default KB of items that name none
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE dataset_items (
+            id INTEGER PRIMARY KEY,
+            dataset_id INTEGER NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            external_id TEXT NOT NULL DEFAULT '',
+            question TEXT NOT NULL,
+            kb_name TEXT NOT NULL DEFAULT '',
+            gold_doc_ids TEXT NOT NULL DEFAULT '[]',     -- JSON: document names (or corpus ids)
+            gold_chunk_ids TEXT NOT NULL DEFAULT '[]',   -- JSON: chunk ids
+            answers TEXT NOT NULL DEFAULT '[]',          -- JSON: each a string, or a list of strings all needed
+            answerable INTEGER NOT NULL DEFAULT 1,
+            type TEXT NOT NULL DEFAULT '',
+            source_run_id TEXT                           -- the run it was labelled from, if any
+        );
+        CREATE INDEX dataset_items_dataset ON dataset_items (dataset_id, position);
+        CREATE TABLE run_labels (
+            run_id TEXT PRIMARY KEY,
+            verdict TEXT NOT NULL,                       -- correct | wrong | should_abstain
+            gold_chunk_ids TEXT NOT NULL DEFAULT '[]',
+            labelled_by INTEGER,
+            labelled_at TEXT NOT NULL,
+            dataset_item_id INTEGER
+        );
+        CREATE TABLE experiments (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            dataset_id INTEGER NOT NULL REFERENCES datasets(id) ON DELETE CASCADE,
+            owner_id INTEGER,
+            leave_gold_out INTEGER NOT NULL DEFAULT 0,
+            item_limit INTEGER,
+            state TEXT NOT NULL DEFAULT 'pending',       -- pending | running | cancelling | cancelled | done
+            runner TEXT NOT NULL DEFAULT '',             -- host:pid of the process running it
+            heartbeat_at REAL NOT NULL DEFAULT 0,        -- unix seconds, refreshed while it runs
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE experiment_variants (
+            id INTEGER PRIMARY KEY,
+            experiment_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            mode TEXT NOT NULL,                          -- auto | rule | agentic
+            overrides TEXT NOT NULL DEFAULT '{}'         -- JSON {"group.key": value}
+        );
+        CREATE TABLE experiment_runs (
+            id INTEGER PRIMARY KEY,
+            experiment_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+            variant_id INTEGER NOT NULL REFERENCES experiment_variants(id) ON DELETE CASCADE,
+            item_id INTEGER NOT NULL,
+            gold_left_out INTEGER NOT NULL DEFAULT 0,    -- asked with its gold documents excluded
+            state TEXT NOT NULL DEFAULT 'pending',       -- pending | running | done | failed
+            run_id TEXT,
+            error TEXT NOT NULL DEFAULT '',
+            started_at REAL,
+            finished_at REAL,
+            UNIQUE (variant_id, item_id, gold_left_out)
+        );
+        CREATE INDEX experiment_runs_state ON experiment_runs (experiment_id, state);
+        """
+    )

@@ -1,0 +1,307 @@
+"""Labelled datasets: questions with their knowledge base, gold documents or chunks, gold answers and
+whether the KB answers them at all.
+
+A dataset is owned and shared like a knowledge base (owner, department, visibility).  Items come from
+a JSONL file (one ``{question, kb, gold_doc_ids | gold_chunk_ids, answers[], answerable, type}`` per
+line), a BEIR folder (queries + qrels, answers when the queries carry them) or labels given to runs on
+the Traces page.
+
+Gold documents are named the way the KB names them: a gold id matches a document whose name is the id
+or whose name without its extension is the id (a BEIR corpus id ``d3`` ingested as ``d3.txt``).  An
+answer is a string, or a list of strings that must all appear ("1,490" and "2,390").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Literal, Sequence
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from docmind_core.errors import DocMindError, NotFound
+from docmind_core.store.db import Database, utcnow
+
+Verdict = Literal["correct", "wrong", "should_abstain"]
+VERDICTS: tuple[str, ...] = ("correct", "wrong", "should_abstain")
+MAX_ITEMS = 100_000
+
+
+class DatasetError(DocMindError):
+    """A dataset file or folder cannot be read; the message says where and why."""
+
+
+class DatasetItem(BaseModel):
+    """One labelled question."""
+
+    id: int | None = None
+    external_id: str = ""
+    question: str
+    kb: str = ""  # knowledge base name; "" = the dataset's default KB
+    gold_doc_ids: list[str] = Field(default_factory=list)
+    gold_chunk_ids: list[str] = Field(default_factory=list)
+    answers: list[str | list[str]] = Field(default_factory=list)
+    answerable: bool = True
+    type: str = ""
+    source_run_id: str | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the question is empty")
+        return value.strip()
+
+    @property
+    def has_gold(self) -> bool:
+        return bool(self.gold_doc_ids or self.gold_chunk_ids)
+
+
+class Dataset(BaseModel):
+    """A dataset's row; ``owner_id``/``department``/``visibility`` mean what they mean for a KB."""
+
+    id: int
+    name: str
+    description: str = ""
+    owner_id: int | None = None
+    department: str = ""
+    visibility: str = "private"
+    source: str = ""
+    kb_name: str = ""
+    created_at: str = ""
+    item_count: int = 0
+
+
+class RunLabel(BaseModel):
+    run_id: str
+    verdict: Verdict
+    gold_chunk_ids: list[str] = Field(default_factory=list)
+    labelled_by: int | None = None
+    labelled_at: str = ""
+    dataset_item_id: int | None = None
+
+
+# --------------------------------------------------------------------------
+# Reading files
+# --------------------------------------------------------------------------
+
+_ALIASES = {"gold_docs": "gold_doc_ids", "gold_chunks": "gold_chunk_ids", "id": "external_id",
+            "query": "question", "knowledge_base": "kb"}
+
+
+def parse_jsonl(text: str, origin: str = "file") -> list[DatasetItem]:
+    """Items of a JSONL file; a bad line is refused with its number and the reason."""
+    items: list[DatasetItem] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{origin} line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{origin} line {number}: expected a JSON object")
+        row = {_ALIASES.get(k, k): v for k, v in row.items()}
+        row.pop("notes", None)
+        if "external_id" in row:
+            row["external_id"] = str(row["external_id"])
+        try:
+            items.append(DatasetItem.model_validate(row))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise DatasetError(f"{origin} line {number}: {where}: {first['msg']}") from None
+        if len(items) > MAX_ITEMS:
+            raise DatasetError(f"{origin}: more than {MAX_ITEMS} items")
+    if not items:
+        raise DatasetError(f"{origin} holds no question")
+    return items
+
+
+def read_beir(folder: Path | str, limit: int | None = None) -> list[DatasetItem]:
+    """Items of a BEIR folder: each judged query with its relevant corpus ids as gold documents."""
+    from docmind_core.eval.beir import load_beir
+
+    folder = Path(folder)
+    dataset = load_beir(folder, limit=limit)
+    types: dict[str, str] = {}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                if row.get("type"):
+                    types[str(row["id"])] = str(row["type"])
+    return [DatasetItem(external_id=q.id, question=q.text, gold_doc_ids=sorted(dataset.qrels.get(q.id, {})),
+                        answers=list(q.answers), answerable=True, type=types.get(q.id, ""))
+            for q in dataset.queries]
+
+
+def beir_corpus_files(folder: Path | str, out_dir: Path, doc_ids: Iterable[str] | None = None) -> list[Path]:
+    """Write a BEIR corpus (or the given documents of it) as one ``<id>.txt`` per document, for ingestion."""
+    wanted = set(doc_ids) if doc_ids is not None else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    with (Path(folder) / "corpus.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            doc_id = str(row["id"])
+            if wanted is not None and doc_id not in wanted:
+                continue
+            title, body = row.get("title") or "", row.get("text") or ""
+            path = out_dir / f"{doc_id}.txt"
+            path.write_text(f"{title}\n{body}" if title else body, encoding="utf-8")
+            paths.append(path)
+    return paths
+
+
+def gold_document_ids(gold: Sequence[str], documents: dict[str, int]) -> set[int]:
+    """KB document ids of the gold references (``documents``: KB document name -> id)."""
+    by_stem: dict[str, int] = {}
+    for name, doc_id in documents.items():
+        by_stem.setdefault(name.rsplit(".", 1)[0] if "." in name else name, doc_id)
+    out: set[int] = set()
+    for ref in gold:
+        if ref in documents:
+            out.add(documents[ref])
+        elif ref in by_stem:
+            out.add(by_stem[ref])
+    return out
+
+
+# --------------------------------------------------------------------------
+# The store
+# --------------------------------------------------------------------------
+
+_DATASET_COLUMNS = "id, name, description, owner_id, department, visibility, source, kb_name, created_at"
+_ITEM_COLUMNS = ("id, external_id, question, kb_name, gold_doc_ids, gold_chunk_ids, answers, answerable, type, "
+                 "source_run_id")
+
+
+class DatasetStore:
+    """Datasets, their items and run labels (schema: store/db.py m010).  Unchecked: the facade decides access."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    # -- datasets --------------------------------------------------------------
+    def create(self, name: str, items: Sequence[DatasetItem], *, description: str = "", owner_id: int | None = None,
+               department: str = "", visibility: str = "private", source: str = "", kb_name: str = "") -> Dataset:
+        name = name.strip()
+        if not name:
+            raise DatasetError("a dataset needs a name")
+        with self._db.transaction() as db:
+            if db.execute("SELECT 1 FROM datasets WHERE name = ?", [name]).fetchone():
+                raise DatasetError(f"a dataset named '{name}' already exists")
+            cursor = db.execute(
+                "INSERT INTO datasets (name, description, owner_id, department, visibility, source, kb_name, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [name, description, owner_id, department, visibility, source, kb_name, utcnow()])
+            dataset_id = int(cursor.lastrowid)
+            self._insert_items(db, dataset_id, items, 0)
+        return self.get(dataset_id)
+
+    def get(self, dataset_id: int) -> Dataset:
+        row = self._db.db.execute(f"SELECT {_DATASET_COLUMNS}, (SELECT COUNT(*) FROM dataset_items i "
+                                  f"WHERE i.dataset_id = datasets.id) FROM datasets WHERE id = ?",
+                                  [int(dataset_id)]).fetchone()
+        if row is None:
+            raise NotFound(f"dataset #{dataset_id} does not exist")
+        return _dataset(row)
+
+    def find(self, name: str) -> Dataset | None:
+        row = self._db.db.execute("SELECT id FROM datasets WHERE name = ?", [name]).fetchone()
+        return self.get(row[0]) if row else None
+
+    def list(self) -> list[Dataset]:
+        rows = self._db.db.execute(f"SELECT {_DATASET_COLUMNS}, (SELECT COUNT(*) FROM dataset_items i "
+                                   f"WHERE i.dataset_id = datasets.id) FROM datasets ORDER BY name").fetchall()
+        return [_dataset(r) for r in rows]
+
+    def update(self, dataset_id: int, **fields: Any) -> None:
+        allowed = {"visibility", "department", "description", "kb_name"}
+        sets = {k: v for k, v in fields.items() if k in allowed}
+        if not sets:
+            return
+        with self._db.transaction() as db:
+            db.execute(f"UPDATE datasets SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
+                       [*sets.values(), int(dataset_id)])
+
+    def delete(self, dataset_id: int) -> None:
+        with self._db.transaction() as db:
+            if db.execute("DELETE FROM datasets WHERE id = ?", [int(dataset_id)]).rowcount == 0:
+                raise NotFound(f"dataset #{dataset_id} does not exist")
+
+    # -- items -----------------------------------------------------------------
+    def items(self, dataset_id: int, limit: int | None = None) -> list[DatasetItem]:
+        sql = f"SELECT {_ITEM_COLUMNS} FROM dataset_items WHERE dataset_id = ? ORDER BY position, id"
+        params: list[Any] = [int(dataset_id)]
+        if limit:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [_item(r) for r in self._db.db.execute(sql, params).fetchall()]
+
+    def item(self, item_id: int) -> DatasetItem:
+        row = self._db.db.execute(f"SELECT {_ITEM_COLUMNS} FROM dataset_items WHERE id = ?", [int(item_id)]).fetchone()
+        if row is None:
+            raise NotFound(f"dataset item #{item_id} does not exist")
+        return _item(row)
+
+    def add_items(self, dataset_id: int, items: Sequence[DatasetItem]) -> list[int]:
+        with self._db.transaction() as db:
+            start = db.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM dataset_items WHERE dataset_id = ?",
+                               [int(dataset_id)]).fetchone()[0]
+            return self._insert_items(db, dataset_id, items, int(start))
+
+    def replace_item(self, item_id: int, item: DatasetItem) -> None:
+        with self._db.transaction() as db:
+            db.execute("UPDATE dataset_items SET question = ?, kb_name = ?, gold_doc_ids = ?, gold_chunk_ids = ?, "
+                       "answers = ?, answerable = ?, type = ? WHERE id = ?",
+                       [item.question, item.kb, json.dumps(item.gold_doc_ids), json.dumps(item.gold_chunk_ids),
+                        json.dumps(item.answers, ensure_ascii=False), int(item.answerable), item.type, int(item_id)])
+
+    @staticmethod
+    def _insert_items(db, dataset_id: int, items: Sequence[DatasetItem], start: int) -> list[int]:
+        ids = []
+        for position, item in enumerate(items, start=start):
+            cursor = db.execute(
+                "INSERT INTO dataset_items (dataset_id, position, external_id, question, kb_name, gold_doc_ids, "
+                "gold_chunk_ids, answers, answerable, type, source_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [int(dataset_id), position, item.external_id, item.question, item.kb,
+                 json.dumps(item.gold_doc_ids, ensure_ascii=False), json.dumps(item.gold_chunk_ids),
+                 json.dumps(item.answers, ensure_ascii=False), int(item.answerable), item.type, item.source_run_id])
+            ids.append(int(cursor.lastrowid))
+        return ids
+
+    # -- labels given to runs -----------------------------------------------------
+    def set_label(self, label: RunLabel) -> RunLabel:
+        with self._db.transaction() as db:
+            db.execute("INSERT INTO run_labels (run_id, verdict, gold_chunk_ids, labelled_by, labelled_at, "
+                       "dataset_item_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                       "verdict = excluded.verdict, gold_chunk_ids = excluded.gold_chunk_ids, "
+                       "labelled_by = excluded.labelled_by, labelled_at = excluded.labelled_at, "
+                       "dataset_item_id = excluded.dataset_item_id",
+                       [label.run_id, label.verdict, json.dumps(label.gold_chunk_ids), label.labelled_by,
+                        label.labelled_at or utcnow(), label.dataset_item_id])
+        return self.label(label.run_id)  # type: ignore[return-value]
+
+    def label(self, run_id: str) -> RunLabel | None:
+        row = self._db.db.execute("SELECT run_id, verdict, gold_chunk_ids, labelled_by, labelled_at, dataset_item_id "
+                                  "FROM run_labels WHERE run_id = ?", [run_id]).fetchone()
+        if row is None:
+            return None
+        return RunLabel(run_id=row[0], verdict=row[1], gold_chunk_ids=json.loads(row[2] or "[]"),
+                        labelled_by=row[3], labelled_at=row[4], dataset_item_id=row[5])
+
+
+def _dataset(row: Sequence[Any]) -> Dataset:
+    return Dataset(id=row[0], name=row[1], description=row[2], owner_id=row[3], department=row[4],
+                   visibility=row[5], source=row[6], kb_name=row[7], created_at=row[8], item_count=row[9])
+
+
+def _item(row: Sequence[Any]) -> DatasetItem:
+    return DatasetItem(id=row[0], external_id=row[1], question=row[2], kb=row[3],
+                       gold_doc_ids=json.loads(row[4] or "[]"), gold_chunk_ids=json.loads(row[5] or "[]"),
+                       answers=json.loads(row[6] or "[]"), answerable=bool(row[7]), type=row[8],
+                       source_run_id=row[9])

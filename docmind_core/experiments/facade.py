@@ -1,0 +1,363 @@
+"""The Workbench methods for datasets, run labels and experiments; every one decides access first.
+
+| object      | read                                             | change                              |
+|-------------|--------------------------------------------------|-------------------------------------|
+| dataset     | as a KB: admin, owner, its department, or every  | admin or owner (share, delete);     |
+|             | signed-in user when public                       | anyone signed in imports (owns it)  |
+| run label   | who may read the run                             | who may read the run, into a dataset|
+|             |                                                  | they manage                         |
+| experiment  | the owner and admins (like traces)               | the owner and admins                |
+
+Experiment runs go through ``Workbench.ask`` of the acting user: their KB access applies to every
+question and the runs are their traces.  Applying swept thresholds goes through ``set_config``: a
+member's personal values, an admin's global ones.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from docmind_core.access import KbAccessGuard, can_read_trace
+from docmind_core.compare import RunComparison, compare_runs
+from docmind_core.errors import AccessDenied, NotFound
+from docmind_core.experiments.datasets import (
+    VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, parse_jsonl, read_beir,
+)
+from docmind_core.experiments.metrics import ExperimentReport, build_report, score_run
+from docmind_core.experiments.runner import (
+    Experiment, ExperimentError, ExperimentRunner, ExperimentStore, Progress, Variant,
+)
+from docmind_core.experiments.sweep import Objective, SweepPoint, SweepResult, sweep, sweep_input
+from docmind_core.settings import Settings
+
+if TYPE_CHECKING:
+    from docmind_core.engine import Engine
+    from docmind_core.users import User
+
+LABELLED_FROM_TRACES = "labelled runs of {user}"
+
+
+class _DatasetsAsKbs:
+    """The guard's store protocol over datasets: a dataset is owned and shared like a KB."""
+
+    def __init__(self, store: DatasetStore):
+        self.store = store
+
+    def get_kb(self, dataset_id: int) -> Dataset:
+        return self.store.get(dataset_id)
+
+    def list_kbs(self) -> list[Dataset]:
+        return self.store.list()
+
+    def update_kb(self, dataset_id: int, **fields: Any) -> None:
+        self.store.update(dataset_id, **fields)
+
+
+class ExperimentMethods:
+    """Mixed into ``Workbench``; relies on its ``_engine``, ``user``, ``_signed_in``, ``ask``, ``get_trace``,
+    ``kb_by_name``, ``ingest`` and ``set_config``."""
+
+    _engine: "Engine"
+    user: "User"
+
+    # -- helpers ------------------------------------------------------------------
+    @property
+    def _datasets(self) -> DatasetStore:
+        return DatasetStore(self._engine.db)
+
+    @property
+    def _experiments(self) -> ExperimentStore:
+        return ExperimentStore(self._engine.db)
+
+    def _dataset_guard(self) -> KbAccessGuard:
+        return KbAccessGuard(_DatasetsAsKbs(self._datasets), self._engine.users)  # type: ignore[arg-type]
+
+    def _readable_dataset(self, dataset_id: int) -> Dataset:
+        user = self._signed_in()  # type: ignore[attr-defined]
+        try:
+            dataset = self._datasets.get(dataset_id)
+        except NotFound:
+            dataset = None
+        if dataset is None or not self._dataset_guard().can_read(user, dataset):  # type: ignore[arg-type]
+            raise AccessDenied(f"{user.username} may not read dataset #{dataset_id} (or it does not exist)")
+        return dataset
+
+    def _managed_dataset(self, dataset_id: int) -> Dataset:
+        dataset = self._readable_dataset(dataset_id)
+        if not self._dataset_guard().can_manage(self.user, dataset):  # type: ignore[arg-type]
+            raise AccessDenied(f"only the owner of dataset #{dataset_id} or an admin may change it")
+        return dataset
+
+    def _own_experiment(self, experiment_id: int) -> Experiment:
+        user = self._signed_in()  # type: ignore[attr-defined]
+        try:
+            experiment = self._experiments.get(experiment_id)
+        except NotFound:
+            experiment = None
+        if experiment is None or not can_read_trace(user, experiment.owner_id):
+            raise AccessDenied(f"experiment #{experiment_id} is not one {user.username} may read "
+                               "(or it does not exist)")
+        return experiment
+
+    # -- datasets -------------------------------------------------------------------
+    def list_datasets(self) -> list[Dataset]:
+        user = self._signed_in()  # type: ignore[attr-defined]
+        guard = self._dataset_guard()
+        return [d for d in self._datasets.list() if guard.can_read(user, d)]  # type: ignore[arg-type]
+
+    def get_dataset(self, name_or_id: str | int) -> Dataset:
+        """A readable dataset by id or name; an unknown and an unreadable one get the same answer."""
+        user = self._signed_in()  # type: ignore[attr-defined]
+        if isinstance(name_or_id, int) or str(name_or_id).isdigit():
+            return self._readable_dataset(int(name_or_id))
+        found = self._datasets.find(str(name_or_id))
+        if found is None or not self._dataset_guard().can_read(user, found):  # type: ignore[arg-type]
+            raise AccessDenied(f"no dataset named '{name_or_id}' that {user.username} may read")
+        return found
+
+    def dataset_items(self, dataset_id: int, limit: int | None = None) -> list[DatasetItem]:
+        self._readable_dataset(dataset_id)
+        return self._datasets.items(dataset_id, limit)
+
+    def import_dataset(self, name: str, path: Path | str, kb: str = "", description: str = "",
+                       visibility: str = "private", limit: int | None = None, ingest_corpus: bool = False,
+                       if_missing: bool = False) -> Dataset:
+        """A new dataset owned by this user from a JSONL file or a BEIR folder.
+
+        ``kb`` is the default KB of items that name none (required for BEIR).  ``ingest_corpus`` (BEIR)
+        adds the corpus documents the dataset's questions are judged on, plus the rest of the corpus, to
+        that KB (the user must manage it), as ``<corpus id>.txt``.  ``if_missing``: an existing dataset of
+        that name that this user may read is returned as it is.
+        """
+        user = self._signed_in()  # type: ignore[attr-defined]
+        if if_missing:
+            existing = self._datasets.find(name)
+            if existing is not None and self._dataset_guard().can_read(user, existing):  # type: ignore[arg-type]
+                return existing
+        path = Path(path)
+        if kb:
+            self.kb_by_name(kb)  # type: ignore[attr-defined]  # refused when this user may not read it
+        if path.is_dir():
+            if not kb:
+                raise DatasetError("a BEIR folder needs --kb: the knowledge base its corpus is (or goes) in")
+            items = read_beir(path, limit=limit)
+            source = "beir"
+            if ingest_corpus:
+                target = self.kb_by_name(kb)  # type: ignore[attr-defined]
+                with tempfile.TemporaryDirectory(prefix="docmind-beir-") as tmp:
+                    files = beir_corpus_files(path, Path(tmp))
+                    self.ingest(target.id, files)  # type: ignore[attr-defined]  # the KB's owner or an admin
+        elif path.is_file():
+            items = parse_jsonl(path.read_text(encoding="utf-8"), origin=path.name)
+            if limit:
+                items = items[:limit]
+            source = "jsonl"
+        else:
+            raise DatasetError(f"{path.name}: no such file or folder")
+        if visibility not in ("private", "department", "public"):
+            raise DatasetError(f"visibility must be private, department or public, got {visibility!r}")
+        return self._datasets.create(name, items, description=description, owner_id=user.owner_key,
+                                     department=user.department, visibility=visibility, source=source, kb_name=kb)
+
+    def share_dataset(self, dataset_id: int, visibility: str) -> Dataset:
+        self._managed_dataset(dataset_id)
+        return self._dataset_guard().set_visibility(self.user, dataset_id, visibility)  # type: ignore[arg-type,return-value]
+
+    def delete_dataset(self, dataset_id: int) -> None:
+        self._managed_dataset(dataset_id)
+        self._datasets.delete(dataset_id)
+
+    # -- labels from traces -------------------------------------------------------------
+    def label_run(self, run_id: str, verdict: str, gold_chunk_ids: Sequence[str] = (),
+                  dataset: str | None = None) -> RunLabel:
+        """Mark a run's answer correct / wrong / should-abstain and its gold chunks.
+
+        The label is kept on the run and the question is added (or updated) as an item of ``dataset``
+        (default: this user's "labelled runs of NAME" dataset, created when missing), with the run's KB,
+        the gold chunks, and ``answerable = verdict != should_abstain``.
+        """
+        if verdict not in VERDICTS:
+            raise DatasetError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
+        record = self.get_trace(run_id)  # type: ignore[attr-defined]  # the owner or an admin
+        user = self._signed_in()  # type: ignore[attr-defined]
+        sources = {c.chunk_id for c in (record.done.sources if record.done else [])}
+        unknown = [c for c in gold_chunk_ids if c not in sources]
+        if unknown:
+            raise DatasetError(f"gold chunks must be sources of the run; not: {', '.join(unknown[:3])}")
+        name = dataset or LABELLED_FROM_TRACES.format(user=user.username)
+        target = self._datasets.find(name)
+        kb_names = [self._engine.store.get_kb(k).name for k in record.meta.kb_ids
+                    if self._kb_readable(k)]
+        item = DatasetItem(question=record.meta.question, kb=kb_names[0] if kb_names else "",
+                           gold_chunk_ids=list(gold_chunk_ids), answerable=verdict != "should_abstain",
+                           answers=[record.done.answer] if verdict == "correct" and record.done else [],
+                           type="from_trace", source_run_id=run_id)
+        if target is None:
+            target = self._datasets.create(name, [item], owner_id=user.owner_key, department=user.department,
+                                           source="traces")
+            item_id = self._datasets.items(target.id)[-1].id
+        else:
+            self._managed_dataset(target.id)
+            previous = self._datasets.label(run_id)
+            if previous is not None and previous.dataset_item_id is not None and any(
+                    i.id == previous.dataset_item_id for i in self._datasets.items(target.id)):
+                item_id = previous.dataset_item_id
+                self._datasets.replace_item(item_id, item)
+            else:
+                item_id = self._datasets.add_items(target.id, [item])[0]
+        return self._datasets.set_label(RunLabel(run_id=run_id, verdict=verdict,  # type: ignore[arg-type]
+                                                 gold_chunk_ids=list(gold_chunk_ids), labelled_by=user.owner_key,
+                                                 dataset_item_id=item_id))
+
+    def run_label(self, run_id: str) -> RunLabel | None:
+        self.get_trace(run_id)  # type: ignore[attr-defined]
+        return self._datasets.label(run_id)
+
+    def _kb_readable(self, kb_id: int) -> bool:
+        try:
+            self.get_kb(kb_id)  # type: ignore[attr-defined]
+            return True
+        except (AccessDenied, NotFound):
+            return False
+
+    # -- experiments --------------------------------------------------------------------
+    def create_experiment(self, name: str, dataset_id: int, variants: Sequence[Variant],
+                          leave_gold_out: bool = False, limit: int | None = None) -> Experiment:
+        """One readable dataset x these variants; owned by this user.  Nothing runs yet."""
+        user = self._signed_in()  # type: ignore[attr-defined]
+        self._readable_dataset(dataset_id)
+        items = self._datasets.items(dataset_id, limit)
+        return self._experiments.create(name, dataset_id, list(variants), items, owner_id=user.owner_key,
+                                        leave_gold_out=leave_gold_out, item_limit=limit)
+
+    def list_experiments(self) -> list[Experiment]:
+        user = self._signed_in()  # type: ignore[attr-defined]
+        return [e for e in self._experiments.list() if can_read_trace(user, e.owner_id)]
+
+    def get_experiment(self, experiment_id: int) -> Experiment:
+        return self._own_experiment(experiment_id)
+
+    def delete_experiment(self, experiment_id: int) -> None:
+        """The experiment and its state; its runs stay in the trace store."""
+        self._own_experiment(experiment_id)
+        self._experiments.delete(experiment_id)
+
+    def run_experiment(self, experiment_id: int, progress: Callable[[Progress], None] | None = None,
+                       cancel: threading.Event | None = None, max_runs: int | None = None,
+                       parallel: int | None = None) -> Progress:
+        """Run (or resume) the experiment in this thread; returns its progress when it stops."""
+        experiment = self._own_experiment(experiment_id)
+        self._readable_dataset(experiment.dataset_id)
+        limit = self.settings().experiments.max_parallel  # type: ignore[attr-defined]
+        runner = ExperimentRunner(self, self._experiments, self._datasets,  # type: ignore[arg-type]
+                                  min(limit, parallel) if parallel else limit)
+        return runner.run(experiment_id, progress=progress, cancel=cancel, max_runs=max_runs)
+
+    def start_experiment(self, experiment_id: int) -> threading.Thread:
+        """``run_experiment`` in a daemon thread (the page polls ``experiment_progress``)."""
+        experiment = self._own_experiment(experiment_id)
+        if experiment.state in ("running", "cancelling") and not self._experiments_is_stale(experiment):
+            raise ExperimentError(f"experiment #{experiment_id} is already running")
+        thread = threading.Thread(target=self._run_quietly, args=(experiment_id,), daemon=True,
+                                  name=f"docmind-experiment-{experiment_id}")
+        thread.start()
+        return thread
+
+    def _run_quietly(self, experiment_id: int) -> None:
+        try:
+            self.run_experiment(experiment_id)
+        except Exception:  # noqa: BLE001 - the state row says where it stopped; a resume continues from there
+            import logging
+
+            logging.getLogger(__name__).exception("experiment #%s stopped", experiment_id)
+
+    @staticmethod
+    def _experiments_is_stale(experiment: Experiment) -> bool:
+        import time
+
+        from docmind_core.experiments.runner import STALE_AFTER_S
+
+        return time.time() - experiment.heartbeat_at >= STALE_AFTER_S
+
+    def cancel_experiment(self, experiment_id: int) -> str:
+        self._own_experiment(experiment_id)
+        return self._experiments.request_cancel(experiment_id)
+
+    def experiment_progress(self, experiment_id: int) -> Progress:
+        self._own_experiment(experiment_id)
+        return self._experiments.progress(experiment_id, self.settings().experiments.max_parallel)  # type: ignore[attr-defined]
+
+    def experiment_report(self, experiment_id: int) -> ExperimentReport:
+        """Metrics per variant with 95% bootstrap intervals and paired differences against the first variant."""
+        experiment, scored = self._scored_runs(experiment_id)
+        variants = [(v.name, v.mode, v.overrides) for v in experiment.variants]
+        return build_report(experiment.id, experiment.name, variants, [s for s, _r in scored])
+
+    def compare_experiment_runs(self, experiment_id: int, item_id: int, variant_a: str, variant_b: str,
+                                gold_left_out: bool = False) -> RunComparison:
+        """The step-aligned comparison of two variants' runs of one question (the drill-down)."""
+        experiment = self._own_experiment(experiment_id)
+        names = {v.id: v.name for v in experiment.variants}
+        runs = {names[r.variant_id]: r.run_id for r in self._experiments.runs(experiment_id)
+                if r.item_id == item_id and r.gold_left_out == gold_left_out and r.run_id}
+        if variant_a not in runs or variant_b not in runs:
+            raise NotFound(f"experiment #{experiment_id} has no runs of item #{item_id} for both variants")
+        return compare_runs(self._engine.traces.get(runs[variant_a]), self._engine.traces.get(runs[variant_b]))
+
+    def sweep_experiment(self, experiment_id: int, variant: str | None = None) -> SweepResult:
+        """Tiers of the experiment's stored runs re-computed over the threshold grid; no model call."""
+        _experiment, scored = self._scored_runs(experiment_id)
+        inputs, skipped = [], 0
+        for score, record in scored:
+            if variant and score.variant != variant:
+                continue
+            x = sweep_input(record, score.variant, positive=bool(score.answerable and score.gold_in_context),
+                            unanswerable=not score.answerable) if record is not None else None
+            if x is None:
+                skipped += 1
+            else:
+                inputs.append(x)
+        return sweep(inputs, self.settings().grader, skipped=skipped)  # type: ignore[attr-defined]
+
+    def apply_thresholds(self, point: SweepPoint | dict[str, Any]) -> Settings:
+        """Make a sweep point this user's thresholds: personal values for a member, global for an admin."""
+        values = point if isinstance(point, dict) else {"grader.high_threshold": point.high,
+                                                        "grader.low_threshold": point.low,
+                                                        "grader.gray_zone_mode": point.mode}
+        keys = {"grader.high_threshold", "grader.low_threshold", "grader.gray_zone_mode"}
+        if set(values) - keys:
+            raise ExperimentError(f"only {', '.join(sorted(keys))} are applied from a sweep")
+        return self.set_config(dict(values))  # type: ignore[attr-defined]
+
+    def export_experiment(self, experiment_id: int) -> str:
+        """The experiment, its report and every run's scores as one JSON document."""
+        experiment, scored = self._scored_runs(experiment_id)
+        report = build_report(experiment.id, experiment.name,
+                              [(v.name, v.mode, v.overrides) for v in experiment.variants], [s for s, _ in scored])
+        from dataclasses import asdict
+
+        document = {"format": "docmind-experiment", "version": 1,
+                    "experiment": experiment.model_dump(mode="json"),
+                    "progress": self._experiments.progress(experiment_id).model_dump(mode="json"),
+                    "report": report.to_dict(), "runs": [asdict(s) for s, _ in scored]}
+        return json.dumps(document, ensure_ascii=False, indent=1, default=str)
+
+    def _scored_runs(self, experiment_id: int):
+        experiment = self._own_experiment(experiment_id)
+        names = {v.id: v.name for v in experiment.variants}
+        items = {i.id: i for i in self._datasets.items(experiment.dataset_id)}
+        scored = []
+        for row in self._experiments.runs(experiment_id, ["done"]):
+            item = items.get(row.item_id)
+            if item is None or not row.run_id:
+                continue
+            try:
+                record = self._engine.traces.get(row.run_id)
+            except NotFound:  # the trace was deleted: the row no longer counts
+                continue
+            scored.append((score_run(record, item, names[row.variant_id], row.gold_left_out), record))
+        return experiment, scored

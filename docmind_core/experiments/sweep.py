@@ -1,0 +1,146 @@
+"""Threshold sweep without model calls: an experiment's stored runs re-graded over a grid of
+``grader.high_threshold`` x ``grader.low_threshold`` x ``grader.gray_zone_mode``.
+
+Each run's graded input (the query and the chunks its first grading saw, ``compare.graded_input``) is
+read once; its top score and lexical coverage do not depend on the thresholds, so every grid point asks
+the CRAG grader itself (``CragGrader.tier_for``) for the tier: one grader, as in the what-if regrade.
+
+For each point: precision and recall of HIGH for the positives (answerable questions with their gold in
+context), and the not-HIGH rate on unanswerable questions (labelled so, or asked with their gold left
+out).  ``recommend`` picks the best point under an objective:
+
+* ``f1``          F1 of HIGH for the positives;
+* ``safe_recall`` highest HIGH recall while unanswerable questions stay not-HIGH in >= 90% of runs
+                  (ties: higher precision);
+* ``balanced``    mean of precision, recall and the unanswerable not-HIGH rate.
+
+Ties go to the point nearest the live thresholds, so a flat objective does not move them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Sequence
+
+from docmind_core.compare import graded_input
+from docmind_core.grade import CoverageReport, CragGrader, chunk_score, coverage_report
+from docmind_core.models import Tier
+from docmind_core.settings import GraderSettings
+
+Objective = Literal["f1", "safe_recall", "balanced"]
+OBJECTIVES: tuple[str, ...] = ("f1", "safe_recall", "balanced")
+GRAY_ZONE_MODES: tuple[str, ...] = ("coverage_first", "rerank_only", "blend")
+SAFE_NOT_HIGH = 0.9
+HIGH_GRID = tuple(round(0.30 + 0.05 * i, 2) for i in range(14))  # 0.30 .. 0.95
+LOW_GRID = tuple(round(0.05 + 0.05 * i, 2) for i in range(12))  # 0.05 .. 0.60
+
+
+@dataclass(frozen=True)
+class SweepInput:
+    """One stored run, reduced to what its tier depends on, and its label."""
+
+    run_id: str
+    variant: str
+    top: float
+    coverage: CoverageReport
+    positive: bool  # answerable and gold in context
+    unanswerable: bool
+    empty: bool  # no evidence: LOW whatever the thresholds
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    high: float
+    low: float
+    mode: str
+    high_count: int
+    precision: float | None  # of HIGH for the positives
+    recall: float | None
+    f1: float | None
+    unanswerable_not_high: float | None
+    live: bool = False
+
+    def objective(self, objective: Objective) -> float:
+        p, r = self.precision or 0.0, self.recall or 0.0
+        nh = self.unanswerable_not_high if self.unanswerable_not_high is not None else 1.0
+        if objective == "f1":
+            return self.f1 or 0.0
+        if objective == "safe_recall":
+            return r + 0.001 * p if nh >= SAFE_NOT_HIGH else -1.0 + nh
+        return (p + r + nh) / 3.0
+
+
+@dataclass
+class SweepResult:
+    points: list[SweepPoint]
+    live: dict[str, Any]  # grader.high_threshold / low_threshold / gray_zone_mode the user runs with now
+    runs: int
+    positives: int
+    unanswerable: int
+    skipped: int  # runs with no graded retrieval (e.g. chit-chat scope) or no done event
+
+    def point(self, high: float, low: float, mode: str) -> SweepPoint | None:
+        return next((p for p in self.points if abs(p.high - high) < 1e-9 and abs(p.low - low) < 1e-9
+                     and p.mode == mode), None)
+
+    def recommend(self, objective: Objective = "f1") -> SweepPoint | None:
+        if not self.points:
+            return None
+        lh, ll = float(self.live["grader.high_threshold"]), float(self.live["grader.low_threshold"])
+        lm = self.live["grader.gray_zone_mode"]
+        return max(self.points, key=lambda p: (round(p.objective(objective), 9),
+                                               -(abs(p.high - lh) + abs(p.low - ll) + (0 if p.mode == lm else 0.5))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "docmind.threshold_sweep", "live": self.live, "runs": self.runs, "positives": self.positives,
+                "unanswerable": self.unanswerable, "skipped": self.skipped,
+                "points": [asdict(p) for p in self.points]}
+
+
+def sweep_input(record: Any, variant: str, positive: bool, unanswerable: bool) -> SweepInput | None:
+    """The run reduced for the sweep; None when no retrieval was graded in it."""
+    query, chunks = graded_input(record)
+    if chunks is None:
+        return None
+    run_id = record.meta.run_id if hasattr(record, "meta") else ""
+    if not chunks:
+        return SweepInput(run_id, variant, 0.0, CoverageReport(0.0, False, False), positive, unanswerable, True)
+    top = max(chunk_score(c) for c in chunks)
+    return SweepInput(run_id, variant, top, coverage_report(query, chunks), positive, unanswerable, False)
+
+
+def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[float] = HIGH_GRID,
+          lows: Sequence[float] = LOW_GRID, modes: Sequence[str] = GRAY_ZONE_MODES, skipped: int = 0) -> SweepResult:
+    """Every (high, low, mode) with low < high, plus the live point, scored over ``inputs``."""
+    grader = CragGrader()
+    base = live.model_dump()
+    grid = {(round(h, 4), round(l, 4), m) for h in highs for l in lows for m in modes if l < h}
+    live_key = (round(live.high_threshold, 4), round(live.low_threshold, 4), live.gray_zone_mode)
+    grid.add(live_key)
+    positives = sum(1 for x in inputs if x.positive)
+    unanswerable = sum(1 for x in inputs if x.unanswerable)
+    points: list[SweepPoint] = []
+    for high, low, mode in sorted(grid):
+        settings = GraderSettings.model_validate({**base, "high_threshold": high, "low_threshold": low,
+                                                  "gray_zone_mode": mode})
+        tp = high_count = unanswerable_high = 0
+        for x in inputs:
+            tier = Tier.LOW if x.empty else grader.tier_for(x.top, x.coverage, settings)[0]
+            if tier is Tier.HIGH:
+                high_count += 1
+                tp += x.positive
+                unanswerable_high += x.unanswerable
+        precision = tp / high_count if high_count else None
+        recall = tp / positives if positives else None
+        f1 = (2 * precision * recall / (precision + recall)) if precision and recall else (0.0 if positives else None)
+        not_high = (unanswerable - unanswerable_high) / unanswerable if unanswerable else None
+        points.append(SweepPoint(high, low, mode, high_count, _r(precision), _r(recall), _r(f1), _r(not_high),
+                                 live=(high, low, mode) == live_key))
+    return SweepResult(points, {"grader.high_threshold": live.high_threshold,
+                                "grader.low_threshold": live.low_threshold,
+                                "grader.gray_zone_mode": live.gray_zone_mode},
+                       len(inputs), positives, unanswerable, skipped)
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

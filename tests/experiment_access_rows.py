@@ -1,0 +1,114 @@
+"""Access-matrix rows of the dataset and experiment methods of the Workbench (see test_workbench_access).
+
+Datasets follow the KB rules (read: admin, owner, department, public; change: admin or owner); labels
+follow the run's trace (owner and admins); experiments follow traces (owner and admins).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from docmind_core.experiments.runner import Variant
+
+
+def may_read(actor: str, visibility: str) -> bool:
+    return {"admin": True, "owner": True, "signed_out": False,
+            "same_dept": visibility in ("department", "public"), "other_dept": visibility == "public"}[actor]
+
+
+def may_manage(actor: str, visibility: str) -> bool:
+    return actor in ("admin", "owner")
+
+
+def owner_or_admin(actor: str, visibility: str) -> bool:
+    return actor in ("owner", "admin")
+
+
+def signed_in(actor: str, visibility: str) -> bool:
+    return actor != "signed_out"
+
+
+def _dataset(w, visibility: str):
+    """A dataset of alice's, shared as given, with one question on a public KB of hers."""
+    kb = w.kb("public")
+    path = w.files / f"set-{uuid.uuid4().hex[:8]}.jsonl"
+    path.write_text(json.dumps({"question": "What is the zephyr budget?", "kb": kb.name,
+                                "gold_doc_ids": [f"{kb.name}.txt"], "answers": ["40k"]}) + "\n", encoding="utf-8")
+    made = w.alice.import_dataset(path.stem, path, visibility=visibility)
+    return made
+
+
+def _experiment(w, run: bool = False, variants: int = 1) -> int:
+    made = w.alice.create_experiment("matrix", _dataset(w, "private").id,
+                                     [Variant(name=f"v{i}", mode="rule") for i in range(variants)])
+    if run:
+        w.alice.run_experiment(made.id)
+    return made.id
+
+
+def _import(w, b, v) -> bool:
+    path = w.files / f"mine-{uuid.uuid4().hex[:8]}.jsonl"
+    path.write_text(json.dumps({"question": "anything?", "answerable": False}) + "\n", encoding="utf-8")
+    return b.import_dataset(path.stem, path).item_count == 1
+
+
+def _label(w, b, v) -> bool:
+    run_id = w.trace()
+    return b.label_run(run_id, "should_abstain").verdict == "should_abstain"
+
+
+def _run_label(w, b, v) -> bool:
+    run_id = w.trace()
+    w.alice.label_run(run_id, "wrong")
+    label = b.run_label(run_id)
+    return label is not None and label.verdict == "wrong"
+
+
+def _start(w, b, v) -> bool:
+    thread = b.start_experiment(_experiment(w))
+    thread.join(60)
+    return not thread.is_alive()
+
+
+def _apply(w, b, v) -> bool:
+    settings = b.apply_thresholds({"grader.high_threshold": 0.7, "grader.low_threshold": 0.2,
+                                   "grader.gray_zone_mode": "coverage_first"})
+    ok = settings.grader.high_threshold == 0.7
+    b.reset_config("grader.high_threshold")
+    b.reset_config("grader.low_threshold")
+    return ok
+
+
+EXPERIMENT_ROWS = [
+    ("list_datasets", True, may_read, lambda w, b, v: (d := _dataset(w, v)).id in {x.id for x in b.list_datasets()}),
+    ("get_dataset", True, may_read, lambda w, b, v: b.get_dataset(_dataset(w, v).name) is not None),
+    ("dataset_items", True, may_read, lambda w, b, v: len(b.dataset_items(_dataset(w, v).id)) == 1),
+    ("import_dataset", False, signed_in, _import),
+    ("share_dataset", True, may_manage,
+     lambda w, b, v: b.share_dataset(_dataset(w, v).id, "private").visibility == "private"),
+    ("delete_dataset", True, may_manage, lambda w, b, v: b.delete_dataset(_dataset(w, v).id) is None),
+    ("label_run", False, owner_or_admin, _label),
+    ("run_label", False, owner_or_admin, _run_label),
+    ("create_experiment", True, may_read,
+     lambda w, b, v: b.create_experiment("x", _dataset(w, v).id, [Variant(name="a", mode="rule")]).id > 0),
+    ("list_experiments", False, owner_or_admin, lambda w, b, v: (e := _experiment(w)) in
+     {x.id for x in b.list_experiments()}),
+    ("get_experiment", False, owner_or_admin, lambda w, b, v: b.get_experiment(_experiment(w)).id > 0),
+    ("delete_experiment", False, owner_or_admin, lambda w, b, v: b.delete_experiment(_experiment(w)) is None),
+    ("run_experiment", False, owner_or_admin, lambda w, b, v: b.run_experiment(_experiment(w)).done == 1),
+    ("start_experiment", False, owner_or_admin, _start),
+    ("cancel_experiment", False, owner_or_admin, lambda w, b, v: b.cancel_experiment(_experiment(w)) == "cancelled"),
+    ("experiment_progress", False, owner_or_admin, lambda w, b, v: b.experiment_progress(_experiment(w)).total == 1),
+    ("experiment_report", False, owner_or_admin,
+     lambda w, b, v: b.experiment_report(_experiment(w, run=True)).variants[0].runs == 1),
+    ("compare_experiment_runs", False, owner_or_admin,
+     lambda w, b, v: b.compare_experiment_runs(
+         (e := _experiment(w, run=True, variants=2)), w.alice.experiment_report(e).questions[0].item_id,
+         "v0", "v1") is not None),
+    ("sweep_experiment", False, owner_or_admin,
+     lambda w, b, v: b.sweep_experiment(_experiment(w, run=True)).runs == 1),
+    ("export_experiment", False, owner_or_admin,
+     lambda w, b, v: '"docmind-experiment"' in b.export_experiment(_experiment(w))),
+    ("apply_thresholds", False, signed_in, _apply),
+]
