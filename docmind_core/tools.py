@@ -162,31 +162,67 @@ class ToolContext:
 # Tool schemas
 # --------------------------------------------------------------------------
 
-def _query_schema(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    props: dict[str, Any] = {"query": {"type": "string", "description": "What to look for, in the documents' language"}}
-    props.update(extra or {})
-    return {"type": "object", "properties": props, "required": ["query"], "additionalProperties": False}
+@dataclass(frozen=True)
+class ToolArgument:
+    """One argument of one tool: the single definition its JSON schema, the check of a model's call and
+    the defaults and clamps of :meth:`Toolbox.dispatch` are all read from."""
+
+    type: type  # str or int
+    description: str = ""
+    required: bool = False
+    bounds: tuple[int, int] | None = None  # an integer is clamped into this range (the schema says so too)
+    alias: str = ""  # the camelCase spelling models also write
+    default_key: str = ""  # the settings key that fills it when the model leaves it out
+
+    def schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "integer" if self.type is int else "string"}
+        if self.bounds:
+            out["minimum"], out["maximum"] = self.bounds
+        if self.description:
+            out["description"] = self.description
+        return out
 
 
-_TOP_K = {"top_k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many passages to return"}}
+_QUERY = ToolArgument(str, "What to look for, in the documents' language", required=True)
+_TOP_K = ToolArgument(int, "How many passages to return", bounds=(1, 50), alias="topK",
+                      default_key="agentic.search_top_k")
 
-TOOL_SPECS: dict[str, ToolSpec] = {
-    "searchDocs": ToolSpec("searchDocs", "Search the selected knowledge bases (semantic + keyword). Start here; "
-                           "search each focus of a comparison separately.", _query_schema(_TOP_K)),
-    "keywordSearch": ToolSpec("keywordSearch", "Exact keyword search of the selected knowledge bases, for codes, "
-                              "versions, model numbers and quoted names.", _query_schema(_TOP_K)),
-    "webSearch": ToolSpec("webSearch", "Search the web. Only for recent events or when the knowledge bases fall "
-                          "short.", _query_schema({"max_results": {"type": "integer", "minimum": 1, "maximum": 20}})),
-    "recall_memory": ToolSpec("recall_memory", "Recall what this user asked DocMind to remember.", _query_schema()),
-    "executeCode": ToolSpec("executeCode", "Run a short Python program for exact arithmetic or counting; print "
-                            "the result.", {"type": "object", "properties": {"code": {"type": "string"}},
-                                            "required": ["code"], "additionalProperties": False}),
-    # Exposed to MCP clients only; never offered to the loop.
-    "store_memory": ToolSpec("store_memory", "Remember a fact for this user.",
-                             {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-    "kb_meta": ToolSpec("kb_meta", "Names, descriptions and document counts of the selected knowledge bases.",
-                        {"type": "object", "properties": {}}),
+TOOL_ARGUMENTS: dict[str, dict[str, ToolArgument]] = {
+    "searchDocs": {"query": _QUERY, "top_k": _TOP_K},
+    "keywordSearch": {"query": _QUERY, "top_k": _TOP_K},
+    "webSearch": {"query": _QUERY, "max_results": ToolArgument(int, bounds=(1, 20), alias="maxResults",
+                                                               default_key="agentic.web_max_results")},
+    "recall_memory": {"query": _QUERY},
+    "executeCode": {"code": ToolArgument(str, required=True)},
+    "store_memory": {"text": ToolArgument(str, required=True)},
+    "kb_meta": {},
 }
+
+
+def _parameters(tool: str) -> dict[str, Any]:
+    arguments = TOOL_ARGUMENTS[tool]
+    schema: dict[str, Any] = {"type": "object", "properties": {n: a.schema() for n, a in arguments.items()}}
+    required = [n for n, a in arguments.items() if a.required]
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+_DESCRIPTIONS = {
+    "searchDocs": "Search the selected knowledge bases (semantic + keyword). Start here; search each focus of a "
+                  "comparison separately.",
+    "keywordSearch": "Exact keyword search of the selected knowledge bases, for codes, versions, model numbers and "
+                     "quoted names.",
+    "webSearch": "Search the web. Only for recent events or when the knowledge bases fall short.",
+    "recall_memory": "Recall what this user asked DocMind to remember.",
+    "executeCode": "Run a short Python program for exact arithmetic or counting; print the result.",
+    # Exposed to MCP clients only; never offered to the loop.
+    "store_memory": "Remember a fact for this user.",
+    "kb_meta": "Names, descriptions and document counts of the selected knowledge bases.",
+}
+TOOL_SPECS: dict[str, ToolSpec] = {name: ToolSpec(name, _DESCRIPTIONS[name], _parameters(name))
+                                   for name in TOOL_ARGUMENTS}
 
 LOOP_TOOLS = ("searchDocs", "keywordSearch", "webSearch", "recall_memory")
 
@@ -382,45 +418,32 @@ def _scrub_session_args(arguments: dict[str, Any]) -> tuple[dict[str, Any], list
     return args, notes
 
 
-_ALLOWED_ARGS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "searchDocs": {"query": str, "top_k": int, "topK": int},
-    "keywordSearch": {"query": str, "top_k": int, "topK": int},
-    "webSearch": {"query": str, "max_results": int, "maxResults": int},
-    "recall_memory": {"query": str},
-    "executeCode": {"code": str},
-    "store_memory": {"text": str},
-    "kb_meta": {},
-}
-_REQUIRED = {"searchDocs": "query", "keywordSearch": "query", "webSearch": "query", "recall_memory": "query",
-             "executeCode": "code", "store_memory": "text"}
-
-
 def _check_args(name: str, args: dict[str, Any]) -> str:
-    spec = _ALLOWED_ARGS.get(name, {})
+    spec = TOOL_ARGUMENTS.get(name, {})
+    by_spelling = {**{a.alias: a for a in spec.values() if a.alias}, **spec}
     for key, value in args.items():
-        if key not in spec:
+        argument = by_spelling.get(key)
+        if argument is None:
             return f"unexpected argument {key!r}"
-        expected = spec[key]
-        if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
+        if argument.type is int and (isinstance(value, bool) or not isinstance(value, int)):
             return f"{key} must be an integer"
-        if expected is str and not isinstance(value, str):
+        if argument.type is str and not isinstance(value, str):
             return f"{key} must be a string"
-    required = _REQUIRED.get(name)
-    if required and not str(args.get(required, "")).strip():
-        return f"missing {required}"
+    for key, argument in spec.items():
+        if argument.required and not str(args.get(key, "")).strip():
+            return f"missing {key}"
     return ""
 
 
 def _with_defaults(name: str, args: dict[str, Any], settings: Settings) -> dict[str, Any]:
     args = dict(args)
-    if "topK" in args:
-        args["top_k"] = args.pop("topK")
-    if "maxResults" in args:
-        args["max_results"] = args.pop("maxResults")
-    if name in ("searchDocs", "keywordSearch"):
-        args["top_k"] = max(1, min(int(args.get("top_k", settings.agentic.search_top_k)), 50))
-    if name == "webSearch":
-        args["max_results"] = max(1, min(int(args.get("max_results", settings.agentic.web_max_results)), 20))
+    for key, argument in TOOL_ARGUMENTS.get(name, {}).items():
+        if argument.alias in args:
+            args[key] = args.pop(argument.alias)
+        if argument.default_key:
+            value = int(args.get(key, settings.get(argument.default_key)))
+            low, high = argument.bounds or (value, value)
+            args[key] = max(low, min(value, high))
     return args
 
 
