@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from enum import Enum
 from typing import Callable, Sequence
 
 from docmind_core.models import GradeResult, RetrievedChunk, Tier
-from docmind_core.settings import GraderSettings, Settings
+from docmind_core.settings import GraderSettings, GrayZoneMode, Settings
 from docmind_core.text import is_cjk, keyword_tokens, salient_terms
 
 log = logging.getLogger(__name__)
@@ -40,12 +39,6 @@ NEAR_ZERO_COVERAGE = 0.1
 RARE_ENTITY_WEIGHT = 1.6  # salient_terms weight of codes, numbers and capitalised names
 BLEND_HIGH = 0.75
 BLEND_LOW = 0.25
-
-
-class GrayZoneMode(str, Enum):
-    COVERAGE_FIRST = "coverage_first"
-    RERANK_ONLY = "rerank_only"
-    BLEND = "blend"
 
 
 @dataclass(frozen=True)
@@ -112,9 +105,9 @@ class CragGrader:
 
     def __init__(self) -> None:
         self._arbiters: dict[GrayZoneMode, Callable[[float, CoverageReport, GraderSettings], tuple[Tier, str]]] = {
-            GrayZoneMode.COVERAGE_FIRST: self._coverage_first,
-            GrayZoneMode.RERANK_ONLY: self._rerank_only,
-            GrayZoneMode.BLEND: self._blend,
+            "coverage_first": self._coverage_first,
+            "rerank_only": self._rerank_only,
+            "blend": self._blend,
         }
 
     def grade(self, query: str, chunks: Sequence[RetrievedChunk], settings: GraderSettings | Settings,
@@ -171,7 +164,7 @@ class CragGrader:
                 return Tier.AMBIGUOUS, "low_rerank_but_rare_entity_hit"
             return Tier.LOW, "rerank_low"
         try:
-            arbiter = self._arbiters[GrayZoneMode(grader.gray_zone_mode)]
+            arbiter = self._arbiters[grader.gray_zone_mode]
             return arbiter(top, report, grader)
         except Exception as exc:  # a broken arbiter must not block the answer
             log.warning("gray-zone arbitration failed: %s", exc)

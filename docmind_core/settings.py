@@ -10,7 +10,7 @@ once so cross-key rules (low < high) see the final values.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -143,10 +143,16 @@ class RagSettings(_Group):
     selected_doc_max: int = Field(3, ge=1, le=20, description="At most this many selected documents are read directly")
 
 
+# How the grader arbitrates the gray zone between the thresholds (docmind_core/grade.py); the one definition
+# the setting, the grader's arbiters and the pages' choices are read from.
+GrayZoneMode = Literal["coverage_first", "rerank_only", "blend"]
+GRAY_ZONE_MODES: tuple[str, ...] = get_args(GrayZoneMode)
+
+
 class GraderSettings(_Group):
     high_threshold: float = Field(0.65, ge=0, le=1, description="Top rerank score at or above this is HIGH")
     low_threshold: float = Field(0.25, ge=0, le=1, description="Top rerank score at or below this is LOW")
-    gray_zone_mode: Literal["coverage_first", "rerank_only", "blend"] = Field(
+    gray_zone_mode: GrayZoneMode = Field(
         "coverage_first", description="How the gray zone is arbitrated by lexical coverage")
     coverage_high: float = Field(0.8, ge=0, le=1, description="Gray-zone coverage at or above this lifts to HIGH")
     coverage_low: float = Field(0.2, ge=0, le=1, description="Gray-zone coverage at or below this drops to LOW")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.grade import CragGrader, GrayZoneMode, lexical_coverage
+from docmind_core.grade import CragGrader, lexical_coverage
 from docmind_core.models import RetrievedChunk, StageScores, Tier
-from docmind_core.settings import GraderSettings, Settings
+from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings, Settings
 
 QUERY = "DM-3000 电池续航"
 FULL = "DM-3000 的电池续航为 12 小时。"  # coverage 1.0
@@ -87,7 +87,7 @@ def test_arbitration_failure_is_ambiguous_with_reason():
     def broken(*_):
         raise ZeroDivisionError("boom")
 
-    grader._arbiters[GrayZoneMode.COVERAGE_FIRST] = broken
+    grader._arbiters["coverage_first"] = broken
     result = grader.grade(QUERY, [chunk(FULL, 0.5)], GraderSettings())
     assert result.tier is Tier.AMBIGUOUS
     assert result.reason == "gray_zone_error:ZeroDivisionError"
@@ -139,3 +139,9 @@ def test_coverage_handles_english_stems_and_cjk_segmentation():
     assert coverage > 0.8 and rare
     chinese = [chunk("向量数据库支持多种索引。", 0.5)]
     assert lexical_coverage("向量数据库 索引", chinese)[0] == pytest.approx(1.0)
+
+
+def test_every_gray_zone_mode_the_setting_allows_has_an_arbiter():
+    for mode in GRAY_ZONE_MODES:
+        result = CragGrader().grade(QUERY, [chunk(FULL, 0.5)], GraderSettings(gray_zone_mode=mode))
+        assert not result.reason.startswith("gray_zone_error"), (mode, result.reason)
