@@ -32,6 +32,8 @@ install-test: $(VENV)/.test
 demo: install
 	$(VENV)/bin/docmind ingest data/demo --kb demo --description "Demo corpus: the fictional Aurora and Nimbus products" --if-missing
 	$(VENV)/bin/docmind kb share demo --visibility public
+	$(VENV)/bin/docmind dataset import data/demo_labelled.jsonl --name demo --kb demo --if-missing
+	$(VENV)/bin/docmind dataset share demo --visibility public
 
 run: demo
 	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port 8501

@@ -22,6 +22,7 @@ page = st.navigation([
     st.Page("pages/knowledge_bases.py", title="Knowledge bases", icon=":material/library_books:"),
     st.Page("pages/config.py", title="Config", icon=":material/tune:"),
     st.Page("pages/traces.py", title="Traces", icon=":material/timeline:"),
+    st.Page("pages/experiments.py", title="Experiments", icon=":material/science:"),
 ], position="sidebar" if signed_in else "hidden")
 
 if not signed_in:

@@ -67,6 +67,20 @@ if len(records) == 1:
     st.markdown(f"**Question:** {escape_markdown(record.meta.question)}",
                 help=f"run {escape_markdown(record.meta.run_id)}")
     render_run(RunDigest.from_events(record.events), record.config)
+    with st.expander("Label this run (adds its question to a labelled dataset)"):
+        sources = record.done.sources if record.done else []
+        verdict = st.radio("The answer is", ["correct", "wrong", "should_abstain"], horizontal=True,
+                           key="dm_tr_verdict", format_func=lambda v: v.replace("_", " "))
+        gold = st.multiselect("Gold chunks (the sources that hold the answer)", [c.chunk_id for c in sources],
+                              key="dm_tr_gold", format_func=lambda cid: next(
+                                  f"[{i}] {c.document}" for i, c in enumerate(sources, 1) if c.chunk_id == cid))
+        if st.button("Save label", icon=":material/label:", key="dm_tr_label"):
+            try:
+                saved = bench.label_run(record.meta.run_id, verdict, gold)
+            except DocMindError as exc:
+                st.error(escape_markdown(exc))
+            else:
+                st.success(f"Labelled {saved.verdict.replace('_', ' ')} (dataset item #{saved.dataset_item_id})")
 elif len(records) >= 2:
     a, b = records[0], records[1]
     st.subheader("Comparison")

@@ -1,0 +1,183 @@
+"""Experiments: labelled datasets, one dataset x N variants, metrics with intervals, threshold sweeps."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from docmind_core.errors import DocMindError
+from docmind_core.experiments.metrics import METRICS, TIERS
+from docmind_core.experiments.runner import parse_variant
+from docmind_core.experiments.sweep import OBJECTIVES
+from docmind_core.safe_text import escape_markdown
+from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
+from docmind_ui.run_view import render_comparison
+from docmind_ui.session import ensure_frame, workbench
+
+ensure_frame()
+bench = workbench()
+st.title("Experiments")
+
+# -- datasets ---------------------------------------------------------------------------
+datasets = bench.list_datasets()
+with st.expander(f"Datasets ({len(datasets)})", expanded=not datasets):
+    if datasets:
+        st.dataframe(pd.DataFrame([{"name": d.name, "questions": d.item_count, "KB": d.kb_name, "source": d.source,
+                                    "visibility": d.visibility} for d in datasets]), hide_index=True)
+    kb_names = [kb.name for kb in bench.list_kbs()]
+    with st.form("dm_ex_import"):
+        upload = st.file_uploader("Labelled questions (JSONL: question, kb, gold_doc_ids, answers, answerable)",
+                                  type=["jsonl"], key="dm_ex_upload")
+        c1, c2 = st.columns(2)
+        name = c1.text_input("Dataset name", key="dm_ex_ds_name")
+        default_kb = c2.selectbox("Default knowledge base", ["", *kb_names], key="dm_ex_ds_kb")
+        if st.form_submit_button("Import", icon=":material/upload_file:") and upload is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "items.jsonl"
+                path.write_bytes(upload.getvalue())
+                try:
+                    made = bench.import_dataset(name or Path(upload.name).stem, path, kb=default_kb)
+                except DocMindError as exc:
+                    st.error(escape_markdown(exc))
+                else:
+                    st.success(f"Imported {made.item_count} questions as {escape_markdown(made.name)}")
+                    datasets = bench.list_datasets()
+
+# -- a new experiment ----------------------------------------------------------------------
+if datasets:
+    with st.expander("New experiment"):
+        with st.form("dm_ex_new"):
+            ds = st.selectbox("Dataset", datasets, format_func=lambda d: f"{d.name} ({d.item_count})",
+                              key="dm_ex_new_ds")
+            variants_text = st.text_area("Variants, one per line: NAME:MODE[:key=value,...]",
+                                         "rule:rule\nagentic:agentic", key="dm_ex_variants")
+            c1, c2 = st.columns(2)
+            leave_gold_out = c1.checkbox("Also ask with the gold documents left out", value=True, key="dm_ex_lgo")
+            limit = c2.number_input("Questions (0 = all)", 0, 100_000, 0, key="dm_ex_limit")
+            if st.form_submit_button("Create and run", icon=":material/play_arrow:"):
+                try:
+                    variants = [parse_variant(line) for line in variants_text.splitlines() if line.strip()]
+                    made = bench.create_experiment("", ds.id, variants, leave_gold_out=leave_gold_out,
+                                                   limit=int(limit) or None)
+                    bench.start_experiment(made.id)
+                except DocMindError as exc:
+                    st.error(escape_markdown(exc))
+                else:
+                    st.session_state["dm_ex_pick"] = made.id
+                    st.success(f"Experiment #{made.id} started")
+
+experiments = bench.list_experiments()
+if not experiments:
+    st.info("No experiment yet. Import a dataset (or `docmind dataset import`), then create an experiment.")
+    st.stop()
+
+ids = [e.id for e in experiments]
+if st.session_state.get("dm_ex_pick") not in ids:
+    st.session_state["dm_ex_pick"] = ids[0]
+names = {e.id: f"#{e.id} {e.name}" for e in experiments}
+picked = st.selectbox("Experiment", ids, format_func=lambda i: names[i], key="dm_ex_pick")
+experiment = bench.get_experiment(picked)
+
+
+@st.fragment(run_every=2.0 if experiment.state in ("running", "cancelling") else None)
+def progress_panel() -> None:
+    progress = bench.experiment_progress(picked)
+    eta = f" · ETA {progress.eta_s:.0f} s" if progress.eta_s is not None and progress.pending + progress.running \
+        else ""
+    st.progress(progress.fraction, text=f"{progress.state}: {progress.done + progress.failed} of {progress.total} "
+                                        f"runs ({progress.failed} failed){eta}")
+    c1, c2 = st.columns(2)
+    if progress.state in ("running", "cancelling"):
+        if c1.button("Cancel", icon=":material/stop:", key="dm_ex_cancel"):
+            bench.cancel_experiment(picked)
+    elif progress.pending or progress.failed:
+        if c1.button("Resume", icon=":material/play_arrow:", key="dm_ex_resume"):
+            try:
+                bench.start_experiment(picked)
+            except DocMindError as exc:
+                st.error(escape_markdown(exc))
+
+
+progress_panel()
+st.download_button("Export as JSON", bench.export_experiment(picked), file_name=f"docmind-experiment-{picked}.json",
+                   mime="application/json", icon=":material/download:")
+
+# -- metrics ---------------------------------------------------------------------------------
+report = bench.experiment_report(picked)
+st.subheader("Metrics (95% bootstrap intervals)")
+st.dataframe(pd.DataFrame([{"metric": label, "measured on": on,
+                            **{v.name: v.metrics[m].text() for v in report.variants}}
+                           for m, (label, on) in METRICS.items()]), hide_index=True, key="dm_ex_metrics")
+st.dataframe(pd.DataFrame([{"variant": v.name, "mode": v.mode, "runs": v.runs, "failed": v.failed,
+                            "with errors": v.runs_with_errors,
+                            "cited but unsupported": f"{v.cited_unsupported} of {v.citations_checked}",
+                            "tool calls / run": v.tool_calls_mean, "rounds / run": v.rounds_mean,
+                            "latency p50 ms": v.latency_p50_ms, "latency p95 ms": v.latency_p95_ms,
+                            "tokens in / run": v.prompt_tokens_mean, "tokens out / run": v.completion_tokens_mean,
+                            "routes": ", ".join(f"{k} {n}" for k, n in v.routes.items()),
+                            "stop reasons": ", ".join(f"{k} {n}" for k, n in v.stop_reasons.items())}
+                           for v in report.variants]), hide_index=True, key="dm_ex_ops")
+if report.differences:
+    st.markdown("**Paired differences** (B − A on the same questions)")
+    st.dataframe(pd.DataFrame([{"metric": METRICS[d.metric][0], "A": d.a, "B": d.b,
+                                "B − A": d.difference.text(), "interval excludes 0": "yes" if d.significant else ""}
+                               for d in report.differences]), hide_index=True, key="dm_ex_diffs")
+st.markdown("**Tier confusion** (runs by answerability and tier)")
+for v in report.variants:
+    st.caption(escape_markdown(v.name))
+    st.dataframe(pd.DataFrame([{"answerability": row, **cells} for row, cells in v.confusion.items()],
+                              columns=["answerability", *TIERS]), hide_index=True, key=f"dm_ex_conf_{v.name}")
+
+# -- drill-down ------------------------------------------------------------------------------
+variant_names = [v.name for v in experiment.variants]
+if report.questions and len(variant_names) >= 2:
+    st.subheader("Per question")
+    table = pd.DataFrame([{"item": q.item_id, "gold left out": q.gold_left_out, "question": q.question,
+                           **{f"tier · {n}": q.tiers.get(n, "") for n in variant_names},
+                           **{f"contains · {n}": q.contains.get(n) for n in variant_names}}
+                          for q in report.questions])
+    chosen = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="dm_ex_q")
+    rows = list(chosen.selection.rows) if chosen is not None else []
+    if rows:
+        q = report.questions[rows[0]]
+        c1, c2 = st.columns(2)
+        a = c1.selectbox("A", variant_names, index=0, key="dm_ex_a")
+        b = c2.selectbox("B", variant_names, index=len(variant_names) - 1, key="dm_ex_b")
+        try:
+            cmp = bench.compare_experiment_runs(picked, q.item_id, a, b, q.gold_left_out)
+        except DocMindError as exc:
+            st.error(escape_markdown(exc))
+        else:
+            render_comparison(cmp, key=f"ex-{picked}-{q.item_id}-{int(q.gold_left_out)}", label_a=a, label_b=b)
+
+# -- threshold sweep -----------------------------------------------------------------------------
+st.subheader("Threshold sweep")
+st.caption("The stored runs re-graded over a grid of high x low thresholds and gray-zone modes; no model is called.")
+c1, c2, c3 = st.columns(3)
+objective = c1.selectbox("Objective", list(OBJECTIVES), key="dm_ex_objective")
+only = c2.selectbox("Runs of", [None, *variant_names], format_func=lambda n: "every variant" if n is None else n,
+                    key="dm_ex_sweep_variant")
+sweep = bench.sweep_experiment(picked, only)
+live_mode = sweep.live["grader.gray_zone_mode"]
+mode = c3.selectbox("Gray-zone mode", ["coverage_first", "rerank_only", "blend"],
+                    index=["coverage_first", "rerank_only", "blend"].index(live_mode), key="dm_ex_mode")
+if not sweep.runs:
+    st.info("No graded run yet.")
+else:
+    st.plotly_chart(sweep_heatmap(sweep, mode, objective), key="dm_ex_heatmap")
+    st.plotly_chart(sweep_curves(sweep, mode), key="dm_ex_curves")
+    best = sweep.recommend(objective)
+    live = next((p for p in sweep.points if p.live), None)
+    st.dataframe(pd.DataFrame([{"": label, "high": p.high, "low": p.low, "mode": p.mode, "precision": p.precision,
+                                "recall": p.recall, "not HIGH on unanswerable": p.unanswerable_not_high}
+                               for label, p in (("live", live), ("recommended", best)) if p is not None]),
+                 hide_index=True, key="dm_ex_best")
+    if best is not None:
+        scope = "globally" if bench.user.is_admin else "as your personal values"
+        if st.button(f"Apply recommended thresholds {scope}", icon=":material/check:", key="dm_ex_apply"):
+            bench.apply_thresholds(best)
+            st.success(f"grader.high_threshold = {best.high}, grader.low_threshold = {best.low}, "
+                       f"grader.gray_zone_mode = {best.mode}")

@@ -1,0 +1,120 @@
+"""The Experiments page through AppTest: metrics with intervals, paired differences, tier confusion, the
+sweep's heatmap and curves, applying the recommended thresholds, creating and running an experiment."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from docmind_core.experiments.runner import Variant
+from docmind_core.users import LOCAL_USER
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "experiment"
+TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    home = tmp_path_factory.mktemp("experiments-page") / "home"
+    previous = os.environ.get("DOCMIND_HOME")
+    os.environ["DOCMIND_HOME"] = str(home)
+    from docmind_ui.session import _engine_for
+
+    engine = _engine_for(str(home.resolve()))
+    kb = engine.create_kb("orion")
+    assert all(o.status == "added" for o in engine.ingest(kb.id, sorted((FIXTURES / "kb").iterdir())))
+    bench = engine.workbench(LOCAL_USER, "cli")
+    dataset = bench.import_dataset("orion-set", FIXTURES / "set.jsonl", kb="orion")
+    made = bench.create_experiment("rule vs agentic", dataset.id,
+                                   [Variant(name="rule", mode="rule"), Variant(name="agentic", mode="agentic")],
+                                   leave_gold_out=True)
+    assert bench.run_experiment(made.id).done == 14
+    yield engine
+    if previous is None:
+        os.environ.pop("DOCMIND_HOME", None)
+    else:
+        os.environ["DOCMIND_HOME"] = previous
+
+
+def _page() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/experiments.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _frame(at: AppTest, key: str):
+    return next(df.value for df in at.dataframe if df.key == key) if any(df.key == key for df in at.dataframe) \
+        else next(df.value for df in at.dataframe if key in df.value.columns)
+
+
+def test_page_shows_metrics_differences_confusion_and_sweep(engine):
+    at = _page()
+    metrics = _frame(at, "metric")
+    assert {"rule", "agentic"} <= set(metrics.columns)
+    recall = metrics.loc[metrics["metric"] == "gold-in-context recall", "rule"].iloc[0]
+    assert recall.startswith("1.000 [1.000, 1.000]") and "(n=3)" in recall
+    diffs = _frame(at, "B − A")
+    assert set(diffs["A"]) == {"rule"} and set(diffs["B"]) == {"agentic"} and len(diffs) >= 5
+    confusion = _frame(at, "answerability")
+    assert {"HIGH", "AMBIGUOUS", "LOW", "none"} <= set(confusion.columns)
+    assert len(at.get("plotly_chart")) == 2  # heatmap and curves
+    assert any("14 of 14" in str(p.value) or "done" in str(p.proto) for p in at.get("progress"))
+    best = _frame(at, "not HIGH on unanswerable")
+    assert list(best[""]) == ["live", "recommended"]
+    # apply: the recommended point becomes the (admin's: global) thresholds
+    recommended = best.iloc[1]
+    next(b for b in at.button if b.label.startswith("Apply recommended thresholds")).click().run()
+    assert not at.exception, at.exception
+    assert engine.settings.grader.high_threshold == pytest.approx(float(recommended["high"]))
+    assert engine.settings.grader.gray_zone_mode == recommended["mode"]
+    engine.config.reset_all(by="test")
+
+
+def test_page_creates_and_runs_an_experiment(engine):
+    at = _page()
+    at.text_area(key="dm_ex_variants").set_value("only-rule:rule")
+    at.checkbox(key="dm_ex_lgo").set_value(False)
+    next(b for b in at.button if b.label == "Create and run").click().run()
+    assert not at.exception, at.exception
+    assert any("started" in s.value for s in at.success)
+    bench = engine.workbench(LOCAL_USER, "cli")
+    made = max(bench.list_experiments(), key=lambda e: e.id)
+    deadline = time.monotonic() + 60
+    while bench.experiment_progress(made.id).state != "done" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert bench.experiment_progress(made.id).done == 4
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="dm_ex_pick").value == made.id
+    assert "only-rule" in _frame(at, "metric").columns
+
+
+def test_traces_page_labels_a_run_into_a_dataset(engine):
+    bench = engine.workbench(LOCAL_USER, "cli")
+    kb = bench.kb_by_name("orion")
+    events = list(bench.ask("How long is the Orion warranty?", [kb.id], mode="rule"))
+    run_id, sources = events[-1].run_id, events[-1].sources
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/traces.py").run()
+    row = next(i for i, s in enumerate(bench.list_traces(limit=500)) if s.run_id == run_id)
+    at.session_state["dm_tr_table"] = {"selection": {"rows": [row], "columns": []}}
+    at.run()
+    assert not at.exception, at.exception
+    at.radio(key="dm_tr_verdict").set_value("correct")
+    at.multiselect(key="dm_tr_gold").set_value([sources[0].chunk_id])
+    next(b for b in at.button if b.label == "Save label").click().run()
+    assert not at.exception, at.exception
+    assert any("Labelled correct" in s.value for s in at.success)
+    label = bench.run_label(run_id)
+    assert label.verdict == "correct" and label.gold_chunk_ids == [sources[0].chunk_id]
+    item = next(i for i in bench.dataset_items(bench.get_dataset("labelled runs of local").id)
+                if i.source_run_id == run_id) if bench.list_datasets() else None
+    assert item is not None and item.answerable and item.kb == "orion" and item.gold_chunk_ids
