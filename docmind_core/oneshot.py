@@ -28,7 +28,7 @@ from docmind_core.events import ErrorRaised, Event, Graded, Reranked, Retrieved,
 from docmind_core.grade import CragGrader
 from docmind_core.retrieval.hybrid import EvidenceRefiner
 from docmind_core.models import (
-    GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, Tier, ToolCallRecord, ToolName, Understanding,
+    GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, ToolCallRecord, ToolName, Understanding,
     WorkerReport,
 )
 from docmind_core.settings import Settings
@@ -109,7 +109,7 @@ class EvidenceFinisher:
         timings["grade"] = _ms(t0)
         yield Graded(grade=grade, round="initial")
 
-        wanted, reason = self._compensation_wanted(grade, settings, web_already_used)
+        wanted, reason = self._compensation_wanted(grade, web_already_used)
         if wanted and guard is not None and (guard.retrieval_expired() or not guard.usable("webSearch")):
             wanted, reason = False, "not run: no time left for retrieval (run.deadline_ms)" \
                 if guard.retrieval_expired() else f"not run: {guard.breaker.reason('webSearch')}"
@@ -140,11 +140,10 @@ class EvidenceFinisher:
         return FinishedEvidence(result, grade, True, timings)
 
     @staticmethod
-    def _compensation_wanted(grade: GradeResult, settings: Settings, web_already_used: bool) -> tuple[bool, str]:
+    def _compensation_wanted(grade: GradeResult, web_already_used: bool) -> tuple[bool, str]:
+        # The grader already decided from retrieval.web_compensation_on_low / grader.web_fallback_on_ambiguous.
         if not grade.web_compensation_needed:
             return False, f"not needed: tier {grade.tier.value}"
-        if grade.tier == Tier.LOW and not settings.retrieval.web_compensation_on_low:
-            return False, "not run: retrieval.web_compensation_on_low is off"
         if web_already_used:
             return False, "not run: the web was already searched in this run"
         return True, f"tier {grade.tier.value}: {grade.reason}" if grade.reason else f"tier {grade.tier.value}"
