@@ -25,11 +25,10 @@ from typing import Any, Literal, Sequence
 from docmind_core.compare import graded_input
 from docmind_core.grade import CoverageReport, CragGrader, chunk_score, coverage_report
 from docmind_core.models import Tier
-from docmind_core.settings import GraderSettings
+from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
 
 Objective = Literal["f1", "safe_recall", "balanced"]
 OBJECTIVES: tuple[str, ...] = ("f1", "safe_recall", "balanced")
-GRAY_ZONE_MODES: tuple[str, ...] = ("coverage_first", "rerank_only", "blend")
 SAFE_NOT_HIGH = 0.9
 HIGH_GRID = tuple(round(0.30 + 0.05 * i, 2) for i in range(14))  # 0.30 .. 0.95
 LOW_GRID = tuple(round(0.05 + 0.05 * i, 2) for i in range(12))  # 0.05 .. 0.60
