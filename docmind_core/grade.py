@@ -6,13 +6,13 @@ and long Chinese words weigh more) appear in the best of the top three chunks.
 The two fail differently — a reranker can love a chunk that is "about the same
 thing" but lacks the asked-for entity — so each corrects the other:
 
-* score >= high → HIGH, unless coverage is near zero (< 0.1) → AMBIGUOUS;
+* score >= high → HIGH, unless coverage is near zero (< ``grader.near_zero_coverage``) → AMBIGUOUS;
 * score <= low  → LOW, unless a rare entity of the query is found → AMBIGUOUS;
 * in between, ``grader.gray_zone_mode`` arbitrates:
   - ``coverage_first``: coverage >= coverage_high → HIGH, <= coverage_low → LOW, else AMBIGUOUS;
   - ``rerank_only``: always AMBIGUOUS;
   - ``blend``: 0.5 x (score normalised to 0..1 inside the gray zone) + 0.5 x coverage,
-    >= 0.75 → HIGH, <= 0.25 → LOW, else AMBIGUOUS.
+    >= ``grader.blend_high`` → HIGH, <= ``grader.blend_low`` → LOW, else AMBIGUOUS.
 
 The tier never throws evidence away: LOW or AMBIGUOUS with chunks is answered
 under the low-confidence prompt; only an empty context uses the fallback.
@@ -34,11 +34,10 @@ from docmind_core.text import is_cjk, keyword_tokens, salient_terms
 
 log = logging.getLogger(__name__)
 
+# What coverage measures (not tuning knobs, so not settings): the best of the top three chunks, and the
+# salient_terms weight from which a term counts as a rare entity (codes, numbers, capitalised names).
 COVERAGE_TOP_CHUNKS = 3
-NEAR_ZERO_COVERAGE = 0.1
-RARE_ENTITY_WEIGHT = 1.6  # salient_terms weight of codes, numbers and capitalised names
-BLEND_HIGH = 0.75
-BLEND_LOW = 0.25
+RARE_ENTITY_WEIGHT = 1.6
 
 
 @dataclass(frozen=True)
@@ -156,7 +155,7 @@ class CragGrader:
 
     def _tier(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
         if top >= grader.high_threshold:
-            if report.has_terms and report.coverage < NEAR_ZERO_COVERAGE:
+            if report.has_terms and report.coverage < grader.near_zero_coverage:
                 return Tier.AMBIGUOUS, "high_rerank_but_no_coverage"
             return Tier.HIGH, "rerank_high"
         if top <= grader.low_threshold:
@@ -189,8 +188,8 @@ class CragGrader:
         span = grader.high_threshold - grader.low_threshold
         normalised = (top - grader.low_threshold) / span
         blended = 0.5 * normalised + 0.5 * report.coverage
-        if blended >= BLEND_HIGH:
+        if blended >= grader.blend_high:
             return Tier.HIGH, f"gray_zone_blend_high:{blended:.2f}"
-        if blended <= BLEND_LOW:
+        if blended <= grader.blend_low:
             return Tier.LOW, f"gray_zone_blend_low:{blended:.2f}"
         return Tier.AMBIGUOUS, f"gray_zone_blend_mid:{blended:.2f}"

@@ -60,8 +60,6 @@ _DIRECT_TEMPLATES = {
     Scope.OUT_OF_SCOPE: "out_of_scope",
     Scope.MEMORY_COMMAND: "memory_ack",
 }
-# The model's non-knowledge scope is trusted only when it is this sure (a wrong call skips retrieval).
-_MODEL_SCOPE_MIN_CONFIDENCE = 0.7
 
 
 
@@ -177,7 +175,7 @@ class AnswerPipeline:
                 yield ErrorRaised(stage="understanding", message=f"the language model timed out; "
                                                                  f"{guard.breaker.reason(LLM)}")
             trusted = (understanding.scope == Scope.KNOWLEDGE_QUERY
-                       or understanding.scope_confidence >= _MODEL_SCOPE_MIN_CONFIDENCE)
+                       or understanding.scope_confidence >= settings.rag.scope_min_confidence)
             state.scope = understanding.scope if trusted else Scope.KNOWLEDGE_QUERY
             yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence,
                                via=via,

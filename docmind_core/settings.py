@@ -141,6 +141,10 @@ class RagSettings(_Group):
     parent_tokens: int = Field(640, ge=50, le=8000, description="Parent block size in tokens (new ingests)")
     history_turns: int = Field(6, ge=0, le=50, description="Conversation turns given to understanding and generation")
     selected_doc_max: int = Field(3, ge=1, le=20, description="At most this many selected documents are read directly")
+    scope_min_confidence: float = Field(
+        0.7, ge=0, le=1, description="The understanding model's non-knowledge scope (chitchat, capability, ...) is "
+                                     "trusted at or above this confidence; below it the question is searched (a wrong "
+                                     "call would skip retrieval)")
 
 
 # How the grader arbitrates the gray zone between the thresholds (docmind_core/grade.py); the one definition
@@ -158,6 +162,11 @@ class GraderSettings(_Group):
     coverage_low: float = Field(0.2, ge=0, le=1, description="Gray-zone coverage at or below this drops to LOW")
     entity_weak_below: float = Field(0.5, ge=0, le=1, description="Coverage under this marks the KB entity-weak")
     web_fallback_on_ambiguous: bool = Field(True, description="Web compensation on AMBIGUOUS when the KB is entity-weak")
+    near_zero_coverage: float = Field(
+        0.1, ge=0, le=1, description="A HIGH top score with coverage under this is only AMBIGUOUS (the reranker "
+                                     "liked a chunk that lacks every asked-for term)")
+    blend_high: float = Field(0.75, ge=0, le=1, description="blend mode: a blended score at or above this is HIGH")
+    blend_low: float = Field(0.25, ge=0, le=1, description="blend mode: a blended score at or below this is LOW")
 
     @model_validator(mode="after")
     def _ordered(self) -> "GraderSettings":
@@ -167,6 +176,8 @@ class GraderSettings(_Group):
         if self.coverage_low >= self.coverage_high:
             raise ValueError(
                 f"grader.coverage_low ({self.coverage_low}) must be below grader.coverage_high ({self.coverage_high})")
+        if self.blend_low >= self.blend_high:
+            raise ValueError(f"grader.blend_low ({self.blend_low}) must be below grader.blend_high ({self.blend_high})")
         return self
 
 

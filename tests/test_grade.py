@@ -145,3 +145,13 @@ def test_every_gray_zone_mode_the_setting_allows_has_an_arbiter():
     for mode in GRAY_ZONE_MODES:
         result = CragGrader().grade(QUERY, [chunk(FULL, 0.5)], GraderSettings(gray_zone_mode=mode))
         assert not result.reason.startswith("gray_zone_error"), (mode, result.reason)
+
+
+def test_blend_cut_offs_and_the_near_zero_coverage_are_settings():
+    assert grade(FULL, 0.3, "blend").tier is Tier.AMBIGUOUS  # blended 0.56
+    assert grade(FULL, 0.3, "blend", blend_high=0.55).tier is Tier.HIGH
+    assert grade(NONE, 0.5, "blend", blend_low=0.35).tier is Tier.LOW  # blended 0.31
+    assert grade(MID, 0.9).tier is Tier.HIGH  # coverage 0.26 is not near zero by default
+    assert grade(MID, 0.9, near_zero_coverage=0.3).reason == "high_rerank_but_no_coverage"
+    with pytest.raises(ValueError, match="grader.blend_low"):
+        GraderSettings(blend_low=0.8, blend_high=0.7)

@@ -266,6 +266,25 @@ def test_openai_invalid_json_falls_back_to_the_conservative_classification(demo_
     assert done_of(events).answer == "Answer [1]."
 
 
+def test_a_non_knowledge_scope_is_trusted_from_rag_scope_min_confidence(demo_home, fake_llm, reset_config):
+    unsure = {**UNDERSTANDING, "scope": "chitchat", "scopeConfidence": 0.6}
+
+    def reply(request):
+        if request.get("response_format"):
+            return text(json.dumps(unsure))
+        if request.get("tools"):
+            return text("")
+        return text("Hello there [1].")
+
+    fake_llm.respond_with(reply)
+    question = "What uptime does Aurora Cloud guarantee?"
+    by_default = run(openai_engine(demo_home, fake_llm), question)
+    assert next(e for e in by_default if isinstance(e, ScopeDecided)).scope is Scope.KNOWLEDGE_QUERY  # 0.6 < 0.7
+    trusting = run(openai_engine(demo_home, fake_llm, **{"rag.scope_min_confidence": 0.5}), question)
+    assert next(e for e in trusting if isinstance(e, ScopeDecided)).scope is Scope.CHITCHAT
+    assert not any(isinstance(e, Retrieved) for e in trusting)
+
+
 def test_openai_500_then_success_is_retried(demo_home, fake_llm, reset_config):
     fake_llm.script(status(500), text(json.dumps(UNDERSTANDING)), text("Forty-five watts [1]."))
     engine = openai_engine(demo_home, fake_llm)
