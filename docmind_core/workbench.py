@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from docmind_core.engine import Engine
     from docmind_core.ingest.check import KbCheckReport
     from docmind_core.ingest.jobs import JobInput
-    from docmind_core.store.jobs import IngestJob
+    from docmind_core.ingest.job_types import IngestJob
 
 Channel = Literal["web", "cli", "mcp", "import"]
 ConfigScope = Literal["global", "personal"]
@@ -171,10 +171,7 @@ class Workbench(ExperimentMethods):
     def config_history(self, limit: int = 100) -> list[ConfigChange]:
         """Global changes, plus personal ones: every user's for admins, your own for members."""
         user = self._signed_in()
-        rows = self._engine.config.history(limit * 4 if not user.is_admin else limit)
-        if not user.is_admin:
-            rows = [r for r in rows if r.scope == "global" or r.user_id == user.id]
-        return rows[:limit]
+        return self._engine.config.history(limit, personal_of=None if user.is_admin else user.id)
 
     def personal_overrides_by_user(self) -> dict[str, dict[str, Any]]:
         """Every member's personal values, by user name (admins, to review and promote them)."""

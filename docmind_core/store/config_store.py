@@ -99,13 +99,20 @@ class ConfigStore:
                 accepted[key] = value
         return ConfigReport(settings=Settings().with_overrides(accepted), problems=problems)
 
-    def history(self, limit: int = 100, key: str | None = None) -> list[ConfigChange]:
-        """Changes, newest first."""
+    def history(self, limit: int = 100, key: str | None = None,
+                personal_of: int | None = None) -> list[ConfigChange]:
+        """Changes, newest first; with ``personal_of``, global changes plus that user's personal ones only."""
         sql = "SELECT id, key, old_value, new_value, changed_by, changed_at, user_id, scope FROM config_history"
+        where: list[str] = []
         params: list[Any] = []
         if key is not None:
-            sql += " WHERE key = ?"
+            where.append("key = ?")
             params.append(key)
+        if personal_of is not None:
+            where.append("(scope = 'global' OR user_id = ?)")
+            params.append(personal_of)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC LIMIT ?"
         params.append(int(limit))
         return [
