@@ -283,7 +283,9 @@ class Engine:
         return self._current(self.settings).web
 
     def backends(self) -> list[BackendStatus]:
-        b = self._current(self.settings)
+        return self._statuses(self._current(self.settings))
+
+    def _statuses(self, b: Backends) -> list[BackendStatus]:
         return [b.llm.status(), b.embedder.status(), b.reranker.status(), b.vector_store.status(),
                 b.keyword_index.status(), b.web.status(), self._tracing_status(b)]
 
@@ -435,7 +437,7 @@ class Engine:
                                         conversation_id=conversation_id, pair_id=pair_id, label=label)
         done: Done | None = None
         try:
-            for i, event in enumerate(pipeline.ask(request, settings, self.backends(), cancel)):
+            for i, event in enumerate(pipeline.ask(request, settings, self._statuses(backends), cancel)):
                 if i == 0 and (problems or gaps):  # right after the run starts: KBs left out or partly indexed
                     yield from (_record(recorder, e) for e in
                                 [event] + [ErrorRaised(stage="access", message=p, t_ms=event.t_ms) for p in problems]

@@ -199,3 +199,20 @@ def test_a_kb_indexed_with_another_embedder_is_left_out_with_the_reason(tmp_path
     assert "docmind kb reindex old" in left_out[0]
     with pytest.raises(EmbedderMismatch, match="docmind kb reindex old"):
         bench.search("Nimbus N2 power draw", [old.id])
+
+
+@pytest.mark.parametrize("mode", ["rule", "agentic"])
+def test_one_ask_reads_and_validates_the_stored_settings_once(wired, mode):
+    """Engine.settings reads SQLite and validates the whole tree: a run reads it once and passes it down."""
+    engine, bench, kb, live = wired
+    real_load = engine.config.load
+    loads = []
+
+    def counted():
+        loads.append(1)
+        return real_load()
+
+    engine.config.load = counted
+    events = list(bench.ask("What is the maximum power draw of the Nimbus N2?", [kb.id], mode=mode))
+    assert events[-1].kind == "done" and events[-1].sources
+    assert len(loads) == 1
