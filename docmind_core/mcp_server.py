@@ -168,7 +168,7 @@ class McpToolService:
 
     def web_search(self, caller: ResolvedKey, query: str, max_results: int | None) -> dict:
         bench = self._bench(caller)
-        scope = bench.tool_scope([])
+        scope = bench.tool_scope(None, searches_kbs=False)
         limit = scope.context.settings.web.mcp_rate_limit_per_minute
         decision = self.web_limiter.acquire(caller.key_id, limit)
         if not decision.allowed:
@@ -179,7 +179,7 @@ class McpToolService:
 
     def recall_memory(self, caller: ResolvedKey, query: str) -> dict:
         bench = self._bench(caller)
-        scope = bench.tool_scope([])
+        scope = bench.tool_scope(None, searches_kbs=False)
         output = _checked(bench.run_tool("recall_memory", scope, query=query))
         return {**_result(output, scope.context), "memories": list(output.memories)}
 
@@ -187,7 +187,7 @@ class McpToolService:
         if not text.strip():
             raise ToolError("store_memory needs a non-empty text")
         bench = self._bench(caller)
-        scope = bench.tool_scope([])
+        scope = bench.tool_scope(None, searches_kbs=False)
         return _result(_checked(bench.run_tool("store_memory", scope, text=text.strip())), scope.context)
 
     def kb_meta(self, caller: ResolvedKey, kb_ids: list[int] | None) -> dict:

@@ -513,10 +513,13 @@ class Workbench(ExperimentMethods):
         return self._engine.sessions.end_all(user.id) if user.owner_key else 0
 
     # ------------------------------------------------------------------ agent tools (MCP)
-    def tool_scope(self, kb_ids: Sequence[int] | None) -> ToolScope:
-        """The KBs one tool call searches: those asked for (all must be readable), or every readable one."""
+    def tool_scope(self, kb_ids: Sequence[int] | None, searches_kbs: bool = True) -> ToolScope:
+        """The KBs one tool call searches: those asked for (all must be readable), or every readable one.
+
+        ``searches_kbs=False`` (web search, memories): a scope with no KB at all.
+        """
         user = self._signed_in()
-        scope = self._guard.resolve_scope(user, kb_ids)
+        scope = self._guard.resolve_scope(user, kb_ids) if searches_kbs else []
         self._engine.refresh()  # rebuild backends first if a backend key changed
         settings = self._engine.settings_for(user)
         context = ToolContext.for_run(scope, user.owner_key, settings)
