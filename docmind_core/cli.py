@@ -16,7 +16,8 @@ import click
 from docmind_core.commands import echo
 from docmind_core.errors import DocMindError
 
-_COMMAND_MODULES = ("ingest_cmds", "eval_cmds", "ask_cmds", "agentic_cmds", "user_cmds", "experiment_cmds")
+_COMMAND_MODULES = ("ingest_cmds", "eval_cmds", "ask_cmds", "agentic_cmds", "user_cmds", "experiment_cmds",
+                    "job_cmds")
 
 
 class _EngineHolder:

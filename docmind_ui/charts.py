@@ -21,23 +21,30 @@ _GROUPS = [
 ]
 
 
-def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, title: str = "") -> go.Figure:
-    """Bars of every candidate's rerank score, best first, with the HIGH / LOW thresholds drawn."""
+def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, title: str = "",
+                anchors: dict[str, str] | None = None) -> go.Figure:
+    """Bars of every candidate's rerank score, best first, with the HIGH / LOW thresholds drawn.
+
+    ``anchors``: chunk id -> the id of its card on the page; each bar carries it (customdata), so a
+    click on a bar can jump to the card (see ``docmind_ui.jobs_view.jump_to_anchor``).
+    """
     ranked = sorted(candidates, key=lambda c: c.scores.rerank if c.scores.rerank is not None else -1, reverse=True)
     fig = go.Figure()
     for (origin, kept), name, colour in _GROUPS:
-        xs, ys, hover = [], [], []
+        xs, ys, hover, targets = [], [], [], []
         for rank, chunk in enumerate(ranked, start=1):
             if chunk.origin == origin and chunk.kept == kept and chunk.scores.rerank is not None:
                 xs.append(rank)
                 ys.append(chunk.scores.rerank)
+                targets.append((anchors or {}).get(chunk.chunk_id, ""))
                 # plotly renders a few tags (<b>, <a href>, <br>) in hover texts, titles and legend names: escape
                 # names so a file called <b>x</b> stays text (no Markdown parser sees these)
                 cut = "kept" if chunk.kept else f"cut by {_plain(chunk.cut_by or '?')}"
                 hover.append(f"{_plain(chunk.document)}<br>rerank {chunk.scores.rerank:.3f} · {cut}")
         if xs:
             fig.add_bar(x=xs, y=ys, name=name, marker_color=colour, hovertext=hover, hoverinfo="text",
-                        marker_line_color="#1f2937" if kept else colour, marker_line_width=1.2 if kept else 0)
+                        marker_line_color="#1f2937" if kept else colour, marker_line_width=1.2 if kept else 0,
+                        customdata=targets if anchors else None)
     fig.add_hline(y=high, line_dash="dash", line_color="#16a34a", annotation_text=f"HIGH {high:.2f}",
                   annotation_position="top right")
     fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text=f"LOW {low:.2f}",

@@ -22,6 +22,7 @@ from docmind_ui.html_views import PAGE_CSS, backend_html
 KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
 DOC_KEY = "dm_doc_ids"  # optionally selected document ids within them
 FRAME_KEY = "dm_frame_drawn"  # set once app.py's frame has run in this session
+NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selection at the next run
 
 
 @st.cache_resource(show_spinner="Starting DocMind (loading the encoder, opening the stores)…")
@@ -92,6 +93,11 @@ def workbench() -> Workbench:
     return engine.workbench(current_user(engine), channel="web")
 
 
+def select_new_kb(kb_id: int) -> None:
+    """Add a KB just created to the sidebar's selection (the sidebar applies it at its next draw)."""
+    st.session_state[NEW_KB_KEY] = kb_id
+
+
 def selected_kb_ids() -> list[int]:
     return list(st.session_state.get(KB_KEY, []))
 
@@ -113,6 +119,9 @@ def draw_sidebar(bench: Workbench) -> None:
             st.session_state[KB_KEY] = [kb.id for kb in kbs]
         else:  # drop KBs deleted since they were selected
             st.session_state[KB_KEY] = [k for k in st.session_state[KB_KEY] if k in names]
+        new_kb = st.session_state.pop(NEW_KB_KEY, None)
+        if new_kb in names and new_kb not in st.session_state[KB_KEY]:
+            st.session_state[KB_KEY] = [*st.session_state[KB_KEY], new_kb]
         st.multiselect("Knowledge bases", list(names), format_func=lambda k: names.get(k, str(k)), key=KB_KEY,
                        placeholder="Choose knowledge bases")
         docs = {}

@@ -28,7 +28,7 @@ GROUP_TITLES = {
     "rag": "Context and chunking", "memory": "Memory", "llm": "Backend · language model",
     "embedding": "Backend · embeddings", "reranker": "Backend · reranker", "vector_store": "Backend · vector store",
     "keyword": "Backend · keyword index", "web": "Backend · web search", "tracing": "Backend · tracing",
-    "sandbox": "Code sandbox", "auth": "Sign-in", "limits": "Input limits",
+    "sandbox": "Code sandbox", "auth": "Sign-in", "limits": "Input limits", "ingest": "Ingestion limits and jobs",
 }
 ERRORS_KEY = "dm_cfg_errors"
 NOTICE_KEY = "dm_cfg_notice"

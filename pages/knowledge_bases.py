@@ -1,18 +1,19 @@
-"""Knowledge bases: create and delete, upload documents, preview chunks, test retrieval."""
+"""Knowledge bases: create and delete, upload documents (as background jobs), preview chunks, test retrieval."""
 
 from __future__ import annotations
 
-import tempfile
-import threading
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from docmind_core.citation_html import anchor_id, source_card_html
 from docmind_core.errors import DocMindError
-from docmind_core.models import IngestProgress
+from docmind_core.ingest.jobs import JobInput
 from docmind_core.safe_text import escape_markdown
-from docmind_ui.session import ensure_frame, selected_doc_ids, selected_kb_ids, workbench
+from docmind_ui.charts import score_chart
+from docmind_ui.jobs_view import draw_jobs, jump_to_anchor
+from docmind_ui.session import ensure_frame, select_new_kb, workbench
 
 ensure_frame()
 bench = workbench()
@@ -33,9 +34,16 @@ with st.expander("Create a knowledge base", expanded=not bench.list_kbs()):
                 st.stop()
             try:
                 kb = bench.create_kb(name.strip(), description.strip(), visibility=visibility)
-                st.success(f"Created knowledge base '{escape_markdown(kb.name)}'.")
             except (DocMindError, ValueError) as exc:
                 st.error(escape_markdown(exc))
+            else:
+                # pick it here and add it to the sidebar's selection (drawn already: set on the rerun)
+                st.session_state["dm_manage_kb"] = kb.id
+                select_new_kb(kb.id)
+                st.session_state["dm_kb_notice"] = f"Created knowledge base '{kb.name}'."
+                st.rerun()
+if notice := st.session_state.pop("dm_kb_notice", None):
+    st.success(escape_markdown(notice))
 
 kbs = bench.list_kbs()
 if not kbs:
@@ -48,56 +56,18 @@ kb = next(k for k in kbs if k.id == kb_id)
 st.caption(f"{escape_markdown(kb.description or 'No description.')} · {kb.document_count} documents · "
            f"{kb.chunk_count} chunks · embedder {escape_markdown(kb.embedder_id)}")
 
-# -- upload ------------------------------------------------------------------
+# -- upload: a background job of the core; it survives navigation and server restarts ----------
 st.subheader("Add documents")
 uploads = st.file_uploader("Files (PDF, Word, Markdown, HTML, text …)", accept_multiple_files=True,
                            key="dm_uploads")
 if st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upload:"):
-    overall = st.progress(0.0, text="Overall")
-    bars = {i: st.progress(0.0, text=f"{escape_markdown(u.name)}: waiting") for i, u in enumerate(uploads)}
-    script_thread = threading.current_thread()
-
-    def on_progress(p: IngestProgress) -> None:
-        if threading.current_thread() is not script_thread:
-            return  # Streamlit elements may only be updated from the script thread
-        bar = bars.get(p.file_index)
-        if bar is not None:
-            bar.progress(min(1.0, max(0.0, p.fraction if p.stage not in ("done", "failed", "skipped") else 1.0)),
-                         text=escape_markdown(f"{p.name}: {p.stage}" + (f" — {p.message}" if p.message else "")))
-        done = p.file_index + (1.0 if p.stage in ("done", "failed", "skipped") else p.fraction)
-        overall.progress(min(1.0, done / max(1, p.file_count)), text=f"Overall: file {p.file_index + 1} of "
-                                                                    f"{p.file_count}")
-
-    with tempfile.TemporaryDirectory(prefix="docmind-upload-") as tmp:
-        paths, names = [], []
-        for i, upload in enumerate(uploads):
-            # files are stored under an index folder: two uploads may share a name, and a name is never a path
-            folder = Path(tmp) / str(i)
-            folder.mkdir()
-            path = folder / (Path(upload.name).name or f"upload-{i}")
-            path.write_bytes(upload.getvalue())
-            paths.append(path)
-            names.append(Path(upload.name).name)
-        try:
-            outcomes = bench.ingest(kb_id, paths, progress=on_progress, names=names)
-        except DocMindError as exc:
-            outcomes = []
-            st.error(escape_markdown(exc))
-    overall.progress(1.0, text="Overall: finished")
-    for i, outcome in enumerate(outcomes):
-        if i in bars:
-            bars[i].progress(1.0, text=escape_markdown(f"{outcome.name}: {outcome.status}"))
-    if outcomes:
-        st.dataframe(pd.DataFrame([{"file": o.name, "status": o.status, "chunks": o.chunks,
-                                    "seconds": round(o.seconds, 2), "error": o.error} for o in outcomes]),
-                     hide_index=True, key="dm_outcomes")
-        good = [o for o in outcomes if o.status != "failed"]
-        if good:
-            st.success(f"{len(good)} file(s) indexed: "
-                       + ", ".join(f"{escape_markdown(o.name)} ({o.status}, {o.chunks} chunks)" for o in good))
-        for o in outcomes:
-            if o.status == "failed":
-                st.error(escape_markdown(f"{o.name}: {o.error or 'could not be ingested'}"))
+    try:
+        job = bench.enqueue_ingest(kb_id, [JobInput(Path(u.name).name, data=u.getvalue()) for u in uploads])
+    except DocMindError as exc:
+        st.error(escape_markdown(exc))
+    else:
+        st.toast(f"Ingest job #{job.id} queued: {len(job.files)} file(s). You can leave this page.")
+draw_jobs(kb_id)
 
 # -- documents -----------------------------------------------------------------
 st.subheader("Documents")
@@ -108,9 +78,11 @@ else:
     st.dataframe(pd.DataFrame([{"id": d.id, "name": d.name, "status": d.status, "chunks": d.chunk_count,
                                 "size (bytes)": d.size, "type": d.mime, "added": d.created_at[:19],
                                 "error": d.error} for d in documents]), hide_index=True, key="dm_docs")
-    doc_names = {d.id: d.name for d in documents}
+    # only documents that were ingested have chunks to preview; the newest first
+    doc_names = {d.id: d.name for d in sorted(documents, key=lambda d: d.created_at, reverse=True)
+                 if d.status == "complete"} or {d.id: d.name for d in documents}
     doc_id = st.selectbox("Preview a document's chunks", list(doc_names), format_func=doc_names.get,
-                          key="dm_preview_doc")
+                          key=f"dm_preview_doc_{kb_id}")
     child_tab, parent_tab = st.tabs(["Child chunks (retrieval units)", "Parent blocks (context units)"])
     for tab, parents in ((child_tab, False), (parent_tab, True)):
         with tab:
@@ -128,28 +100,43 @@ else:
 
 # -- hit testing ---------------------------------------------------------------
 st.subheader("Hit testing")
-scope_ids = selected_kb_ids() or [kb_id]
-st.caption("Runs retrieval only (no answer) against the knowledge bases selected in the sidebar, and shows every "
-           "candidate with its scores per stage and the stage that cut it.")
+st.caption("Runs retrieval only (no answer) against the knowledge bases chosen here (this page's knowledge base "
+           "unless you add others), and shows every candidate with its scores per stage and the stage that cut it.")
 with st.form("dm_hit_test"):
+    hit_kbs = st.multiselect("Search in", list(kb_names), default=[kb_id], format_func=kb_names.get,
+                             key=f"dm_hit_kbs_{kb_id}")
     query = st.text_input("Query")
     submitted = st.form_submit_button("Search", icon=":material/search:")
 if submitted and query.strip():
     try:
-        result = bench.search(query.strip(), scope_ids, doc_ids=selected_doc_ids() or None)
+        st.session_state["dm_hit_result"] = (kb_id, bench.search(query.strip(), hit_kbs or [kb_id]))
     except DocMindError as exc:
+        st.session_state.pop("dm_hit_result", None)
         st.error(escape_markdown(exc))
-    else:
-        for gap in result.index_gaps:  # a KB with missing vectors: its vector side sees only part of it
-            st.warning(escape_markdown(gap.message()))
-        st.caption(f"{len(result.candidates)} candidates, {len(result.chunks)} kept, {result.used_tokens} tokens · "
-                   + ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
-        ranked = sorted(result.candidates, key=lambda c: (c.scores.rerank is None, -(c.scores.rerank or 0)))
-        st.dataframe(pd.DataFrame([{
-            "document": c.document, "kept": c.kept, "cut by": c.cut_by or "", "vector": c.scores.vector,
-            "vector rank": c.scores.vector_rank, "keyword": c.scores.keyword, "keyword rank": c.scores.keyword_rank,
-            "fused": c.scores.fused, "rerank": c.scores.rerank, "mmr": c.scores.mmr,
-            "found by": ", ".join(c.found_by), "text": c.text} for c in ranked]), hide_index=True, key="dm_hits")
+hit_kb, result = st.session_state.get("dm_hit_result", (None, None))
+if result is not None and hit_kb == kb_id:
+    for gap in result.index_gaps:  # a KB with missing vectors: its vector side sees only part of it
+        st.warning(escape_markdown(gap.message()))
+    searched = ", ".join(kb_names.get(k, f"#{k}") for k in (hit_kbs or [kb_id]))
+    st.caption(escape_markdown(f"Searched {searched} · {len(result.candidates)} candidates, {len(result.chunks)} "
+                               f"kept, {result.used_tokens} tokens · ")
+               + ", ".join(f"{k} {v:.0f} ms" for k, v in result.timings_ms.items()))
+    ranked = sorted(result.candidates, key=lambda c: (c.scores.rerank is None, -(c.scores.rerank or 0)))
+    grader = bench.settings().grader
+    anchors = {c.chunk_id: anchor_id("hits", n) for n, c in enumerate(ranked, start=1)}
+    chart = st.plotly_chart(score_chart(ranked, grader.high_threshold, grader.low_threshold, anchors=anchors),
+                            key="dm_hit_chart", on_select="rerun", selection_mode="points",
+                            config={"displayModeBar": False, "responsive": True})
+    jump_to_anchor(chart)
+    st.dataframe(pd.DataFrame([{
+        "document": c.document, "kept": c.kept, "cut by": c.cut_by or "", "vector": c.scores.vector,
+        "vector rank": c.scores.vector_rank, "keyword": c.scores.keyword, "keyword rank": c.scores.keyword_rank,
+        "fused": c.scores.fused, "rerank": c.scores.rerank, "mmr": c.scores.mmr,
+        "found by": ", ".join(c.found_by), "text": c.text} for c in ranked]), hide_index=True, key="dm_hits",
+        use_container_width=True)
+    with st.expander(f"Candidate cards ({len(ranked)})", expanded=True):
+        cards = "".join(source_card_html(n, c, "hits", cited=c.kept) for n, c in enumerate(ranked, start=1))
+        st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
 
 # -- sharing -----------------------------------------------------------------------
 with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):

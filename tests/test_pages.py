@@ -131,7 +131,21 @@ def test_kb_upload_reports_good_and_bad_files(demo_home):
     at.run()
     next(b for b in at.button if b.label == "Ingest").click().run()
     assert not at.exception, at.exception
+    # the upload is a background job of the core: the page returns at once, the job finishes on its own
+    job = demo_home.jobs.jobs.list(limit=1)[0]
+    assert [f.name for f in job.files] == ["notes.md", "broken.pdf"]
+    assert demo_home.jobs.wait(job.id, TIMEOUT).finished
+    at.run()
+    assert not at.exception, at.exception
     assert any("notes.md" in text_of(s.value) for s in at.success)
+    errors = [text_of(e.value) for e in at.error]
+    assert any(e.startswith("broken.pdf:") and e.count("broken.pdf") == 1 for e in errors), errors  # named once
+    demo = next(k for k in demo_home.store.list_kbs() if k.name == "demo")
+    caption = " ".join(c.value for c in at.caption)
+    assert f"{demo.document_count} documents · {demo.chunk_count} chunks" in caption  # counts after the job
+    # the chunk preview starts on a file that was ingested, never on the failed one
+    assert at.selectbox(key=f"dm_preview_doc_{demo.id}").value in {
+        d.id for d in demo_home.store.list_documents(demo.id) if d.status == "complete"}
     assert any("broken.pdf" in text_of(e.value) for e in at.error)
     outcome = next(df.value for df in at.dataframe if "status" in df.value.columns and "file" in df.value.columns)
     assert set(outcome["status"]) >= {"failed"} and len(outcome) == 2
@@ -195,3 +209,27 @@ def test_run_pump_stop_sets_the_cancel_event_and_the_run_still_finishes():
             pump.stop()
     assert pump.wait(5) and seen[-1] == "done" and pump.events[-1].cancelled
     assert len(seen) < 100
+
+
+def test_a_new_kb_joins_the_sidebar_and_hit_testing_searches_the_page_kb(demo_home):
+    at = _app()
+    at.switch_page("pages/knowledge_bases.py").run()
+    next(t for t in at.text_input if t.label == "Name").set_value("fresh-kb")
+    next(b for b in at.button if b.label == "Create").click().run()
+    assert not at.exception, at.exception
+    fresh = next(k for k in demo_home.store.list_kbs() if k.name == "fresh-kb")
+    assert fresh.id in at.session_state["dm_kb_ids"]  # added to the sidebar's selection
+    assert at.selectbox(key="dm_manage_kb").value == fresh.id  # and picked on the page
+    # the sidebar holds only the empty new KB; the page picks the demo KB: hit testing searches the page's
+    demo = next(k for k in demo_home.store.list_kbs() if k.name == "demo")
+    at.sidebar.multiselect(key="dm_kb_ids").set_value([fresh.id]).run()
+    at.selectbox(key="dm_manage_kb").set_value(demo.id).run()
+    next(t for t in at.text_input if t.label == "Query").set_value("Nimbus N2 power draw")
+    next(b for b in at.button if b.label == "Search").click().run()
+    assert not at.exception, at.exception
+    hits = next(df.value for df in at.dataframe if "cut by" in df.value.columns)
+    demo_docs = {d.name for d in demo_home.store.list_documents(demo.id)}
+    assert len(hits) >= 2 and set(hits["document"]) <= demo_docs
+    assert len(at.get("plotly_chart")) >= 1  # the score chart, as in chat
+    assert 'id="src-hits-1"' in _markdown(at)  # the cards the bars jump to
+    demo_home.delete_kb(fresh.id)

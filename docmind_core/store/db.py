@@ -339,49 +339,6 @@ def m009_ingest_leases(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
-    # Ingestion as background jobs owned by the core, not by a page's script run: a job and its files
-    # survive navigation and server restarts (docmind_core/ingest/jobs.py).  A running job names the lease
-    # of the worker that owns it, so a starting process resumes only jobs whose worker is provably gone.
-    db.executescript(
-        """
-        CREATE TABLE ingest_jobs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            kb_id INTEGER NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
-            user_id INTEGER,                     -- who enqueued it (NULL: the local operator)
-            state TEXT NOT NULL,                 -- queued | running | done | failed | cancelled | interrupted
-            cancel_requested INTEGER NOT NULL DEFAULT 0,
-            lease_id INTEGER,                    -- the worker's lease while running
-            created_at REAL NOT NULL,            -- unix seconds
-            started_at REAL,
-            finished_at REAL,
-            note TEXT NOT NULL DEFAULT ''        -- how it ended, or what resumed it
-        );
-        CREATE INDEX ingest_jobs_state ON ingest_jobs (state, id);
-        CREATE INDEX ingest_jobs_kb ON ingest_jobs (kb_id, id);
-        CREATE TABLE ingest_job_files (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            job_id INTEGER NOT NULL REFERENCES ingest_jobs(id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            name TEXT NOT NULL,                  -- the document name inside the KB
-            path TEXT NOT NULL,                  -- where its bytes are read from
-            owned_copy INTEGER NOT NULL DEFAULT 0,  -- 1: a copy the job made (removed once ingested)
-            size INTEGER NOT NULL DEFAULT 0,
-            state TEXT NOT NULL,                 -- queued | running | done | failed | cancelled | interrupted
-            stage TEXT NOT NULL DEFAULT '',      -- the ingest stage last reported
-            fraction REAL NOT NULL DEFAULT 0,
-            outcome TEXT NOT NULL DEFAULT '',    -- added | replaced | unchanged | failed
-            doc_id INTEGER,
-            chunks INTEGER NOT NULL DEFAULT 0,
-            error TEXT NOT NULL DEFAULT '',
-            started_at REAL,
-            finished_at REAL
-        );
-        CREATE INDEX ingest_job_files_job ON ingest_job_files (job_id, position);
-        """
-    )
-
-@migration
 def m010_experiments(db: sqlite_utils.Database) -> None:
     # Labelled datasets (owned and shared like knowledge bases), labels given to runs from the Traces page,
     # and experiments: one dataset x N variants, each (item, variant, leave-gold-out?) one row whose state
@@ -458,5 +415,49 @@ def m010_experiments(db: sqlite_utils.Database) -> None:
             UNIQUE (variant_id, item_id, gold_left_out)
         );
         CREATE INDEX experiment_runs_state ON experiment_runs (experiment_id, state);
+        """
+    )
+
+
+@migration
+def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
+    # Ingestion as background jobs owned by the core, not by a page's script run: a job and its files
+    # survive navigation and server restarts (docmind_core/ingest/jobs.py).  A running job names the lease
+    # of the worker that owns it, so a starting process resumes only jobs whose worker is provably gone.
+    db.executescript(
+        """
+        CREATE TABLE ingest_jobs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kb_id INTEGER NOT NULL REFERENCES knowledge_bases(id) ON DELETE CASCADE,
+            user_id INTEGER,                     -- who enqueued it (NULL: the local operator)
+            state TEXT NOT NULL,                 -- queued | running | done | failed | cancelled | interrupted
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            lease_id INTEGER,                    -- the worker's lease while running
+            created_at REAL NOT NULL,            -- unix seconds
+            started_at REAL,
+            finished_at REAL,
+            note TEXT NOT NULL DEFAULT ''        -- how it ended, or what resumed it
+        );
+        CREATE INDEX ingest_jobs_state ON ingest_jobs (state, id);
+        CREATE INDEX ingest_jobs_kb ON ingest_jobs (kb_id, id);
+        CREATE TABLE ingest_job_files (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            job_id INTEGER NOT NULL REFERENCES ingest_jobs(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,                  -- the document name inside the KB
+            path TEXT NOT NULL,                  -- where its bytes are read from
+            owned_copy INTEGER NOT NULL DEFAULT 0,  -- 1: a copy the job made (removed once ingested)
+            size INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL,                 -- queued | running | done | failed | cancelled | interrupted
+            stage TEXT NOT NULL DEFAULT '',      -- the ingest stage last reported
+            fraction REAL NOT NULL DEFAULT 0,
+            outcome TEXT NOT NULL DEFAULT '',    -- added | replaced | unchanged | failed
+            doc_id INTEGER,
+            chunks INTEGER NOT NULL DEFAULT 0,
+            error TEXT NOT NULL DEFAULT '',
+            started_at REAL,
+            finished_at REAL
+        );
+        CREATE INDEX ingest_job_files_job ON ingest_job_files (job_id, position);
         """
     )

@@ -1,0 +1,102 @@
+"""The values of background ingest jobs (rows of ``ingest_jobs`` / ``ingest_job_files``), for every reader.
+
+Plain typed values with their derived views (progress, ETA, the failure message naming a file once);
+the rows are written by ``docmind_core/store/jobs.py`` and the worker is ``docmind_core/ingest/jobs.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+JobState = Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+FileState = Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+FINISHED_JOB_STATES = ("done", "failed", "cancelled", "interrupted")
+RETRYABLE_FILE_STATES = ("failed", "cancelled", "interrupted")
+
+
+class IngestJobFile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    job_id: int
+    position: int
+    name: str
+    path: str
+    owned_copy: bool
+    size: int
+    state: FileState
+    stage: str = ""
+    fraction: float = 0.0
+    outcome: str = ""  # added | replaced | unchanged | failed (the IngestOutcome status)
+    doc_id: int | None = None
+    chunks: int = 0
+    error: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def progress(self) -> float:
+        return 1.0 if self.state in ("done", "failed", "cancelled") else min(1.0, max(0.0, self.fraction))
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        """Seconds left for this file, from its pace so far (None until there is a pace)."""
+        if self.state != "running" or self.started_at is None or self.fraction < 0.02:
+            return None
+        elapsed = (now or time.time()) - self.started_at
+        return max(0.0, elapsed * (1.0 - self.fraction) / self.fraction)
+
+    @property
+    def message(self) -> str:
+        """The failure reason naming the file once (loader messages already start with its name)."""
+        if not self.error:
+            return ""
+        return self.error if self.error.startswith(f"{self.name}:") else f"{self.name}: {self.error}"
+
+
+class IngestJob(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    kb_id: int
+    user_id: int | None
+    state: JobState
+    cancel_requested: bool
+    lease_id: int | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    note: str
+    files: list[IngestJobFile]
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_JOB_STATES
+
+    def count(self, *states: str) -> int:
+        return sum(1 for f in self.files if f.state in states)
+
+    @property
+    def progress(self) -> float:
+        """Overall fraction done, each file weighted by its size (a 50 MB file is most of a job)."""
+        weights = [max(1, f.size) for f in self.files]
+        total = sum(weights)
+        return sum(w * f.progress for w, f in zip(weights, self.files)) / total if total else 1.0
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        """Seconds left for the whole job at its pace so far (None until there is a pace)."""
+        if self.state != "running" or self.started_at is None:
+            return None
+        done = self.progress
+        if done < 0.01:
+            return None
+        return max(0.0, ((now or time.time()) - self.started_at) * (1.0 - done) / done)
+
+    def summary(self) -> str:
+        parts = [f"{self.count('done')} done"]
+        for state in ("failed", "cancelled", "interrupted", "running", "queued"):
+            if self.count(state):
+                parts.append(f"{self.count(state)} {state}")
+        return f"{len(self.files)} file(s): " + ", ".join(parts)

@@ -1,0 +1,110 @@
+"""Ingest jobs on the Knowledge bases page, and the jump from a chart bar to its card.
+
+A job runs in the core's worker thread, not in this script: the panel only
+reads its rows.  While a job is active the panel redraws itself every second
+(a fragment), and when one finishes it reruns the whole page so the document
+list and the KB's counts show the result.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+import streamlit.components.v1 as components
+
+from docmind_core.errors import DocMindError
+from docmind_core.safe_text import escape_markdown
+from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
+from docmind_ui.session import workbench
+
+_ACTIVE_KEY = "dm_active_jobs"  # job ids this session saw active: a finished one triggers a page rerun
+_STATE_ICONS = {"queued": "⏳", "running": "🔄", "done": "✅", "failed": "❌", "cancelled": "⏹️",
+                "interrupted": "⚠️"}
+
+
+def eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA …"
+    seconds = int(round(seconds))
+    return f"ETA {seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"ETA {seconds} s"
+
+
+def draw_jobs(kb_id: int, limit: int = 5) -> None:
+    """The KB's recent ingest jobs; refreshes itself while one is queued or running."""
+    try:
+        active = any(not j.finished for j in workbench().list_jobs(kb_id, limit=limit))
+    except DocMindError:
+        return  # not this user's to manage: no panel
+
+    @st.fragment(run_every=1.0 if active else None)
+    def panel() -> None:
+        bench = workbench()
+        jobs = bench.list_jobs(kb_id, limit=limit)
+        seen: set[int] = st.session_state.setdefault(_ACTIVE_KEY, set())
+        finished_now = [j.id for j in jobs if j.finished and j.id in seen]
+        seen.difference_update(finished_now)
+        seen.update(j.id for j in jobs if not j.finished)
+        if finished_now or (not active and any(not j.finished for j in jobs)):
+            st.rerun()  # the whole page: new documents and counts, or start refreshing
+        if jobs:
+            st.markdown("**Ingest jobs**")
+        for job in jobs:
+            _draw_job(bench, job)
+
+    panel()
+
+
+def _draw_job(bench, job: IngestJob) -> None:
+    icon = _STATE_ICONS.get(job.state, "")
+    head = f"{icon} Job #{job.id} · {job.state} · {job.summary()}"
+    if job.note:
+        head += f" · {job.note}"
+    with st.container(border=True, key=f"dm-job-{job.id}"):
+        st.markdown(escape_markdown(head))
+        if not job.finished:
+            st.progress(job.progress, text=f"Overall {job.progress:.0%} · {eta_text(job.eta_s())}")
+            for f in job.files:
+                if f.state == "running":
+                    st.progress(f.progress, text=escape_markdown(
+                        f"{f.name}: {f.stage or 'starting'} {f.progress:.0%} · {eta_text(f.eta_s())}"))
+            if st.button("Cancel", key=f"dm_job_cancel_{job.id}", icon=":material/stop:"):
+                _act(bench.cancel_job, job.id)
+            return
+        done = [f for f in job.files if f.state == "done"]
+        if done:
+            st.success(escape_markdown(f"{len(done)} file(s) indexed: " + ", ".join(
+                f"{f.name} ({f.outcome or 'done'}, {f.chunks} chunks)" for f in done)))
+        for f in job.files:
+            if f.state == "failed":
+                st.error(escape_markdown(f.message or f"{f.name}: could not be ingested"))
+        st.dataframe(pd.DataFrame([{"file": f.name, "status": f.outcome or f.state, "chunks": f.chunks,
+                                    "error": f.message} for f in job.files]),
+                     hide_index=True, key=f"dm_job_files_{job.id}", use_container_width=True)
+        if any(f.state in RETRYABLE_FILE_STATES for f in job.files):
+            if st.button("Retry failed files", key=f"dm_job_retry_{job.id}", icon=":material/refresh:"):
+                _act(bench.retry_job, job.id)
+
+
+def _act(action, job_id: int) -> None:
+    try:
+        action(job_id)
+    except DocMindError as exc:
+        st.error(escape_markdown(exc))
+        return
+    st.rerun()
+
+
+def jump_to_anchor(chart_event: Any) -> None:
+    """When a bar of a score chart was clicked, scroll its card into view (its anchor rides in customdata)."""
+    try:
+        points = chart_event.selection.points  # type: ignore[union-attr]
+    except AttributeError:
+        return
+    anchor = next((p.get("customdata") for p in points or [] if p.get("customdata")), "")
+    if anchor:
+        # the component runs in an iframe of the same origin: it sets the page's hash, which scrolls to the
+        # card and lights it up with the :target style the citation chips use
+        components.html(f"<script>window.parent.location.hash = {json.dumps(anchor)};</script>", height=0)
