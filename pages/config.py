@@ -162,34 +162,36 @@ for group in GROUP_TITLES:
         if group in errors:
             st.error(escape_markdown(errors[group]))
 
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _reset_controls(keys: list[str], pick_label: str, one_label: str, all_label: str) -> None:
+    pick = st.multiselect(pick_label, keys, key="dm_cfg_reset_pick")
+    left, right = st.columns(2)
+    left.button(one_label, disabled=not pick, on_click=_reset, args=(pick,))
+    right.button(all_label, on_click=_reset_all)
+
+
 if not is_admin:
     st.subheader("Your personal values")
     if view.personal:
-        st.dataframe(pd.DataFrame([{"key": k, "yours": json.dumps(v, ensure_ascii=False),
-                                    "global": json.dumps(view.global_settings.get(k), ensure_ascii=False)}
+        st.dataframe(pd.DataFrame([{"key": k, "yours": _json(v), "global": _json(view.global_settings.get(k))}
                                    for k, v in view.personal.items()]), hide_index=True, key="dm_cfg_personal")
-        pick = st.multiselect("Keys back to the global value", list(view.personal), key="dm_cfg_reset_pick")
-        left, right = st.columns(2)
-        left.button("Use the global value", disabled=not pick, on_click=_reset, args=(pick,))
-        right.button("Drop all my values", on_click=_reset_all)
+        _reset_controls(list(view.personal), "Keys back to the global value", "Use the global value",
+                        "Drop all my values")
     else:
         st.caption("None: your runs use the global config.")
 
 st.subheader("Difference from defaults")
 diff = settings.diff_from_defaults()
-if diff and not is_admin:
-    st.dataframe(pd.DataFrame([{"key": k, "default": json.dumps(d, ensure_ascii=False),
-                                "current": json.dumps(v, ensure_ascii=False),
-                                "whose": "yours" if k in view.personal else "global"}
-                               for k, (d, v) in diff.items()]), hide_index=True, key="dm_cfg_diff")
-elif diff:
-    st.dataframe(pd.DataFrame([{"key": k, "default": json.dumps(d, ensure_ascii=False),
-                                "current": json.dumps(v, ensure_ascii=False)} for k, (d, v) in diff.items()]),
-                 hide_index=True, key="dm_cfg_diff")
-    pick = st.multiselect("Keys to reset", list(diff), key="dm_cfg_reset_pick")
-    left, right = st.columns(2)
-    left.button("Reset selected to default", disabled=not pick, on_click=_reset, args=(pick,))
-    right.button("Reset everything", on_click=_reset_all)
+if diff:
+    rows = [{"key": k, "default": _json(d), "current": _json(v)} for k, (d, v) in diff.items()]
+    if not is_admin:  # a member sees whose value each one is; only admins reset global keys
+        rows = [{**row, "whose": "yours" if row["key"] in view.personal else "global"} for row in rows]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="dm_cfg_diff")
+    if is_admin:
+        _reset_controls(list(diff), "Keys to reset", "Reset selected to default", "Reset everything")
 else:
     st.caption("Every key has its default value.")
 
@@ -211,8 +213,7 @@ if is_admin:
     for username, values in by_user.items():
         with st.container(border=True):
             st.markdown(f"**{escape_markdown(username)}**")
-            st.dataframe(pd.DataFrame([{"key": k, "theirs": json.dumps(v, ensure_ascii=False),
-                                        "global": json.dumps(view.global_settings.get(k), ensure_ascii=False)}
+            st.dataframe(pd.DataFrame([{"key": k, "theirs": _json(v), "global": _json(view.global_settings.get(k))}
                                        for k, v in values.items()]), hide_index=True, key=f"dm_cfg_pv_{username}")
             st.button(f"Promote {escape_markdown(username)}'s values to global", key=f"dm_cfg_promote_{username}",
                       on_click=_promote, args=(username, list(values)))

@@ -9,56 +9,32 @@ A fresh `streamlit run app.py` with sign-in on:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.test_browser import ANSWER_TIMEOUT_MS, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _wait_healthy
+from tests.browser_support import (
+    ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, prepare_home, require_chromium, streamlit_server,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PASSWORD = "correct horse battery"
+ANSWER_TIMEOUT_MS = 90_000
 SIGN_IN = 'button:has-text("Sign in")'
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        print(f"SKIP reason: {CHROMIUM} is missing; run scripts/browser_deps.sh (apt-get install chromium)")
-        pytest.skip(f"{CHROMIUM} is missing; run scripts/browser_deps.sh to install Debian's chromium")
-    pytest.importorskip("playwright.sync_api")
+    require_chromium()
     base = tmp_path_factory.mktemp("browser-auth")
-    home = base / "home"
-    env = {**os.environ, "DOCMIND_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "ANONYMIZED_TELEMETRY": "False", "PYTHONPATH": str(ROOT)}
     (base / "plan.txt").write_text("The Orion launch budget is 4.2 million dollars.", encoding="utf-8")
-    subprocess.run([sys.executable, "-c", (
+    prepare_home(base / "home", (
         "import sys; from docmind_core.engine import Engine; from docmind_core.users import LOCAL_USER, UserStore; "
         "e = Engine.open(); u = UserStore(e.db); a = u.add('alice', sys.argv[1], department='research'); "
         "u.add('bob', sys.argv[1], department='sales'); w = e.workbench(a); "
         "kb = w.create_kb('alice-private-kb'); w.ingest(kb.id, [sys.argv[2]]); "
-        "e.workbench(LOCAL_USER).set_config({'auth.enabled': True})"), PASSWORD, str(base / "plan.txt")],
-        env=env, cwd=ROOT, check=True, timeout=300)
-    port = _free_port()
-    log = open(base / "streamlit.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc)
+        "e.workbench(LOCAL_USER).set_config({'auth.enabled': True})"), PASSWORD, str(base / "plan.txt"))
+    with streamlit_server(base / "home", base / "streamlit.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,7 @@ def world(tmp_path_factory):
     users = UserStore(engine.db, hasher=FAST_HASHER)
     alice = users.add("alice", PASSWORD, department="research")
     users.add("bob", PASSWORD, department="sales")
+    users.add("root", PASSWORD, role="admin")
     as_alice = engine.workbench(alice)
     kb = as_alice.create_kb("alice-secret-kb", visibility="private")
     doc = home.parent / "plan.txt"
@@ -118,3 +119,22 @@ def test_member_cannot_open_anothers_conversation_in_chat(world):
     at.chat_input[0].set_value("What did we say before?").run()
     after = engine.workbench(engine.account("alice")).conversation_messages(alice_conversation)
     assert len(after) == before  # nothing appended to alice's conversation
+
+
+def test_an_admin_promotes_a_members_values_on_the_config_page(world):
+    engine, _, _ = world
+    bob = engine.account("bob")
+    engine.workbench(bob).set_config({"grader.coverage_high": 0.85})
+    at = _signed_in(engine, "root")
+    at.switch_page("pages/config.py").run()
+    assert not at.exception, at.exception
+    assert "Members' personal values" in [h.value for h in at.subheader]
+    at.button(key="dm_cfg_promote_bob").click()
+    at.run()
+    assert not at.exception, at.exception
+    assert engine.settings.grader.coverage_high == 0.85  # global now
+    assert engine.workbench(bob).config_view().personal == {}
+    history = engine.workbench(engine.account("root")).config_history(5)
+    assert any(h.key == "grader.coverage_high" and h.scope == "global" and h.changed_by == "root (web)"
+               for h in history)
+    engine.workbench(LOCAL_USER).reset_config("grader.coverage_high")
