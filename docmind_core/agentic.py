@@ -42,8 +42,8 @@ from docmind_core.prompts import PromptLibrary
 from docmind_core.retrieval.hybrid import EvidenceRefiner
 from docmind_core.deadline import LLM, RunGuard, bind_model, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
-from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, Tier,
-                              Understanding)
+from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
+                              Tier, Understanding)
 from docmind_core.oneshot import EventStream, EvidenceFinisher, OneShotRetrieval, RetrievalOutcome, _ms
 from docmind_core.settings import Settings
 from docmind_core.text import keyword_tokens
@@ -122,13 +122,13 @@ class AgenticSearch:
             ctx.close()
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
                                                f"the language model is not called again in this run: "
-                                               f"{guard.breaker.reason(LLM)}", "error", 0, 0.0, guard))
+                                               f"{guard.breaker.reason(LLM)}", StopReason.ERROR, 0, 0.0, guard))
         query = understanding.rewritten_query or question
         tools = loop_tool_specs(settings.sandbox.enabled)
         transcript = AgentTranscript(question=question, rewritten_query=query, kb_brief=kb_brief,
                                      messages=self._seed_messages(question, query, kb_brief, settings))
         rounds = 0
-        stop_reason = "max_iterations"
+        stop_reason: str = StopReason.MAX_ITERATIONS
         failure = ""
         end = _LoopEnd()
         try:
@@ -141,14 +141,14 @@ class AgenticSearch:
             except StopIteration as done:
                 stop_reason = done.value
         except Exception as exc:  # noqa: BLE001 - any loop failure degrades to one-shot, the answer still comes
-            stop_reason, failure = "error", f"{type(exc).__name__}: {exc}"
+            stop_reason, failure = StopReason.ERROR, f"{type(exc).__name__}: {exc}"
         finally:
             ctx.close()  # the loop is over: nothing may run under this context any more
 
         loop_ms = _ms(started)
-        if stop_reason == "cancelled":
+        if stop_reason == StopReason.CANCELLED:
             return (yield from self._cancelled_outcome(query, ctx, rounds, loop_ms))
-        timed_out = stop_reason in ("iteration_timeout", "total_timeout")
+        timed_out = stop_reason in (StopReason.ITERATION_TIMEOUT, StopReason.TOTAL_TIMEOUT)
         if failure and looks_like_timeout(Exception(failure)):
             end.in_model = True
         if guard is not None and end.in_model:  # the model did not answer in time: not called again this run
@@ -175,8 +175,8 @@ class AgenticSearch:
                                                    incomplete=incomplete, guard=guard)
         except Exception as exc:  # noqa: BLE001
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
-                                               f"finalize failed: {type(exc).__name__}: {exc}", "error", rounds,
-                                               loop_ms, guard))
+                                               f"finalize failed: {type(exc).__name__}: {exc}", StopReason.ERROR,
+                                               rounds, loop_ms, guard))
         if not done.result.chunks:
             return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
                                                "finalize kept no evidence", stop_reason, rounds, loop_ms, guard))
@@ -202,14 +202,14 @@ class AgenticSearch:
         try:
             for iteration in range(1, cfg.max_iterations + 1):
                 if cancel.is_set():
-                    return "cancelled"
+                    return StopReason.CANCELLED
                 now = time.perf_counter()
                 if now >= total_deadline:
-                    return "total_timeout"
+                    return StopReason.TOTAL_TIMEOUT
                 round_s = cfg.iteration_timeout_ms / 1000
-                bound = "iteration_timeout"
+                bound = StopReason.ITERATION_TIMEOUT
                 if total_deadline - now < round_s:
-                    round_s, bound = total_deadline - now, "total_timeout"
+                    round_s, bound = total_deadline - now, StopReason.TOTAL_TIMEOUT
                 before = len(ctx.records)
                 round_started = time.perf_counter()
                 phase = {"in_model": True}
@@ -220,7 +220,7 @@ class AgenticSearch:
                     if not cancel.is_set():
                         end.in_model = phase["in_model"]
                         end.error = f"round {iteration} got no answer within {round_s:.1f} s ({bound})"
-                    return "cancelled" if cancel.is_set() else bound
+                    return StopReason.CANCELLED if cancel.is_set() else bound
                 if worker.error is not None:
                     if looks_like_timeout(worker.error) and phase["in_model"]:
                         end.in_model = True
@@ -230,7 +230,7 @@ class AgenticSearch:
                     raise worker.error
                 rnd: _Round = worker.result
                 if not rnd.turn.tool_calls:
-                    return "model_done"
+                    return StopReason.MODEL_DONE
                 self._append(transcript, rnd, iteration)
                 records = ctx.records[before:]
                 yield AgenticStep(iteration=iteration, max_iterations=cfg.max_iterations, tool_calls=records,
@@ -238,8 +238,8 @@ class AgenticSearch:
                                   duplicate_chunks=sum(r.duplicate_chunks for r in records),
                                   duration_ms=_ms(round_started), thought=rnd.turn.text or "")
                 if ctx.call_count >= cfg.max_tool_calls:
-                    return "max_tool_calls"
-            return "max_iterations"
+                    return StopReason.MAX_TOOL_CALLS
+            return StopReason.MAX_ITERATIONS
         finally:
             if worker is not None and worker.is_alive():
                 ctx.cancel.set()  # pending tools of the abandoned round see this and return at once
@@ -343,12 +343,12 @@ class AgenticSearch:
         return outcome
 
     def _cancelled_outcome(self, query: str, ctx: ToolContext, rounds: int, loop_ms: float) -> EventStream:
-        yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), stop_reason="cancelled", rounds=rounds,
-                        dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
+        yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), stop_reason=StopReason.CANCELLED,
+                        rounds=rounds, dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
         grade = GradeResult(tier=Tier.LOW, top_score=0.0, lex_coverage=0.0, kb_entity_weak=False,
                             web_compensation_needed=False, reason="cancelled before the evidence was graded")
         return RetrievalOutcome(result=SearchResult(query=query, chunks=[], candidates=[]), grade=grade,
-                                mode="agentic_loop", stop_reason="cancelled", tool_calls=list(ctx.records),
+                                mode="agentic_loop", stop_reason=StopReason.CANCELLED, tool_calls=list(ctx.records),
                                 rounds=rounds, dedupe_hits=ctx.dedupe_hits, memories=list(ctx.memories),
                                 timings_ms={"agentic_loop": loop_ms})
 

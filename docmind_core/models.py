@@ -6,7 +6,7 @@ and the CLI's ``--json`` for free, and round-trip exactly.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -127,7 +127,7 @@ class RetrievedChunk(_Value):
     url: str = ""
     scores: StageScores = Field(default_factory=StageScores)
     kept: bool = True
-    cut_by: str | None = None  # "fusion" | "rerank" | "mmr" | "budget" | None when kept
+    cut_by: str | None = None  # a CutBy value, None when kept
     found_by: list[str] = Field(default_factory=list)  # retrievers/tools that returned it
     # The stored keyword tokens (see ChunkRecord.terms), for the reranker and MMR; not serialised.
     terms: str | None = Field(default=None, exclude=True, repr=False)
@@ -222,6 +222,32 @@ class Mode(str, Enum):
     SELECTED_DOC = "SELECTED_DOC"
     RULE_PLANNER = "RULE_PLANNER"
     AGENTIC = "AGENTIC"
+
+
+# Done.mode (and the trace's mode) of a run that retrieved nothing: a greeting, a capability question, ...
+NO_RETRIEVAL_MODE = "NONE"
+
+
+class StopReason(StrEnum):
+    """Why retrieval stopped (Retrieved / Done ``stop_reason``; "" for one-shot retrieval)."""
+
+    MODEL_DONE = "model_done"  # the agentic loop's model stopped calling tools
+    MAX_ITERATIONS = "max_iterations"
+    MAX_TOOL_CALLS = "max_tool_calls"
+    ITERATION_TIMEOUT = "iteration_timeout"
+    TOTAL_TIMEOUT = "total_timeout"
+    CANCELLED = "cancelled"
+    ERROR = "error"  # the loop failed and one-shot retrieval ran instead
+    INCOMPLETE = "incomplete"  # set by the trace store: the event stream ended without done
+
+
+class CutBy(StrEnum):
+    """The stage that left a candidate out of the evidence (``RetrievedChunk.cut_by``)."""
+
+    FUSION = "fusion"
+    RERANK = "rerank"
+    MMR = "mmr"
+    BUDGET = "budget"
 
 
 class RequestedMode(str, Enum):

@@ -33,8 +33,8 @@ from docmind_core.events import (
 )
 from docmind_core.generate import build_answer_prompt, choose_template
 from docmind_core.models import (
-    BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievalPlan, RetrievedChunk, Scope,
-    Tier, Understanding,
+    NO_RETRIEVAL_MODE, BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievalPlan, RetrievedChunk,
+    Scope, StopReason, Tier, Understanding,
 )
 from docmind_core.plan import plan_retrieval
 from docmind_core.route import decide_path
@@ -228,7 +228,7 @@ class AnswerPipeline:
         state.timings["retrieval"] = _ms(t)
 
         if cancel.is_set():
-            state.stop_reason = state.stop_reason or "cancelled"
+            state.stop_reason = state.stop_reason or StopReason.CANCELLED
             return
 
         # 5. generation
@@ -297,7 +297,7 @@ class AnswerPipeline:
         try:
             for piece in llm.stream_answer(prompt, meter, cancel):
                 if cancel.is_set():
-                    state.stop_reason = state.stop_reason or "cancelled"
+                    state.stop_reason = state.stop_reason or StopReason.CANCELLED
                     break
                 pieces.append(piece)
                 yield Token(text=piece)
@@ -350,10 +350,10 @@ class AnswerPipeline:
         decision = state.decision
         return Done(
             run_id=request.run_id, answer=state.answer,
-            mode=decision.mode.value if decision else "NONE",
+            mode=decision.mode.value if decision else NO_RETRIEVAL_MODE,
             route_reason=decision.reason if decision else f"scope:{state.scope.value}",
             scope=state.scope, sources=state.sources, citations=citations, confidence=confidence,
-            grade=state.grade, stop_reason=state.stop_reason or ("cancelled" if cancel.is_set() else ""),
+            grade=state.grade, stop_reason=state.stop_reason or (StopReason.CANCELLED if cancel.is_set() else ""),
             web_compensated=state.web_compensated, cancelled=cancel.is_set(), timings_ms=state.timings,
             model_calls=list(meter.calls), backend=self.llm.name,
         )

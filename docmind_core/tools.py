@@ -25,7 +25,7 @@ from typing import Any, Callable, Literal, Protocol, Sequence
 from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec, WebSearch
 from docmind_core.errors import DocMindError
 from docmind_core.limits import check_tool_call, clipped_arguments, tool_arguments_problem
-from docmind_core.models import RetrievedChunk, ToolCallRecord
+from docmind_core.models import CutBy, RetrievedChunk, ToolCallRecord
 from docmind_core.sandbox import run_python
 from docmind_core.settings import Settings
 from docmind_core.text import normalise_query, truncate_to_tokens
@@ -284,7 +284,7 @@ class Toolbox:
         """Hybrid candidates (vector + keyword, fused), best first; ``top_k=None`` returns all of them."""
         excluded = {"exclude_doc_ids": sorted(ctx.exclude_doc_ids)} if ctx.exclude_doc_ids else {}
         chunks = self.retriever.candidates(query, list(ctx.kb_ids), ctx.settings, **excluded)
-        chunks = [c for c in chunks if c.cut_by != "fusion"] or chunks
+        chunks = [c for c in chunks if c.cut_by != CutBy.FUSION] or chunks
         if top_k is not None:
             chunks = chunks[:top_k]
         return ToolOutput(chunks=_labelled(chunks, "searchDocs"), text=_describe(chunks))

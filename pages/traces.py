@@ -9,7 +9,9 @@ import streamlit as st
 
 from docmind_core.compare import compare_runs, regrade
 from docmind_core.errors import DocMindError
+from docmind_core.models import NO_RETRIEVAL_MODE, Mode, Tier
 from docmind_core.safe_text import escape_markdown
+from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_core.timeline import RunDigest
 from docmind_ui.run_view import render_comparison, render_run
 from docmind_ui.session import ensure_frame, workbench
@@ -23,8 +25,8 @@ kb_names = {kb.id: kb.name for kb in bench.list_kbs()}
 with st.container(border=True):
     c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1, 1, 1])
     since = c1.date_input("Since", value=date.today() - timedelta(days=30), key="dm_tr_since")
-    modes = c2.multiselect("Mode", ["RULE_PLANNER", "AGENTIC", "SELECTED_DOC", "NONE"], key="dm_tr_mode")
-    tiers = c3.multiselect("Tier", ["HIGH", "AMBIGUOUS", "LOW"], key="dm_tr_tier")
+    modes = c2.multiselect("Mode", [*(m.value for m in Mode), NO_RETRIEVAL_MODE], key="dm_tr_mode")
+    tiers = c3.multiselect("Tier", [t.value for t in Tier], key="dm_tr_tier")
     stop = c4.text_input("Stop reason", key="dm_tr_stop", placeholder="e.g. max_iterations")
     kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
                              format_func=lambda k: "any" if k is None else kb_names.get(k, str(k)))
@@ -108,7 +110,8 @@ with st.form("dm_regrade"):
     low = c2.number_input("low_threshold", 0.0, 1.0, float(g.low_threshold), 0.01, key="dm_rg_low")
     cov_high = c3.number_input("coverage_high", 0.0, 1.0, float(g.coverage_high), 0.05, key="dm_rg_ch")
     cov_low = c4.number_input("coverage_low", 0.0, 1.0, float(g.coverage_low), 0.05, key="dm_rg_cl")
-    gray = c5.selectbox("gray_zone_mode", ["coverage_first", "rerank_only", "blend"], key="dm_rg_mode")
+    gray = c5.selectbox("gray_zone_mode", GRAY_ZONE_MODES, index=GRAY_ZONE_MODES.index(g.gray_zone_mode),
+                        key="dm_rg_mode")
     regrade_clicked = st.form_submit_button("Regrade", icon=":material/calculate:")
 if regrade_clicked:
     targets = records or [bench.get_trace(s.run_id) for s in summaries[:200]]

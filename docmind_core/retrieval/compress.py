@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from docmind_core.models import RetrievedChunk
+from docmind_core.models import CutBy, RetrievedChunk
 from docmind_core.text import count_tokens, is_cjk, keyword_tokens, salient_terms, split_sentences, truncate_to_tokens
 
 MIN_USEFUL_TOKENS = 40
@@ -111,5 +111,5 @@ def compress_to_budget(query: str, chunks: Sequence[RetrievedChunk], max_tokens:
             continue
         out.append(chunk if text is chunk.text else chunk.model_copy(update={"text": text, "terms": None}))
         used += count_tokens(text)
-    dropped = [c.model_copy(update={"kept": False, "cut_by": "budget"}) for c in dropped]
+    dropped = [c.model_copy(update={"kept": False, "cut_by": CutBy.BUDGET}) for c in dropped]
     return Compression(out, dropped, used)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from docmind_core.errors import EmbedderMismatch, StageError
-from docmind_core.models import IndexGap, RetrievedChunk, SearchResult, StageScores
+from docmind_core.models import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
@@ -206,7 +206,7 @@ class HybridRetriever:
                                    keyword=k[0] if k else None, keyword_rank=k[1] if k else None,
                                    fused=round(float(fused_score), 6)),
                 found_by=[name for name, hit in (("vector", v), ("keyword", k)) if hit],
-                kept=not cut, cut_by="fusion" if cut else None))
+                kept=not cut, cut_by=CutBy.FUSION if cut else None))
         self._fill_cosines(query, [c for c in out if c.cut_by is None and c.scores.vector is None])
         timings["fusion"] = _ms(start)
         return out, timings
@@ -378,7 +378,8 @@ class EvidenceRefiner:
         picked = {p.index for p in picks}
         selected = [pool[p.index].model_copy(update={
             "scores": pool[p.index].scores.model_copy(update={"mmr": round(p.mmr, 6)})}) for p in picks]
-        not_picked = [c.model_copy(update={"kept": False, "cut_by": "rerank" if i >= r.final_top_k else "mmr"})
+        not_picked = [c.model_copy(update={"kept": False,
+                                           "cut_by": CutBy.RERANK if i >= r.final_top_k else CutBy.MMR})
                       for i, c in enumerate(pool) if i not in picked]
         timings["mmr"] = _ms(start)
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.events import Done, Event, event_from_dict, event_to_dict
-from docmind_core.models import RetrievedChunk
+from docmind_core.models import RetrievedChunk, StopReason
 from docmind_core.store.db import Database, utcnow
 
 FLUSH_EVERY = 200  # buffered events written in one executemany
@@ -158,7 +158,8 @@ class TraceRecorder:
             elif self._finished:  # the stream ended without done: keep how long it ran
                 duration = round((time.perf_counter() - self._started) * 1000, 2)
                 conn.execute("UPDATE traces SET duration_ms = ?, stop_reason = CASE WHEN stop_reason = '' "
-                             "THEN 'incomplete' ELSE stop_reason END WHERE run_id = ?", [duration, self.meta.run_id])
+                             "THEN ? ELSE stop_reason END WHERE run_id = ?",
+                             [duration, StopReason.INCOMPLETE.value, self.meta.run_id])
 
 
 class TraceStore:
