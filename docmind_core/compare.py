@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from docmind_core.citation_html import citation_html, source_card_html  # noqa: F401 - re-exported
-from docmind_core.errors import ConfigError, DocMindError
+from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
+from docmind_core.grade import CragGrader
 from docmind_core.models import RetrievedChunk
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest, TimelineRow, as_events, timeline, tool_call_item  # noqa: F401
@@ -39,12 +40,6 @@ def _part(record: Any, name: str, default: Any = None) -> Any:
 
 def record_events(record: Any) -> list:
     return as_events(_part(record, "events", []) or [])
-
-
-def record_run_id(record: Any) -> str:
-    meta = _part(record, "meta")
-    run_id = _part(meta, "run_id", "") if meta is not None else ""
-    return run_id or RunDigest.from_events(record_events(record)).run_id
 
 
 def flat_config(config: Any) -> dict[str, Any]:
@@ -292,10 +287,6 @@ def regrade(records: Sequence[Any], grader_overrides: dict[str, Any]) -> list[Re
     Each run keeps its own recorded configuration except the overridden keys.
     Raises ConfigError when the overrides are invalid (e.g. low >= high).
     """
-    try:
-        from docmind_core.grade import CragGrader
-    except ImportError as exc:  # the grader module belongs to the answer pipeline
-        raise DocMindError(f"what-if regrade needs the CRAG grader, which is not available: {exc}") from None
     overrides = _grader_overrides(grader_overrides)
     Settings().with_overrides(overrides)  # refuse bad overrides once, before touching any run
     grader = CragGrader()

@@ -1,7 +1,7 @@
 """The retrieval tools and the per-run tool context that enforces the security boundary.
 
 One set of tool functions serves the one-shot workers, the agentic loop and
-(later) the MCP server.  Every call runs under a :class:`ToolContext` built
+the MCP server.  Every call runs under a :class:`ToolContext` built
 from the *session*: the knowledge-base ids and the user id never come from the
 model, so a prompt-injected ``kbIds=[999]`` is overridden, not obeyed.
 
@@ -16,7 +16,6 @@ stays separate for exact codes, versions and quoted names.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -461,16 +460,3 @@ def _describe(chunks: Sequence[RetrievedChunk]) -> str:
         snippet = truncate_to_tokens(" ".join(c.text.split()), _SNIPPET_TOKENS)
         lines.append(f"[{i}] ({where}) {snippet}")
     return "\n".join(lines)
-
-
-def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str]:
-    """Parse a model's JSON arguments; returns (arguments, error text)."""
-    if not raw or not raw.strip():
-        return {}, ""
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {}, f"arguments are not valid JSON ({exc.msg})"
-    if not isinstance(value, dict):
-        return {}, "arguments must be a JSON object"
-    return value, ""

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
+from docmind_core.backends.openai_parsing import parse_tool_call
 from docmind_core.backends.protocols import ToolCallRequest
-from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs, parse_tool_arguments
+from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs
 from tests.agentic_world import CORPUS, FixtureRetriever, settings
 
 
@@ -94,9 +95,7 @@ def test_a_repeated_query_is_answered_from_dedupe(toolbox, retriever):
 def test_unknown_tool_and_malformed_arguments_give_one_error_observation_each(toolbox):
     ctx = ToolContext.for_run([1], 7, settings())
     unknown = toolbox.dispatch(ctx, call("deleteEverything", query="x"))
-    args, error = parse_tool_arguments("{not json")
-    bad_json = toolbox.dispatch(ctx, ToolCallRequest(id="x", name="searchDocs", arguments=args,
-                                                     raw_arguments="{not json", parse_error=error))
+    bad_json = toolbox.dispatch(ctx, parse_tool_call("x", "searchDocs", "{not json"))  # the model client's parser
     wrong_type = toolbox.dispatch(ctx, call("searchDocs", query=["a", "list"]))
     missing = toolbox.dispatch(ctx, call("searchDocs", top_k=3))
     extra = toolbox.dispatch(ctx, call("searchDocs", query="pump", colour="red"))

@@ -141,10 +141,6 @@ def test_side_by_side_pair(store):
     record_run(store, "other")
     assert [r.run_id for r in store.pair(pair)] == ["rule", "agentic"]
     assert {r.run_id for r in store.list(pair_id=pair)} == {"rule", "agentic"}
-    linked = store.link_pair(["other", "rule"])
-    assert {r.run_id for r in store.pair(linked)} == {"other", "rule"}
-    with pytest.raises(NotFound):
-        store.link_pair(["missing"])
 
 
 def test_export_import_round_trip_of_one_trace(store, tmp_path):

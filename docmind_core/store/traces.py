@@ -235,15 +235,6 @@ class TraceStore:
                                    [pair_id]).fetchall()
         return [self.get(r[0]) for r in rows]
 
-    def link_pair(self, run_ids: Sequence[str]) -> str:
-        """Group existing runs as one comparison pair; returns the pair id."""
-        pair_id = self.new_pair_id()
-        with self._db.transaction() as conn:
-            for run_id in run_ids:
-                if conn.execute("UPDATE traces SET pair_id = ? WHERE run_id = ?", [pair_id, run_id]).rowcount == 0:
-                    raise NotFound(f"trace {run_id} does not exist")
-        return pair_id
-
     def sources_by_run(self, run_ids: Iterable[str]) -> dict[str, list[RetrievedChunk]]:
         """Each run's numbered answer sources (from its done event), for the Markdown export."""
         out: dict[str, list[RetrievedChunk]] = {}
