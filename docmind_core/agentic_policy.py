@@ -20,7 +20,7 @@ from typing import Sequence
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec
 from docmind_core.models import RetrievedChunk
-from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens, salient_terms, sentences
+from docmind_core.text import ENGLISH_STOP_WORDS, TIME_KEYWORD_PATTERN, keyword_tokens, salient_terms, sentences
 
 ADEQUATE_COVERAGE = 0.75
 _MAX_HOP_ENTITIES = 2
@@ -30,8 +30,6 @@ _CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
 _CODE_RE = re.compile(r"\b(?:[A-Za-z]+[-_]?\d[\w.-]*|v?\d+(?:\.\d+){1,3}[a-z]?|[A-Z]{2,}\d*)\b")
 _QUOTED_RE = re.compile(r"[\"“「『《]([^\"”」』》]{2,60})[\"”」』》]")
 _BOOK_RE = re.compile(r"《([^》]{1,40})》")
-_TIME_RE = re.compile(r"最新|近期|最近|今年|去年|本月|目前|现在|当前|latest|recent(?:ly)?|current(?:ly)?|today|"
-                      r"this (?:year|month|week)|now\b|(?:19|20)\d{2}年?", re.IGNORECASE)
 # Conjunctions that separate the foci of a comparison.  "or"/vs always split; "and"-like words only with a cue.
 _STRONG_SPLIT_RE = re.compile(r"\s+(?:or|vs\.?|versus|compared (?:with|to))\s+|还是|VS", re.IGNORECASE)
 _WEAK_SPLIT_RE = re.compile(r"\s+and\s+|、|和|与|及|跟|同")
@@ -96,7 +94,7 @@ class OfflineToolPolicy:
         plans = [_Plan("searchDocs", q) for q in foci] if len(foci) >= 2 else [_Plan("searchDocs", question)]
         for exact in exact_terms(original if original else question):
             plans.append(_Plan("keywordSearch", exact))
-        if "webSearch" in offered and (_TIME_RE.search(original) or _TIME_RE.search(question)):
+        if "webSearch" in offered and (TIME_KEYWORD_PATTERN.search(original) or TIME_KEYWORD_PATTERN.search(question)):
             plans.append(_Plan("webSearch", question))
         return plans
 

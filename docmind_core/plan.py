@@ -13,17 +13,9 @@ A plan made from the fallback understanding is marked ``conservative``.
 
 from __future__ import annotations
 
-import re
-
 from docmind_core.models import RetrievalPlan, Specificity, ToolName, Understanding
+from docmind_core.text import TIME_KEYWORD_PATTERN
 
-TIME_KEYWORD_PATTERN = re.compile(
-    r"最新|近期|最近|今年|去年|明年|本月|上个月|本周|本季度|当前|目前|现在|今天|更新日志|"
-    r"\blatest\b|\bcurrent(?:ly)?\b|\brecent(?:ly)?\b|\bnewest\b|\bthis (?:year|month|week)\b|\blast (?:year|month)\b|"
-    r"\btoday\b|\bchangelog\b|\brelease notes\b|"
-    r"(?<![\w.\-])(?:19|20)\d{2}(?![\d.\-])",
-    re.IGNORECASE,
-)
 
 
 def time_keyword(text: str) -> str | None:

@@ -43,6 +43,23 @@ def marker_numbers(marker: re.Match[str]) -> list[int]:
     """The source numbers of one :data:`CITATION_MARKER_RE` match, in the order written."""
     return [int(n) for n in _MARKER_NUMBER_RE.findall(marker.group(1))]
 
+
+# Words that make a question time-bound ("latest", "最近", a year): the planner adds web search for them, the
+# offline understanding marks the question time-aware, the offline tool policy searches the web.
+TIME_KEYWORD_PATTERN = re.compile(
+    r"最新|近期|最近|今年|去年|明年|本月|上个月|本周|本季度|当前|目前|现在|今天|更新日志|"
+    r"\blatest\b|\bcurrent(?:ly)?\b|\brecent(?:ly)?\b|\bnewest\b|\bthis (?:year|month|week)\b|\blast (?:year|month)\b|"
+    r"\btoday\b|\bchangelog\b|\brelease notes\b|"
+    r"(?<![\w.\-])(?:19|20)\d{2}(?![\d.\-])",
+    re.IGNORECASE,
+)
+
+# Words that ask about several things at once (a comparison): understanding upgrades SIMPLE to MEDIUM for them.
+MULTI_FOCUS_PATTERN = re.compile(
+    r"对比|比较|区别|差异|异同|分别|各自|\bvs\.?(?=\s|$)|\bversus\b|\bcompar(?:e|ed|ing|ison)\b|\bdifferences? between\b",
+    re.IGNORECASE,
+)
+
 ENGLISH_STOP_WORDS = frozenset(
     """a an the and or but if then else of to in on at by for with from as is are was were be been being
     this that these those it its it's i you he she we they them his her our your their me my mine us do does did

@@ -20,15 +20,12 @@ from docmind_core.backends.protocols import LanguageModel, Turn, UnderstandingRe
 from docmind_core.models import Complexity, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.generate import UNDERSTANDING_TURN_TOKENS, format_turns
+from docmind_core.text import MULTI_FOCUS_PATTERN
 
 log = logging.getLogger(__name__)
 
 UnderstandingVia = Literal["model", "offline", "fallback"]
 
-MULTI_FOCUS_PATTERN = re.compile(
-    r"对比|比较|区别|差异|异同|分别|各自|\bvs\.?(?=\s|$)|\bversus\b|\bcompar(?:e|ed|ing|ison)\b|\bdifferences? between\b",
-    re.IGNORECASE,
-)
 _QUESTION_MARK = re.compile(r"[?？]")
 
 def has_multi_focus_signal(question: str) -> bool:

@@ -31,7 +31,7 @@ from docmind_core.backends.protocols import (
     UnderstandingRequest,
     UsageMeter,
 )
-from docmind_core.errors import BackendUnavailable
+from docmind_core.agentic_policy import OfflineToolPolicy  # deterministic tool policy: protocols and text only
 from docmind_core.models import BackendStatus, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.text import CITATION_MARKER_RE, sentences
@@ -156,10 +156,6 @@ class OfflineEngine:
 
     def agent_turn(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], meter: UsageMeter,
                    timeout_s: float) -> AgentTurn:
-        try:
-            from docmind_core.agentic_policy import OfflineToolPolicy  # lazy: written alongside the loop
-        except ImportError as exc:
-            raise BackendUnavailable(f"the offline tool policy is not available: {exc}") from exc
         return OfflineToolPolicy().next_turn(transcript, tools)
 
     def compose_answer(self, prompt: AnswerPrompt) -> str:

@@ -14,10 +14,15 @@ from typing import Sequence
 
 from docmind_core.backends.protocols import Turn
 from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
-from docmind_core.plan import TIME_KEYWORD_PATTERN
 from docmind_core.scope import fast_scope
-from docmind_core.text import detect_language, is_cjk, keyword_tokens, salient_terms
-from docmind_core.understand import MULTI_FOCUS_PATTERN
+from docmind_core.text import (
+    MULTI_FOCUS_PATTERN,
+    TIME_KEYWORD_PATTERN,
+    detect_language,
+    is_cjk,
+    keyword_tokens,
+    salient_terms,
+)
 
 # -- rewriting ---------------------------------------------------------------
 
