@@ -194,3 +194,57 @@ def test_uploaded_script_tag_is_shown_as_text_and_never_runs(page):
     time.sleep(1)
     assert page.dialogs == [], page.dialogs
     _shot(page, cards.first, "escaped_script.png")
+
+
+def _goto_kb_page(pg) -> None:
+    pg.get_by_role("link", name="Knowledge bases").click()
+    pg.wait_for_selector('[data-testid="stFileUploaderDropzoneInput"]', state="attached", timeout=30_000)
+
+
+def test_an_upload_survives_navigating_away_and_its_job_finishes(page):
+    _goto_kb_page(page)
+    body = ("# Quasar field log\n\n" + "".join(
+        f"Quasar unit {i} passed the thermal test at {40 + i % 9} degrees. " for i in range(1500))).encode()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        files=[{"name": "quasar_log.md", "mimeType": "text/markdown", "buffer": body}])
+    page.get_by_role("button", name="Ingest").click()
+    page.wait_for_selector("text=Ingest jobs", timeout=30_000)
+    page.get_by_role("link", name="Chat").click()  # away while the job runs in the core
+    page.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=30_000)
+    time.sleep(1.5)
+    _goto_kb_page(page)
+    done = page.locator('[data-testid="stAlertContentSuccess"]', has_text="quasar_log.md")
+    done.first.wait_for(timeout=ANSWER_TIMEOUT_MS)
+    assert "StopException" not in page.content()
+    assert page.locator('[data-testid="stAlertContentError"]', has_text="quasar_log.md").count() == 0
+    _shot(page, done.first, "kb_job_finished.png")
+
+
+def test_hit_testing_searches_the_page_kb_when_the_sidebar_selects_none(page):
+    _goto_kb_page(page)
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stMultiSelect"]').first.locator("input")
+    for _ in range(5):  # empty the sidebar's KB selection
+        box.click()
+        box.press("Backspace")
+        time.sleep(0.5)
+    page.keyboard.press("Escape")
+    page.wait_for_load_state("networkidle")
+    assert page.locator('[data-testid="stSidebar"] [data-baseweb="tag"]').count() == 0
+    page.get_by_label("Query").fill("Nimbus N2 power draw")
+    page.locator('[data-testid="stBaseButton-secondaryFormSubmit"]', has_text="Search").click()
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=ANSWER_TIMEOUT_MS)
+    page.wait_for_selector('.dm-source[id^="src-hits-"]', timeout=30_000)
+    assert page.locator('.dm-source[id^="src-hits-"]', has_text="Nimbus").count() >= 1
+    _shot(page, page.locator('[data-testid="stPlotlyChart"]').first, "kb_hit_testing.png")
+
+
+def test_a_deep_link_to_traces_loads_that_page_directly(server, page):
+    fresh = page.context.new_page()
+    try:
+        fresh.goto(server + "/traces", wait_until="domcontentloaded")
+        fresh.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)
+        fresh.wait_for_selector('[data-testid="stSidebar"] >> text=Knowledge bases', timeout=30_000)
+        assert "/traces" in fresh.url
+        assert fresh.locator('[data-testid="stSidebarNav"] >> text=auth').count() == 0
+    finally:
+        fresh.close()
