@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: run test install install-test browser-deps demo bench clean
+.PHONY: run test test-fast install install-test browser-deps demo bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ browser-deps:
 
 test: install-test browser-deps
 	$(PY) -m pytest -q
+
+# The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no torch model builds.
+test-fast: install-test
+	$(PY) -m pytest -q -m "not slow and not browser"
 
 bench: install-test
 	$(PY) bench/retrieval_latency.py

@@ -15,6 +15,8 @@ from docmind_core.users import LOCAL_USER, UserStore
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER
 
+pytestmark = pytest.mark.slow  # whole app runs (AppTest): not in make test-fast
+
 SECRET = "page content only for signed-in users"
 
 

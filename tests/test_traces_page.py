@@ -11,6 +11,8 @@ from streamlit.testing.v1 import AppTest
 from docmind_core.events import Done, RunStarted
 from docmind_core.models import GradeResult, Mode, Tier
 
+pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
+
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 OLD_AGENTIC_LOW = 12
