@@ -515,20 +515,25 @@ def test_concurrent_ingests_of_the_same_file_do_not_interleave(world, tmp_path):
     assert world.vectors.count(kb.id) == doc.chunk_count == world.keywords.count(kb.id)
 
 
-def test_cli_reindex_and_json_listing(world, tmp_path):
+def test_cli_reindex_and_json_listing(tmp_path):
     import json
+
+    from docmind_core.store.db import Database
+    from docmind_core.store.kb_store import KnowledgeStore
 
     path = tmp_path / "doc.md"
     path.write_text(EN, encoding="utf-8")
-    runner = CliRunner()
-    assert runner.invoke(_cli(world), ["ingest", str(path), "--kb", "demo", "--no-progress"]).exit_code == 0
-    listed = json.loads(runner.invoke(_cli(world), ["kb", "list", "--json"]).output)
+    home = tmp_path / "home"
+    cli = _cli(home)
+    assert cli(["ingest", str(path), "--kb", "demo", "--no-progress"]).exit_code == 0
+    listed = json.loads(cli(["kb", "list", "--json"]).output)
     assert listed[0]["name"] == "demo" and listed[0]["document_count"] == 1
-    world.embedder = HashingEmbedder(dim=32, id="test:hashing-32")  # the configured embedder changed
-    world.ingestor = Ingestor(world.store, world.embedder, world.vectors, world.keywords)
-    result = runner.invoke(_cli(world), ["ingest", str(path), "--kb", "demo", "--no-progress"])
-    assert result.exit_code != 0 and "docmind kb reindex demo" in str(result.exception)
-    result = runner.invoke(_cli(world), ["kb", "reindex", "demo"])
-    assert result.exit_code == 0 and "re-embedded" in result.output and "test:hashing-32" in result.output
-    shown = json.loads(runner.invoke(_cli(world), ["kb", "show", "demo", "--json"]).output)
-    assert shown["kb"]["embedder_id"] == "test:hashing-32" and shown["documents"][0]["status"] == "complete"
+    live_embedder = listed[0]["embedder_id"]
+    store = KnowledgeStore(Database(home / "docmind.db"))  # as if the KB had been indexed with another model
+    store.update_kb(store.get_kb_by_name("demo").id, embedder_id="test:older-model")
+    result = cli(["ingest", str(path), "--kb", "demo", "--no-progress"])
+    assert result.exit_code != 0 and "docmind kb reindex demo" in result.output
+    result = cli(["kb", "reindex", "demo"])
+    assert result.exit_code == 0 and "re-embedded" in result.output and live_embedder in result.output
+    shown = json.loads(cli(["kb", "show", "demo", "--json"]).output)
+    assert shown["kb"]["embedder_id"] == live_embedder and shown["documents"][0]["status"] == "complete"
