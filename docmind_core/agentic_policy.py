@@ -123,8 +123,8 @@ class OfflineToolPolicy:
 # Question analysis
 # --------------------------------------------------------------------------
 
-def split_foci(question: str) -> list[str]:
-    """The separately searchable foci of a comparison, each with the question's shared terms; [] if none."""
+def comparison_entities(question: str) -> list[str]:
+    """The names a comparison question compares ("Nimbus N1", "N2"); [] when it compares nothing nameable."""
     text = question.strip().rstrip("?？。.!！")
     parts = _STRONG_SPLIT_RE.split(text)
     strong = len(parts) >= 2
@@ -137,6 +137,15 @@ def split_foci(question: str) -> list[str]:
     names = [n for n in names if n]
     if len(names) < 2 or len(set(n.lower() for n in names)) < 2:
         return []
+    return names
+
+
+def split_foci(question: str) -> list[str]:
+    """The separately searchable foci of a comparison, each with the question's shared terms; [] if none."""
+    names = comparison_entities(question)
+    if not names:
+        return []
+    text = question.strip().rstrip("?？。.!！")
     name_tokens = {t for n in names for t in keyword_tokens(n, stem=False)}
     shared = [t for t in dict.fromkeys(keyword_tokens(text, stem=False))
               if t not in name_tokens and t not in _COMPARISON_WORDS][:4]

@@ -3,7 +3,9 @@
 ``compare_runs`` lines two traces up step by step (by event kind) and measures
 how they differ: the evidence they ended with (Jaccard of source chunk ids),
 their tool calls, score distributions, tiers, confidence, latency per stage,
-tokens and configuration.  ``regrade`` answers "what if the grader thresholds
+tokens and configuration, plus a diff of the two answers (word by word, CJK
+character by character, citation numbers left out since each run numbers its
+own sources) and of their sources (which chunk each side used and cited).  ``regrade`` answers "what if the grader thresholds
 had been different?" by running the CRAG grader again on the rerank scores a
 trace already holds.
 
@@ -15,16 +17,18 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from docmind_core.citation_html import citation_html, source_card_html  # noqa: F401 - re-exported
 from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
 from docmind_core.grade import CragGrader
-from docmind_core.models import RetrievedChunk
+from docmind_core.models import CitationResult, RetrievedChunk
 from docmind_core.settings import Settings
+from docmind_core.text import CITATION_MARKER_RE
 from docmind_core.timeline import RunDigest, TimelineRow, as_events, timeline, tool_call_item  # noqa: F401
 
 # --------------------------------------------------------------------------
@@ -123,6 +127,40 @@ class RunSide:
     sources: int
 
 
+DiffOp = Literal["equal", "delete", "insert"]
+
+
+@dataclass(frozen=True)
+class DiffPiece:
+    op: DiffOp  # delete: only in A's answer; insert: only in B's
+    text: str
+
+
+@dataclass(frozen=True)
+class AnswerDiff:
+    pieces: list[DiffPiece]  # A's answer is equal+delete pieces in order, B's is equal+insert
+    similarity: float  # difflib ratio over the tokens, 1.0 for the same text
+
+    @property
+    def identical(self) -> bool:
+        return self.similarity == 1.0
+
+
+@dataclass(frozen=True)
+class SourceDiffRow:
+    chunk_id: str
+    document: str
+    preview: str
+    a_index: int | None  # its [n] in A's answer, None when A did not use it
+    b_index: int | None
+    cited_a: bool
+    cited_b: bool
+
+    @property
+    def side(self) -> str:
+        return "both" if self.a_index and self.b_index else ("only A" if self.a_index else "only B")
+
+
 @dataclass
 class RunComparison:
     a: RunSide
@@ -133,6 +171,8 @@ class RunComparison:
     scores_b: ScoreDistribution
     latency: list[StageLatency]
     config_differences: list[ConfigDifference] = field(default_factory=list)
+    answer_diff: AnswerDiff = field(default_factory=lambda: AnswerDiff([], 1.0))
+    source_diff: list[SourceDiffRow] = field(default_factory=list)
 
     def summary_rows(self) -> list[dict[str, Any]]:
         """Metric / A / B rows for a table."""
@@ -153,7 +193,9 @@ class RunComparison:
                 for m, x, y in rows]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "docmind.comparison", **asdict(self)}
+        data = {"type": "docmind.comparison", **asdict(self)}
+        data["source_diff"] = [{**row, "side": r.side} for row, r in zip(data["source_diff"], self.source_diff)]
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=2, default=str)
@@ -217,6 +259,58 @@ def config_differences(config_a: Any, config_b: Any) -> list[ConfigDifference]:
     return [ConfigDifference(k, flat_a.get(k), flat_b.get(k)) for k in keys if flat_a.get(k) != flat_b.get(k)]
 
 
+_CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# numbers with separators stay whole ("1,490", "3.2.1"); each CJK character is a token; words keep inner - ' .
+_DIFF_TOKEN_RE = re.compile(rf"\d+(?:[.,]\d+)+|[{_CJK_CHARS}]|[^\W{_CJK_CHARS}]+(?:[-'’.][^\W{_CJK_CHARS}]+)*|\s+|.",
+                            re.UNICODE)
+_MARKER_WITH_SPACE_RE = re.compile(rf"\s*{CITATION_MARKER_RE.pattern}")
+
+
+def _diff_tokens(answer: str) -> list[str]:
+    return _DIFF_TOKEN_RE.findall(_MARKER_WITH_SPACE_RE.sub("", answer).strip())
+
+
+def answer_diff(answer_a: str, answer_b: str) -> AnswerDiff:
+    """Word-level diff of two answers (CJK per character), their [n] markers left out."""
+    ta, tb = _diff_tokens(answer_a), _diff_tokens(answer_b)
+    matcher = difflib.SequenceMatcher(a=ta, b=tb, autojunk=False)
+    pieces: list[DiffPiece] = []
+
+    def add(op: DiffOp, tokens: list[str]) -> None:
+        text = "".join(tokens)
+        if not text:
+            return
+        if pieces and pieces[-1].op == op:
+            pieces[-1] = DiffPiece(op, pieces[-1].text + text)
+        else:
+            pieces.append(DiffPiece(op, text))
+
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            add("equal", ta[i1:i2])
+        else:
+            add("delete", ta[i1:i2])
+            add("insert", tb[j1:j2])
+    similarity = 1.0 if ta == tb else round(matcher.ratio(), 4)
+    return AnswerDiff(pieces, similarity)
+
+
+def source_diff(sources_a: Sequence[RetrievedChunk], sources_b: Sequence[RetrievedChunk],
+                citations_a: CitationResult | None = None,
+                citations_b: CitationResult | None = None) -> list[SourceDiffRow]:
+    """Every source chunk of either answer: its number on each side and whether that side cited it."""
+    index_a = {s.chunk_id: i for i, s in reversed(list(enumerate(sources_a, start=1)))}
+    index_b = {s.chunk_id: i for i, s in reversed(list(enumerate(sources_b, start=1)))}
+    cited_a = {u.chunk_id for u in (citations_a.used_sources if citations_a else [])}
+    cited_b = {u.chunk_id for u in (citations_b.used_sources if citations_b else [])}
+    chunks = {c.chunk_id: c for c in [*sources_b, *sources_a]}
+    order = list(dict.fromkeys([*(s.chunk_id for s in sources_a), *(s.chunk_id for s in sources_b)]))
+    return [SourceDiffRow(chunk_id=cid, document=chunks[cid].document,
+                          preview=" ".join(chunks[cid].text.split())[:160], a_index=index_a.get(cid),
+                          b_index=index_b.get(cid), cited_a=cid in cited_a, cited_b=cid in cited_b)
+            for cid in order]
+
+
 def compare_runs(a: Any, b: Any) -> RunComparison:
     """Step-aligned comparison of two stored runs (``TraceRecord`` or its JSON dict form)."""
     digest_a, digest_b = RunDigest.from_events(record_events(a)), RunDigest.from_events(record_events(b))
@@ -226,7 +320,11 @@ def compare_runs(a: Any, b: Any) -> RunComparison:
         chunk_overlap=chunk_overlap(digest_a.sources, digest_b.sources),
         scores_a=score_distribution(digest_a.candidates), scores_b=score_distribution(digest_b.candidates),
         latency=stage_latencies(digest_a.timings_ms, digest_b.timings_ms),
-        config_differences=config_differences(_part(a, "config"), _part(b, "config")))
+        config_differences=config_differences(_part(a, "config"), _part(b, "config")),
+        answer_diff=answer_diff(digest_a.answer, digest_b.answer),
+        source_diff=source_diff(digest_a.sources, digest_b.sources,
+                                digest_a.done.citations if digest_a.done else None,
+                                digest_b.done.citations if digest_b.done else None))
 
 
 # --------------------------------------------------------------------------

@@ -260,6 +260,7 @@ class PathDecision(_Value):
     mode: Mode
     reason: str  # machine-readable: selected_docs / rule_planner / agentic / agentic_disabled / forced_rule ...
     forced: bool = False
+    explanation: str = ""  # the same decision in plain words, naming its signals (route.explain_route)
 
 
 ToolName = Literal["doc_search", "keyword_search", "web_search", "recall_memory"]
