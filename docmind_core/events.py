@@ -4,11 +4,19 @@ Every consumer — the chat page, the CLI, the trace store, Langfuse export and
 the tests — reads the same ``Iterator[Event]`` from ``Engine.ask()``.  Each
 event is a frozen model with a ``kind`` discriminator; :data:`Event` is the
 union and :func:`event_from_dict` rebuilds one from its stored form.
+
+Whatever turns events into something else (the timeline, the digest, the run
+summary, the Langfuse plan) is an :class:`EventFold`: one handler per kind,
+dispatched by :func:`fold`, whose ``match`` ends in ``assert_never``.  A new
+event class goes into the union, gets an abstract ``on_<kind>`` handler and a
+``case`` in :func:`fold`; a type checker then flags the fold until the case is
+there, and every fold class refuses to instantiate until it has the handler.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from abc import ABC, abstractmethod
+from typing import Annotated, Any, Generic, Literal, TypeVar, Union, assert_never, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -190,10 +198,8 @@ Event = Annotated[
 
 _ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-EVENT_KINDS: tuple[str, ...] = (
-    "run", "scope", "understanding", "routing", "agentic_step", "retrieval", "rerank", "grader",
-    "web_compensation", "fallback", "start", "token", "error", "index_incomplete", "done",
-)
+EVENT_CLASSES: tuple[type[_Event], ...] = get_args(get_args(Event)[0])
+EVENT_KINDS: tuple[str, ...] = tuple(cls.model_fields["kind"].default for cls in EVENT_CLASSES)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
@@ -202,3 +208,104 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 def event_from_dict(data: dict[str, Any]) -> Event:
     return _ADAPTER.validate_python(data)
+
+
+# --------------------------------------------------------------------------
+# The one fold over events
+# --------------------------------------------------------------------------
+
+R = TypeVar("R")
+
+
+class EventFold(ABC, Generic[R]):
+    """One handler per event kind, named ``on_<kind>``; :func:`fold` picks the handler.
+
+    Abstract on purpose: a subclass that misses a kind cannot be instantiated, so no
+    consumer silently drops an event kind added later.  Handlers that ignore their
+    kind say so in one line (``return None``).
+    """
+
+    def __call__(self, event: Event) -> R:
+        return fold(event, self)
+
+    @abstractmethod
+    def on_run(self, event: RunStarted) -> R: ...
+
+    @abstractmethod
+    def on_scope(self, event: ScopeDecided) -> R: ...
+
+    @abstractmethod
+    def on_understanding(self, event: Understood) -> R: ...
+
+    @abstractmethod
+    def on_routing(self, event: Routed) -> R: ...
+
+    @abstractmethod
+    def on_agentic_step(self, event: AgenticStep) -> R: ...
+
+    @abstractmethod
+    def on_retrieval(self, event: Retrieved) -> R: ...
+
+    @abstractmethod
+    def on_rerank(self, event: Reranked) -> R: ...
+
+    @abstractmethod
+    def on_grader(self, event: Graded) -> R: ...
+
+    @abstractmethod
+    def on_web_compensation(self, event: WebCompensated) -> R: ...
+
+    @abstractmethod
+    def on_fallback(self, event: Fallback) -> R: ...
+
+    @abstractmethod
+    def on_start(self, event: AnswerStarted) -> R: ...
+
+    @abstractmethod
+    def on_token(self, event: Token) -> R: ...
+
+    @abstractmethod
+    def on_error(self, event: ErrorRaised) -> R: ...
+
+    @abstractmethod
+    def on_index_incomplete(self, event: IndexIncomplete) -> R: ...
+
+    @abstractmethod
+    def on_done(self, event: Done) -> R: ...
+
+
+def fold(event: Event, handlers: EventFold[R]) -> R:
+    """Hand ``event`` to its kind's handler; anything that is not an event of the union raises."""
+    match event:
+        case RunStarted():
+            return handlers.on_run(event)
+        case ScopeDecided():
+            return handlers.on_scope(event)
+        case Understood():
+            return handlers.on_understanding(event)
+        case Routed():
+            return handlers.on_routing(event)
+        case AgenticStep():
+            return handlers.on_agentic_step(event)
+        case Retrieved():
+            return handlers.on_retrieval(event)
+        case Reranked():
+            return handlers.on_rerank(event)
+        case Graded():
+            return handlers.on_grader(event)
+        case WebCompensated():
+            return handlers.on_web_compensation(event)
+        case Fallback():
+            return handlers.on_fallback(event)
+        case AnswerStarted():
+            return handlers.on_start(event)
+        case Token():
+            return handlers.on_token(event)
+        case ErrorRaised():
+            return handlers.on_error(event)
+        case IndexIncomplete():
+            return handlers.on_index_incomplete(event)
+        case Done():
+            return handlers.on_done(event)
+        case _:
+            assert_never(event)

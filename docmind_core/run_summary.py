@@ -6,10 +6,8 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from docmind_core.events import (
-    AgenticStep, Done, ErrorRaised, Event, Fallback, Graded, IndexIncomplete, Retrieved, Routed, RunStarted,
-    ScopeDecided, Understood, WebCompensated,
-)
+from docmind_core import events as ev
+from docmind_core.events import Event, EventFold
 from docmind_core.safe_text import strip_control
 from docmind_core.timeline import timeline
 
@@ -58,57 +56,92 @@ class RunSummary(BaseModel):
 
 
 def summarise(events: Iterable[Event]) -> RunSummary:
-    s = RunSummary()
-    for ev in events:
-        if isinstance(ev, RunStarted):
-            s.run_id, s.question = ev.run_id, ev.question
-            s.backends = [b.model_dump() for b in ev.backends]
-        elif isinstance(ev, ScopeDecided):
-            s.scope = ev.scope.value
-        elif isinstance(ev, Understood):
-            s.understanding = ev.understanding.model_dump(mode="json")
-        elif isinstance(ev, Routed):
-            s.mode, s.route_reason = ev.decision.mode.value, ev.decision.reason
-            s.planned_tools = list(ev.plan.tools) if ev.plan else []
-        elif isinstance(ev, AgenticStep):
-            s.rounds = max(s.rounds, ev.iteration)
-        elif isinstance(ev, Retrieved):
-            s.tool_calls = [{"name": c.name, "args": c.args, "status": c.status, "result_count": c.result_count,
-                             "repaired_from": c.repaired_from} for c in ev.tool_calls]
-            if not s.tool_calls and ev.workers:
-                s.tool_calls = [{"name": w.name, "args": {}, "status": w.status, "result_count": w.hits}
-                                for w in ev.workers]
-            s.stop_reason = ev.stop_reason or s.stop_reason
-        elif isinstance(ev, Graded):
-            g = ev.grade
-            s.tier, s.top_score, s.lex_coverage, s.grade_reason = g.tier.value, g.top_score, g.lex_coverage, g.reason
-        elif isinstance(ev, WebCompensated):
-            s.web_compensated = s.web_compensated or ev.ran
-        elif isinstance(ev, ErrorRaised):
-            s.errors.append({"stage": ev.stage, "message": ev.message})
-        elif isinstance(ev, Fallback):
-            s.fallbacks.append({"stage": ev.stage, "reason": ev.reason, "to": ev.to})
-        elif isinstance(ev, IndexIncomplete):
-            s.index_gaps.append({"kb_id": ev.kb_id, "missing_vectors": ev.missing_vectors, "total": ev.total})
-        elif isinstance(ev, Done):
-            s.answer, s.backend = ev.answer, ev.backend
-            s.mode = ev.mode
-            s.route_reason = ev.route_reason or s.route_reason
-            s.scope = ev.scope.value
-            s.sources = [SourceSummary(index=i, chunk_id=c.chunk_id, document=c.document, text=c.text,
-                                       origin=c.origin, url=c.url, scores=c.scores.model_dump())
-                         for i, c in enumerate(ev.sources, start=1)]
-            s.citations = [u.model_dump() for u in ev.citations.used_sources]
-            s.coverage, s.invalid_refs = ev.citations.coverage, ev.citations.invalid_refs
-            if ev.confidence is not None:
-                s.confidence, s.band, s.ungrounded = ev.confidence.score, ev.confidence.band, ev.confidence.ungrounded
-            s.stop_reason = ev.stop_reason or s.stop_reason
-            s.web_compensated = s.web_compensated or ev.web_compensated
-            s.timings_ms = dict(ev.timings_ms)
-            s.usage = {"prompt_tokens": sum(c.prompt_tokens for c in ev.model_calls),
-                       "completion_tokens": sum(c.completion_tokens for c in ev.model_calls),
-                       "model_calls": len(ev.model_calls)}
-    return s
+    summary_fold = RunSummaryFold()
+    for event in events:
+        summary_fold(event)
+    return summary_fold.summary
+
+
+class RunSummaryFold(EventFold[None]):
+    """Fills one :class:`RunSummary` from a run's events; later events refine earlier ones."""
+
+    def __init__(self) -> None:
+        self.summary = RunSummary()
+
+    def on_run(self, event: ev.RunStarted) -> None:
+        s = self.summary
+        s.run_id, s.question = event.run_id, event.question
+        s.backends = [b.model_dump() for b in event.backends]
+
+    def on_scope(self, event: ev.ScopeDecided) -> None:
+        self.summary.scope = event.scope.value
+
+    def on_understanding(self, event: ev.Understood) -> None:
+        self.summary.understanding = event.understanding.model_dump(mode="json")
+
+    def on_routing(self, event: ev.Routed) -> None:
+        s = self.summary
+        s.mode, s.route_reason = event.decision.mode.value, event.decision.reason
+        s.planned_tools = list(event.plan.tools) if event.plan else []
+
+    def on_agentic_step(self, event: ev.AgenticStep) -> None:
+        self.summary.rounds = max(self.summary.rounds, event.iteration)
+
+    def on_retrieval(self, event: ev.Retrieved) -> None:
+        s = self.summary
+        s.tool_calls = [{"name": c.name, "args": c.args, "status": c.status, "result_count": c.result_count,
+                         "repaired_from": c.repaired_from} for c in event.tool_calls]
+        if not s.tool_calls and event.workers:
+            s.tool_calls = [{"name": w.name, "args": {}, "status": w.status, "result_count": w.hits}
+                            for w in event.workers]
+        s.stop_reason = event.stop_reason or s.stop_reason
+
+    def on_rerank(self, event: ev.Reranked) -> None:
+        return None  # the candidates reach the summary as the Done event's sources
+
+    def on_grader(self, event: ev.Graded) -> None:
+        s, g = self.summary, event.grade
+        s.tier, s.top_score, s.lex_coverage, s.grade_reason = g.tier.value, g.top_score, g.lex_coverage, g.reason
+
+    def on_web_compensation(self, event: ev.WebCompensated) -> None:
+        self.summary.web_compensated = self.summary.web_compensated or event.ran
+
+    def on_fallback(self, event: ev.Fallback) -> None:
+        self.summary.fallbacks.append({"stage": event.stage, "reason": event.reason, "to": event.to})
+
+    def on_start(self, event: ev.AnswerStarted) -> None:
+        return None  # the sources are the Done event's
+
+    def on_token(self, event: ev.Token) -> None:
+        return None  # the answer is the Done event's
+
+    def on_error(self, event: ev.ErrorRaised) -> None:
+        self.summary.errors.append({"stage": event.stage, "message": event.message})
+
+    def on_index_incomplete(self, event: ev.IndexIncomplete) -> None:
+        self.summary.index_gaps.append({"kb_id": event.kb_id, "missing_vectors": event.missing_vectors,
+                                        "total": event.total})
+
+    def on_done(self, event: ev.Done) -> None:
+        s = self.summary
+        s.answer, s.backend = event.answer, event.backend
+        s.mode = event.mode
+        s.route_reason = event.route_reason or s.route_reason
+        s.scope = event.scope.value
+        s.sources = [SourceSummary(index=i, chunk_id=c.chunk_id, document=c.document, text=c.text,
+                                   origin=c.origin, url=c.url, scores=c.scores.model_dump())
+                     for i, c in enumerate(event.sources, start=1)]
+        s.citations = [u.model_dump() for u in event.citations.used_sources]
+        s.coverage, s.invalid_refs = event.citations.coverage, event.citations.invalid_refs
+        if event.confidence is not None:
+            s.confidence, s.band, s.ungrounded = (event.confidence.score, event.confidence.band,
+                                                  event.confidence.ungrounded)
+        s.stop_reason = event.stop_reason or s.stop_reason
+        s.web_compensated = s.web_compensated or event.web_compensated
+        s.timings_ms = dict(event.timings_ms)
+        s.usage = {"prompt_tokens": sum(c.prompt_tokens for c in event.model_calls),
+                   "completion_tokens": sum(c.completion_tokens for c in event.model_calls),
+                   "model_calls": len(event.model_calls)}
 
 
 def timeline_lines(events: Iterable[Event]) -> list[str]:

@@ -12,25 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Literal, Sequence
 
-from docmind_core.events import (
-    AgenticStep,
-    AnswerStarted,
-    Done,
-    ErrorRaised,
-    Event,
-    Fallback,
-    Graded,
-    IndexIncomplete,
-    Reranked,
-    Retrieved,
-    Routed,
-    RunStarted,
-    ScopeDecided,
-    Token,
-    Understood,
-    WebCompensated,
-    event_from_dict,
-)
+from docmind_core import events as ev
+from docmind_core.events import Event, EventFold, event_from_dict
 from docmind_core.models import GradeResult, RetrievedChunk, ToolCallRecord
 
 RowStatus = Literal["ok", "info", "warn", "error"]
@@ -80,140 +63,171 @@ def tool_call_item(call: ToolCallRecord) -> dict[str, Any]:
     return item
 
 
-def _row_for(seq: int, ev: Event) -> TimelineRow:  # noqa: C901 - one branch per event kind, flat on purpose
-    t = ev.t_ms
-    if isinstance(ev, RunStarted):
-        return TimelineRow(seq, ev.kind, t, "Run started", "info", fields={
-            "question": ev.question, "requested mode": ev.requested_mode,
-            "knowledge bases": ", ".join(str(k) for k in ev.kb_ids) or "—",
-            "selected documents": ", ".join(str(d) for d in ev.selected_doc_ids) or "—",
-            "backends": "; ".join(f"{b.role}: {b.name}{'' if b.live else ' (fallback)'}" for b in ev.backends)})
-    if isinstance(ev, ScopeDecided):
-        return TimelineRow(seq, ev.kind, t, f"Scope: {ev.scope.value} (via {ev.via})",
-                           "warn" if ev.via == "fallback" else "ok",
-                           fields={"confidence": _fmt(ev.confidence, 2), "reason": ev.reason or "—"})
-    if isinstance(ev, Understood):
-        u = ev.understanding
-        return TimelineRow(seq, ev.kind, t, f"Understanding (via {ev.via})",
-                           "warn" if ev.via == "fallback" or u.is_fallback else "ok", ev.duration_ms, fields={
-                               "rewritten query": u.rewritten_query, "intent": u.intent.value,
-                               "complexity": u.complexity.value + (" (upgraded)" if u.upgraded_complexity else ""),
-                               "specificity": u.specificity.value, "ambiguous": str(u.is_ambiguous),
-                               "time aware": str(u.time_aware), "memory aware": str(u.memory_aware),
-                               "scope": f"{u.scope.value} ({u.scope_confidence:.2f})",
-                               "memory hints": "; ".join(u.memory_write_hints) or "—"})
-    if isinstance(ev, Routed):
-        fields = {"reason": ev.decision.reason, "forced": str(ev.decision.forced)}
+class TimelineBuilder(EventFold[TimelineRow | None]):
+    """Folds events into rows, one per event; a streamed answer collapses into one row."""
+
+    def __init__(self) -> None:
+        self.rows: list[TimelineRow] = []
+        self._streamed: list[ev.Token] = []
+        self._saw_rounds = False
+
+    def add(self, event: Event) -> None:
+        row = self(event)
+        if row is None:
+            return
+        self._flush_tokens()
+        self.rows.append(replace(row, seq=len(self.rows)))
+
+    def finish(self) -> list[TimelineRow]:
+        self._flush_tokens()
+        return self.rows
+
+    def _flush_tokens(self) -> None:
+        if self._streamed:
+            text = "".join(tok.text for tok in self._streamed)
+            first, last = self._streamed[0].t_ms, self._streamed[-1].t_ms
+            self.rows.append(TimelineRow(len(self.rows), "token", first, "Answer streamed", "ok", last - first,
+                                         {"pieces": str(len(self._streamed)), "characters": str(len(text))}))
+            self._streamed.clear()
+
+    # -- one handler per kind; ``add`` numbers the rows --------------------------
+    def on_token(self, event: ev.Token) -> None:
+        self._streamed.append(event)
+        return None
+
+    def on_run(self, event: ev.RunStarted) -> TimelineRow:
+        return _row(event, "Run started", "info", fields={
+            "question": event.question, "requested mode": event.requested_mode,
+            "knowledge bases": ", ".join(str(k) for k in event.kb_ids) or "—",
+            "selected documents": ", ".join(str(d) for d in event.selected_doc_ids) or "—",
+            "backends": "; ".join(f"{b.role}: {b.name}{'' if b.live else ' (fallback)'}" for b in event.backends)})
+
+    def on_scope(self, event: ev.ScopeDecided) -> TimelineRow:
+        return _row(event, f"Scope: {event.scope.value} (via {event.via})",
+                    "warn" if event.via == "fallback" else "ok",
+                    fields={"confidence": _fmt(event.confidence, 2), "reason": event.reason or "—"})
+
+    def on_understanding(self, event: ev.Understood) -> TimelineRow:
+        u = event.understanding
+        return _row(event, f"Understanding (via {event.via})",
+                    "warn" if event.via == "fallback" or u.is_fallback else "ok", event.duration_ms, fields={
+                        "rewritten query": u.rewritten_query, "intent": u.intent.value,
+                        "complexity": u.complexity.value + (" (upgraded)" if u.upgraded_complexity else ""),
+                        "specificity": u.specificity.value, "ambiguous": str(u.is_ambiguous),
+                        "time aware": str(u.time_aware), "memory aware": str(u.memory_aware),
+                        "scope": f"{u.scope.value} ({u.scope_confidence:.2f})",
+                        "memory hints": "; ".join(u.memory_write_hints) or "—"})
+
+    def on_routing(self, event: ev.Routed) -> TimelineRow:
+        fields = {"reason": event.decision.reason, "forced": str(event.decision.forced)}
         items: list[dict[str, Any]] = []
-        if ev.plan is not None:
-            fields["planned tools"] = ", ".join(ev.plan.tools) + (" (conservative)" if ev.plan.conservative else "")
-            items = [{"tool": tool, "why": ev.plan.reasons.get(tool, "")} for tool in ev.plan.tools]
-        if ev.note:
-            fields["note"] = ev.note
-        return TimelineRow(seq, ev.kind, t, f"Route → {ev.decision.mode.value}", "warn" if ev.note else "ok",
-                           fields=fields, items=items)
-    if isinstance(ev, AgenticStep):
-        fields = {"tool calls": str(len(ev.tool_calls)), "new chunks": str(ev.new_chunks),
-                  "duplicates": str(ev.duplicate_chunks)}
-        if ev.thought:
-            fields["thought"] = ev.thought
-        bad = any(c.status in ("error", "rejected") for c in ev.tool_calls)
-        return TimelineRow(seq, ev.kind, t, f"Agentic round {ev.iteration}/{ev.max_iterations}",
-                           "warn" if bad else "ok", ev.duration_ms, fields,
-                           [tool_call_item(c) for c in ev.tool_calls])
-    if isinstance(ev, Retrieved):
-        fields = {"candidates": str(ev.candidate_count), "kb chunks": str(ev.kb_chunks),
-                  "web chunks": str(ev.web_chunks), "memories": str(ev.memory_items)}
-        if ev.mode == "agentic_loop":
-            fields.update({"rounds": str(ev.rounds), "stop reason": ev.stop_reason or "—",
-                           "deduplicated": str(ev.dedupe_hits)})
+        if event.plan is not None:
+            fields["planned tools"] = ", ".join(event.plan.tools) + (" (conservative)" if event.plan.conservative
+                                                                     else "")
+            items = [{"tool": tool, "why": event.plan.reasons.get(tool, "")} for tool in event.plan.tools]
+        if event.note:
+            fields["note"] = event.note
+        return _row(event, f"Route → {event.decision.mode.value}", "warn" if event.note else "ok",
+                    fields=fields, items=items)
+
+    def on_agentic_step(self, event: ev.AgenticStep) -> TimelineRow:
+        self._saw_rounds = True
+        fields = {"tool calls": str(len(event.tool_calls)), "new chunks": str(event.new_chunks),
+                  "duplicates": str(event.duplicate_chunks)}
+        if event.thought:
+            fields["thought"] = event.thought
+        bad = any(c.status in ("error", "rejected") for c in event.tool_calls)
+        return _row(event, f"Agentic round {event.iteration}/{event.max_iterations}", "warn" if bad else "ok",
+                    event.duration_ms, fields, [tool_call_item(c) for c in event.tool_calls])
+
+    def on_retrieval(self, event: ev.Retrieved) -> TimelineRow:
+        fields = {"candidates": str(event.candidate_count), "kb chunks": str(event.kb_chunks),
+                  "web chunks": str(event.web_chunks), "memories": str(event.memory_items)}
+        if event.mode == "agentic_loop":
+            fields.update({"rounds": str(event.rounds), "stop reason": event.stop_reason or "—",
+                           "deduplicated": str(event.dedupe_hits)})
         items = [{"worker": w.name, "status": w.status, "hits": w.hits, "latency_ms": round(w.latency_ms, 1),
-                  "message": w.message} for w in ev.workers]
-        items += [tool_call_item(c) for c in ev.tool_calls]
-        degraded = any(w.status != "ok" for w in ev.workers) or ev.stop_reason in ("error", "total_timeout",
-                                                                                    "iteration_timeout")
-        return TimelineRow(seq, ev.kind, t, f"Retrieval ({ev.mode.replace('_', ' ')})",
-                           "warn" if degraded else "ok", ev.duration_ms, fields, items)
-    if isinstance(ev, Reranked):
-        kept = [c for c in ev.candidates if c.kept]
-        top = max((c.scores.rerank for c in ev.candidates if c.scores.rerank is not None), default=None)
-        return TimelineRow(seq, ev.kind, t, f"Rerank ({ev.reranker})", "ok", ev.duration_ms, fields={
-            "candidates": str(len(ev.candidates)), "kept": str(len(kept)), "top score": _fmt(top),
-            "web candidates": str(sum(1 for c in ev.candidates if c.origin == "web"))})
-    if isinstance(ev, Graded):
-        g = ev.grade
-        return TimelineRow(seq, ev.kind, t, f"CRAG tier {g.tier.value}" + (" (after web)" if ev.round == "after_web"
-                                                                         else ""),
-                           {"HIGH": "ok", "AMBIGUOUS": "warn", "LOW": "error"}[g.tier.value], fields={
-                               "top score": _fmt(g.top_score), "lexical coverage": _fmt(g.lex_coverage),
-                               "kb entity weak": str(g.kb_entity_weak),
-                               "web compensation needed": str(g.web_compensation_needed),
-                               "gray-zone mode": g.gray_zone_mode or "—", "reason": g.reason})
-    if isinstance(ev, WebCompensated):
-        return TimelineRow(seq, ev.kind, t, "Web compensation " + ("ran" if ev.ran else "skipped"),
-                           "info", ev.duration_ms, {"reason": ev.reason, "added chunks": str(ev.added_chunks)})
-    if isinstance(ev, Fallback):
-        return TimelineRow(seq, ev.kind, t, f"Fallback in {ev.stage}", "warn",
-                           fields={"reason": ev.reason, "used instead": ev.to or "—"})
-    if isinstance(ev, AnswerStarted):
-        return TimelineRow(seq, ev.kind, t, f"Answer prompt: {ev.prompt}", "info", fields={
-            "sources": str(len(ev.sources)), "web sources": str(sum(1 for s in ev.sources if s.origin == "web")),
-            "memories": str(len(ev.memories))})
-    if isinstance(ev, ErrorRaised):
-        return TimelineRow(seq, ev.kind, t, f"Error in {ev.stage}", "error", fields={"message": ev.message})
-    if isinstance(ev, IndexIncomplete):
-        return TimelineRow(seq, ev.kind, t, f"Index incomplete: knowledge base {ev.kb_id}", "warn", fields={
-            "chunks without a vector": f"{ev.missing_vectors} of {ev.total}",
+                  "message": w.message} for w in event.workers]
+        calls = [tool_call_item(c) for c in event.tool_calls]
+        if self._saw_rounds and event.tool_calls:
+            # the loop's calls were already listed round by round; keep only the calls made after the loop
+            listed = sum(len(r.items) for r in self.rows if r.kind == "agentic_step")
+            items, calls = [], calls[listed:]
+            fields["tool calls"] = f"{len(event.tool_calls)} (see rounds)"
+        degraded = any(w.status != "ok" for w in event.workers) or event.stop_reason in (
+            "error", "total_timeout", "iteration_timeout")
+        return _row(event, f"Retrieval ({event.mode.replace('_', ' ')})", "warn" if degraded else "ok",
+                    event.duration_ms, fields, items + calls)
+
+    def on_rerank(self, event: ev.Reranked) -> TimelineRow:
+        kept = [c for c in event.candidates if c.kept]
+        top = max((c.scores.rerank for c in event.candidates if c.scores.rerank is not None), default=None)
+        return _row(event, f"Rerank ({event.reranker})", "ok", event.duration_ms, fields={
+            "candidates": str(len(event.candidates)), "kept": str(len(kept)), "top score": _fmt(top),
+            "web candidates": str(sum(1 for c in event.candidates if c.origin == "web"))})
+
+    def on_grader(self, event: ev.Graded) -> TimelineRow:
+        g = event.grade
+        return _row(event, f"CRAG tier {g.tier.value}" + (" (after web)" if event.round == "after_web" else ""),
+                    {"HIGH": "ok", "AMBIGUOUS": "warn", "LOW": "error"}[g.tier.value], fields={
+                        "top score": _fmt(g.top_score), "lexical coverage": _fmt(g.lex_coverage),
+                        "kb entity weak": str(g.kb_entity_weak),
+                        "web compensation needed": str(g.web_compensation_needed),
+                        "gray-zone mode": g.gray_zone_mode or "—", "reason": g.reason})
+
+    def on_web_compensation(self, event: ev.WebCompensated) -> TimelineRow:
+        return _row(event, "Web compensation " + ("ran" if event.ran else "skipped"), "info", event.duration_ms,
+                    {"reason": event.reason, "added chunks": str(event.added_chunks)})
+
+    def on_fallback(self, event: ev.Fallback) -> TimelineRow:
+        return _row(event, f"Fallback in {event.stage}", "warn",
+                    fields={"reason": event.reason, "used instead": event.to or "—"})
+
+    def on_start(self, event: ev.AnswerStarted) -> TimelineRow:
+        return _row(event, f"Answer prompt: {event.prompt}", "info", fields={
+            "sources": str(len(event.sources)),
+            "web sources": str(sum(1 for s in event.sources if s.origin == "web")),
+            "memories": str(len(event.memories))})
+
+    def on_error(self, event: ev.ErrorRaised) -> TimelineRow:
+        return _row(event, f"Error in {event.stage}", "error", fields={"message": event.message})
+
+    def on_index_incomplete(self, event: ev.IndexIncomplete) -> TimelineRow:
+        return _row(event, f"Index incomplete: knowledge base {event.kb_id}", "warn", fields={
+            "chunks without a vector": f"{event.missing_vectors} of {event.total}",
             "effect": "vector search misses them; keyword search still finds them",
             "repair": "docmind kb check NAME --repair"})
-    if isinstance(ev, Done):
-        c = ev.citations
-        tokens_in = sum(m.prompt_tokens for m in ev.model_calls)
-        tokens_out = sum(m.completion_tokens for m in ev.model_calls)
-        fields = {"mode": ev.mode, "route reason": ev.route_reason or "—", "backend": ev.backend or "—",
-                  "confidence": (f"{ev.confidence.score:.3f} ({ev.confidence.band})" if ev.confidence else "—"),
+
+    def on_done(self, event: ev.Done) -> TimelineRow:
+        c = event.citations
+        tokens_in = sum(m.prompt_tokens for m in event.model_calls)
+        tokens_out = sum(m.completion_tokens for m in event.model_calls)
+        fields = {"mode": event.mode, "route reason": event.route_reason or "—", "backend": event.backend or "—",
+                  "confidence": (f"{event.confidence.score:.3f} ({event.confidence.band})" if event.confidence
+                                 else "—"),
                   "citation coverage": _fmt(c.coverage, 2), "invalid refs": str(c.invalid_refs),
-                  "web compensated": str(ev.web_compensated), "stop reason": ev.stop_reason or "—",
-                  "model calls": f"{len(ev.model_calls)} ({tokens_in} in / {tokens_out} out tokens)"}
+                  "web compensated": str(event.web_compensated), "stop reason": event.stop_reason or "—",
+                  "model calls": f"{len(event.model_calls)} ({tokens_in} in / {tokens_out} out tokens)"}
         if c.inferred_sentences:  # the model wrote no marker there; the parser found the supporting source
             fields["citation coverage"] += f" ({c.inferred_sentences} sentences inferred)"
-        if ev.cancelled:
+        if event.cancelled:
             fields["cancelled"] = "True"
-        return TimelineRow(seq, ev.kind, t, "Done" + (" (cancelled)" if ev.cancelled else ""),
-                           "warn" if ev.cancelled else "ok", ev.timings_ms.get("total"), fields)
-    raise TypeError(f"no timeline row for event kind {getattr(ev, 'kind', type(ev).__name__)!r}")
+        return _row(event, "Done" + (" (cancelled)" if event.cancelled else ""),
+                    "warn" if event.cancelled else "ok", event.timings_ms.get("total"), fields)
+
+
+def _row(event: Event, title: str, status: RowStatus = "ok", duration_ms: float | None = None,
+         fields: dict[str, str] | None = None, items: list[dict[str, Any]] | None = None) -> TimelineRow:
+    """A row for ``event``; :meth:`TimelineBuilder.add` gives it its number."""
+    return TimelineRow(0, event.kind, event.t_ms, title, status, duration_ms, fields or {}, items or [])
 
 
 def timeline(events: Sequence[Event | dict]) -> list[TimelineRow]:
     """The rows the chat and Traces pages list, one per event; a streamed answer collapses into one row."""
-    rows: list[TimelineRow] = []
-    streamed: list[Token] = []
-
-    def flush() -> None:
-        if streamed:
-            text = "".join(tok.text for tok in streamed)
-            first, last = streamed[0].t_ms, streamed[-1].t_ms
-            rows.append(TimelineRow(len(rows), "token", first, "Answer streamed", "ok", last - first,
-                                    {"pieces": str(len(streamed)), "characters": str(len(text))}))
-            streamed.clear()
-
-    saw_rounds = False
-    for ev in as_events(events):
-        if isinstance(ev, Token):
-            streamed.append(ev)
-            continue
-        flush()
-        row = _row_for(len(rows), ev)
-        if isinstance(ev, AgenticStep):
-            saw_rounds = True
-        elif isinstance(ev, Retrieved) and saw_rounds and ev.tool_calls:
-            # the loop's calls were already listed round by round; keep only the calls made after the loop
-            listed = sum(1 for r in rows if r.kind == "agentic_step" for _ in r.items)
-            extra = [tool_call_item(c) for c in ev.tool_calls[listed:]]
-            row = replace(row, items=extra, fields={**row.fields, "tool calls": f"{len(ev.tool_calls)} (see rounds)"})
-        rows.append(row)
-    flush()
-    return rows
+    builder = TimelineBuilder()
+    for event in as_events(events):
+        builder.add(event)
+    return builder.finish()
 
 
 # --------------------------------------------------------------------------
@@ -224,61 +238,29 @@ def timeline(events: Sequence[Event | dict]) -> list[TimelineRow]:
 @dataclass
 class RunDigest:
     events: list[Event]
-    started: RunStarted | None = None
-    scope: ScopeDecided | None = None
-    understood: Understood | None = None
-    routed: Routed | None = None
-    agentic_steps: list[AgenticStep] = field(default_factory=list)
-    retrieved: Retrieved | None = None
-    reranks: list[Reranked] = field(default_factory=list)
-    grades: list[Graded] = field(default_factory=list)
-    web: WebCompensated | None = None
-    fallbacks: list[Fallback] = field(default_factory=list)
-    errors: list[ErrorRaised] = field(default_factory=list)
-    index_gaps: list[IndexIncomplete] = field(default_factory=list)
-    answer_started: AnswerStarted | None = None
+    started: ev.RunStarted | None = None
+    scope: ev.ScopeDecided | None = None
+    understood: ev.Understood | None = None
+    routed: ev.Routed | None = None
+    agentic_steps: list[ev.AgenticStep] = field(default_factory=list)
+    retrieved: ev.Retrieved | None = None
+    reranks: list[ev.Reranked] = field(default_factory=list)
+    grades: list[ev.Graded] = field(default_factory=list)
+    web: ev.WebCompensated | None = None
+    fallbacks: list[ev.Fallback] = field(default_factory=list)
+    errors: list[ev.ErrorRaised] = field(default_factory=list)
+    index_gaps: list[ev.IndexIncomplete] = field(default_factory=list)
+    answer_started: ev.AnswerStarted | None = None
     streamed_text: str = ""
-    done: Done | None = None
+    done: ev.Done | None = None
 
     @classmethod
     def from_events(cls, events: Sequence[Event | dict]) -> "RunDigest":
-        evs = as_events(events)
-        digest = cls(events=evs)
-        pieces: list[str] = []
-        for ev in evs:
-            match ev:
-                case RunStarted():
-                    digest.started = ev
-                case ScopeDecided():
-                    digest.scope = ev
-                case Understood():
-                    digest.understood = ev
-                case Routed():
-                    digest.routed = ev
-                case AgenticStep():
-                    digest.agentic_steps.append(ev)
-                case Retrieved():
-                    digest.retrieved = ev
-                case Reranked():
-                    digest.reranks.append(ev)
-                case Graded():
-                    digest.grades.append(ev)
-                case WebCompensated():
-                    digest.web = ev
-                case Fallback():
-                    digest.fallbacks.append(ev)
-                case ErrorRaised():
-                    digest.errors.append(ev)
-                case IndexIncomplete():
-                    digest.index_gaps.append(ev)
-                case AnswerStarted():
-                    digest.answer_started = ev
-                case Token():
-                    pieces.append(ev.text)
-                case Done():
-                    digest.done = ev
-        digest.streamed_text = "".join(pieces)
-        return digest
+        digester = _Digester(cls(events=as_events(events)))
+        for event in digester.digest.events:
+            digester(event)
+        digester.digest.streamed_text = "".join(digester.pieces)
+        return digester.digest
 
     # -- what the pages and the comparison read ------------------------------
     @property
@@ -363,3 +345,56 @@ class RunDigest:
     @property
     def first_event_ms(self) -> float:
         return self.events[0].t_ms if self.events else 0.0
+
+
+class _Digester(EventFold[None]):
+    """Files each event of a run under its place in a :class:`RunDigest`."""
+
+    def __init__(self, digest: RunDigest) -> None:
+        self.digest = digest
+        self.pieces: list[str] = []
+
+    def on_run(self, event: ev.RunStarted) -> None:
+        self.digest.started = event
+
+    def on_scope(self, event: ev.ScopeDecided) -> None:
+        self.digest.scope = event
+
+    def on_understanding(self, event: ev.Understood) -> None:
+        self.digest.understood = event
+
+    def on_routing(self, event: ev.Routed) -> None:
+        self.digest.routed = event
+
+    def on_agentic_step(self, event: ev.AgenticStep) -> None:
+        self.digest.agentic_steps.append(event)
+
+    def on_retrieval(self, event: ev.Retrieved) -> None:
+        self.digest.retrieved = event
+
+    def on_rerank(self, event: ev.Reranked) -> None:
+        self.digest.reranks.append(event)
+
+    def on_grader(self, event: ev.Graded) -> None:
+        self.digest.grades.append(event)
+
+    def on_web_compensation(self, event: ev.WebCompensated) -> None:
+        self.digest.web = event
+
+    def on_fallback(self, event: ev.Fallback) -> None:
+        self.digest.fallbacks.append(event)
+
+    def on_start(self, event: ev.AnswerStarted) -> None:
+        self.digest.answer_started = event
+
+    def on_token(self, event: ev.Token) -> None:
+        self.pieces.append(event.text)
+
+    def on_error(self, event: ev.ErrorRaised) -> None:
+        self.digest.errors.append(event)
+
+    def on_index_incomplete(self, event: ev.IndexIncomplete) -> None:
+        self.digest.index_gaps.append(event)
+
+    def on_done(self, event: ev.Done) -> None:
+        self.digest.done = event

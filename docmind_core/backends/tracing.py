@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from docmind_core import events as ev
+from docmind_core.events import EventFold
 from docmind_core.backends.protocols import TraceExporter
 from docmind_core.models import BackendStatus
 from docmind_core.settings import TracingSettings
@@ -86,72 +87,107 @@ def plan_observations(record: Any) -> PlannedObservation:
                   "route_reason": done.route_reason if done else "", "backend": done.backend if done else "",
                   "confidence": done.confidence.score if done and done.confidence else None,
                   "band": done.confidence.band if done and done.confidence else None})
-    previous_ms = 0.0
-    answer_start = None
-    first_token_ms = None
+    planner = ObservationPlanner(calls)
     for event in events:
-        t = event.t_ms
-        child: PlannedObservation | None = None
-        if isinstance(event, ev.ScopeDecided):
-            child = _obs("scope", previous_ms, t, output={"scope": event.scope.value, "confidence": event.confidence,
-                                                          "via": event.via, "reason": event.reason})
-        elif isinstance(event, ev.Understood):
-            child = _obs("understanding", t - event.duration_ms, t, output=event.understanding.model_dump(mode="json"),
-                         metadata={"via": event.via})
-            _attach_call(child, calls.get("understanding"), "llm_understanding")
-        elif isinstance(event, ev.Routed):
-            child = _obs("routing", previous_ms, t, output={
-                "mode": event.decision.mode.value, "reason": event.decision.reason, "forced": event.decision.forced,
-                "planned_tools": list(event.plan.tools) if event.plan else [], "note": event.note})
-        elif isinstance(event, ev.AgenticStep):
-            child = _obs(f"agentic_round_{event.iteration}", t - event.duration_ms, t,
-                         output=[{"name": c.name, "args": c.args, "status": c.status, "results": c.result_count,
-                                  "new_chunks": c.new_chunks, "repaired_from": c.repaired_from}
-                                 for c in event.tool_calls],
-                         metadata={"thought": event.thought, "new_chunks": event.new_chunks,
-                                   "duplicate_chunks": event.duplicate_chunks})
-            _attach_call(child, calls.get("agent_round"), "llm_agent_round")
-        elif isinstance(event, ev.Retrieved):
-            child = _obs("retrieval", t - event.duration_ms, t, output={
-                "candidates": event.candidate_count, "kb_chunks": event.kb_chunks, "web_chunks": event.web_chunks,
-                "memory_items": event.memory_items},
-                metadata={"mode": event.mode, "stop_reason": event.stop_reason, "rounds": event.rounds,
-                          "workers": [w.model_dump(mode="json") for w in event.workers]})
-        elif isinstance(event, ev.Reranked):
-            child = _obs("rerank", t - event.duration_ms, t, metadata={"reranker": event.reranker}, output=[
-                {"chunk_id": c.chunk_id, "document": c.document, "origin": c.origin, "rerank": c.scores.rerank,
-                 "kept": c.kept, "cut_by": c.cut_by} for c in event.candidates[:30]])
-        elif isinstance(event, ev.Graded):
-            name = "grader" if event.round == "initial" else "grader_after_web"
-            child = _obs(name, previous_ms, t, output=event.grade.model_dump(mode="json"))
-        elif isinstance(event, ev.WebCompensated):
-            child = _obs("web_compensation", t - event.duration_ms, t,
-                         output={"ran": event.ran, "reason": event.reason, "added_chunks": event.added_chunks})
-        elif isinstance(event, ev.Fallback):
-            child = _obs("fallback", t, t, level="WARNING", status_message=f"{event.stage}: {event.reason}",
-                         metadata={"stage": event.stage, "to": event.to})
-        elif isinstance(event, ev.ErrorRaised):
-            child = _obs("error", t, t, level="ERROR", status_message=f"{event.stage}: {event.message}",
-                         metadata={"stage": event.stage})
-        elif isinstance(event, ev.IndexIncomplete):
-            child = _obs("index_incomplete", t, t, level="WARNING",
-                         status_message=f"knowledge base {event.kb_id}: {event.missing_vectors} of {event.total} "
-                                        "chunks have no vector",
-                         metadata={"kb_id": event.kb_id, "missing_vectors": event.missing_vectors,
-                                   "total": event.total})
-        elif isinstance(event, ev.AnswerStarted):
-            answer_start = event
-        elif isinstance(event, ev.Token) and first_token_ms is None:
-            first_token_ms = t
+        child = planner(event)
         if child is not None:
             root.children.append(child)
-        previous_ms = t
-    if answer_start is not None or done is not None:
-        root.children.append(_generation(answer_start, done, calls.get("answer") or [], first_token_ms, end_ms))
+        planner.previous_ms = event.t_ms
+    if planner.answer_start is not None or done is not None:
+        root.children.append(_generation(planner.answer_start, done, calls.get("answer") or [],
+                                         planner.first_token_ms, end_ms))
     for purpose, leftover in calls.items():  # calls no stage claimed (e.g. an understanding that failed early)
         for call in leftover:
             root.children.append(_call_obs(call, f"llm_{purpose}", end_ms))
     return root
+
+
+class ObservationPlanner(EventFold[PlannedObservation | None]):
+    """The observation of each stage event; model calls are claimed, in order, by the stage that made them.
+
+    ``previous_ms`` is the time of the event before (stages without a duration of their own span from it).
+    """
+
+    def __init__(self, calls: dict[str, list]) -> None:
+        self.calls = calls  # purpose -> the run's model calls not yet attached to a stage
+        self.previous_ms = 0.0
+        self.answer_start: ev.AnswerStarted | None = None
+        self.first_token_ms: float | None = None
+
+    def on_run(self, event: ev.RunStarted) -> None:
+        return None  # the root observation is the run
+
+    def on_scope(self, event: ev.ScopeDecided) -> PlannedObservation:
+        return _obs("scope", self.previous_ms, event.t_ms, output={
+            "scope": event.scope.value, "confidence": event.confidence, "via": event.via, "reason": event.reason})
+
+    def on_understanding(self, event: ev.Understood) -> PlannedObservation:
+        child = _obs("understanding", event.t_ms - event.duration_ms, event.t_ms,
+                     output=event.understanding.model_dump(mode="json"), metadata={"via": event.via})
+        _attach_call(child, self.calls.get("understanding"), "llm_understanding")
+        return child
+
+    def on_routing(self, event: ev.Routed) -> PlannedObservation:
+        return _obs("routing", self.previous_ms, event.t_ms, output={
+            "mode": event.decision.mode.value, "reason": event.decision.reason, "forced": event.decision.forced,
+            "planned_tools": list(event.plan.tools) if event.plan else [], "note": event.note})
+
+    def on_agentic_step(self, event: ev.AgenticStep) -> PlannedObservation:
+        child = _obs(f"agentic_round_{event.iteration}", event.t_ms - event.duration_ms, event.t_ms,
+                     output=[{"name": c.name, "args": c.args, "status": c.status, "results": c.result_count,
+                              "new_chunks": c.new_chunks, "repaired_from": c.repaired_from}
+                             for c in event.tool_calls],
+                     metadata={"thought": event.thought, "new_chunks": event.new_chunks,
+                               "duplicate_chunks": event.duplicate_chunks})
+        _attach_call(child, self.calls.get("agent_round"), "llm_agent_round")
+        return child
+
+    def on_retrieval(self, event: ev.Retrieved) -> PlannedObservation:
+        return _obs("retrieval", event.t_ms - event.duration_ms, event.t_ms, output={
+            "candidates": event.candidate_count, "kb_chunks": event.kb_chunks, "web_chunks": event.web_chunks,
+            "memory_items": event.memory_items},
+            metadata={"mode": event.mode, "stop_reason": event.stop_reason, "rounds": event.rounds,
+                      "workers": [w.model_dump(mode="json") for w in event.workers]})
+
+    def on_rerank(self, event: ev.Reranked) -> PlannedObservation:
+        return _obs("rerank", event.t_ms - event.duration_ms, event.t_ms, metadata={"reranker": event.reranker},
+                    output=[{"chunk_id": c.chunk_id, "document": c.document, "origin": c.origin,
+                             "rerank": c.scores.rerank, "kept": c.kept, "cut_by": c.cut_by}
+                            for c in event.candidates[:30]])
+
+    def on_grader(self, event: ev.Graded) -> PlannedObservation:
+        name = "grader" if event.round == "initial" else "grader_after_web"
+        return _obs(name, self.previous_ms, event.t_ms, output=event.grade.model_dump(mode="json"))
+
+    def on_web_compensation(self, event: ev.WebCompensated) -> PlannedObservation:
+        return _obs("web_compensation", event.t_ms - event.duration_ms, event.t_ms,
+                    output={"ran": event.ran, "reason": event.reason, "added_chunks": event.added_chunks})
+
+    def on_fallback(self, event: ev.Fallback) -> PlannedObservation:
+        return _obs("fallback", event.t_ms, event.t_ms, level="WARNING",
+                    status_message=f"{event.stage}: {event.reason}", metadata={"stage": event.stage, "to": event.to})
+
+    def on_start(self, event: ev.AnswerStarted) -> None:
+        self.answer_start = event  # the generation observation is built once the whole answer is known
+        return None
+
+    def on_token(self, event: ev.Token) -> None:
+        if self.first_token_ms is None:
+            self.first_token_ms = event.t_ms
+        return None
+
+    def on_error(self, event: ev.ErrorRaised) -> PlannedObservation:
+        return _obs("error", event.t_ms, event.t_ms, level="ERROR", status_message=f"{event.stage}: {event.message}",
+                    metadata={"stage": event.stage})
+
+    def on_index_incomplete(self, event: ev.IndexIncomplete) -> PlannedObservation:
+        return _obs("index_incomplete", event.t_ms, event.t_ms, level="WARNING",
+                    status_message=f"knowledge base {event.kb_id}: {event.missing_vectors} of {event.total} "
+                                   "chunks have no vector",
+                    metadata={"kb_id": event.kb_id, "missing_vectors": event.missing_vectors, "total": event.total})
+
+    def on_done(self, event: ev.Done) -> None:
+        return None  # the answer and its usage go on the generation observation
 
 
 def _obs(name: str, start_ms: float, end_ms: float, **kwargs: Any) -> PlannedObservation:
