@@ -122,6 +122,7 @@ def test_no_terms_or_no_match_gives_nothing(index, world):
 
 def test_top_k_limits(index, world):
     assert len(index.search([world.kb1], "Nimbus Aurora firmware documents 许可证", top_k=2)) == 2
+    assert index.search([world.kb1], "Nimbus", top_k=0) == []
 
 
 def test_delete_document_and_kb(index, world):

@@ -66,6 +66,13 @@ def index_terms(text: str, stem: bool, stored: str | None = None) -> list[str]:
     return [t.replace("'", "") for t in tokens if t.replace("'", "")]
 
 
+def query_terms(query: str, stem: bool, top_k: int, doc_ids: Sequence[int] | None) -> list[str]:
+    """The terms a search looks for; none when it cannot find anything (no top_k, an empty document filter)."""
+    if top_k <= 0 or (doc_ids is not None and len(doc_ids) == 0):
+        return []
+    return index_terms(query, stem)
+
+
 def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -228,8 +235,8 @@ class Fts5KeywordIndex:
     def search(self, kb_ids: Sequence[int], query: str, top_k: int,
                doc_ids: Sequence[int] | None = None,
                exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
-        terms = index_terms(query, self.stem)
-        if not terms or top_k <= 0 or (doc_ids is not None and len(doc_ids) == 0):
+        terms = query_terms(query, self.stem, top_k, doc_ids)
+        if not terms:
             return []
         expr = match_expression(terms, doc_ids, exclude_doc_ids)
         hits: list[tuple[str, float]] = []
@@ -394,8 +401,8 @@ class RankBM25KeywordIndex:
     def search(self, kb_ids: Sequence[int], query: str, top_k: int,
                doc_ids: Sequence[int] | None = None,
                exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
-        terms = index_terms(query, self.stem)
-        if not terms or top_k <= 0 or (doc_ids is not None and len(doc_ids) == 0):
+        terms = query_terms(query, self.stem, top_k, doc_ids)
+        if not terms:
             return []
         hits: list[tuple[str, float]] = []
         for kb_id in dict.fromkeys(kb_ids):
