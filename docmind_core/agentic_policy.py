@@ -20,7 +20,9 @@ from typing import Sequence
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec
 from docmind_core.models import RetrievedChunk
-from docmind_core.text import ENGLISH_STOP_WORDS, TIME_KEYWORD_PATTERN, keyword_tokens, salient_terms, sentences
+from docmind_core.text import (
+    ENGLISH_STOP_WORDS, TIME_KEYWORD_PATTERN, is_cjk, keyword_tokens, salient_terms, sentences,
+)
 
 ADEQUATE_COVERAGE = 0.75
 _MAX_HOP_ENTITIES = 2
@@ -108,14 +110,19 @@ class OfflineToolPolicy:
         hops_done = any(obs.call.arguments.get("_hop") or _is_hop(obs.call.arguments.get("query", ""), question)
                         for rnd in transcript.rounds[1:] for obs in rnd)
         comparison = len(split_foci(question)) >= 2
-        if not comparison and not hops_done:
+        subjects = question_entities(question)
+        # a later query names a subject and asks for an attribute, never one without the other
+        attribute = " ".join(attribute_terms(question, subjects, missing))
+        if not comparison and not hops_done and attribute:
             best = _best_chunks(question, [c for obs in last for c in obs.chunks])
             entities = bridge_entities(question, best)[:_MAX_HOP_ENTITIES]
             if entities:
-                tail = " ".join(missing[:3])
-                return [_Plan("searchDocs", f"{e} {tail}".strip()) for e in entities]
-        if coverage < ADEQUATE_COVERAGE and not _reformulated(transcript) and missing:
-            return [_Plan("keywordSearch", " ".join(missing[:6]))]
+                return [_Plan("searchDocs", f"{e} {attribute}") for e in entities]
+        wanted = attribute_terms(question, subjects, missing, limit=6, missing_only=True)
+        if coverage < ADEQUATE_COVERAGE and not _reformulated(transcript) and wanted:
+            subject = " ".join(subjects[:2])
+            if subject or len(wanted) >= 2:
+                return [_Plan("keywordSearch", f"{subject} {' '.join(wanted)}".strip())]
         return []
 
 
@@ -180,6 +187,55 @@ def _focus_name(part: str, index: int, count: int, strong: bool) -> str:
     return re.split(r"\b(?:in|on|at|for|with|which|who|that|when)\b", part, maxsplit=1)[0].strip()
 
 
+# Words that ask (what, where, how long, 意思 ...): they name no attribute, so a later query never rests on them.
+QUESTION_WORDS = frozenset(
+    "什么 意思 哪里 哪儿 多少 多久 怎么 怎么办 怎样 如何 为什么 是否 哪个 哪些 谁 几 吗 呢 应该 报 分别 各自 是 有 "
+    "what which who whom whose where when why how much many mean means does did do".split())
+# Units and currencies: capitalised in text, but never the subject of a question
+_UNIT_NAMES = frozenset("usd eur rmb cny jpy gbp gb tb mb kb gib mib w kw kwh v mah mhz ghz ms fps dpi".split())
+
+
+def question_entities(question: str) -> list[str]:
+    """The question's own subjects: codes, quoted and 《》 titles, capitalised names, Chinese proper nouns."""
+    found = [*exact_terms(question), *_BOOK_RE.findall(question)]
+    for run in _NAME_RUN_RE.findall(question):
+        name = _strip_generic(_strip_generic(run, _QUESTION_LEAD))
+        if name and name.lower() not in QUESTION_WORDS and name.lower() not in ENGLISH_STOP_WORDS:
+            found.append(name)
+    if re.search(f"[{_CJK}]", question):
+        found += re.findall(f"[{_CJK}]{{1,8}}(?:·[{_CJK}]{{1,8}})+", question)  # 莱昂德罗·内托: one name
+        found += _chinese_proper_nouns(question, flags=("nr", "nrt", "ns", "nt", "nz"))
+    names: list[str] = []
+    for name in dict.fromkeys(n.strip() for n in found if n.strip()):
+        if name.lower() in _UNIT_NAMES or any(name != other and name in other for other in found):
+            continue  # "N2" inside "Nimbus N2": keep the longer name only
+        names.append(name)
+    return names
+
+
+def attribute_terms(question: str, subjects: Sequence[str], missing: Sequence[str], limit: int = 3,
+                    missing_only: bool = False) -> list[str]:
+    """What the question asks about its subjects: salient terms that are neither subject nor question words,
+    those the evidence still misses first."""
+    subject_tokens = {t.lower() for s in subjects for t in keyword_tokens(s, stem=False)}
+
+    subject_text = " ".join(subjects).lower()
+
+    def usable(term: str) -> bool:
+        in_subject = term in subject_tokens or (is_cjk(term[0]) and term in subject_text)
+        return (not in_subject and term not in QUESTION_WORDS and term not in ENGLISH_STOP_WORDS
+                and term not in _UNIT_NAMES)
+
+    ordered = [t for t in missing if usable(t)]
+    if not missing_only:
+        ordered += [t for t, _ in sorted(salient_terms(question).items(), key=lambda kv: -kv[1])
+                    if usable(t) and t not in ordered]
+    # plain words name the attribute ("population", "surfer"); numbers and capitalised words are constraints
+    capitalised = {w.lower() for w in re.findall(r"\b[A-Z][A-Za-z0-9]+", question)}
+    ordered.sort(key=lambda t: t in capitalised or any(c.isdigit() for c in t))  # stable: missing first stays
+    return ordered[:limit]
+
+
 def exact_terms(question: str) -> list[str]:
     """Codes, versions and quoted names that deserve an exact keyword search."""
     found = [m.group(1).strip() for m in _QUOTED_RE.finditer(question)]
@@ -214,11 +270,14 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
         toks = [t.lower() for t in keyword_tokens(name, stem=False)]
         if not toks or len(name) < 2 or all(t in own for t in toks) or name.lower() in _GENERIC_CAPS:
             return
+        if all(t in _UNIT_NAMES for t in toks):
+            return  # "USD", "GB": a table's unit, not the next hop's subject
         novelty = sum(1 for t in toks if t not in own) / len(toks)
         scored[name] = scored.get(name, 0.0) + weight * novelty
 
     for rank, chunk in enumerate(chunks):
         decay = 1.0 / (1 + rank)
+        lowered_text = set(re.findall(r"\b[a-z][a-z'’-]+\b", chunk.text))
         if not _ID_LIKE_RE.search(chunk.document.strip()):
             add(chunk.document, 1.5 * decay)
         for title in _BOOK_RE.findall(chunk.text):
@@ -230,20 +289,22 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
             # a name in a sentence that also speaks of the question's terms is more likely the hop
             shared = own & {t.lower() for t in keyword_tokens(sentence, stem=False)}
             context = 0.5 + min(1.0, len(shared) / 3)
-            for run in _NAME_RUN_RE.findall(sentence):
-                name = _strip_generic(run)
+            for match in _NAME_RUN_RE.finditer(sentence):
+                name = _strip_generic(match.group(0))
                 words = name.split()
+                if len(words) == 1 and match.start() == 0 and words[0].lower() in lowered_text:
+                    continue  # "New version ...": a sentence's capital, the word also occurs in lower case
                 if words and not (len(words) == 1 and words[0].lower() in ENGLISH_STOP_WORDS):
                     add(name, (1.0 + 0.3 * (len(words) - 1)) * decay * context)
     return [n for n, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def _chinese_proper_nouns(text: str) -> list[str]:
+def _chinese_proper_nouns(text: str, flags: tuple[str, ...] = ("nr", "ns", "nt", "nz")) -> list[str]:
     import jieba.posseg as pseg
 
     with _posseg_lock:  # jieba's lazy initialisation is not thread-safe
         pairs = [(p.word, p.flag) for p in pseg.cut(text[:600])]
-    return [w for w, flag in pairs if flag in ("nr", "ns", "nt", "nz") and len(w) >= 2]
+    return [w for w, flag in pairs if flag in flags and len(w) >= 2]
 
 
 # --------------------------------------------------------------------------
