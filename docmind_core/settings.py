@@ -10,10 +10,10 @@ once so cross-key rules (low < high) see the final values.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from docmind_core.errors import ConfigError
 
@@ -40,10 +40,16 @@ def http_url(value: str, example: str, scheme_optional: bool = False) -> str:
     return text
 
 
+def url_key(example: str, scheme_optional: bool = False) -> AfterValidator:
+    """Field metadata for a URL key: :func:`http_url` checks the value whenever it is set."""
+    return AfterValidator(lambda value: http_url(value, example, scheme_optional))
+
+
 class LLMSettings(_Group):
     provider: Literal["auto", "openai", "offline"] = Field(
         "auto", description="auto: OpenAI-compatible endpoint when an API key or base URL is set, else the offline engine")
-    base_url: str = Field("", description="OpenAI-compatible base URL (DashScope, Ollama, vLLM ...); empty uses OPENAI_BASE_URL")
+    base_url: Annotated[str, url_key("http://127.0.0.1:11434/v1")] = Field(
+        "", description="OpenAI-compatible base URL (DashScope, Ollama, vLLM ...); empty uses OPENAI_BASE_URL")
     model: str = Field("gpt-4o-mini", description="Chat model name sent to the endpoint (never empty)")
     timeout_s: float = Field(30.0, ge=1, le=600,
                              description="Per-call timeout in seconds (also clipped to what is left of run.deadline_ms)")
@@ -56,11 +62,6 @@ class LLMSettings(_Group):
     profile: Literal["default", "local_small"] = Field(
         "default", description="local_small: limits for a ~1.5B model on a few CPU cores (longer timeouts, no "
                                "retries, a longer run deadline, fewer and shorter calls); keys you set yourself win")
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, value: str) -> str:
-        return http_url(value, "http://127.0.0.1:11434/v1")
 
     @field_validator("model")
     @classmethod
@@ -86,12 +87,8 @@ class RerankerSettings(_Group):
 
 
 class VectorStoreSettings(_Group):
-    url: str = Field("", description="Chroma server URL (http://host:port); empty uses the embedded PersistentClient under data/chroma")
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return http_url(value, "http://127.0.0.1:8000", scheme_optional=True)
+    url: Annotated[str, url_key("http://127.0.0.1:8000", scheme_optional=True)] = Field(
+        "", description="Chroma server URL (http://host:port); empty uses the embedded PersistentClient under data/chroma")
 
 
 class KeywordSettings(_Group):
@@ -107,15 +104,11 @@ class KeywordSettings(_Group):
 
 class WebSettings(_Group):
     provider: Literal["auto", "tavily", "off"] = Field("auto", description="auto: Tavily when TAVILY_API_KEY is set")
-    tavily_base_url: str = Field("", description="Tavily API base URL (empty: the SDK default)")
+    tavily_base_url: Annotated[str, url_key("https://api.tavily.com")] = Field(
+        "", description="Tavily API base URL (empty: the SDK default)")
     max_results: int = Field(5, ge=1, le=20, description="Results per web search")
     timeout_s: float = Field(10.0, ge=1, le=120, description="Web search timeout")
     mcp_rate_limit_per_minute: int = Field(10, ge=1, le=10000, description="webSearch calls per API key per minute over MCP")
-
-    @field_validator("tavily_base_url")
-    @classmethod
-    def _tavily_base_url(cls, value: str) -> str:
-        return http_url(value, "https://api.tavily.com")
 
 
 class RetrievalSettings(_Group):
@@ -240,13 +233,9 @@ class LimitsSettings(_Group):
 
 
 class TracingSettings(_Group):
-    langfuse_host: str = Field("", description="Langfuse host; empty uses LANGFUSE_HOST / LANGFUSE_BASE_URL")
+    langfuse_host: Annotated[str, url_key("https://cloud.langfuse.com")] = Field(
+        "", description="Langfuse host; empty uses LANGFUSE_HOST / LANGFUSE_BASE_URL")
     export_timeout_s: float = Field(3.0, ge=0.1, le=60, description="Langfuse export timeout (never blocks a run)")
-
-    @field_validator("langfuse_host")
-    @classmethod
-    def _langfuse_host(cls, value: str) -> str:
-        return http_url(value, "https://cloud.langfuse.com")
 
 
 class IngestSettings(_Group):
