@@ -28,6 +28,7 @@ class RunSummary(BaseModel):
     answer: str = ""
     mode: str = ""
     route_reason: str = ""
+    route_explanation: str = ""  # the route in plain words: the signals that decided it
     scope: str = ""
     understanding: dict[str, Any] = Field(default_factory=dict)
     planned_tools: list[str] = Field(default_factory=list)
@@ -82,6 +83,7 @@ class RunSummaryFold(EventFold[None]):
     def on_routing(self, event: ev.Routed) -> None:
         s = self.summary
         s.mode, s.route_reason = event.decision.mode.value, event.decision.reason
+        s.route_explanation = event.decision.explanation
         s.planned_tools = list(event.plan.tools) if event.plan else []
 
     def on_agentic_step(self, event: ev.AgenticStep) -> None:

@@ -119,7 +119,8 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
                         "memory hints": "; ".join(u.memory_write_hints) or "—"})
 
     def on_routing(self, event: ev.Routed) -> TimelineRow:
-        fields = {"reason": event.decision.reason, "forced": str(event.decision.forced)}
+        fields = {"why": event.decision.explanation or event.decision.reason, "reason": event.decision.reason,
+                  "forced": str(event.decision.forced)}
         items: list[dict[str, Any]] = []
         if event.plan is not None:
             fields["planned tools"] = ", ".join(event.plan.tools) + (" (conservative)" if event.plan.conservative

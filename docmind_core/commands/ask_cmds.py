@@ -52,6 +52,8 @@ def register(cli: click.Group, get_engine) -> None:
         echo(f"\n[{summary.mode or 'no retrieval'}] reason={summary.route_reason} tier={summary.tier or '-'} "
                    f"confidence={_fmt(summary.confidence)} {summary.band} coverage={_fmt(summary.coverage)} "
                    f"backend={summary.backend}")
+        if summary.route_explanation:
+            echo(f"route: {summary.route_explanation}")
         if summary.sources:
             click.echo("\nSources:")
             for src in summary.sources:
