@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from docmind_core.compare import AnswerDiff
 from docmind_core.models import BackendStatus, GradeResult
 from docmind_core.safe_text import escape_html
 from docmind_core.timeline import RunDigest, TimelineRow
@@ -63,6 +64,12 @@ table.dm-items th, table.dm-items td { border: 1px solid #e5e7eb; padding: .1rem
 .dm-dot-live { background: #16a34a; } .dm-dot-fallback { background: #f59e0b; }
 .dm-backend { font-size: .82rem; margin: .15rem 0; } .dm-backend small { color: #6b7280; display: block;
   margin-left: .95rem; }
+.dm-route { font-size: .88rem; color: #1f2937; margin: .2rem 0; } .dm-route b { color: #4b5563; }
+.dm-rounds { font-size: .84rem; margin: .25rem 0 .4rem 0; } .dm-rounds div { margin: .1rem 0; }
+.dm-rounds .dm-call { display: inline-block; background: #eef2ff; border: 1px solid #c7d2fe; border-radius: 5px;
+  padding: 0 .35rem; margin: .1rem .3rem .1rem 0; } .dm-rounds .dm-call-bad { background: #fef2f2; border-color: #fecaca; }
+.dm-diff { line-height: 1.7; font-size: .95rem; } .dm-diff del { background: #fee2e2; color: #991b1b; }
+.dm-diff ins { background: #dcfce7; color: #166534; text-decoration: none; }
 </style>
 """
 
@@ -119,7 +126,7 @@ def glance_html(digest: RunDigest) -> str:
                     + (" · ambiguous" if u.is_ambiguous else ""))
     if digest.routed is not None:
         d = digest.routed.decision
-        bits.append(f"<b>route</b> {esc(d.mode.value)} ({esc(d.reason)})")
+        bits.append(f"<b>route</b> {esc(d.mode.value)}")
         if digest.routed.plan is not None:
             bits.append("<b>planned</b> " + esc(", ".join(digest.routed.plan.tools)))
     if digest.agentic_steps:
@@ -166,3 +173,40 @@ def backend_html(status: BackendStatus) -> str:
         hint = f"<small>{esc(status.detail)}</small>"
     return (f'<div class="dm-backend"><span class="dm-dot {dot}"></span><b>{esc(status.role)}</b>: '
             f"{esc(status.name)}{hint}</div>")
+
+
+def route_html(digest: RunDigest) -> str:
+    """Why the run took its path, in the words of the route stage (older traces: the machine reason)."""
+    if digest.routed is None:
+        return ""
+    d = digest.routed.decision
+    why = d.explanation or f"{d.reason} -> {d.mode.value}"
+    note = f" · {esc(digest.routed.note)}" if digest.routed.note else ""
+    return f'<div class="dm-route"><b>Why this route:</b> {esc(why)}{note}</div>'
+
+
+def rounds_html(digest: RunDigest) -> str:
+    """Each agentic round's tool calls on one line: tool, query, hits (new), status when not ok."""
+    lines = []
+    for step in digest.agentic_steps:
+        calls = []
+        for call in step.tool_calls:
+            query = call.args.get("query") or call.args.get("code") or ""
+            label = f"{call.name}" + (f" “{query}”" if query else "")
+            outcome = f"{call.result_count} hits ({call.new_chunks} new)"
+            if call.status != "ok":
+                outcome += f", {call.status}"
+            bad = " dm-call-bad" if call.status in ("error", "rejected") else ""
+            calls.append(f'<span class="dm-call{bad}">{esc(label)} → {esc(outcome)}</span>')
+        lines.append(f"<div><b>Round {step.iteration}</b> " + ("".join(calls) or "no tool call") + "</div>")
+    if not lines:
+        return ""
+    stop = f"<div><small>stopped: {esc(digest.stop_reason)}</small></div>" if digest.stop_reason else ""
+    return '<div class="dm-rounds">' + "".join(lines) + stop + "</div>"
+
+
+def answer_diff_html(diff: AnswerDiff) -> str:
+    """The two answers as one text: words only A has struck through, words only B has underlined in green."""
+    tags = {"equal": ("", ""), "delete": ("<del>", "</del>"), "insert": ("<ins>", "</ins>")}
+    body = "".join(f"{tags[p.op][0]}{esc(p.text)}{tags[p.op][1]}" for p in diff.pieces)
+    return f'<div class="dm-diff">{body or "<i>both answers are empty</i>"}</div>'

@@ -17,9 +17,19 @@ from docmind_core.safe_text import escape_markdown
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.charts import distribution_overlay, score_chart
-from docmind_ui.html_views import confidence_html, glance_html, timeline_html, tier_badge_html
+from docmind_ui.html_views import (
+    answer_diff_html, confidence_html, glance_html, rounds_html, route_html, timeline_html, tier_badge_html,
+)
 
 _CHART_CONFIG = {"displayModeBar": False, "responsive": True}
+# widths for a tool-call table (docmind_core.timeline.tool_call_item): the query arguments get the room
+TOOL_CALL_COLUMNS = {
+    "run": st.column_config.TextColumn(width="small"), "tool": st.column_config.TextColumn(width="small"),
+    "args": st.column_config.TextColumn(width="large"), "results": st.column_config.NumberColumn(width="small"),
+    "new": st.column_config.NumberColumn(width="small"), "duplicates": st.column_config.NumberColumn(width="small"),
+    "latency_ms": st.column_config.NumberColumn("ms", width="small"),
+    "status": st.column_config.TextColumn(width="small"), "message": st.column_config.TextColumn(width="medium"),
+}
 
 
 def thresholds(config: Any = None) -> tuple[float, float]:
@@ -41,6 +51,12 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
         for error in digest.errors:
             st.warning(escape_markdown(f"{error.stage}: {error.message}"))
         st.markdown(glance_html(digest), unsafe_allow_html=True)
+        route = route_html(digest)
+        if route:
+            st.markdown(route, unsafe_allow_html=True)
+        rounds = rounds_html(digest)
+        if rounds:  # each agentic round's calls, readable without opening the timeline
+            st.markdown(rounds, unsafe_allow_html=True)
         with st.expander("Timeline — scope, understanding, routing, tools, grading", expanded=False):
             st.markdown(timeline_html(timeline(digest.events)), unsafe_allow_html=True)
         if digest.candidates:
@@ -63,25 +79,45 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
         overlap = cmp.chunk_overlap
         st.caption(f"Chunk overlap (Jaccard of source chunk ids): {overlap.jaccard:.2f} — shared "
                    f"{len(overlap.shared)}, only A {len(overlap.only_a)}, only B {len(overlap.only_b)}")
-        tabs = st.tabs(["Timeline", "Tool calls", "Scores", "Latency", "Config differences"])
+        tabs = st.tabs(["Answer diff", "Sources diff", "Timeline", "Tool calls", "Scores", "Latency",
+                        "Config differences"])
         with tabs[0]:
+            diff = cmp.answer_diff
+            st.caption("Identical answers (citation numbers aside)." if diff.identical else
+                       f"Similarity {diff.similarity:.2f} · struck through: only in A · green: only in B "
+                       "(citation numbers left out: each run numbers its own sources)")
+            st.markdown(answer_diff_html(diff), unsafe_allow_html=True)
+        with tabs[1]:
+            st.dataframe(pd.DataFrame([{
+                "side": r.side, "document": r.document, "A [n]": r.a_index, "B [n]": r.b_index,
+                "cited by A": r.cited_a, "cited by B": r.cited_b, "text": r.preview} for r in cmp.source_diff],
+                columns=["side", "document", "A [n]", "B [n]", "cited by A", "cited by B", "text"]),
+                hide_index=True, key=f"cmp-src-{key}", width="stretch", column_config={
+                    "side": st.column_config.TextColumn(width="small"),
+                    "A [n]": st.column_config.NumberColumn(width="small"),
+                    "B [n]": st.column_config.NumberColumn(width="small"),
+                    "cited by A": st.column_config.CheckboxColumn(width="small"),
+                    "cited by B": st.column_config.CheckboxColumn(width="small"),
+                    "text": st.column_config.TextColumn(width="large")})
+        with tabs[2]:
             st.dataframe(pd.DataFrame([{
                 "step": s.kind,
                 "A": s.a.title if s.a else "—", "A t (ms)": round(s.a.t_ms) if s.a else None,
                 "B": s.b.title if s.b else "—", "B t (ms)": round(s.b.t_ms) if s.b else None,
             } for s in cmp.steps]), hide_index=True, key=f"cmp-steps-{key}")
-        with tabs[1]:
-            left, right = st.columns(2)
-            left.dataframe(pd.DataFrame(cmp.a.tool_calls), hide_index=True, key=f"cmp-ta-{key}")
-            right.dataframe(pd.DataFrame(cmp.b.tool_calls), hide_index=True, key=f"cmp-tb-{key}")
-        with tabs[2]:
+        with tabs[3]:
+            # one full-width table (a "run" column says whose call it is): two half-width ones cut columns off
+            calls = [{"run": "A", **c} for c in cmp.a.tool_calls] + [{"run": "B", **c} for c in cmp.b.tool_calls]
+            st.dataframe(pd.DataFrame(calls), hide_index=True, key=f"cmp-tools-{key}", width="stretch",
+                         column_config=TOOL_CALL_COLUMNS)
+        with tabs[4]:
             high, low = thresholds(config)
             st.plotly_chart(distribution_overlay(cmp.scores_a, cmp.scores_b, f"A {label_a}", f"B {label_b}",
                                                  high, low), key=f"cmp-chart-{key}", config=_CHART_CONFIG)
-        with tabs[3]:
+        with tabs[5]:
             st.dataframe(pd.DataFrame([{"stage": s.stage, "A (ms)": s.a_ms, "B (ms)": s.b_ms} for s in cmp.latency]),
                          hide_index=True, key=f"cmp-lat-{key}")
-        with tabs[4]:
+        with tabs[6]:
             if cmp.config_differences:
                 st.dataframe(pd.DataFrame([{"key": d.key, "A": str(d.a), "B": str(d.b)}
                                            for d in cmp.config_differences]), hide_index=True,

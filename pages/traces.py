@@ -42,7 +42,16 @@ table = pd.DataFrame([{
     "requested": s.requested_mode, "tier": s.tier, "stop reason": s.stop_reason,
     "KBs": ", ".join(kb_names.get(k, str(k)) for k in s.kb_ids), "ms": round(s.duration_ms),
     "pair": s.pair_id or "", "label": s.label, "run id": s.run_id} for s in summaries])
-selection = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="multi-row", key="dm_tr_table")
+# the label comes right after the time: imported copies of a run differ only there, so it must stay on screen
+selection = st.dataframe(
+    table, hide_index=True, on_select="rerun", selection_mode="multi-row", key="dm_tr_table", width="stretch",
+    column_order=["started", "label", "mode", "tier", "question", "requested", "stop reason", "KBs", "ms", "pair",
+                  "run id"],
+    column_config={"started": st.column_config.TextColumn(width="small"),
+                   "label": st.column_config.TextColumn(width="small"),
+                   "question": st.column_config.TextColumn(width="large"),
+                   "ms": st.column_config.NumberColumn(width="small"),
+                   "run id": st.column_config.TextColumn(width="small")})
 picked_rows = list(selection.selection.rows) if summaries else []
 picked = [summaries[i].run_id for i in picked_rows if i < len(summaries)]
 
