@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from docmind_core.errors import ConfigError
 from docmind_core.settings import Settings, is_personal_key
-from docmind_core.store.db import Database, utcnow
+from docmind_core.store.db import Database, utcnow, where_sql
 
 log = logging.getLogger(__name__)
 
@@ -102,18 +102,9 @@ class ConfigStore:
     def history(self, limit: int = 100, key: str | None = None,
                 personal_of: int | None = None) -> list[ConfigChange]:
         """Changes, newest first; with ``personal_of``, global changes plus that user's personal ones only."""
-        sql = "SELECT id, key, old_value, new_value, changed_by, changed_at, user_id, scope FROM config_history"
-        where: list[str] = []
-        params: list[Any] = []
-        if key is not None:
-            where.append("key = ?")
-            params.append(key)
-        if personal_of is not None:
-            where.append("(scope = 'global' OR user_id = ?)")
-            params.append(personal_of)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id DESC LIMIT ?"
+        where, params = where_sql({"key = ?": key, "(scope = 'global' OR user_id = ?)": personal_of})
+        sql = ("SELECT id, key, old_value, new_value, changed_by, changed_at, user_id, scope FROM config_history"
+               + where + " ORDER BY id DESC LIMIT ?")
         params.append(int(limit))
         return [
             ConfigChange(id=row[0], key=row[1], old_value=_decode(row[2]), new_value=_decode(row[3]),

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import sqlite_utils
 from contextlib import contextmanager
@@ -19,6 +19,13 @@ from contextlib import contextmanager
 
 def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def where_sql(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+    """`` WHERE a AND b`` (or nothing) and its parameters, from ``{"condition with one ?": value}``; a filter
+    whose value is None is left out."""
+    present = {condition: value for condition, value in filters.items() if value is not None}
+    return (" WHERE " + " AND ".join(present) if present else ""), list(present.values())
 
 
 class Database:

@@ -23,7 +23,7 @@ import numpy as np
 
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.models import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase
-from docmind_core.store.db import Database, utcnow
+from docmind_core.store.db import Database, utcnow, where_sql
 
 _VISIBILITIES = ("private", "department", "public")
 _KB_FIELDS = ("name", "description", "embedder_id", "embedding_dim", "owner_id", "department", "visibility")
@@ -425,14 +425,8 @@ class KnowledgeStore:
                        "finished_at = ? WHERE id = ?", [state, note, now, now, run_id])
 
     def reindex_runs(self, kb_id: int | None = None, state: str | None = None) -> list[dict[str, Any]]:
-        where, params = [], []
-        if kb_id is not None:
-            where.append("kb_id = ?")
-            params.append(kb_id)
-        if state is not None:
-            where.append("state = ?")
-            params.append(state)
-        sql = "SELECT * FROM kb_reindex_runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
+        where, params = where_sql({"kb_id = ?": kb_id, "state = ?": state})
+        sql = "SELECT * FROM kb_reindex_runs" + where + " ORDER BY id"
         cursor = self.db.db.execute(sql, params)
         names = [c[0] for c in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
