@@ -62,6 +62,18 @@ def test_keyword_signal_is_relative_to_the_batch(embedder):
     assert fa[2] == 1.0 and fb[2] == 0.5
 
 
+def test_keyword_signal_is_relative_to_the_best_of_the_same_kb(embedder):
+    # a one-document KB's BM25 scores are ~0 (every term is in every document): they are not compared
+    # with another KB's scores, so its only hit is that KB's best keyword hit
+    reranker = OfflineReranker(embedder)
+    demo = _kb("Frequently asked questions: how much money does a licence cost?", keyword=5.0)
+    small = RetrievedChunk(chunk_id="orion", kb_id=2, doc_id=9, document="plan.txt",
+                           text="The Orion launch budget is 4.2 million dollars.",
+                           scores=StageScores(keyword=1e-6))
+    f_demo, f_small = reranker.features("How much money does Orion get?", [demo, small])
+    assert f_demo[2] == 1.0 and f_small[2] == 1.0
+
+
 def test_logistic_and_weights_are_the_committed_fit():
     assert set(WEIGHTS) == set(FITTED_WEIGHTS)
     assert all(WEIGHTS[k] == FITTED_WEIGHTS[k] for k in WEIGHTS if k != "code")

@@ -12,8 +12,8 @@ Signals (see ``relevance_features``):
 2. ``coverage`` — weighted share of the query's salient terms
    (``text.salient_terms``) found in the chunk (with ``use_titles``, also in
    its document's name or page title), stemmed or not.
-3. ``keyword`` — the chunk's BM25 score relative to the best BM25 score in the
-   same batch (0 when the keyword index did not return it).
+3. ``keyword`` — the chunk's BM25 score relative to the best BM25 score of its
+   own KB in the same batch (0 when the keyword index did not return it).
 4. ``bigrams`` — share of the query's adjacent term pairs found adjacent in the
    chunk (a cheap proximity / phrase signal).
 5. ``code`` — +1 when the query names an exact code (``DM-3000``, ``v2.4.1``)
@@ -203,9 +203,14 @@ class OfflineReranker:
         terms = analyse_query(query)
         cos = self.cosines(query, chunks)
         kw = [c.scores.keyword for c in chunks]
-        best_kw = max((k for k in kw if k is not None and k > 0), default=0.0)
+        # BM25 scores of different KBs come from different indexes (their IDFs differ: in a one-document
+        # KB every term is in every document, so its scores are ~0): each is relative to its own KB's best.
+        best_kw: dict[object, float] = {}
+        for c, k in zip(chunks, kw):
+            if k is not None and k > 0:
+                best_kw[c.kb_id] = max(best_kw.get(c.kb_id, 0.0), k)
         return [relevance_features(terms, c.text, cos[i],
-                                   (kw[i] / best_kw) if (kw[i] is not None and best_kw > 0) else 0.0,
+                                   (kw[i] / best_kw[c.kb_id]) if (kw[i] is not None and kw[i] > 0) else 0.0,
                                    title=document_title(c.document) if self.use_titles else "",
                                    stored_terms=c.terms)
                 for i, c in enumerate(chunks)]
