@@ -7,6 +7,8 @@ terminal escape sequences cannot retitle the window, hide lines or plant links.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from docmind_core.safe_text import strip_control, terminal_json
@@ -20,3 +22,12 @@ def echo(text: object = "", nl: bool = True, err: bool = False, single_line: boo
 def echo_json(text: str) -> None:
     """``click.echo`` of ``json.dumps`` output, with the control characters it leaves raw escaped."""
     click.echo(terminal_json(text))
+
+
+def write_or_echo_json(text: str, output: Path | None) -> None:
+    """An export: into ``output`` when given (and say so), else onto the terminal."""
+    if output:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}")
+    else:
+        echo_json(text)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands import echo, echo_json
+from docmind_core.commands import echo, echo_json, write_or_echo_json
 from docmind_core.errors import DocMindError
 from docmind_core.events import Done, Token
 from docmind_core.run_summary import summarise, timeline_lines
@@ -189,11 +189,7 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def traces_export(run_ids, output, as_user):
         text = cli_workbench(get_engine(), as_user).export_traces(list(run_ids))
-        if output:
-            output.write_text(text, encoding="utf-8")
-            click.echo(f"wrote {output}")
-        else:
-            echo_json(text)
+        write_or_echo_json(text, output)
 
     @traces.command("import")
     @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands import echo, echo_json
+from docmind_core.commands import echo, echo_json, write_or_echo_json
 from docmind_core.commands.user_cmds import as_user_option, cli_workbench
 from docmind_core.experiments.metrics import METRICS, TIERS, ExperimentReport
 from docmind_core.experiments.runner import Progress, parse_variant
@@ -248,11 +248,7 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def experiment_export(experiment_id, output, as_json, as_user):
         text = cli_workbench(get_engine(), as_user).export_experiment(experiment_id)
-        if output:
-            output.write_text(text, encoding="utf-8")
-            click.echo(f"wrote {output}")
-        else:
-            echo_json(text)
+        write_or_echo_json(text, output)
 
     @experiment.command("sweep")
     @click.argument("experiment_id", type=int)
