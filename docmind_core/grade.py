@@ -6,13 +6,15 @@ and long Chinese words weigh more) appear in the best of the top three chunks.
 The two fail differently — a reranker can love a chunk that is "about the same
 thing" but lacks the asked-for entity — so each corrects the other:
 
-* score >= high → HIGH, unless coverage is near zero (< ``grader.near_zero_coverage``) → AMBIGUOUS;
+* score >= high → HIGH, unless coverage is under ``grader.high_min_coverage`` → AMBIGUOUS;
 * score <= low  → LOW, unless a rare entity of the query is found → AMBIGUOUS;
 * in between, ``grader.gray_zone_mode`` arbitrates:
   - ``coverage_first``: coverage >= coverage_high → HIGH, <= coverage_low → LOW, else AMBIGUOUS;
   - ``rerank_only``: always AMBIGUOUS;
   - ``blend``: 0.5 x (score normalised to 0..1 inside the gray zone) + 0.5 x coverage,
     >= ``grader.blend_high`` → HIGH, <= ``grader.blend_low`` → LOW, else AMBIGUOUS.
+* in every mode, evidence holding (almost) none of the question's salient terms (coverage under
+  ``grader.near_zero_coverage``, or a question without salient terms) is never HIGH: at most AMBIGUOUS.
 
 The tier never throws evidence away: LOW or AMBIGUOUS with chunks is answered
 under the low-confidence prompt; only an empty context uses the fallback.
@@ -154,9 +156,18 @@ class CragGrader:
         return self._tier(top, report, grader)
 
     def _tier(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
+        tier, reason = self._tier_by_signals(top, report, grader)
+        if tier is Tier.HIGH and (not report.has_terms or report.coverage < grader.near_zero_coverage):
+            # nothing the question asks for is in the evidence: whatever scored it, it is not a sure answer
+            return Tier.AMBIGUOUS, "high_but_no_salient_term_in_evidence"
+        return tier, reason
+
+    def _tier_by_signals(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
         if top >= grader.high_threshold:
             if report.has_terms and report.coverage < grader.near_zero_coverage:
                 return Tier.AMBIGUOUS, "high_rerank_but_no_coverage"
+            if report.has_terms and report.coverage < grader.high_min_coverage:
+                return Tier.AMBIGUOUS, "high_rerank_but_low_coverage"
             return Tier.HIGH, "rerank_high"
         if top <= grader.low_threshold:
             if report.rare_entity_hit:

@@ -147,7 +147,8 @@ GRAY_ZONE_MODES: tuple[str, ...] = get_args(GrayZoneMode)
 
 
 class GraderSettings(_Group):
-    high_threshold: float = Field(0.65, ge=0, le=1, description="Top rerank score at or above this is HIGH")
+    high_threshold: float = Field(0.9, ge=0, le=1, description="Top rerank score at or above this is HIGH "
+                                                            "(fitted with bench/fit_grader.py)")
     low_threshold: float = Field(0.25, ge=0, le=1, description="Top rerank score at or below this is LOW")
     gray_zone_mode: GrayZoneMode = Field(
         "coverage_first", description="How the gray zone is arbitrated by lexical coverage")
@@ -156,8 +157,11 @@ class GraderSettings(_Group):
     entity_weak_below: float = Field(0.5, ge=0, le=1, description="Coverage under this marks the KB entity-weak")
     web_fallback_on_ambiguous: bool = Field(True, description="Web compensation on AMBIGUOUS when the KB is entity-weak")
     near_zero_coverage: float = Field(
-        0.1, ge=0, le=1, description="A HIGH top score with coverage under this is only AMBIGUOUS (the reranker "
-                                     "liked a chunk that lacks every asked-for term)")
+        0.1, ge=0, le=1, description="Evidence with coverage under this (or a question without salient terms) "
+                                     "is never HIGH, whatever the score and gray-zone mode")
+    high_min_coverage: float = Field(
+        0.7, ge=0, le=1, description="A top score at or above high_threshold is HIGH only when coverage reaches "
+                                     "this, else AMBIGUOUS (fitted with bench/fit_grader.py)")
     blend_high: float = Field(0.75, ge=0, le=1, description="blend mode: a blended score at or above this is HIGH")
     blend_low: float = Field(0.25, ge=0, le=1, description="blend mode: a blended score at or below this is LOW")
 
