@@ -218,7 +218,7 @@ def test_compare_runs_aligns_steps_and_measures_differences():
     assert all(s.a is not None and s.b is not None for s in cmp.steps if s.kind in ("run", "rerank", "done"))
     assert {lat.stage: (lat.a_ms, lat.b_ms) for lat in cmp.latency} == {
         "retrieval": (15.0, None), "total": (40.0, 55.0), "agentic": (None, 22.0)}
-    assert [(d.key, d.a, d.b) for d in cmp.config_differences] == [("grader.high_threshold", 0.65, 0.7)]
+    assert [(d.key, d.a, d.b) for d in cmp.config_differences] == [("grader.high_threshold", 0.9, 0.7)]
     assert cmp.scores_a.top == pytest.approx(0.82) and cmp.scores_a.web == 1 and cmp.scores_a.kept == 2
     assert cmp.b.tokens["prompt"] == 100 and len(cmp.b.tool_calls) == 2
     exported = json.loads(cmp.to_json())
