@@ -167,7 +167,7 @@ def test_trace_round_trips_and_replays_the_same_events(engine):
     events = run(engine, "What is the maximum power draw of the Nimbus N2?")
     record = engine.traces.get(events[0].run_id)
     assert [e.model_dump() for e in record.events] == [e.model_dump() for e in events]
-    assert record.config["grader.high_threshold"] == 0.65
+    assert record.config["grader.high_threshold"] == 0.9
 
 
 def test_memory_command_is_stored_per_user(engine):
