@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from docmind_core.agentic_policy import question_entities
 from docmind_core.backends.chat_offline import OfflineEngine
 from docmind_core.backends.embedders import build_embedder
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
@@ -51,6 +52,7 @@ from docmind_core.store.db import Database
 from docmind_core.store.jobs import JobStore
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.traces import TraceStore
+from docmind_core.text import keyword_tokens
 from docmind_core.apikeys import ApiKeyStore, ResolvedKey
 from docmind_core.auth_sessions import SessionStore
 from docmind_core.users import User, UserStore
@@ -230,6 +232,12 @@ class Engine:
                 if time.perf_counter() - started > budget_s:
                     break
                 b.vector_store.query([kb_id], probe, 1)
+            # the first question's other one-off costs: jieba's dictionary and part-of-speech tables (keyword
+            # terms; the offline tool policy's names) and one whole search (rerank, MMR, compression)
+            keyword_tokens("预热中文分词 warm up")
+            question_entities("海岚数据总部在杭州吗")
+            if kb_ids and time.perf_counter() - started < budget_s:
+                self.retriever.search("warm up the search", kb_ids[:1], self.settings)
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first query pays instead
             log.info("warm-up stopped early: %s", exc)
         return time.perf_counter() - started

@@ -7,7 +7,7 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from docmind_core.compare import ScoreDistribution
-from docmind_core.models import RetrievedChunk
+from docmind_core.models import RetrievedChunk, StageScores
 from docmind_core.safe_text import escape_html
 
 # (origin, kept) -> legend name and colour; KB blue, web orange, cut ones pale
@@ -70,3 +70,32 @@ def distribution_overlay(a: ScoreDistribution, b: ScoreDistribution, label_a: st
 def _plain(text: str) -> str:
     """Text for plotly's pseudo-HTML: escaped, on one line."""
     return escape_html(text, " ", markdown_inert=False)
+
+
+def preload_figure() -> go.Figure:
+    """An empty figure a page draws hidden, so the browser loads plotly.js (fetched lazily, on the first
+    chart) while the user types, not between the first answer's text and its chart."""
+    fig = go.Figure()
+    fig.update_layout(height=10, margin=dict(l=0, r=0, t=0, b=0))
+    return fig
+
+
+def warm_charts() -> None:
+    """Build, validate and serialise a score chart the way ``st.plotly_chart`` does, once per server.
+
+    Plotly imports its validators lazily: the server's first chart paid ~1-2 s (measured under load by
+    bench/page_speed.py) between the first answer's text and its chart.  Run in a background thread.
+    """
+    import plotly.io
+    import plotly.tools
+
+    sample = [RetrievedChunk(chunk_id=f"warm-{i}", document="warm up", text="", origin=origin, kept=kept,
+                             cut_by=None if kept else "rerank", scores=StageScores(rerank=score))
+              for i, (origin, kept, score) in enumerate([("kb", True, 0.8), ("kb", False, 0.3),
+                                                          ("web", True, 0.6), ("web", False, 0.1)])]
+    figures = [score_chart(sample, 0.65, 0.25, anchors={c.chunk_id: c.chunk_id for c in sample}),
+               distribution_overlay(ScoreDistribution([0.8, 0.3], 1, 0, 0.8, 0.55, 0.55),
+                                    ScoreDistribution([0.6], 1, 1, 0.6, 0.6, 0.6), "A", "B", 0.65, 0.25)]
+    for figure in figures:
+        plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(figure, validate_figure=True),
+                          validate=False)

@@ -30,7 +30,7 @@ a.dm-cite:hover { background: #1d4ed8; color: #fff; }
   margin: .45rem 0; background: #fafafa; scroll-margin-top: 5rem; transition: background .3s, box-shadow .3s; }
 .dm-source.dm-origin-web { border-left-color: #f59e0b; }
 .dm-source.dm-origin-memory { border-left-color: #a78bfa; }
-.dm-source:target { background: #fff7d6; box-shadow: 0 0 0 3px #f59e0b; }
+.dm-source:target, .dm-source.dm-jumped { background: #fff7d6; box-shadow: 0 0 0 3px #f59e0b; }
 .dm-source-head { font-weight: 600; margin-bottom: .2rem; }
 .dm-source-n { color: #1d4ed8; }
 .dm-source-text { font-size: .92rem; white-space: normal; }
@@ -70,6 +70,7 @@ table.dm-items th, table.dm-items td { border: 1px solid #e5e7eb; padding: .1rem
   padding: 0 .35rem; margin: .1rem .3rem .1rem 0; } .dm-rounds .dm-call-bad { background: #fef2f2; border-color: #fecaca; }
 .dm-diff { line-height: 1.7; font-size: .95rem; } .dm-diff del { background: #fee2e2; color: #991b1b; }
 .dm-diff ins { background: #dcfce7; color: #166534; text-decoration: none; }
+.st-key-dm-chart-preload { display: none; }
 </style>
 """
 

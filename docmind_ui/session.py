@@ -7,6 +7,7 @@ this browser session acts as.  They never touch the engine's stores.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import streamlit as st
@@ -16,6 +17,7 @@ from docmind_core.errors import DocMindError
 from docmind_core.safe_text import escape_markdown
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
+from docmind_ui.charts import warm_charts
 from docmind_ui.exposure_gate import guard_exposure
 from docmind_ui.html_views import PAGE_CSS, backend_html
 
@@ -32,6 +34,14 @@ def _engine_for(home: str) -> Engine:
     return Engine.open(Path(home))
 
 
+@st.cache_resource(show_spinner=False)
+def _warm_charts_once() -> threading.Thread:
+    # once per server, beside the engine's own warm-up: the first answer's chart then comes with its text
+    thread = threading.Thread(target=warm_charts, name="docmind-warm-charts", daemon=True)
+    thread.start()
+    return thread
+
+
 def draw_frame() -> Workbench:
     """What every page shares: page config, CSS, the engine and the acting user's facade.
 
@@ -42,6 +52,7 @@ def draw_frame() -> Workbench:
     inject_css()
     st.session_state[FRAME_KEY] = True
     guard_exposure(get_engine().settings)  # no page on a public address with sign-in off, unless allowed
+    _warm_charts_once()
     bench = workbench()
     if bench.user.is_signed_in:
         apply_cookie()

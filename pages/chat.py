@@ -9,6 +9,7 @@ import streamlit as st
 from docmind_core.errors import DocMindError
 from docmind_core.safe_text import escape_markdown
 from docmind_core.timeline import RunDigest, timeline
+from docmind_ui.charts import preload_figure
 from docmind_ui.live import RunPump
 from docmind_ui.run_view import render_pair, render_run
 from docmind_ui.session import ensure_frame, selected_doc_ids, selected_kb_ids, workbench
@@ -174,6 +175,9 @@ if current:
     except DocMindError as exc:  # not this user's conversation (or gone): start a new one instead
         st.session_state[CONV_KEY] = None
         st.warning(f"{exc}; a new conversation starts.")
+
+with st.container(key="dm-chart-preload"):  # hidden (see PAGE_CSS): the browser fetches plotly.js now
+    st.plotly_chart(preload_figure(), key="dm_chart_preload", config={"staticPlot": True})
 
 question = st.chat_input("Ask about your documents…")
 if question:

@@ -128,15 +128,24 @@ def _shot(pg, locator, name: str) -> None:
     pg.screenshot(path=str(ARTIFACTS / name))
 
 
+ANSWER_CHART = '[class*="st-key-run-"] [data-testid="stPlotlyChart"]'  # an answer's chart, not the hidden preload
+
+
 def test_chinese_and_english_questions_with_badge_chart_and_chips(page):
     _ask(page, "What is the maximum power draw of the Nimbus N2?", 1)  # demo q01
     assert page.locator(".dm-tier").first.is_visible()
-    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=30_000)
+    page.wait_for_selector(ANSWER_CHART + " .main-svg", timeout=30_000)
     assert page.locator("a.dm-cite").count() >= 1
+    # the route in plain words, under the answer (not only inside the collapsed timeline)
+    route = page.locator(".dm-route").last
+    assert route.is_visible() and "-> RULE_PLANNER" in route.inner_text()
     _shot(page, page.locator(".dm-tier").last, "chat_english.png")
 
     _ask(page, "错误代码 AUR-4012 是什么意思？怎么处理？", 2)  # demo q03
-    assert page.locator('[data-testid="stPlotlyChart"]').count() >= 2
+    assert page.locator(ANSWER_CHART).count() >= 2
+    # AGENTIC: each round's tool calls are readable without opening the timeline
+    rounds = page.locator(".dm-rounds").last
+    assert rounds.is_visible() and "Round 1" in rounds.inner_text() and "searchDocs" in rounds.inner_text()
     assert page.locator("a.dm-cite").count() >= 2
     _shot(page, page.locator(".dm-tier").last, "chat_chinese.png")
 
@@ -167,7 +176,17 @@ def test_side_by_side_shows_both_columns_and_the_comparison(page):
     columns = page.locator('[data-testid="stColumn"]:has(.dm-tier)')
     assert columns.count() >= 2
     _shot(page, columns.last, "side_by_side.png")
-    _shot(page, page.get_by_text("Comparison").last, "side_by_side_comparison.png")
+    comparison = page.locator('[data-testid="stVerticalBlock"][class*="st-key-cmp-"]:has(.dm-diff)').last
+    assert comparison.locator(".dm-diff").is_visible()  # "Answer diff" is the first tab
+    comparison.get_by_role("tab", name="Tool calls").click()
+    table = comparison.locator('[role="tabpanel"]:visible [data-testid="stDataFrame"]').last
+    table.wait_for(timeout=10_000)
+    fits = table.evaluate("""el => { const box = el.getBoundingClientRect();
+                                     const panel = el.closest('[role="tabpanel"]').getBoundingClientRect();
+                                     return {right: box.right, panelRight: panel.right, width: box.width}; }""")
+    assert fits["width"] > 0 and fits["right"] <= fits["panelRight"] + 1, fits  # the table fits its container
+    _shot(page, comparison, "side_by_side_comparison.png")
+    comparison.get_by_role("tab", name="Answer diff").click()
     page.get_by_role("radio", name="Auto").click()
     time.sleep(1)
 
@@ -232,10 +251,28 @@ def test_hit_testing_searches_the_page_kb_when_the_sidebar_selects_none(page):
     assert page.locator('[data-testid="stSidebar"] [data-baseweb="tag"]').count() == 0
     page.get_by_label("Query").fill("Nimbus N2 power draw")
     page.locator('[data-testid="stBaseButton-secondaryFormSubmit"]', has_text="Search").click()
-    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=ANSWER_TIMEOUT_MS)
+    page.wait_for_selector(".st-key-dm_hit_chart .main-svg", timeout=ANSWER_TIMEOUT_MS)
     page.wait_for_selector('.dm-source[id^="src-hits-"]', timeout=30_000)
     assert page.locator('.dm-source[id^="src-hits-"]', has_text="Nimbus").count() >= 1
-    _shot(page, page.locator('[data-testid="stPlotlyChart"]').first, "kb_hit_testing.png")
+    _shot(page, page.locator(".st-key-dm_hit_chart").first, "kb_hit_testing.png")
+
+    # a bar jumps to its candidate card: a bar's x is its candidate's rank, card n is rank n
+    time.sleep(1)
+    bar = page.locator(".st-key-dm_hit_chart .bars .point path").nth(2)
+    rank = bar.evaluate("el => el.parentNode.__data__.x")
+    bar.scroll_into_view_if_needed()
+    box = bar.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    card_id = f"src-hits-{rank}"
+    page.wait_for_selector(f"#{card_id}.dm-jumped", timeout=30_000)
+    state = page.evaluate("""(id) => { const el = document.getElementById(id);
+                                     const r = el.getBoundingClientRect();
+                                     return {top: r.top, bottom: r.bottom, height: window.innerHeight,
+                                             shadow: getComputedStyle(el).boxShadow,
+                                             lit: document.querySelectorAll('.dm-jumped').length}; }""", card_id)
+    assert state["top"] < state["height"] and state["bottom"] > 0, f"the card was not scrolled into view: {state}"
+    assert state["shadow"] != "none" and state["lit"] == 1, state
+    _shot(page, page.locator(f"#{card_id}"), "kb_bar_jump.png")
 
 
 def test_a_deep_link_to_traces_loads_that_page_directly(server, page):

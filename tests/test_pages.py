@@ -87,7 +87,7 @@ def test_chat_question_shows_badge_timeline_chart_and_citations(demo_home):
     assert 'class="dm-tier dm-tier-' in html  # CRAG badge
     assert 'class="dm-timeline"' in html and 'data-kind="routing"' in html  # timeline with the route
     assert 'class="dm-cite"' in html and 'class="dm-source' in html  # citation chips and source cards
-    assert len(at.get("plotly_chart")) >= 1  # rerank score distribution
+    assert len(at.get("plotly_chart")) >= 2  # the hidden plotly.js preload, and the rerank score distribution
     # the answer was persisted: the conversation is selected and replays from its trace after a rerun
     assert at.session_state["dm_conv"] and at.sidebar.selectbox(key="dm_conv_pick").value == at.session_state["dm_conv"]
     at.run()

@@ -1,0 +1,73 @@
+"""Warm once per server: the engine's warm-up pays the first question's one-off costs (jieba's dictionary and
+part-of-speech tables, a whole search), and the UI warms plotly once, so the first chart comes with its answer.
+No timing here (bench/page_speed.py measures); these check that the work is done, and done once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import json, sys
+from docmind_core.engine import Engine
+engine = Engine.open(sys.argv[1], env={}, warm=False)
+import jieba
+before = {"jieba": jieba.dt.initialized, "posseg": "jieba.posseg" in sys.modules}
+calls = []
+real_search = engine.retriever.search
+engine.retriever.search = lambda *a, **k: calls.append(a[1]) or real_search(*a, **k)
+engine.warm_up()
+after = {"jieba": jieba.dt.initialized, "posseg": "jieba.posseg" in sys.modules}
+print(json.dumps({"before": before, "after": after, "searched": calls}))
+"""
+
+
+def test_engine_warm_up_initialises_jieba_and_runs_one_search(tmp_path):
+    from docmind_core.engine import Engine
+
+    home = tmp_path / "home"
+    engine = Engine.open(home, env={}, warm=False)
+    kb = engine.create_kb("notes")
+    doc = tmp_path / "notes.txt"
+    doc.write_text("The Nimbus N2 draws at most 45 W.", encoding="utf-8")
+    assert all(o.status == "added" for o in engine.ingest(kb.id, [doc]))
+    out = subprocess.run([sys.executable, "-c", PROBE, str(home)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=180, env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
+                                           "PATH": "/usr/bin:/bin", "ANONYMIZED_TELEMETRY": "False"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["before"] == {"jieba": False, "posseg": False}  # a fresh process has paid nothing yet
+    assert result["after"] == {"jieba": True, "posseg": True}
+    assert result["searched"] == [[kb.id]]  # one whole search on the first KB
+
+
+def test_warm_charts_builds_the_figures_the_pages_draw():
+    pytest.importorskip("plotly")
+    from docmind_ui.charts import warm_charts
+
+    warm_charts()  # raises if a figure cannot be built, validated or serialised
+
+
+@pytest.mark.slow
+def test_the_ui_warms_charts_once_per_server(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("DOCMIND_HOME", str(tmp_path / "home"))
+    from docmind_ui import session
+
+    session._warm_charts_once.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.run()
+    assert not at.exception, at.exception
+    first = session._warm_charts_once()
+    at.switch_page("pages/config.py").run()
+    AppTest.from_file(str(ROOT / "app.py"), default_timeout=90).run()  # a second browser session
+    assert session._warm_charts_once() is first  # the same thread: started once, not per session or page
+    first.join(60)
+    assert not first.is_alive()
