@@ -124,9 +124,9 @@ def test_a_members_threshold_is_personal_and_an_admin_can_promote_it(world):
     changed = invoke(world, "config", "set", "grader.high_threshold", "0.7", "--as", "bob")
     assert changed.exit_code == 0 and "(yours)" in changed.output
     mine = invoke(world, "config", "list", "--changed", "--as", "bob").output
-    assert "grader.high_threshold" in mine and "yours (global 0.65)" in mine
+    assert "grader.high_threshold" in mine and "yours (global 0.9)" in mine
     assert "grader.high_threshold" not in invoke(world, "config", "list", "--changed", "--as", "alice").output
-    assert invoke(world, "config", "get", "grader.high_threshold").output.strip() == "0.65"
+    assert invoke(world, "config", "get", "grader.high_threshold").output.strip() == "0.9"
     # bob's runs record his value in their config snapshot; alice's keep the global one
     engine = Engine.open(world, env={})
     bob, alice = engine.account("bob"), engine.account("alice")
@@ -134,7 +134,7 @@ def test_a_members_threshold_is_personal_and_an_admin_can_promote_it(world):
     run = list(engine.workbench(bob).ask("What is the Orion launch budget?", [kb.id]))[0].run_id
     assert engine.workbench(bob).get_trace(run).config["grader.high_threshold"] == 0.7
     run = list(engine.workbench(alice).ask("What is the Orion launch budget?", []))[0].run_id
-    assert engine.workbench(alice).get_trace(run).config["grader.high_threshold"] == 0.65
+    assert engine.workbench(alice).get_trace(run).config["grader.high_threshold"] == 0.9
     history = invoke(world, "config", "history").output
     assert "personal grader.high_threshold" in history.replace("  ", " ") and "by bob (cli)" in history
     refused = invoke(world, "config", "promote", "bob", "--as", "alice")

@@ -38,9 +38,9 @@ def test_set_is_seen_by_the_next_load_and_by_another_store(store, db, tmp_path):
 
 def test_low_at_or_above_high_is_refused_and_nothing_is_stored(store):
     with pytest.raises(ConfigError, match="low_threshold .* must be below"):
-        store.set("grader.low_threshold", 0.65)
-    with pytest.raises(ConfigError):
         store.set("grader.low_threshold", 0.9)
+    with pytest.raises(ConfigError):
+        store.set("grader.low_threshold", 0.95)
     assert store.overrides() == {} and store.history() == []
     assert store.load().grader.low_threshold == 0.25
 
@@ -59,13 +59,13 @@ def test_invalid_values_are_refused_with_a_message(store, key, value, message):
 
 
 def test_set_many_is_atomic_and_checks_keys_together(store):
-    # Raising both thresholds is only valid as one change: low 0.7 alone would exceed high 0.65.
-    settings = store.set_many({"grader.low_threshold": 0.7, "grader.high_threshold": 0.9}, by="bob")
-    assert (settings.grader.low_threshold, settings.grader.high_threshold) == (0.7, 0.9)
+    # Raising both thresholds is only valid as one change: low 0.92 alone would exceed high 0.9.
+    settings = store.set_many({"grader.low_threshold": 0.92, "grader.high_threshold": 0.95}, by="bob")
+    assert (settings.grader.low_threshold, settings.grader.high_threshold) == (0.92, 0.95)
     with pytest.raises(ConfigError):
         store.set_many({"agentic.max_iterations": 6, "grader.low_threshold": 0.95})
     assert store.load().agentic.max_iterations == 4  # the valid half was not stored either
-    assert store.overrides() == {"grader.high_threshold": 0.9, "grader.low_threshold": 0.7}
+    assert store.overrides() == {"grader.high_threshold": 0.95, "grader.low_threshold": 0.92}
 
 
 def test_values_are_stored_validated_as_json(store, db):

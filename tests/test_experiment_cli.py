@@ -81,7 +81,7 @@ def test_import_run_show_sweep_apply_rerun(home):
     assert sweep["runs"] == 7 and sweep["positives"] == 3 and sweep["unanswerable"] == 4
     live = next(p for p in sweep["points"] if p["live"])
     best = sweep["recommended"]
-    assert (live["high"], live["low"], live["mode"]) == (0.65, 0.25, "coverage_first")
+    assert (live["high"], live["low"], live["mode"]) == (0.9, 0.25, "coverage_first")
     assert sweep["applied"]
     assert _run(home, "config", "get", "grader.high_threshold").strip() == repr(best["high"])
     assert _run(home, "config", "get", "grader.gray_zone_mode").strip() == repr(best["mode"])

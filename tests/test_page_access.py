@@ -103,9 +103,9 @@ def test_member_tunes_grader_as_personal_values(world):
     assert "your personal values" in "\n".join(s.value for s in at.success)
     bob = engine.account("bob")
     assert engine.workbench(bob).settings().grader.high_threshold == 0.71
-    assert engine.settings.grader.high_threshold == 0.65  # the global value, for everyone else
-    assert engine.workbench(alice).settings().grader.high_threshold == 0.65
-    assert "yours · global 0.65" in "\n".join(c.value for c in at.caption)
+    assert engine.settings.grader.high_threshold == 0.9  # the global value, for everyone else
+    assert engine.workbench(alice).settings().grader.high_threshold == 0.9
+    assert "yours · global 0.9" in "\n".join(c.value for c in at.caption)
     engine.workbench(bob).reset_config()
 
 
