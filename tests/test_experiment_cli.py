@@ -14,6 +14,8 @@ from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.users import LOCAL_USER
 
+pytestmark = pytest.mark.slow  # experiments run through the CLI on a real engine: not in make test-fast
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "experiment"
 
 

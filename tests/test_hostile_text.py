@@ -150,6 +150,7 @@ def test_a_public_address_with_sign_in_off_shows_no_page_unless_allowed(hostile_
 # -- CLI ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_prints_no_terminal_escape_from_questions_answers_or_names(tmp_path):
     from docmind_core.cli import cli
     from docmind_core.store.db import Database
@@ -232,6 +233,7 @@ def test_mcp_refuses_an_oversize_query_or_memory(mcp_service):
 # -- engine ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a real engine
 def test_a_100k_character_question_is_refused_before_any_run(tmp_path):
     from docmind_core.engine import Engine
     from docmind_core.users import LOCAL_USER

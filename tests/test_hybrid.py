@@ -173,6 +173,7 @@ def test_lexical_vectors_see_duplicates():
     assert np.isclose(v[0] @ v[1], 1.0) and v[0] @ v[2] < 0.1
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_search_shows_per_stage_scores(home, tmp_path):
     import json
 

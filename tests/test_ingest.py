@@ -132,6 +132,7 @@ def _write_corpus(folder: Path) -> dict[str, Path]:
     return files
 
 
+@pytest.mark.slow  # ingests a whole corpus
 def test_every_format_ingests_and_is_searchable(world, tmp_path):
     files = _write_corpus(tmp_path / "docs")
     events = []
@@ -361,6 +362,7 @@ world.ingest([Path(sys.argv[2])])
 """
 
 
+@pytest.mark.slow  # kills a real ingest process
 def test_reconcile_after_a_killed_ingest(tmp_path):
     home = tmp_path / "home"
     keep = tmp_path / "keep.md"
@@ -415,6 +417,7 @@ def _cli(home: Path):
     return invoke
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_ingest_list_show_delete(tmp_path):
     files = _write_corpus(tmp_path / "docs")
     (tmp_path / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4 nonsense")
@@ -442,6 +445,7 @@ def test_cli_ingest_list_show_delete(tmp_path):
     assert result.exit_code == 0 and "demo" not in cli(["kb", "list"]).output
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_exit_code_two_when_nothing_lands(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     result = _cli(tmp_path / "home")(["ingest", str(tmp_path / "empty.txt"), "--kb", "x", "--no-progress"])
@@ -449,6 +453,7 @@ def test_cli_exit_code_two_when_nothing_lands(tmp_path):
     assert "empty.txt: FAILED" in result.output
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_unknown_kb_is_a_clear_error(tmp_path):
     result = _cli(tmp_path / "home")(["kb", "show", "nope"])
     assert result.exit_code == 2
@@ -471,6 +476,7 @@ def _demo_questions() -> list[dict[str, str]]:
     return rows
 
 
+@pytest.mark.slow  # ingests a whole corpus
 def test_demo_corpus_ingests_completely_and_keyword_search_finds_the_sources(world):
     outcomes = world.ingest([DEMO])
     assert len(outcomes) >= 10
@@ -515,6 +521,7 @@ def test_concurrent_ingests_of_the_same_file_do_not_interleave(world, tmp_path):
     assert world.vectors.count(kb.id) == doc.chunk_count == world.keywords.count(kb.id)
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_reindex_and_json_listing(tmp_path):
     import json
 

@@ -23,6 +23,8 @@ from docmind_core.ingest.jobs import JobInput
 from docmind_core.ingest.pipeline import STREAM_MIN_CHUNKS
 from docmind_core.users import LOCAL_USER
 
+pytestmark = pytest.mark.slow  # background jobs on real engines and worker threads, with waits: not in make test-fast
+
 ROOT = Path(__file__).resolve().parent.parent
 # Tiny chunks and batches: every file below is its own encoder batch, so a job of many files takes a
 # few seconds and a cancel or a kill lands between files.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from docmind_core.cli import cli
@@ -11,6 +12,8 @@ from docmind_core.engine import Engine
 from docmind_core.ingest.jobs import JobInput
 from docmind_core.users import UserStore
 from tests.access_world import FAST_HASHER, PASSWORD
+
+pytestmark = pytest.mark.slow  # a background ingest job on a real engine, driven through the CLI: not in make test-fast
 
 
 def test_jobs_list_show_retry_and_cancel(tmp_path):

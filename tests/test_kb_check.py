@@ -87,6 +87,7 @@ world.ingestor.reindex_kb(world.kb().id, batch_size=4)
 """
 
 
+@pytest.mark.slow  # restarts real engines over an interrupted re-index
 def test_a_killed_reindex_is_finished_by_the_next_start(tmp_path):
     world = World(tmp_path / "home")
     world.ingest(_docs(tmp_path))
@@ -101,6 +102,7 @@ def test_a_killed_reindex_is_finished_by_the_next_start(tmp_path):
     assert any("finished the interrupted re-index" in line and "has exited" in line for line in repairs), repairs
 
 
+@pytest.mark.slow  # restarts real engines over an interrupted re-index
 def test_the_engine_start_finishes_an_interrupted_reindex_and_reports_it(tmp_path, embedder):
     from docmind_core.engine import Engine
 
@@ -227,6 +229,7 @@ def test_kb_check_leaves_documents_a_live_process_is_writing_alone(tmp_path):
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a real engine searches a KB with missing vectors
 def test_a_search_over_a_kb_with_missing_vectors_says_so(tmp_path, embedder):
     from docmind_core.engine import Engine
     from docmind_core.events import IndexIncomplete

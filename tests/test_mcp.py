@@ -215,6 +215,7 @@ def test_web_search_is_rate_limited_per_key(served):
     assert not run(url, other_key, lambda s: s.call_tool("webSearch", {"query": "news"})).is_error
 
 
+@pytest.mark.slow  # a real engine behind a real MCP server
 def test_real_engine_behind_mcp_keeps_private_kbs_private(home, tmp_path):
     """The server over the composition root: hybrid search, real memory store, same boundary."""
     engine, alice, bob, private, public = build_engine_world(home, tmp_path)

@@ -63,6 +63,7 @@ def _run(home, *args):
     return result.output
 
 
+@pytest.mark.slow  # the docmind eval CLI end to end
 def test_cli_bm25_metrics_match_hand_computation(home):
     report = json.loads(_run(home, "--systems", "bm25", "--answers", "--json"))
     assert report["dataset"] == "beir_tiny" and report["queries"] == 3
@@ -75,6 +76,7 @@ def test_cli_bm25_metrics_match_hand_computation(home):
     assert bm25["answer_recall@5"] == pytest.approx(2 / 3, abs=1e-4)
 
 
+@pytest.mark.slow  # the docmind eval CLI end to end
 def test_cli_all_systems_json_shape_and_embedding_cache(home):
     report = json.loads(_run(home, "--json"))
     assert set(report["systems"]) == {"bm25", "vector", "hybrid", "hybrid_rerank"}
@@ -91,6 +93,7 @@ def test_cli_all_systems_json_shape_and_embedding_cache(home):
     assert len(list((home / "cache" / "embeddings").rglob("*.npy"))) == 3
 
 
+@pytest.mark.slow  # the docmind eval CLI end to end
 def test_cli_rejects_unknown_system(home):
     from docmind_core.cli import cli
 

@@ -138,6 +138,7 @@ def small_model_replies(request):
     return text(UNCITED_ANSWER)
 
 
+@pytest.mark.slow  # ingests a KB and runs a whole local-small-model answer
 def test_a_local_small_model_run_uses_its_printed_calls_and_its_unmarked_answer_is_grounded(nimbus_home, server):
     server.respond_with(small_model_replies)
     engine = Engine.open(nimbus_home, env={})  # no API key: a local server needs none
