@@ -110,7 +110,7 @@ def test_config_refuses_low_at_or_above_high(demo_home):
     at = _app()
     at.switch_page("pages/config.py").run()
     assert not at.exception, at.exception
-    at.number_input(key="cfg::grader.low_threshold").set_value(0.7)
+    at.number_input(key="cfg::grader.low_threshold").set_value(0.95)  # above the default high_threshold (0.9)
     next(b for b in at.button if b.label == "Apply grader").click().run()
     errors = " ".join(text_of(e.value) for e in at.error)
     assert "low_threshold" in errors and "below" in errors
