@@ -29,8 +29,14 @@ Splits (fixed here; tune on ``fit``, report on ``report``, never both on the sam
 
 ``--limit N`` takes the first N questions of each split of each set (each question gives two runs).
 
+The committed reranker weights and grader defaults were fitted (bench/fit_grader.py --refit) on the dumps of
+
+    python bench/grader_tiers.py EVAL --sets cmrc2018 --split fit --limit 400 --previous-weights --dump R1 --dump-candidates C1
+    python bench/grader_tiers.py EVAL --sets hotpotqa --split fit --limit 200 --previous-weights --dump R2 --dump-candidates C2
+
 Usage: python bench/grader_tiers.py EVAL_DIR [--sets cmrc2018,hotpotqa,scifact,demo] [--split fit|report|both]
-       [--limit N] [--cache DIR] [--set key=value ...] [--dump FILE.jsonl]
+       [--limit N] [--cache DIR] [--set key=value ...] [--dump FILE.jsonl] [--dump-candidates FILE.jsonl]
+       [--previous-weights]
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from docmind_core.backends.rerankers import DISTRACTOR_FIT_WEIGHTS, WEIGHTS  # noqa: E402
 from docmind_core.grade import CragGrader, coverage_report  # noqa: E402
 from docmind_core.grade import _term_in_chunk as term_in_chunk  # noqa: E402
 from docmind_core.text import keyword_tokens, salient_terms  # noqa: E402
@@ -52,6 +59,7 @@ from docmind_core.models import Tier  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+PREVIOUS_WEIGHTS = False  # --previous-weights: score with the distractor-setting fit the committed refit started from
 BEIR_SETS = ("cmrc2018", "hotpotqa", "scifact")
 HOTPOT_USED = 400
 CMRC_CALIBRATION = range(2919, 3219)
@@ -122,6 +130,8 @@ def beir_runs(eval_dir: Path, name: str, splits: list[str], limit: int | None, s
         print(f"[{name}] index built in {time.perf_counter() - start:.0f} s", file=sys.stderr)
         our_doc = {beir: ours for ours, beir in index.beir_of_doc.items()}
         reranker = index.reranker
+        if PREVIOUS_WEIGHTS and hasattr(reranker, "weights"):
+            reranker.weights = {**DISTRACTOR_FIT_WEIGHTS, "code": WEIGHTS["code"]}
         for split in splits:
             picked = split_indices(name, dataset)[split][:limit]
             start = time.perf_counter()
@@ -133,9 +143,7 @@ def beir_runs(eval_dir: Path, name: str, splits: list[str], limit: int | None, s
                                                     exclude_doc_ids=None if answerable else sorted(gold))
                     grade = grader.grade(q.text, result.chunks, settings)
                     found = {c.doc_id for c in result.chunks}
-                    best = max(result.chunks, key=lambda c: c.scores.rerank or 0.0, default=None)
-                    features = reranker.features(q.text, [best])[0] if best is not None and \
-                        hasattr(reranker, "features") else []
+                    features = _best_features(reranker, q.text, result)
                     if candidates_out is not None:
                         _dump_candidates(candidates_out, reranker, name, split, q, answerable, result, gold)
                     rows.append(_row(name, split, q.id, q.text, result.chunks, grade, answerable,
@@ -145,6 +153,16 @@ def beir_runs(eval_dir: Path, name: str, splits: list[str], limit: int | None, s
                   f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
         del index
     return rows
+
+
+def _best_features(reranker, question: str, result) -> list[float]:
+    """The reranker features of the best-scored chunk, computed in its reranked batch (the keyword signal is
+    relative to the batch)."""
+    pool = [c for c in result.candidates if c.scores.rerank is not None]
+    if not pool or not hasattr(reranker, "features"):
+        return []
+    best = max(range(len(pool)), key=lambda i: pool[i].scores.rerank)
+    return reranker.features(question, pool)[best]
 
 
 def _dump_candidates(out, reranker, name: str, split: str, q, answerable: bool, result, gold: set[int]) -> None:
@@ -251,9 +269,14 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("data/cache"), help="embedding cache folder")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--dump", type=Path, default=None, help="write every run as JSON lines")
+    ap.add_argument("--previous-weights", action="store_true",
+                    help="rerank with the previous (distractor-setting) weights, as the dumps of the committed "
+                         "refit were made")
     ap.add_argument("--dump-candidates", type=Path, default=None,
                     help="fit split: write every reranked candidate (features, label) as JSON lines")
     args = ap.parse_args()
+    global PREVIOUS_WEIGHTS
+    PREVIOUS_WEIGHTS = args.previous_weights
     overrides = dict(o.split("=", 1) for o in args.overrides)
     settings = Settings().with_overrides(overrides) if overrides else Settings()
     splits = ["fit", "report"] if args.split == "both" else [args.split]
