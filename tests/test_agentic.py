@@ -259,6 +259,7 @@ def test_event_order_is_agentic_steps_then_retrieval_rerank_grader():
     assert {c.chunk_id for c in outcome.result.chunks} >= {"a4", "a5"}
 
 
+@pytest.mark.slow  # a cancelled run waits out the round worker's 3 s join grace (agentic._JOIN_GRACE_S)
 def test_cancel_stops_the_loop_without_leaving_threads():
     cancel = threading.Event()
     model = ScriptedModel(rounds=[[("searchDocs", {"query": "pump"})]], delay_s=5.0)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from docmind_core.agentic import AgenticSearch
 from docmind_core.oneshot import OneShotRetrieval
 from docmind_core.agentic_policy import OfflineToolPolicy, bridge_entities, exact_terms, split_foci
@@ -144,6 +146,7 @@ def test_offline_engine_loop_issues_two_searches_for_a_comparison():
     assert {"a1", "a2"} <= {c.chunk_id for c in outcome.result.chunks}
 
 
+@pytest.mark.slow  # the docmind eval CLI end to end
 def test_eval_agentic_command_reports_both_modes(tmp_path, monkeypatch):
     """`docmind eval agentic DIR --json` on a tiny generated two-hop set."""
     import json

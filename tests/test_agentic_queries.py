@@ -229,6 +229,7 @@ def _later_queries(question: str, pool: list[RetrievedChunk], rounds: int = 3) -
 
 
 @pytest.mark.parametrize("dataset, limit", [("hotpotqa", 80), ("cmrc2018", 60)])
+@pytest.mark.slow  # reads the shared evaluation sets and runs 140 offline agentic loops
 def test_later_round_queries_on_shared_questions_are_never_fragments(dataset, limit):
     bad, later = [], 0
     for question, pool in _pool(dataset, limit):

@@ -85,6 +85,7 @@ def test_partial_evidence_is_used_and_still_flagged_incomplete():
         assert "no_evidence" not in done.grade.reason
 
 
+@pytest.mark.slow  # waits out real deadlines of a second or more
 def test_worker_timeouts_are_clipped_to_the_run_deadline():
     retriever = FixtureRetriever(CORPUS)
     retriever.delay_s = {"candidates": 6.0, "keyword_candidates": 6.0}
@@ -112,6 +113,7 @@ def stalled_model(server, cfg: Settings):
     return build_language_model(cfg, env, PROMPTS)
 
 
+@pytest.mark.slow  # waits out real deadlines of a second or more
 def test_an_agentic_run_against_a_stalled_model_returns_by_its_deadline_and_stops_calling_it(server):
     def reply(request):
         if request.get("response_format"):
@@ -148,6 +150,7 @@ def test_a_model_that_stalls_from_the_first_call_is_called_once(server):
     assert done.answer and "40 litres" in done.answer
 
 
+@pytest.mark.slow  # waits out real deadlines of a second or more
 def test_a_stalled_answer_stream_falls_back_within_the_deadline(server):
     def reply(request):
         if request.get("stream"):
@@ -220,6 +223,7 @@ class SlowEncoder:
             return np.ones((len(texts), 2), dtype=np.float32)
 
 
+@pytest.mark.slow  # waits out real deadlines of a second or more
 def test_a_question_is_encoded_between_the_slices_of_an_ingestion_batch():
     from docmind_core.backends.query_first import QueryFirstEmbedder
 

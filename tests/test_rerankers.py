@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from docmind_core.backends.protocols import Reranker
 from docmind_core.backends.rerankers import (FITTED_WEIGHTS, WEIGHTS, OfflineReranker, build_reranker,
                                              logistic)
@@ -84,6 +86,7 @@ def test_logistic_and_weights_are_the_committed_fit():
     assert abs(logistic([0, 0, 0, 0, 0]) - 1 / (1 + 2.718281828 ** -WEIGHTS["bias"])) < 1e-6
 
 
+@pytest.mark.slow  # imports sentence-transformers (torch) to fail loading a model
 def test_build_reranker_falls_back_with_a_note(embedder, tmp_path):
     reranker, note = build_reranker(Settings(), embedder)
     assert isinstance(reranker, OfflineReranker) and note == ""

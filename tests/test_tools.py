@@ -63,6 +63,7 @@ def test_store_memory_requested_by_the_model_is_refused(toolbox):
     assert ctx.records[0].status == "error" and "Unknown tool" in obs.text
 
 
+@pytest.mark.slow  # starts the sandbox subprocess
 def test_execute_code_runs_only_when_enabled(toolbox):
     off = ToolContext.for_run([1], 7, settings())
     assert toolbox.dispatch(off, call("executeCode", code="print(6*7)")).text.startswith("Unknown tool")

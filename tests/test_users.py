@@ -183,6 +183,7 @@ def _invoke(cli, args, input=None):
     return CliRunner().invoke(cli, args, input=input, catch_exceptions=False)
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_user_add_prompts_without_echo_and_lists(cli, engine):
     db = engine.db
     added = _invoke(cli, ["user", "add", "alice", "--department", "research"],
@@ -197,6 +198,7 @@ def test_cli_user_add_prompts_without_echo_and_lists(cli, engine):
     assert UserStore(db).authenticate("root", "piped-secret-2") is not None
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_refuses_short_password_with_clear_message(cli):
     from docmind_core.errors import DocMindError
 
@@ -204,6 +206,7 @@ def test_cli_refuses_short_password_with_clear_message(cli):
         _invoke(cli, ["user", "add", "alice", "--password-stdin"], input="abc\n")
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_passwd_remove_and_api_keys(cli, engine):
     db = engine.db
     _invoke(cli, ["user", "add", "root", "--role", "admin", "--password-stdin"], input="admin-secret\n")
@@ -222,6 +225,7 @@ def test_cli_passwd_remove_and_api_keys(cli, engine):
     assert [u.username for u in UserStore(db).list()] == ["root"]
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_init_admin_from_env(cli, engine, monkeypatch):
     db = engine.db
     monkeypatch.setenv(ADMIN_USER_ENV, "boss")
@@ -230,6 +234,7 @@ def test_cli_init_admin_from_env(cli, engine, monkeypatch):
     assert "already exists" in _invoke(cli, ["user", "init-admin"]).output
 
 
+@pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_acting_user_option(engine):
     import click
 

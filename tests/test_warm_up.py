@@ -28,6 +28,7 @@ print(json.dumps({"before": before, "after": after, "searched": calls}))
 """
 
 
+@pytest.mark.slow  # a real engine ingests and warms up
 def test_engine_warm_up_initialises_jieba_and_runs_one_search(tmp_path):
     from docmind_core.engine import Engine
 

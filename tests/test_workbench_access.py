@@ -305,10 +305,16 @@ EXTRA_ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
 ROWS += EXPERIMENT_ROWS  # datasets, run labels and experiments (tests/experiment_access_rows.py)
 
 
+# make test-fast checks every row for every actor on department KBs (where bob is let in and carol is not);
+# the private and public cells, each a fresh KB with an ingest, run in the full suite.
+FAST_VISIBILITIES = ("-", "department")
+
+
 def _cases():
     for name, per_visibility, rule, action in ROWS + EXTRA_ROWS:
         for actor, visibility in itertools.product(ACTORS, VISIBILITIES if per_visibility else ("-",)):
-            yield pytest.param(name, actor, visibility, rule, action, id=f"{name}-{actor}-{visibility}")
+            yield pytest.param(name, actor, visibility, rule, action, id=f"{name}-{actor}-{visibility}",
+                               marks=() if visibility in FAST_VISIBILITIES else pytest.mark.slow)
 
 
 @pytest.mark.parametrize("name, actor, visibility, rule, action", list(_cases()))
