@@ -191,6 +191,7 @@ def _focus_name(part: str, index: int, count: int, strong: bool) -> str:
 QUESTION_WORDS = frozenset(
     "什么 意思 哪里 哪儿 多少 多久 怎么 怎么办 怎样 如何 为什么 是否 哪个 哪些 谁 几 吗 呢 应该 报 分别 各自 是 有 "
     "what which who whom whose where when why how much many mean means does did do".split())
+_CJK_FUNCTION_CHARS = frozenset("和与及跟同在的了是对把被从向于为以而或")
 # Units and currencies: capitalised in text, but never the subject of a question
 _UNIT_NAMES = frozenset("usd eur rmb cny jpy gbp gb tb mb kb gib mib w kw kwh v mah mhz ghz ms fps dpi".split())
 
@@ -226,14 +227,18 @@ def attribute_terms(question: str, subjects: Sequence[str], missing: Sequence[st
         return (not in_subject and term not in QUESTION_WORDS and term not in ENGLISH_STOP_WORDS
                 and term not in _UNIT_NAMES)
 
-    ordered = [t for t in missing if usable(t)]
-    if not missing_only:
-        ordered += [t for t, _ in sorted(salient_terms(question).items(), key=lambda kv: -kv[1])
-                    if usable(t) and t not in ordered]
     # plain words name the attribute ("population", "surfer"); numbers and capitalised words are constraints
     capitalised = {w.lower() for w in re.findall(r"\b[A-Z][A-Za-z0-9]+", question)}
-    ordered.sort(key=lambda t: t in capitalised or any(c.isdigit() for c in t))  # stable: missing first stays
-    return ordered[:limit]
+
+    def plain_first(terms: list[str]) -> list[str]:
+        return sorted(terms, key=lambda t: t in capitalised or any(c.isdigit() for c in t))  # stable
+
+    wanted = plain_first([t for t in missing if usable(t)])
+    if wanted or missing_only:
+        return wanted[:limit]
+    # nothing is missing: the question's main attribute alone keeps a hop query short and still well-formed
+    asked = [t for t, _ in sorted(salient_terms(question).items(), key=lambda kv: -kv[1]) if usable(t)]
+    return plain_first(asked)[:1]
 
 
 def exact_terms(question: str) -> list[str]:
@@ -272,6 +277,8 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
             return
         if all(t in _UNIT_NAMES for t in toks):
             return  # "USD", "GB": a table's unit, not the next hop's subject
+        if is_cjk(name[0]) and name[0] in _CJK_FUNCTION_CHARS:
+            return  # "和沙": jieba glued a conjunction to the next word; not a name
         novelty = sum(1 for t in toks if t not in own) / len(toks)
         scored[name] = scored.get(name, 0.0) + weight * novelty
 
