@@ -235,8 +235,7 @@ class Fts5KeywordIndex:
     def search(self, kb_ids: Sequence[int], query: str, top_k: int,
                doc_ids: Sequence[int] | None = None,
                exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
-        terms = query_terms(query, self.stem, top_k, doc_ids)
-        if not terms:
+        if not (terms := query_terms(query, self.stem, top_k, doc_ids)):
             return []
         expr = match_expression(terms, doc_ids, exclude_doc_ids)
         hits: list[tuple[str, float]] = []
@@ -401,8 +400,7 @@ class RankBM25KeywordIndex:
     def search(self, kb_ids: Sequence[int], query: str, top_k: int,
                doc_ids: Sequence[int] | None = None,
                exclude_doc_ids: Sequence[int] | None = None) -> list[tuple[str, float]]:
-        terms = query_terms(query, self.stem, top_k, doc_ids)
-        if not terms:
+        if not (terms := query_terms(query, self.stem, top_k, doc_ids)):
             return []
         hits: list[tuple[str, float]] = []
         for kb_id in dict.fromkeys(kb_ids):
