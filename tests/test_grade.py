@@ -82,12 +82,10 @@ def test_gray_zone_coverage_thresholds_follow_settings():
 
 
 def test_arbitration_failure_is_ambiguous_with_reason():
-    grader = CragGrader()
-
     def broken(*_):
         raise ZeroDivisionError("boom")
 
-    grader._arbiters["coverage_first"] = broken
+    grader = CragGrader(arbiters={"coverage_first": broken})
     result = grader.grade(QUERY, [chunk(FULL, 0.5)], GraderSettings())
     assert result.tier is Tier.AMBIGUOUS
     assert result.reason == "gray_zone_error:ZeroDivisionError"
