@@ -112,12 +112,12 @@ class OfflineToolPolicy:
         comparison = len(split_foci(question)) >= 2
         subjects = question_entities(question)
         # a later query names a subject and asks for an attribute, never one without the other
-        attribute = " ".join(attribute_terms(question, subjects, missing))
-        if not comparison and not hops_done and attribute:
+        tail = hop_tail(question, subjects, missing)
+        if not comparison and not hops_done and tail:
             best = _best_chunks(question, [c for obs in last for c in obs.chunks])
             entities = bridge_entities(question, best)[:_MAX_HOP_ENTITIES]
             if entities:
-                return [_Plan("searchDocs", f"{e} {attribute}") for e in entities]
+                return [_Plan("searchDocs", f"{e} {' '.join(tail)}") for e in entities]
         wanted = attribute_terms(question, subjects, missing, limit=6, missing_only=True)
         if coverage < ADEQUATE_COVERAGE and not _reformulated(transcript) and wanted:
             subject = " ".join(subjects[:2])
@@ -214,6 +214,20 @@ def question_entities(question: str) -> list[str]:
     return names
 
 
+def hop_tail(question: str, subjects: Sequence[str], missing: Sequence[str]) -> list[str]:
+    """What a hop query adds to its bridge entity: the question's terms the evidence still misses (a missing
+    subject of the question is the other end of the bridge, so it stays), always with an attribute among them;
+    [] when the question asks for no attribute at all."""
+    attributes = attribute_terms(question, subjects, missing)
+    if not attributes:
+        return []
+    tail = [t for t in missing if t not in QUESTION_WORDS and t not in ENGLISH_STOP_WORDS
+            and t not in _UNIT_NAMES][:3]
+    if not set(tail) & set(attribute_terms(question, subjects, missing, limit=len(missing) or 1)):
+        tail.append(attributes[0])
+    return tail
+
+
 def attribute_terms(question: str, subjects: Sequence[str], missing: Sequence[str], limit: int = 3,
                     missing_only: bool = False) -> list[str]:
     """What the question asks about its subjects: salient terms that are neither subject nor question words,
@@ -299,8 +313,9 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
             for match in _NAME_RUN_RE.finditer(sentence):
                 name = _strip_generic(match.group(0))
                 words = name.split()
-                if len(words) == 1 and match.start() == 0 and words[0].lower() in lowered_text:
-                    continue  # "New version ...": a sentence's capital, the word also occurs in lower case
+                if (len(words) == 1 and match.start() == 0 and len(words[0]) <= 8
+                        and words[0].lower() in lowered_text):
+                    continue  # "New version ...": a short word capitalised by its sentence, also seen in lower case
                 if words and not (len(words) == 1 and words[0].lower() in ENGLISH_STOP_WORDS):
                     add(name, (1.0 + 0.3 * (len(words) - 1)) * decay * context)
     return [n for n, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
