@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from docmind_ui.session import draw_frame, draw_sign_in_screen
+from docmind_ui.session import draw_frame, draw_sign_in_screen, warm_server
 
 bench = draw_frame()
 signed_in = bench.user.is_signed_in
@@ -28,3 +28,4 @@ page = st.navigation([
 if not signed_in:
     draw_sign_in_screen()
 page.run()
+warm_server()  # once per server, after the first page is drawn

@@ -107,6 +107,7 @@ def measure(rounds: int) -> dict:
                         switches.setdefault(label, []).append(time.perf_counter() - t)
                 results["page_switch_s"] = {k: round(statistics.median(v), 2) for k, v in switches.items()}
                 results["page_switch_max_s"] = round(max(v for vs in switches.values() for v in vs), 2)
+                results["page_switch_all_s"] = {k: [round(x, 2) for x in v] for k, v in switches.items()}
 
                 deep: dict[str, float] = {}
                 for label in ["Traces", "Config"]:

@@ -29,17 +29,31 @@ NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selec
 
 @st.cache_resource(show_spinner="Starting DocMind (loading the encoder, opening the stores)…")
 def _engine_for(home: str) -> Engine:
-    # One Engine per home for the whole server: it is thread-safe and holds the models.
+    # One Engine per home for the whole server: it is thread-safe and holds the models.  Warmed by
+    # warm_server() once the first page is drawn, not now.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return Engine.open(Path(home))
+    return Engine.open(Path(home), warm=False)
 
 
 @st.cache_resource(show_spinner=False)
-def _warm_charts_once() -> threading.Thread:
-    # once per server, beside the engine's own warm-up: the first answer's chart then comes with its text
-    thread = threading.Thread(target=warm_charts, name="docmind-warm-charts", daemon=True)
+def _warm_server_once() -> threading.Thread:
+    # once per server: the engine's warm-up (encoder, indexes, jieba, one search) and plotly's validators, so
+    # the first answer and its chart come at once
+    engine = get_engine()
+
+    def warm() -> None:
+        engine.warm_up()
+        warm_charts()
+
+    thread = threading.Thread(target=warm, name="docmind-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def warm_server() -> None:
+    """Start the once-per-server warm-up.  app.py calls it after the page is drawn: run beside the first page
+    it competed with its rendering for the interpreter (bench/page_speed.py: +1 s to the first page)."""
+    _warm_server_once()
 
 
 def draw_frame() -> Workbench:
@@ -52,7 +66,6 @@ def draw_frame() -> Workbench:
     inject_css()
     st.session_state[FRAME_KEY] = True
     guard_exposure(get_engine().settings)  # no page on a public address with sign-in off, unless allowed
-    _warm_charts_once()
     bench = workbench()
     if bench.user.is_signed_in:
         apply_cookie()
