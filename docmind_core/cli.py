@@ -34,7 +34,9 @@ class _EngineHolder:
 
         home = (self.home or default_home()).resolve()
         if self._engine is None or self._engine_home != home:
-            self._engine = Engine.open(home)
+            # No background warm-up for a one-shot command: it would only compete with the command, and a
+            # daemon thread still inside native code (Chroma, BLAS) when the interpreter exits can crash it.
+            self._engine = Engine.open(home, warm=False)
             self._engine_home = home
         return self._engine
 

@@ -40,3 +40,15 @@ def embedder():
     from docmind_core.backends.embedders import Usem3Embedder
 
     return Usem3Embedder()
+
+
+@pytest.fixture(scope="module")
+def app_engine(tmp_path_factory, request):
+    """The engine app.py will use (the same st.cache_resource entry) on a fresh home for one test module;
+    DOCMIND_HOME points at it while the module runs."""
+    home = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DOCMIND_HOME", str(home))
+        from docmind_ui.session import _engine_for
+
+        yield _engine_for(str(home.resolve()))

@@ -6,24 +6,16 @@ saying why, only when that binary is missing.  Screenshots go to artifacts/ (git
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
+from tests.browser_support import (
+    ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, prepare_home, require_chromium, streamlit_server,
+)
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = ROOT / "artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run"]
 ANSWER_TIMEOUT_MS = 90_000
 
 EVIL_DOC = (b"# Zephyr field notes\n\nThe Zephyr Q7 sensor calibration takes 42 seconds. "
@@ -31,62 +23,20 @@ EVIL_DOC = (b"# Zephyr field notes\n\nThe Zephyr Q7 sensor calibration takes 42 
             b"The Zephyr Q7 calibration must be repeated every 30 days.\n")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> None:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError("streamlit did not become healthy")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        print(f"SKIP reason: {CHROMIUM} is missing; run scripts/browser_deps.sh (apt-get install chromium)")
-        pytest.skip(f"{CHROMIUM} is missing; run scripts/browser_deps.sh to install Debian's chromium")
-    pytest.importorskip("playwright.sync_api")
+    require_chromium()
     from tests.test_pages import demo_files
 
     base = tmp_path_factory.mktemp("browser")
-    home = base / "home"
-    env = {**os.environ, "DOCMIND_HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "ANONYMIZED_TELEMETRY": "False", "PYTHONPATH": str(ROOT)}
     files = [str(p) for p in demo_files(base / "docs")]
-    # ingest in a separate process so the server is the only one holding the stores
-    subprocess.run([sys.executable, "-c", (
+    prepare_home(base / "home", (
         "import sys; from docmind_core.engine import Engine; e = Engine.open(); "
         "kb = e.create_kb('demo', 'Demo corpus: the fictional Aurora and Nimbus products'); "
         "out = e.ingest(kb.id, sys.argv[1:]); "
-        "assert all(o.status != 'failed' for o in out), out")] + files, env=env, cwd=ROOT, check=True, timeout=300)
-    port = _free_port()
-    log = open(base / "streamlit.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc)
+        "assert all(o.status != 'failed' for o in out), out"), *files)
+    with streamlit_server(base / "home", base / "streamlit.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")

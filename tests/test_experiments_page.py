@@ -3,7 +3,6 @@ sweep's heatmap and curves, applying the recommended thresholds, creating and ru
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -21,13 +20,8 @@ TIMEOUT = 90
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    home = tmp_path_factory.mktemp("experiments-page") / "home"
-    previous = os.environ.get("DOCMIND_HOME")
-    os.environ["DOCMIND_HOME"] = str(home)
-    from docmind_ui.session import _engine_for
-
-    engine = _engine_for(str(home.resolve()))
+def engine(app_engine):
+    engine = app_engine
     kb = engine.create_kb("orion")
     assert all(o.status == "added" for o in engine.ingest(kb.id, sorted((FIXTURES / "kb").iterdir())))
     bench = engine.workbench(LOCAL_USER, "cli")
@@ -37,10 +31,6 @@ def engine(tmp_path_factory):
                                    leave_gold_out=True)
     assert bench.run_experiment(made.id).done == 14
     yield engine
-    if previous is None:
-        os.environ.pop("DOCMIND_HOME", None)
-    else:
-        os.environ["DOCMIND_HOME"] = previous
 
 
 def _page() -> AppTest:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from pathlib import Path
 
@@ -39,23 +38,14 @@ def _record_run(traces, question: str, answer: str, pair_id: str | None = None, 
 
 
 @pytest.fixture(scope="module")
-def hostile_home(tmp_path_factory):
+def hostile_home(app_engine):
     """An engine the app uses (same cache entry), with a hostile trace pair and a hostile KB description."""
-    home = tmp_path_factory.mktemp("hostile") / "home"
-    previous = os.environ.get("DOCMIND_HOME")
-    os.environ["DOCMIND_HOME"] = str(home)
-    from docmind_ui.session import _engine_for
-
-    engine = _engine_for(str(home.resolve()))
+    engine = app_engine
     engine.create_kb(f"kb {IMAGE}", f"Notes {IMAGE} [more]({HOSTILE_URL})\r\r{IMAGE}")
     pair = engine.traces.new_pair_id()
     _record_run(engine.traces, QUESTION, f"Answer.\r\r{IMAGE}", pair_id=pair, mode=f"RULE_PLANNER {IMAGE}")
     _record_run(engine.traces, QUESTION, f"Answer.\r\r{IMAGE}", pair_id=pair, mode="AGENTIC")
     yield engine
-    if previous is None:
-        os.environ.pop("DOCMIND_HOME", None)
-    else:
-        os.environ["DOCMIND_HOME"] = previous
 
 
 def _app_page(page: str):

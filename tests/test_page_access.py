@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -24,30 +23,21 @@ APP = str(ROOT / "app.py")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    home = tmp_path_factory.mktemp("page-access") / "home"
-    previous = os.environ.get("DOCMIND_HOME")
-    os.environ["DOCMIND_HOME"] = str(home)
-    from docmind_ui.session import _engine_for
-
-    engine = _engine_for(str(home.resolve()))
+def world(app_engine):
+    engine = app_engine
     users = UserStore(engine.db, hasher=FAST_HASHER)
     alice = users.add("alice", PASSWORD, department="research")
     users.add("bob", PASSWORD, department="sales")
     users.add("root", PASSWORD, role="admin")
     as_alice = engine.workbench(alice)
     kb = as_alice.create_kb("alice-secret-kb", visibility="private")
-    doc = home.parent / "plan.txt"
+    doc = engine.home.parent / "plan.txt"
     doc.write_text("The Orion launch budget is 4.2 million dollars.", encoding="utf-8")
     as_alice.ingest(kb.id, [doc])
     conversation = as_alice.start_conversation("alice's plans")
     list(as_alice.ask("What is the Orion launch budget?", [kb.id], conversation_id=conversation))
     engine.workbench(LOCAL_USER).set_config({"auth.enabled": True})
     yield engine, alice, conversation
-    if previous is None:
-        os.environ.pop("DOCMIND_HOME", None)
-    else:
-        os.environ["DOCMIND_HOME"] = previous
 
 
 def _texts(at: AppTest) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -49,22 +48,13 @@ def demo_files(tmp: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def demo_home(tmp_path_factory):
+def demo_home(app_engine):
     """One home for the module, the engine the app will use (same cache entry), and the demo KB ingested."""
-    home = tmp_path_factory.mktemp("pages") / "home"
-    previous = os.environ.get("DOCMIND_HOME")
-    os.environ["DOCMIND_HOME"] = str(home)
-    from docmind_ui.session import _engine_for
-
-    engine = _engine_for(str(home.resolve()))
+    engine = app_engine
     kb = engine.create_kb("demo", "Demo corpus: the fictional Aurora and Nimbus products")
-    outcomes = engine.ingest(kb.id, demo_files(home.parent / "docs"))
+    outcomes = engine.ingest(kb.id, demo_files(engine.home.parent / "docs"))
     assert all(o.status != "failed" for o in outcomes), outcomes
     yield engine
-    if previous is None:
-        os.environ.pop("DOCMIND_HOME", None)
-    else:
-        os.environ["DOCMIND_HOME"] = previous
 
 
 def _app() -> AppTest:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -29,22 +28,13 @@ def _record(engine, run_id: str, mode: Mode, tier: Tier) -> None:
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    home = tmp_path_factory.mktemp("traces-page") / "home"
-    previous = os.environ.get("DOCMIND_HOME")
-    os.environ["DOCMIND_HOME"] = str(home)
-    from docmind_ui.session import _engine_for
-
-    engine = _engine_for(str(home.resolve()))
+def engine(app_engine):
+    engine = app_engine
     for i in range(OLD_AGENTIC_LOW):  # recorded first: the oldest runs
         _record(engine, f"old-{i:03d}", Mode.AGENTIC, Tier.LOW)
     for i in range(NEWER_RULE_HIGH):
         _record(engine, f"new-{i:03d}", Mode.RULE_PLANNER, Tier.HIGH)
     yield engine
-    if previous is None:
-        os.environ.pop("DOCMIND_HOME", None)
-    else:
-        os.environ["DOCMIND_HOME"] = previous
 
 
 def _listed(at: AppTest) -> list[str]:

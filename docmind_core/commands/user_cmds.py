@@ -183,6 +183,7 @@ def register(cli: click.Group, get_engine) -> None:
         from docmind_core.mcp_server import MCP_PATH, serve
 
         engine = get_engine()
+        engine.start_warm_up()  # a long-running server: pay the first call's one-off costs now
         if not any(k.active for k in engine.workbench(LOCAL_USER, channel="cli").list_api_keys()):
             click.echo("note: no active API key yet; create one with: docmind apikey create USERNAME", err=True)
         click.echo(f"MCP endpoint: http://{host}:{port}{MCP_PATH} (send X-API-Key or Authorization: Bearer)",
