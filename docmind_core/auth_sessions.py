@@ -59,18 +59,10 @@ class SessionStore:
         except NotFound:
             return None
 
-    def end(self, token: str) -> None:
-        """End this one session."""
-        with self._db.transaction() as db:
-            db.execute("DELETE FROM auth_sessions WHERE token_hash = ?", [_digest(token)])
-
     def end_all(self, user_id: int) -> int:
         """Sign this user out everywhere; returns how many sessions ended."""
         with self._db.transaction() as db:
             return db.execute("DELETE FROM auth_sessions WHERE user_id = ?", [user_id]).rowcount
-
-    def count(self, user_id: int) -> int:
-        return self._db.db.execute("SELECT COUNT(*) FROM auth_sessions WHERE user_id = ?", [user_id]).fetchone()[0]
 
     # -- helpers -----------------------------------------------------------
     def _sign(self, session_id: str) -> str:

@@ -329,9 +329,6 @@ class Engine:
         """The user a browser's session token stands for, or None (expired, signed out, forged)."""
         return self.sessions.resolve(token)
 
-    def end_session(self, token: str) -> None:
-        self.sessions.end(token)
-
     def account(self, username: str) -> User | None:
         """The account with this name (who ``--as`` or a sign-in form names), or None."""
         return self.users.find(username)

@@ -45,7 +45,7 @@ from docmind_core.store.config_store import ConfigChange, ConfigProblem
 from docmind_core.store.conversations import Conversation, Message
 from docmind_core.store.traces import TraceRecord, TraceSummary
 from docmind_core.tools import ToolContext, ToolOutput
-from docmind_core.users import ROLES, SIGNED_OUT, User, UserError
+from docmind_core.users import ROLES, User, UserError
 
 if TYPE_CHECKING:
     from docmind_core.engine import Engine
@@ -74,13 +74,6 @@ class ToolScope:
 
     context: ToolContext
     knowledge_bases: list[KnowledgeBase] = field(default_factory=list)
-
-
-def resolve_actor(auth_enabled: bool, signed_in: User | None, local: User) -> User:
-    """The one acting user of a web request: the local operator when sign-in is off."""
-    if not auth_enabled:
-        return local
-    return signed_in if signed_in is not None else SIGNED_OUT
 
 
 class Workbench(ExperimentMethods):
