@@ -82,22 +82,8 @@ class ConfigStore:
 
     def load_report(self) -> ConfigReport:
         """The settings in effect and the stored overrides that were skipped, with why."""
-        stored = self.overrides()
-        try:
-            return ConfigReport(settings=Settings().with_overrides(stored))
-        except ConfigError:
-            pass
-        # Something no longer validates: add overrides one at a time so the good ones still apply.
-        accepted: dict[str, Any] = {}
-        problems: list[ConfigProblem] = []
-        for key, value in stored.items():
-            try:
-                Settings().with_overrides({**accepted, key: value})
-            except ConfigError as exc:
-                problems.append(ConfigProblem(key=key, value=value, message=str(exc)))
-            else:
-                accepted[key] = value
-        return ConfigReport(settings=Settings().with_overrides(accepted), problems=problems)
+        settings, problems = _valid_layer(Settings(), self.overrides())
+        return ConfigReport(settings=settings, problems=problems)
 
     def history(self, limit: int = 100, key: str | None = None,
                 personal_of: int | None = None) -> list[ConfigChange]:
@@ -133,21 +119,9 @@ class ConfigStore:
         if not user_id:
             return settings
         personal = {k: v for k, v in self.personal_overrides(user_id).items() if is_personal_key(k)}
-        if not personal:
-            return settings
-        try:
-            return settings.with_overrides(personal)
-        except ConfigError:
-            # A global change can make a personal value invalid (say, low >= the new high threshold):
-            # keep the personal values that still fit, one at a time, rather than none.
-            accepted: dict[str, Any] = {}
-            for key, value in personal.items():
-                try:
-                    settings.with_overrides({**accepted, key: value})
-                except ConfigError:
-                    continue
-                accepted[key] = value
-            return settings.with_overrides(accepted)
+        # A global change can make a personal value invalid (say, low >= the new high threshold):
+        # the personal values that still fit apply, rather than none.
+        return _valid_layer(settings, personal)[0]
 
     def set_personal(self, user_id: int, changes: dict[str, Any], by: str = "") -> Settings:
         """Validate and store personal values (only PERSONAL_GROUPS keys); returns that user's settings."""
@@ -276,6 +250,25 @@ class ConfigStore:
                 self._log(db, key, value, None, by, now, user_id, "global")
             db.execute("DELETE FROM config")
         return Settings()
+
+
+def _valid_layer(base: Settings, overrides: dict[str, Any]) -> tuple[Settings, list[ConfigProblem]]:
+    """``base`` with ``overrides``; when some no longer validate, each is tried in turn so the good ones still
+    apply, and the refused ones come back as problems."""
+    try:
+        return base.with_overrides(overrides), []
+    except ConfigError:
+        pass
+    accepted: dict[str, Any] = {}
+    problems: list[ConfigProblem] = []
+    for key, value in overrides.items():
+        try:
+            base.with_overrides({**accepted, key: value})
+        except ConfigError as exc:
+            problems.append(ConfigProblem(key=key, value=value, message=str(exc)))
+        else:
+            accepted[key] = value
+    return base.with_overrides(accepted), problems
 
 
 def _encode(value: Any) -> str:
