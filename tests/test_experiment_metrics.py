@@ -123,3 +123,23 @@ def test_bad_dataset_lines_and_variants_are_refused():
         parse_variant("x:rule:grader.low_threshold=0.9")
     with pytest.raises(ExperimentError):
         parse_variant("x:sideways")
+
+
+def test_cancel_pressed_twice_leaves_a_live_runner_cancelling(tmp_path):
+    """A second Cancel must not mark a live run 'cancelled' (its runner would never see the request and a
+    resume could start a second runner on the same rows)."""
+    from docmind_core.experiments.datasets import DatasetStore
+    from docmind_core.experiments.runner import ExperimentStore, Variant
+    from docmind_core.store.db import Database
+
+    db = Database(tmp_path / "docmind.db")
+    datasets = DatasetStore(db)
+    dataset = datasets.create("d", [DatasetItem(question="q?")])
+    store = ExperimentStore(db)
+    made = store.create("e", dataset.id, [Variant(name="rule", mode="rule")], datasets.items(dataset.id), None)
+    store.take_over(made.id, "runner-1", retry_failed=False)
+    assert store.request_cancel(made.id) == "cancelling"
+    assert store.request_cancel(made.id) == "cancelling"  # the runner is still alive
+    assert store.heartbeat(made.id) == "cancelling"  # so it sees the request and stops
+    with pytest.raises(Exception, match="already being run"):
+        store.take_over(made.id, "runner-2", retry_failed=False)

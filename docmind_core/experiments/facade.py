@@ -260,7 +260,7 @@ class ExperimentMethods:
     def start_experiment(self, experiment_id: int) -> threading.Thread:
         """``run_experiment`` in a daemon thread (the page polls ``experiment_progress``)."""
         experiment = self._own_experiment(experiment_id)
-        if experiment.state in ("running", "cancelling") and not self._experiments_is_stale(experiment):
+        if ExperimentStore.runner_alive(experiment.state, experiment.heartbeat_at):
             raise ExperimentError(f"experiment #{experiment_id} is already running")
         thread = threading.Thread(target=self._run_quietly, args=(experiment_id,), daemon=True,
                                   name=f"docmind-experiment-{experiment_id}")
@@ -274,14 +274,6 @@ class ExperimentMethods:
             import logging
 
             logging.getLogger(__name__).exception("experiment #%s stopped", experiment_id)
-
-    @staticmethod
-    def _experiments_is_stale(experiment: Experiment) -> bool:
-        import time
-
-        from docmind_core.experiments.runner import STALE_AFTER_S
-
-        return time.time() - experiment.heartbeat_at >= STALE_AFTER_S
 
     def cancel_experiment(self, experiment_id: int) -> str:
         self._own_experiment(experiment_id)

@@ -248,6 +248,11 @@ class ExperimentStore:
                 db.execute("UPDATE experiments SET state = ?, runner = ?, heartbeat_at = ?, updated_at = ? "
                            "WHERE id = ?", [state, runner, time.time(), utcnow(), int(experiment_id)])
 
+    @staticmethod
+    def runner_alive(state: str, heartbeat_at: float | None) -> bool:
+        """A runner is at work: the experiment is running or being cancelled, with a fresh heartbeat."""
+        return state in ("running", "cancelling") and time.time() - float(heartbeat_at or 0) < STALE_AFTER_S
+
     def take_over(self, experiment_id: int, runner: str, retry_failed: bool) -> None:
         """Become the experiment's runner (refused while another one is alive); interrupted rows go back
         to pending, and so do failed ones when ``retry_failed``."""
@@ -257,8 +262,7 @@ class ExperimentStore:
             if row is None:
                 raise NotFound(f"experiment #{experiment_id} does not exist")
             state, other, beat = row
-            if state in ("running", "cancelling") and other and other != runner and \
-                    time.time() - float(beat or 0) < STALE_AFTER_S:
+            if other and other != runner and self.runner_alive(state, beat):
                 raise ExperimentError(f"experiment #{experiment_id} is already being run by {other}; cancel it "
                                       f"first or wait until it stops")
             db.execute("UPDATE experiment_runs SET state = 'pending', started_at = NULL WHERE experiment_id = ? "
@@ -281,8 +285,8 @@ class ExperimentStore:
                              [int(experiment_id)]).fetchone()
             if row is None:
                 raise NotFound(f"experiment #{experiment_id} does not exist")
-            alive = row[0] == "running" and time.time() - float(row[1] or 0) < STALE_AFTER_S
-            new = "cancelling" if alive else ("cancelled" if row[0] in ("running", "cancelling", "pending")
+            # A live runner must see "cancelling" and stop by itself, however often cancel is pressed.
+            new = "cancelling" if self.runner_alive(row[0], row[1]) else ("cancelled" if row[0] in ("running", "cancelling", "pending")
                                               else row[0])
             db.execute("UPDATE experiments SET state = ?, updated_at = ? WHERE id = ?",
                        [new, utcnow(), int(experiment_id)])
