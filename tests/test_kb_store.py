@@ -74,7 +74,6 @@ def test_documents_and_counts(store):
     assert store.document_text(failed.id) == ""  # a failed document keeps no text
     assert [d.name for d in store.list_documents(kb.id, status="complete")] == ["a.txt"]
     assert {d.name for d in store.incomplete_documents()} == {"b.txt", "c.txt"}
-    assert store.complete_document_ids(kb.id) == {a}
     assert store.doc_names([a]) == {a: "a.txt"}
     assert store.find_document(kb.id, "a.txt").id == a
 

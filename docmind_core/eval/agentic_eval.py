@@ -100,7 +100,6 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
     from docmind_core.grade import CragGrader
     from docmind_core.oneshot import OneShotRetrieval
     from docmind_core.prompts import PromptLibrary
-    from docmind_core.retrieval.hybrid import EvidenceRefiner
     from docmind_core.tools import ToolContext, Toolbox
 
     say = progress or (lambda _msg: None)
@@ -110,7 +109,7 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
     with tempfile.TemporaryDirectory(prefix="docmind-agentic-eval-") as tmp:
         index = build_index(dataset, Path(tmp), embedder, settings, EmbeddingCache(cache_dir), say)
         retriever = index.retriever
-        refiner = EvidenceRefiner(retriever.store, index.reranker)
+        refiner = retriever.refiner  # the one build_index made around the index's reranker
         toolbox = Toolbox(retriever)  # no web backend, no memory: KB evidence only
         grader = CragGrader()
         prompts = PromptLibrary()

@@ -247,7 +247,8 @@ class KbChecker:
                 from_copies, embedded = self._add_vectors(kb_id, missing)
                 repaired.append(f"added {len(missing)} missing vectors ({from_copies} from stored copies, "
                                 f"{embedded} re-embedded from the chunk text)")
-        copies = [c for c in snap.missing_copies() if c not in set(missing)]
+        just_added = set(missing)
+        copies = [c for c in snap.missing_copies() if c not in just_added]
         if copies and kb.embedder_id == self.embedder.id:
             filled = self._fill_copies(kb_id, copies)
             repaired.append(f"stored {filled} missing vector copies from the vector store")

@@ -149,11 +149,6 @@ class IngestJobQueue:
                 self._thread = threading.Thread(target=self._work, name="docmind-ingest-jobs", daemon=True)
                 self._thread.start()
 
-    @property
-    def busy(self) -> bool:
-        with self._lock:
-            return self._thread is not None
-
     def _work(self) -> None:
         try:
             with self.leases.hold("ingest-job") as lease:

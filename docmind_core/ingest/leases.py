@@ -113,7 +113,6 @@ class Lease:
         self.book = book
         self.id = lease_id
         self.operation = operation
-        self.lost = False  # set when the row vanished under us: another process declared us stale
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"docmind-lease-{lease_id}", daemon=True)
         self._thread.start()
@@ -124,7 +123,6 @@ class Lease:
                 if not self.book.heartbeat(self.id):
                     if self._stop.is_set():  # released while this beat waited for the database
                         return
-                    self.lost = True
                     log.error("the %s lease %s was taken over by another process (no heartbeat for %.0f s?)",
                               self.operation, self.id, self.book.stale_after_s)
                     return

@@ -479,7 +479,7 @@ class Ingestor:
                                        "right now")
                 if self.store.claim_reindex(run["id"], lease.id, run["lease_id"]):
                     self.store.finish_reindex(run["id"], "failed", "interrupted; superseded by a new re-index")
-            total = len(self.store.child_texts(kb_id))
+            total = self.store.ready_chunk_count(kb_id)
             run_id = self.store.begin_reindex(kb_id, lease.id, self.embedder.id, self.embedder.dim,
                                               kb.embedder_id, total)
             self.vector_store.delete_kb(kb_id)

@@ -30,8 +30,7 @@ class JobStore:
             raise NotFound(f"no ingest job #{job_id}")
         return self._job(row, self._files([job_id]).get(job_id, []))
 
-    def list(self, kb_ids: Sequence[int] | None = None, limit: int = 50,
-             states: Sequence[str] | None = None) -> list[IngestJob]:
+    def list(self, kb_ids: Sequence[int] | None = None, limit: int = 50) -> list[IngestJob]:
         """Newest first; ``kb_ids=None``: every KB."""
         where, args = [], []
         if kb_ids is not None:
@@ -39,9 +38,6 @@ class JobStore:
                 return []
             where.append(f"kb_id IN ({','.join('?' * len(kb_ids))})")
             args += list(kb_ids)
-        if states:
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            args += list(states)
         sql = f"SELECT {_JOB_COLUMNS} FROM ingest_jobs"
         if where:
             sql += " WHERE " + " AND ".join(where)

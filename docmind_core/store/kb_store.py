@@ -171,11 +171,6 @@ class KnowledgeStore:
         rows = self.db.db.execute("SELECT id, status, lease_id FROM documents WHERE kb_id = ?", [kb_id]).fetchall()
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    def complete_document_ids(self, kb_id: int) -> set[int]:
-        rows = self.db.db.execute(
-            "SELECT id FROM documents WHERE kb_id = ? AND status = 'complete'", [kb_id]).fetchall()
-        return {r[0] for r in rows}
-
     def document_text(self, doc_id: int) -> str:
         row = self.db.db.execute("SELECT text FROM documents WHERE id = ?", [doc_id]).fetchone()
         if row is None:
