@@ -50,10 +50,6 @@ class CircuitBreaker:
         with self._lock:
             return self._open.get(backend, "")
 
-    def open_backends(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._open)
-
 
 @dataclass
 class RunGuard:
@@ -70,12 +66,6 @@ class RunGuard:
         return cls(deadline_s=now + settings.run.deadline_ms / 1000,
                    retrieval_deadline_s=now + (settings.run.deadline_ms - settings.run.answer_reserve_ms) / 1000,
                    clock=clock)
-
-    @classmethod
-    def unbounded(cls) -> "RunGuard":
-        """For callers outside a run (evaluation, tests of one stage): a day is as good as no deadline."""
-        now = time.monotonic()
-        return cls(deadline_s=now + 86400, retrieval_deadline_s=now + 86400)
 
     # -- time ---------------------------------------------------------------
     def remaining(self) -> float:

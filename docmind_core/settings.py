@@ -323,14 +323,23 @@ class Settings(_Group):
 
     def with_overrides(self, overrides: dict[str, Any]) -> "Settings":
         """A new Settings with dotted-key overrides applied; raises ConfigError on any bad key or value."""
-        data = self.model_dump()
         # The layer that sets llm.profile lays the profile's values under its own keys: a key set by hand wins.
         # (A later layer, e.g. personal overrides, does not re-apply it over keys set in the layer below.)
         profile = PROFILES.get(str(overrides["llm.profile"]), {}) if "llm.profile" in overrides else {}
-        for key, value in profile.items():
-            if key not in overrides:
-                group, name = _split(key)
-                data[group][name] = value
+        presets = {k: v for k, v in profile.items() if k not in overrides}
+        try:
+            return self._validated({**presets, **overrides})
+        except ConfigError:
+            if not presets:
+                raise
+        # A preset that contradicts a key set by hand in its group (run.answer_reserve_ms 120 s under a hand-set
+        # run.deadline_ms of 60 s) yields to it: that group keeps its own values, and the rest of the profile holds.
+        hand_groups = {key.split(".", 1)[0] for key in overrides if key != "llm.profile"}
+        return self._validated({**{k: v for k, v in presets.items() if k.split(".", 1)[0] not in hand_groups},
+                                **overrides})
+
+    def _validated(self, overrides: dict[str, Any]) -> "Settings":
+        data = self.model_dump()
         for key, value in overrides.items():
             group, name = _split(key)
             if group not in data or name not in data[group]:

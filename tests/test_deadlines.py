@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from docmind_core.errors import ConfigError
+
 from docmind_core.agentic import AgenticSearch
 from docmind_core.backends.chat_offline import OfflineEngine
 from docmind_core.engine import build_language_model
@@ -172,6 +174,17 @@ def test_a_stalled_answer_stream_falls_back_within_the_deadline(server):
 # --------------------------------------------------------------------------
 # The local-model profile: bounded calls for a small model on a small machine
 # --------------------------------------------------------------------------
+
+def test_a_hand_set_deadline_under_the_profile_keeps_its_group_consistent():
+    """local_small reserves 120 s for the answer; a hand-set 60 s deadline must not be refused for a key the
+    user never set: the run group keeps its own values, the rest of the profile still applies."""
+    mine = Settings().with_overrides({"llm.profile": "local_small", "run.deadline_ms": 60_000})
+    assert mine.run.deadline_ms == 60_000 and mine.run.answer_reserve_ms < 60_000
+    assert mine.llm.max_tokens == 384 and mine.agentic.max_iterations == 2  # other presets hold
+    with pytest.raises(ConfigError, match="answer_reserve_ms"):  # a contradiction set by hand is still refused
+        Settings().with_overrides({"llm.profile": "local_small", "run.deadline_ms": 60_000,
+                                   "run.answer_reserve_ms": 70_000})
+
 
 def test_local_small_profile_sets_limits_and_explicit_keys_win():
     local = Settings().with_overrides({"llm.profile": "local_small"})
