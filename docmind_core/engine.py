@@ -220,7 +220,8 @@ class Engine:
         ``budget_s``; a failure is logged and skipped.  Returns the seconds spent."""
         started = time.perf_counter()
         try:
-            b = self._current(self.settings)
+            settings = self.settings
+            b = self._current(settings)
             b.embedder.embed(["warm up the encoder"])
             kb_ids = [kb.id for kb in self.store.list_kbs()][:max_kbs]
             warm = getattr(b.keyword_index, "warm", None)
@@ -237,7 +238,7 @@ class Engine:
             keyword_tokens("预热中文分词 warm up")
             question_entities("海岚数据总部在杭州吗")
             if kb_ids and time.perf_counter() - started < budget_s:
-                self.retriever.search("warm up the search", kb_ids[:1], self.settings)
+                self.retriever.search("warm up the search", kb_ids[:1], settings)
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first query pays instead
             log.info("warm-up stopped early: %s", exc)
         return time.perf_counter() - started

@@ -69,7 +69,9 @@ def wired(tmp_path, monkeypatch):
     monkeypatch.setattr(engine_module, "ChromaVectorStore", recording("vector_store", engine_module.ChromaVectorStore))
     monkeypatch.setattr(engine_module, "build_keyword_index",
                         recording("keyword_index", engine_module.build_keyword_index))
-    engine = Engine.open(tmp_path / "home", env={})
+    engine = Engine.open(tmp_path / "home", env={}, warm=False)
+    # warm-up reads settings in its own thread; finished here, it cannot be counted as a run's read below
+    engine.start_warm_up().join(120)
     bench = engine.workbench(LOCAL_USER)
     kb = bench.create_kb("products")
     paths = []
