@@ -68,7 +68,7 @@ MAX_SUPPORTING_SOURCES = 3
 _FACT_WEIGHT = 1.6  # salient_terms weight of numbers, codes and names: a source adding one of them is kept
 _ADDED_SOURCE_MIN_GAIN = 0.2  # otherwise a further source must add this share of the sentence's weight
 _TRAILING_PUNCTUATION = frozenset("。！？；…!?;.．:：”’」』\"'")
-_ABSENCE_RE = re.compile(  # "the sources do not mention ...": a claim about the sources, not one they support
+ABSENCE_RE = re.compile(  # "the sources do not mention ...": a claim about the sources, not one they support
     r"\b(?:sources?|documents?|context|passages?|knowledge bases?|materials?|texts?)\b[^.!?。！？]{0,100}?"
     r"(?:\b(?:do|does|did)\s*(?:not|n't)\b|\bcontains?\s+(?:nothing|no)\b)"
     r"|\bnot\s+(?:found|mentioned|specified|stated|given|provided|listed|available|covered)\s+in\s+the\b"
@@ -109,6 +109,37 @@ def _sentence_units(answer: str) -> list[tuple[int, int, int, int]]:
     return [tuple(u) for u in units]  # type: ignore[misc]
 
 
+@dataclass(frozen=True)
+class CitedSentence:
+    """One source number a marker of the answer cites, with the sentence that marker cites for."""
+
+    index: int  # the source number written (not checked against the sources)
+    marker_start: int
+    marker_end: int  # the span of the whole bracket group, as in CitationOccurrence
+    start: int
+    end: int  # answer[start:end] == text; empty when the marker stands in no sentence
+    text: str
+
+
+def cited_sentences(answer: str) -> list[CitedSentence]:
+    """Each number of each ``[n]`` marker in ``answer``, with its sentence: the one coverage counts it for
+    (a marker right after a sentence end belongs to the sentence it ends).  Inferred citations are not
+    in the text and so not here."""
+    units = _sentence_units(answer)
+    out: list[CitedSentence] = []
+    for m in MARKER_RE.finditer(answer):
+        unit = next(((t_start, t_end) for t_start, t_end, m_start, m_end in units
+                     if _holds(t_start, t_end, m_start, m_end, m.start(), m.end())), (m.start(), m.start()))
+        out.extend(CitedSentence(index, m.start(), m.end(), unit[0], unit[1], answer[unit[0]:unit[1]])
+                   for index in marker_numbers(m))
+    return out
+
+
+def _holds(t_start: int, t_end: int, m_start: int, m_end: int, start: int, end: int) -> bool:
+    """The sentence unit (text span, marker span) holds the marker answer[start:end]."""
+    return min(t_start, m_start) <= start and end <= max(t_end, m_end)
+
+
 def parse_citations(answer: str, sources: Sequence[RetrievedChunk], min_sentence_len: int = 8) -> CitationResult:
     """Structured citations of an answer whose sources are numbered [1..len(sources)]."""
     try:
@@ -142,8 +173,7 @@ def _parse(answer: str, sources: Sequence[RetrievedChunk], min_len: int) -> Cita
         if not _is_substantive(text, min_len):
             continue
         substantive += 1
-        lo, hi = min(t_start, m_start), max(t_end, m_end)
-        if any(lo <= s and e <= hi for s, e in valid_positions):
+        if any(_holds(t_start, t_end, m_start, m_end, s, e) for s, e in valid_positions):
             cited += 1
         else:
             uncited.append((t_start, t_end))
@@ -216,7 +246,7 @@ def _support(sentence: str, sources: Sequence[_SourceTerms]) -> Support:
     bare = MARKER_RE.sub("", sentence)
     weights = salient_terms(bare)
     total = sum(weights.values())
-    if len(weights) < SUPPORT_MIN_TERMS or total <= 0 or _ABSENCE_RE.search(bare):
+    if len(weights) < SUPPORT_MIN_TERMS or total <= 0 or ABSENCE_RE.search(bare):
         return Support()
     covers = [frozenset(term for term in weights if source.contains(term)) for source in sources]
     chosen: list[int] = []

@@ -277,3 +277,54 @@ def test_every_marker_the_parser_counts_gets_a_chip(marker):
     drawn = [int(n) for n in re.findall(r'class="dm-cite"[^>]*data-n="(\d+)"', out)]
     assert counted and drawn == counted, out
     assert "［" not in out and "【" not in out
+
+
+# --------------------------------------------------------------------------
+# cited_sentences: each marker with the sentence it cites for, by the rule coverage counts with
+# --------------------------------------------------------------------------
+
+SAMPLING = "The Orion O3 sensor samples at 250 Hz."
+
+
+def _bare(sentence: str) -> str:
+    return re.sub(r"[\[［【][\d,，、\s]+[\]］】]", "", sentence).strip()
+BATTERY = "The battery lasts 36 hours."
+
+
+@pytest.mark.parametrize("answer, expected", [
+    # a marker after a closing quote belongs to the sentence the quote ends
+    ('The manual says "the Orion O3 sensor samples at 250 Hz." [1] The battery lasts 36 hours [2].',
+     [(1, 'The manual says "the Orion O3 sensor samples at 250 Hz."'), (2, "The battery lasts 36 hours [2].")]),
+    # Chinese sentence ends with the marker after them, full-width and plain brackets
+    ("Orion O3 的采样率是 250 Hz。［1］电池续航 36 小时。[2]",
+     [(1, "Orion O3 的采样率是 250 Hz。"), (2, "电池续航 36 小时。")]),
+    # a grouped marker inside the sentence, and one standing after a closing bracket
+    ("采样率为 250 Hz（见规格表）。【1，2】电池续航 36 小时 [2]。",
+     [(1, "采样率为 250 Hz（见规格表）。"), (2, "采样率为 250 Hz（见规格表）。"), (2, "电池续航 36 小时 [2]。")]),
+])
+def test_cited_sentences_give_each_marker_the_sentence_it_ends(answer, expected):
+    from docmind_core.citations import cited_sentences
+
+    found = [(c.index, _bare(c.text)) for c in cited_sentences(answer)]
+    assert found == [(i, _bare(text)) for i, text in expected]
+    for c in cited_sentences(answer):
+        assert answer[c.marker_start:c.marker_end].strip()[0] in "[［【"
+        assert answer[c.start:c.end] == c.text
+
+
+def test_cited_sentences_agree_with_coverage():
+    """A sentence coverage counts as cited is exactly a sentence some marker is attributed to."""
+    from docmind_core.citations import cited_sentences
+
+    answer = f"{SAMPLING} [1] {BATTERY} It weighs 80 grams and ships in a box."
+    result = parse(answer)  # sources that support nothing: no citation is inferred
+    assert {_bare(c.text) for c in cited_sentences(answer)} == {SAMPLING}
+    assert (result.cited_sentences, result.substantive_sentences) == (1, 3)
+
+
+def test_absence_pattern_is_public():
+    from docmind_core.citations import ABSENCE_RE
+
+    assert ABSENCE_RE.search("The sources do not mention the colour options.")
+    assert ABSENCE_RE.search("资料中没有提及颜色选项。")
+    assert not ABSENCE_RE.search("The battery lasts 36 hours.")

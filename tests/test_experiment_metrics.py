@@ -143,3 +143,27 @@ def test_cancel_pressed_twice_leaves_a_live_runner_cancelling(tmp_path):
     assert store.heartbeat(made.id) == "cancelling"  # so it sees the request and stops
     with pytest.raises(Exception, match="already being run"):
         store.take_over(made.id, "runner-2", retry_failed=False)
+
+
+@pytest.mark.parametrize("answer", [
+    "Orion O3 的采样率是 250 Hz。［1］Orion O3 的电池续航 36 小时。[2]",  # markers after the Chinese sentence end
+    'The specs say "the Orion O3 samples at 250 Hz." [1] The Orion O3 battery lasts 36 hours." [2]',  # after a quote
+])
+def test_citation_support_checks_the_sentence_the_citation_parser_gives_each_marker(answer):
+    """metrics checked each marker against the sentence after it when the marker followed a sentence end;
+    it must use the one rule of docmind_core.citations (the sentence the marker ends)."""
+    from docmind_core.citations import cited_sentences, parse_citations, sentence_support
+    from docmind_core.events import Done
+    from docmind_core.experiments.metrics import citation_support
+    from docmind_core.timeline import RunDigest
+
+    sources = [RetrievedChunk(chunk_id="s1", document="specs.md",
+                              text="Orion O3 传感器的采样率是 250 Hz. The Orion O3 samples at 250 Hz."),
+               RetrievedChunk(chunk_id="s2", document="battery.md",
+                              text="Orion O3 的电池续航 36 小时. The Orion O3 battery lasts 36 hours.")]
+    done = Done(run_id="r", answer=answer, mode="RULE_PLANNER", sources=sources,
+                citations=parse_citations(answer, sources))
+    pairs = [(c.index, c.text) for c in cited_sentences(answer)]
+    assert [i for i, _ in pairs] == [1, 2]
+    assert all(sentence_support(text, [sources[i - 1]]).sources for i, text in pairs)  # each supports its own
+    assert citation_support(RunDigest.from_events([done])) == (2, 2)

@@ -32,11 +32,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from docmind_core.citations import MARKER_RE, SUPPORT_MIN_TERMS, _ABSENCE_RE, sentence_support
+from docmind_core.citations import ABSENCE_RE, MARKER_RE, SUPPORT_MIN_TERMS, cited_sentences, sentence_support
 from docmind_core.eval.retrieval_eval import ndcg_at_k
 from docmind_core.experiments.datasets import DatasetItem
 from docmind_core.models import RetrievedChunk
-from docmind_core.text import salient_terms, split_sentences
+from docmind_core.text import salient_terms
 from docmind_core.timeline import RunDigest
 
 BOOTSTRAP_SAMPLES = 2000
@@ -165,47 +165,31 @@ def abstained(digest: RunDigest) -> bool:
         return True
     done = digest.done
     cited = done.citations.cited_sentences if done is not None else 0
-    return cited == 0 and bool(_ABSENCE_RE.search(digest.answer) or re.search(
+    return cited == 0 and bool(ABSENCE_RE.search(digest.answer) or re.search(
         r"cannot answer|can't answer|无法(?:根据|回答)|不能回答", digest.answer, re.IGNORECASE))
 
 
 def citation_support(digest: RunDigest) -> tuple[int, int]:
-    """(checked, supported) over the sentences the model itself cited (inferred citations excluded)."""
+    """(checked, supported) over the sentences the model itself cited (inferred citations excluded); each
+    marker's sentence is the one ``citations.cited_sentences`` gives it (the rule coverage counts with)."""
     done = digest.done
     if done is None or not done.sources:
         return 0, 0
-    answer = done.answer
-    spans = split_sentences(answer)
     checked = supported = 0
     seen: set[tuple[int, int]] = set()
-    for occ in done.citations.occurrences:
-        if occ.inferred or not occ.valid or not (1 <= occ.index <= len(done.sources)):
+    for cited in cited_sentences(done.answer):
+        if not (1 <= cited.index <= len(done.sources)) or not cited.text.strip():
             continue
-        sentence = _sentence_before(answer, spans, occ.char_start)
-        key = (hash(sentence), occ.index)
-        if not sentence or key in seen:
+        key = (cited.start, cited.index)
+        if key in seen:
             continue
         seen.add(key)
-        if len(salient_terms(MARKER_RE.sub("", sentence))) < SUPPORT_MIN_TERMS:
+        if len(salient_terms(MARKER_RE.sub("", cited.text))) < SUPPORT_MIN_TERMS:
             continue  # too little to check: neither supported nor unsupported
         checked += 1
-        if sentence_support(sentence, [done.sources[occ.index - 1]]).sources:
+        if sentence_support(cited.text, [done.sources[cited.index - 1]]).sources:
             supported += 1
     return checked, supported
-
-
-def _sentence_before(answer: str, spans: Sequence[tuple[int, int]], position: int) -> str:
-    """The sentence a marker at ``position`` belongs to: the one holding it, or the one just before it."""
-    best = ""
-    for start, end in spans:
-        if start <= position < end:
-            text = MARKER_RE.sub("", answer[start:end]).strip()
-            if len(text) >= 4:
-                return answer[start:end]
-            return best
-        if end <= position:
-            best = answer[start:end]
-    return best
 
 
 def score_run(record: Any, item: DatasetItem, variant: str, gold_left_out: bool) -> RunScore:
