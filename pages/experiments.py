@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,11 @@ from docmind_core.safe_text import escape_markdown
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
 from docmind_ui.run_view import render_comparison
 from docmind_ui.session import ensure_frame, workbench
+
+RESULTS_KEY = "dm_ex_results"  # the picked experiment's results, handed back to the facade at the next rerun
+STARTED_KEY = "dm_ex_started"  # the experiment this session last started
+REDRAWN_KEY = "dm_ex_redrawn"
+REDRAW_EVERY_S = 10.0
 
 ensure_frame()
 bench = workbench()
@@ -67,6 +73,7 @@ if datasets:
                     st.error(escape_markdown(exc))
                 else:
                     st.session_state["dm_ex_pick"] = made.id
+                    st.session_state[STARTED_KEY] = made.id  # poll it even before its runner says "running"
                     st.success(f"Experiment #{made.id} started")
 
 experiments = bench.list_experiments()
@@ -80,11 +87,26 @@ if st.session_state.get("dm_ex_pick") not in ids:
 names = {e.id: f"#{e.id} {e.name}" for e in experiments}
 picked = st.selectbox("Experiment", ids, format_func=lambda i: names[i], key="dm_ex_pick")
 experiment = bench.get_experiment(picked)
+# Every run's trace is loaded and scored once: the results are kept across reruns and handed back, so a
+# rerun with nothing new loads nothing and one with new runs loads only those.
+results = bench.experiment_results(picked, reuse=st.session_state.get(RESULTS_KEY))
+st.session_state[RESULTS_KEY] = results
+shown = results.progress
+polling = experiment.state in ("running", "cancelling") or (
+    experiment.state == "pending" and st.session_state.get(STARTED_KEY) == picked)
 
 
-@st.fragment(run_every=2.0 if experiment.state in ("running", "cancelling") else None)
+@st.fragment(run_every=2.0 if polling else None)
 def progress_panel() -> None:
     progress = bench.experiment_progress(picked)
+    finished = progress.done + progress.failed
+    if progress.state != shown.state or finished != shown.done + shown.failed:
+        # new runs finished: redraw the metrics below now and then while it runs, at once when it stops
+        quiet = progress.state in ("running", "cancelling") and \
+            time.monotonic() - st.session_state.get(REDRAWN_KEY, 0.0) < REDRAW_EVERY_S
+        if not quiet:
+            st.session_state[REDRAWN_KEY] = time.monotonic()
+            st.rerun()
     eta = f" · ETA {progress.eta_s:.0f} s" if progress.eta_s is not None and progress.pending + progress.running \
         else ""
     st.progress(progress.fraction, text=f"{progress.state}: {progress.done + progress.failed} of {progress.total} "
@@ -99,14 +121,17 @@ def progress_panel() -> None:
                 bench.start_experiment(picked)
             except DocMindError as exc:
                 st.error(escape_markdown(exc))
+            else:
+                st.session_state[STARTED_KEY] = picked
+                st.rerun()
 
 
 progress_panel()
-st.download_button("Export as JSON", bench.export_experiment(picked), file_name=f"docmind-experiment-{picked}.json",
+st.download_button("Export as JSON", results.export_json(), file_name=f"docmind-experiment-{picked}.json",
                    mime="application/json", icon=":material/download:")
 
 # -- metrics ---------------------------------------------------------------------------------
-report = bench.experiment_report(picked)
+report = results.report
 st.subheader("Metrics (95% bootstrap intervals)")
 st.dataframe(pd.DataFrame([{"metric": label, "measured on": on,
                             **{v.name: v.metrics[m].text() for v in report.variants}}
@@ -160,7 +185,7 @@ c1, c2, c3 = st.columns(3)
 objective = c1.selectbox("Objective", list(OBJECTIVES), key="dm_ex_objective")
 only = c2.selectbox("Runs of", [None, *variant_names], format_func=lambda n: "every variant" if n is None else n,
                     key="dm_ex_sweep_variant")
-sweep = bench.sweep_experiment(picked, only)
+sweep = results.sweep(bench.settings().grader, only)
 live_mode = sweep.live["grader.gray_zone_mode"]
 mode = c3.selectbox("Gray-zone mode", ["coverage_first", "rerank_only", "blend"],
                     index=["coverage_first", "rerank_only", "blend"].index(live_mode), key="dm_ex_mode")

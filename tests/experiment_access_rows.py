@@ -102,6 +102,8 @@ EXPERIMENT_ROWS = [
     ("experiment_progress", False, owner_or_admin, lambda w, b, v: b.experiment_progress(_experiment(w)).total == 1),
     ("experiment_report", False, owner_or_admin,
      lambda w, b, v: b.experiment_report(_experiment(w, run=True)).variants[0].runs == 1),
+    ("experiment_results", False, owner_or_admin,
+     lambda w, b, v: b.experiment_results(_experiment(w, run=True)).report.variants[0].runs == 1),
     ("compare_experiment_runs", False, owner_or_admin,
      lambda w, b, v: b.compare_experiment_runs(
          (e := _experiment(w, run=True, variants=2)), w.alice.experiment_report(e).questions[0].item_id,

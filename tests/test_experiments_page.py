@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from docmind_core.experiments.runner import Variant
 from docmind_core.users import LOCAL_USER
+from docmind_core.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
 
@@ -24,7 +25,7 @@ def engine(app_engine):
     engine = app_engine
     kb = engine.create_kb("orion")
     assert all(o.status == "added" for o in engine.ingest(kb.id, sorted((FIXTURES / "kb").iterdir())))
-    bench = engine.workbench(LOCAL_USER, "cli")
+    bench = Workbench(engine, LOCAL_USER, "cli")
     dataset = bench.import_dataset("orion-set", FIXTURES / "set.jsonl", kb="orion")
     made = bench.create_experiment("rule vs agentic", dataset.id,
                                    [Variant(name="rule", mode="rule"), Variant(name="agentic", mode="agentic")],
@@ -69,6 +70,47 @@ def test_page_shows_metrics_differences_confusion_and_sweep(engine):
     engine.config.reset_all(by="test")
 
 
+@pytest.fixture
+def trace_loads(monkeypatch):
+    """Every stored run the trace store rebuilds (one by one or in a batch), by run id."""
+    from docmind_core.store.traces import TraceStore
+
+    loads: list[str] = []
+    one = TraceStore.get
+
+    def get(self, run_id):
+        loads.append(run_id)
+        return one(self, run_id)
+
+    monkeypatch.setattr(TraceStore, "get", get)
+    many = getattr(TraceStore, "iter_many", None)
+    if many is not None:
+        def iter_many(self, run_ids, *args, **kwargs):
+            for record in many(self, run_ids, *args, **kwargs):
+                loads.append(record.run_id)
+                yield record
+
+        monkeypatch.setattr(TraceStore, "iter_many", iter_many)
+    return loads
+
+
+def test_page_loads_each_run_once_and_reruns_load_none(engine, trace_loads):
+    """The page scored every run three times per rerun (report, export and sweep each loaded every trace)."""
+    at = _page()
+    bench = Workbench(engine, LOCAL_USER, "cli")
+    picked = at.selectbox(key="dm_ex_pick").value
+    done = bench.experiment_progress(picked).done
+    assert done >= 4 and trace_loads, "the page shows the experiment's runs"
+    assert len(trace_loads) == len(set(trace_loads)) == done  # each stored run loaded once
+    trace_loads.clear()
+    at.selectbox(key="dm_ex_objective").set_value("balanced").run()  # a rerun with nothing new: from the cache
+    assert not at.exception, at.exception
+    at.run()
+    assert not at.exception, at.exception
+    assert trace_loads == []
+    assert _frame(at, "metric") is not None and len(at.get("plotly_chart")) == 2
+
+
 def test_page_creates_and_runs_an_experiment(engine):
     at = _page()
     at.text_area(key="dm_ex_variants").set_value("only-rule:rule")
@@ -76,7 +118,7 @@ def test_page_creates_and_runs_an_experiment(engine):
     next(b for b in at.button if b.label == "Create and run").click().run()
     assert not at.exception, at.exception
     assert any("started" in s.value for s in at.success)
-    bench = engine.workbench(LOCAL_USER, "cli")
+    bench = Workbench(engine, LOCAL_USER, "cli")
     made = max(bench.list_experiments(), key=lambda e: e.id)
     deadline = time.monotonic() + 60
     while bench.experiment_progress(made.id).state != "done" and time.monotonic() < deadline:
@@ -89,7 +131,7 @@ def test_page_creates_and_runs_an_experiment(engine):
 
 
 def test_traces_page_labels_a_run_into_a_dataset(engine):
-    bench = engine.workbench(LOCAL_USER, "cli")
+    bench = Workbench(engine, LOCAL_USER, "cli")
     kb = bench.kb_by_name("orion")
     events = list(bench.ask("How long is the Orion warranty?", [kb.id], mode="rule"))
     run_id, sources = events[-1].run_id, events[-1].sources

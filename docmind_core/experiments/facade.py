@@ -15,7 +15,6 @@ member's personal values, an admin's global ones.
 
 from __future__ import annotations
 
-import json
 import tempfile
 import threading
 from pathlib import Path
@@ -27,11 +26,14 @@ from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.experiments.datasets import (
     VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, parse_jsonl, read_beir,
 )
-from docmind_core.experiments.metrics import ExperimentReport, build_report, score_run
+from docmind_core.experiments.metrics import ExperimentReport
+from docmind_core.experiments.results import (
+    ExperimentResults, compute_results, items_digest, revision_of, stored_run_ids,
+)
 from docmind_core.experiments.runner import (
     Experiment, ExperimentError, ExperimentRunner, ExperimentStore, Progress, Variant,
 )
-from docmind_core.experiments.sweep import Objective, SweepPoint, SweepResult, sweep, sweep_input
+from docmind_core.experiments.sweep import SweepPoint, SweepResult
 from docmind_core.settings import Settings
 
 if TYPE_CHECKING:
@@ -283,11 +285,25 @@ class ExperimentMethods:
         self._own_experiment(experiment_id)
         return self._experiments.progress(experiment_id, self.settings().experiments.max_parallel)  # type: ignore[attr-defined]
 
+    def experiment_results(self, experiment_id: int, reuse: ExperimentResults | None = None) -> ExperimentResults:
+        """The experiment's scored runs, report, sweeps and export, from one batched load of its traces.
+
+        ``reuse``: results this caller got before (a page keeps them across reruns); returned as they are
+        when nothing changed since, else only the runs they lack are loaded.  Access is decided every time.
+        """
+        experiment = self._own_experiment(experiment_id)
+        items = self._datasets.items(experiment.dataset_id)
+        progress = self._experiments.progress(experiment_id, self.settings().experiments.max_parallel)  # type: ignore[attr-defined]
+        revision = revision_of(self._engine.db, experiment, progress, items_digest(items))
+        if reuse is not None and reuse.experiment.id == experiment.id and reuse.revision == revision:
+            return reuse
+        return compute_results(self._engine.traces, experiment, progress, revision, items,
+                               self._experiments.runs(experiment_id, ["done"]),
+                               stored_run_ids(self._engine.db, experiment_id), reuse)
+
     def experiment_report(self, experiment_id: int) -> ExperimentReport:
         """Metrics per variant with 95% bootstrap intervals and paired differences against the first variant."""
-        experiment, scored = self._scored_runs(experiment_id)
-        variants = [(v.name, v.mode, v.overrides) for v in experiment.variants]
-        return build_report(experiment.id, experiment.name, variants, [s for s, _r in scored])
+        return self.experiment_results(experiment_id).report
 
     def compare_experiment_runs(self, experiment_id: int, item_id: int, variant_a: str, variant_b: str,
                                 gold_left_out: bool = False) -> RunComparison:
@@ -301,19 +317,9 @@ class ExperimentMethods:
         return compare_runs(self._engine.traces.get(runs[variant_a]), self._engine.traces.get(runs[variant_b]))
 
     def sweep_experiment(self, experiment_id: int, variant: str | None = None) -> SweepResult:
-        """Tiers of the experiment's stored runs re-computed over the threshold grid; no model call."""
-        _experiment, scored = self._scored_runs(experiment_id)
-        inputs, skipped = [], 0
-        for score, record in scored:
-            if variant and score.variant != variant:
-                continue
-            x = sweep_input(record, score.variant, positive=bool(score.answerable and score.gold_in_context),
-                            unanswerable=not score.answerable) if record is not None else None
-            if x is None:
-                skipped += 1
-            else:
-                inputs.append(x)
-        return sweep(inputs, self.settings().grader, skipped=skipped)  # type: ignore[attr-defined]
+        """Tiers of the experiment's stored runs re-computed over the threshold grid; no model call.  Each
+        run keeps its recorded grader settings for the keys the grid does not set."""
+        return self.experiment_results(experiment_id).sweep(self.settings().grader, variant)  # type: ignore[attr-defined]
 
     def apply_thresholds(self, point: SweepPoint | dict[str, Any]) -> Settings:
         """Make a sweep point this user's thresholds: personal values for a member, global for an admin."""
@@ -327,29 +333,4 @@ class ExperimentMethods:
 
     def export_experiment(self, experiment_id: int) -> str:
         """The experiment, its report and every run's scores as one JSON document."""
-        experiment, scored = self._scored_runs(experiment_id)
-        report = build_report(experiment.id, experiment.name,
-                              [(v.name, v.mode, v.overrides) for v in experiment.variants], [s for s, _ in scored])
-        from dataclasses import asdict
-
-        document = {"format": "docmind-experiment", "version": 1,
-                    "experiment": experiment.model_dump(mode="json"),
-                    "progress": self._experiments.progress(experiment_id).model_dump(mode="json"),
-                    "report": report.to_dict(), "runs": [asdict(s) for s, _ in scored]}
-        return json.dumps(document, ensure_ascii=False, indent=1, default=str)
-
-    def _scored_runs(self, experiment_id: int):
-        experiment = self._own_experiment(experiment_id)
-        names = {v.id: v.name for v in experiment.variants}
-        items = {i.id: i for i in self._datasets.items(experiment.dataset_id)}
-        scored = []
-        for row in self._experiments.runs(experiment_id, ["done"]):
-            item = items.get(row.item_id)
-            if item is None or not row.run_id:
-                continue
-            try:
-                record = self._engine.traces.get(row.run_id)
-            except NotFound:  # the trace was deleted: the row no longer counts
-                continue
-            scored.append((score_run(record, item, names[row.variant_id], row.gold_left_out), record))
-        return experiment, scored
+        return self.experiment_results(experiment_id).export_json()

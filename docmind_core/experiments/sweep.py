@@ -4,6 +4,8 @@
 Each run's graded input (the query and the chunks its first grading saw, ``compare.graded_input``) is
 read once; its top score and lexical coverage do not depend on the thresholds, so every grid point asks
 the CRAG grader itself (``CragGrader.tier_for``) for the tier: one grader, as in the what-if regrade.
+As there, each run keeps the grader settings it was recorded with (its trace's config snapshot) for every
+key the sweep does not sweep; only a key the snapshot lacks comes from the live settings.
 
 For each point: precision and recall of HIGH for the positives (answerable questions with their gold in
 context), and the not-HIGH rate on unanswerable questions (labelled so, or asked with their gold left
@@ -22,7 +24,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
-from docmind_core.compare import graded_input
+from pydantic import ValidationError
+
+from docmind_core.compare import flat_config, graded_input
 from docmind_core.grade import CoverageReport, CragGrader, chunk_score, coverage_report
 from docmind_core.models import Tier
 from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
@@ -30,6 +34,7 @@ from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
 Objective = Literal["f1", "safe_recall", "balanced"]
 OBJECTIVES: tuple[str, ...] = ("f1", "safe_recall", "balanced")
 SAFE_NOT_HIGH = 0.9
+SWEPT_KEYS = frozenset({"high_threshold", "low_threshold", "gray_zone_mode"})
 HIGH_GRID = tuple(round(0.30 + 0.05 * i, 2) for i in range(14))  # 0.30 .. 0.95
 LOW_GRID = tuple(round(0.05 + 0.05 * i, 2) for i in range(12))  # 0.05 .. 0.60
 
@@ -45,6 +50,7 @@ class SweepInput:
     positive: bool  # answerable and gold in context
     unanswerable: bool
     empty: bool  # no evidence: LOW whatever the thresholds
+    recorded: tuple[tuple[str, Any], ...] = ()  # the run's grader settings (key, value), swept keys left out
 
 
 @dataclass(frozen=True)
@@ -102,17 +108,45 @@ def sweep_input(record: Any, variant: str, positive: bool, unanswerable: bool) -
     if chunks is None:
         return None
     run_id = record.meta.run_id if hasattr(record, "meta") else ""
+    recorded = recorded_grader(record)
     if not chunks:
-        return SweepInput(run_id, variant, 0.0, CoverageReport(0.0, False, False), positive, unanswerable, True)
+        return SweepInput(run_id, variant, 0.0, CoverageReport(0.0, False, False), positive, unanswerable, True,
+                          recorded)
     top = max(chunk_score(c) for c in chunks)
-    return SweepInput(run_id, variant, top, coverage_report(query, chunks), positive, unanswerable, False)
+    return SweepInput(run_id, variant, top, coverage_report(query, chunks), positive, unanswerable, False, recorded)
+
+
+def recorded_grader(record: Any) -> tuple[tuple[str, Any], ...]:
+    """The grader keys of the run's config snapshot that the sweep does not sweep, sorted."""
+    config = flat_config(record.config if hasattr(record, "config") else record.get("config"))
+    return tuple(sorted((key.removeprefix("grader."), value) for key, value in config.items()
+                        if key.startswith("grader.") and key.removeprefix("grader.") in GraderSettings.model_fields
+                        and key.removeprefix("grader.") not in SWEPT_KEYS))
 
 
 def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[float] = HIGH_GRID,
           lows: Sequence[float] = LOW_GRID, modes: Sequence[str] = GRAY_ZONE_MODES, skipped: int = 0) -> SweepResult:
-    """Every (high, low, mode) with low < high, plus the live point, scored over ``inputs``."""
+    """Every (high, low, mode) with low < high, plus the live point, scored over ``inputs``.
+
+    Each input is graded with its recorded settings (``SweepInput.recorded``) over ``live`` for the keys
+    it was not recorded with; the grid sets the swept keys.  An input whose recorded settings do not make
+    valid grader settings is left out and counted in ``skipped``.
+    """
     grader = CragGrader()
     base = live.model_dump()
+    bases: dict[tuple[tuple[str, Any], ...], GraderSettings] = {}
+    usable: list[SweepInput] = []
+    for x in inputs:
+        if x.recorded not in bases:
+            try:  # once per distinct recording; each grid point then only replaces the swept keys
+                bases[x.recorded] = GraderSettings.model_validate({**base, **dict(x.recorded)})
+            except ValidationError:
+                bases[x.recorded] = None  # type: ignore[assignment]
+        if bases[x.recorded] is None:
+            skipped += 1
+        else:
+            usable.append(x)
+    inputs = usable
     grid = {(round(h, 4), round(l, 4), m) for h in highs for l in lows for m in modes if l < h}
     live_key = (round(live.high_threshold, 4), round(live.low_threshold, 4), live.gray_zone_mode)
     grid.add(live_key)
@@ -120,11 +154,11 @@ def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[fl
     unanswerable = sum(1 for x in inputs if x.unanswerable)
     points: list[SweepPoint] = []
     for high, low, mode in sorted(grid):
-        settings = GraderSettings.model_validate({**base, "high_threshold": high, "low_threshold": low,
-                                                  "gray_zone_mode": mode})
+        swept = {"high_threshold": high, "low_threshold": low, "gray_zone_mode": mode}
+        settings = {recorded: b.model_copy(update=swept) for recorded, b in bases.items() if b is not None}
         tp = high_count = unanswerable_high = 0
         for x in inputs:
-            tier = Tier.LOW if x.empty else grader.tier_for(x.top, x.coverage, settings)[0]
+            tier = Tier.LOW if x.empty else grader.tier_for(x.top, x.coverage, settings[x.recorded])[0]
             if tier is Tier.HIGH:
                 high_count += 1
                 tp += x.positive

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -188,6 +188,24 @@ class TraceStore:
             "SELECT payload FROM trace_events WHERE run_id = ? ORDER BY seq", [run_id]).fetchall()
         events = [event_from_dict(json.loads(p[0])) for p in payloads]
         return TraceRecord(meta=_meta(row), config=json.loads(row[-1] or "{}"), events=events)
+
+    def iter_many(self, run_ids: Iterable[str], batch: int = 100) -> Iterator[TraceRecord]:
+        """The stored runs of ``run_ids`` (missing ones skipped), ``batch`` runs per query instead of one
+        query pair per run; yielded one by one, so a caller that drops each keeps memory bounded."""
+        wanted = list(dict.fromkeys(r for r in run_ids if r))
+        for at in range(0, len(wanted), max(1, batch)):
+            part = wanted[at:at + max(1, batch)]
+            marks = ", ".join("?" * len(part))
+            rows = {r[0]: r for r in self._db.db.execute(
+                f"SELECT {_META_COLUMNS}, config FROM traces WHERE run_id IN ({marks})", part).fetchall()}
+            events: dict[str, list[Event]] = {r: [] for r in rows}
+            for run_id, payload in self._db.db.execute(
+                    f"SELECT run_id, payload FROM trace_events WHERE run_id IN ({marks}) ORDER BY run_id, seq", part):
+                events[run_id].append(event_from_dict(json.loads(payload)))
+            for run_id in part:
+                if run_id in rows:
+                    yield TraceRecord(meta=_meta(rows[run_id]), config=json.loads(rows[run_id][-1] or "{}"),
+                                      events=events[run_id])
 
     def list(self, user_id: int | None = None, mode: str | Sequence[str] | None = None,
              tier: str | Sequence[str] | None = None,
