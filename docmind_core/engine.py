@@ -57,9 +57,6 @@ from docmind_core.apikeys import ApiKeyStore, ResolvedKey
 from docmind_core.auth_sessions import SessionStore
 from docmind_core.users import User, UserStore
 
-if TYPE_CHECKING:
-    from docmind_core.workbench import Workbench
-
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = PACKAGE_ROOT / "prompts"
@@ -308,13 +305,7 @@ class Engine:
 
     # -- what the access facade builds on --------------------------------------
     # Everything below is unchecked: it does what it is told for whoever asks.  Every entry point
-    # (pages, CLI, MCP) goes through ``workbench(user)``, which owns every access decision.
-    def workbench(self, user: User, channel: str = "web") -> "Workbench":
-        """The facade for one acting user (LOCAL_USER in single-user mode, SIGNED_OUT before sign-in)."""
-        from docmind_core.workbench import Workbench
-
-        return Workbench(self, user, channel)
-
+    # (pages, CLI, MCP) goes through ``Workbench(engine, user, channel)``, which owns every access decision.
     def resolve_api_key(self, key: str) -> "ResolvedKey | None":
         """The key's id and user when the key is valid and not revoked (the MCP gate's check)."""
         return self.api_keys.resolve_key(key)

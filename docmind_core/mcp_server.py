@@ -137,7 +137,7 @@ class McpToolService:
     web_limiter: SlidingWindowLimiter
 
     def _bench(self, caller: ResolvedKey) -> Workbench:
-        return self.engine.workbench(caller.user, channel="mcp")
+        return Workbench(self.engine, caller.user, channel="mcp")
 
     def run(self, tool, *args):
         """Run one tool call; DocMind's own errors reach the caller as tool errors with their message.

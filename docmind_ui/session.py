@@ -114,7 +114,7 @@ def get_engine() -> Engine:
 def workbench() -> Workbench:
     """The access facade of the user this browser session acts as (re-validated at every run)."""
     engine = get_engine()
-    return engine.workbench(current_user(engine), channel="web")
+    return Workbench(engine, current_user(engine), channel="web")
 
 
 def select_new_kb(kb_id: int) -> None:

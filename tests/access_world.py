@@ -200,8 +200,8 @@ def build_engine_world(home: Path, files: Path):
     users = UserStore(engine.db, hasher=FAST_HASHER)
     alice = users.add("alice", PASSWORD, department="research")
     bob = users.add("bob", PASSWORD, department="research")
-    private = engine.workbench(alice).create_kb("alice-notes")
-    public = engine.workbench(bob).create_kb("handbook", visibility="public")
+    private = Workbench(engine, alice).create_kb("alice-notes")
+    public = Workbench(engine, bob).create_kb("handbook", visibility="public")
     for kb, name, text in ((private, "plan.txt", "The zephyr project launches in March with a budget of 40k."),
                            (public, "guide.txt", "The handbook says the zephyr office opens at nine.")):
         path = files / name

@@ -13,6 +13,7 @@ from docmind_core.backends.protocols import ToolCallRequest
 from docmind_core.errors import AccessDenied
 from docmind_core.tools import ToolContext
 from docmind_core.users import LOCAL_USER
+from docmind_core.workbench import Workbench
 from tests.access_world import build_engine_world, build_world
 
 
@@ -160,7 +161,7 @@ def engine_world(home, tmp_path):
 
 def test_the_facade_applies_the_guard_to_list_search_ask_and_delete(engine_world):
     engine, alice, bob, private, public = engine_world
-    as_alice, as_bob = engine.workbench(alice), engine.workbench(bob)
+    as_alice, as_bob = Workbench(engine, alice), Workbench(engine, bob)
     assert [kb.name for kb in as_bob.list_kbs()] == ["handbook"]
     assert {kb.name for kb in as_alice.list_kbs()} == {"alice-notes", "handbook"}
     with pytest.raises(AccessDenied):

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from docmind_core.engine import Engine
 from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER
 
@@ -31,7 +32,7 @@ def _gated_page(engine) -> None:
         draw_sign_in(engine)
         st.stop()
     apply_cookie()
-    sign_out_button(engine.workbench(user))
+    sign_out_button(Workbench(engine, user))
     st.markdown("page content only for signed-in users")
     st.write(f"user: {user.username}")
 
@@ -39,7 +40,7 @@ def _gated_page(engine) -> None:
 def _engine(tmp_path, auth: bool) -> Engine:
     engine = Engine.open(tmp_path / "home", env={})
     UserStore(engine.db, hasher=FAST_HASHER).add("alice", "alice-password", department="research")
-    engine.workbench(LOCAL_USER).set_config({"auth.enabled": auth})
+    Workbench(engine, LOCAL_USER).set_config({"auth.enabled": auth})
     return engine
 
 
@@ -120,11 +121,11 @@ def test_a_forged_or_expired_token_is_refused(engine, monkeypatch):
 
 def test_a_new_password_or_a_removed_account_signs_out(engine):
     app = _sign_in(_session(engine), "alice", "alice-password")
-    engine.workbench(LOCAL_USER).set_password("alice", "a-new-password")
+    Workbench(engine, LOCAL_USER).set_password("alice", "a-new-password")
     assert SECRET not in _texts(app.run())
     app = _sign_in(_session(engine), "alice", "a-new-password")
     assert SECRET in _texts(app)
-    engine.workbench(LOCAL_USER).remove_user("alice")
+    Workbench(engine, LOCAL_USER).remove_user("alice")
     assert SECRET not in _texts(app.run())
 
 

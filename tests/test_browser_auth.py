@@ -29,10 +29,11 @@ def server(tmp_path_factory):
     (base / "plan.txt").write_text("The Orion launch budget is 4.2 million dollars.", encoding="utf-8")
     prepare_home(base / "home", (
         "import sys; from docmind_core.engine import Engine; from docmind_core.users import LOCAL_USER, UserStore; "
+        "from docmind_core.workbench import Workbench; "
         "e = Engine.open(); u = UserStore(e.db); a = u.add('alice', sys.argv[1], department='research'); "
-        "u.add('bob', sys.argv[1], department='sales'); w = e.workbench(a); "
+        "u.add('bob', sys.argv[1], department='sales'); w = Workbench(e, a); "
         "kb = w.create_kb('alice-private-kb'); w.ingest(kb.id, [sys.argv[2]]); "
-        "e.workbench(LOCAL_USER).set_config({'auth.enabled': True})"), PASSWORD, str(base / "plan.txt"))
+        "Workbench(e, LOCAL_USER).set_config({'auth.enabled': True})"), PASSWORD, str(base / "plan.txt"))
     with streamlit_server(base / "home", base / "streamlit.log") as url:
         yield url
 

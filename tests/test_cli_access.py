@@ -12,6 +12,7 @@ from docmind_core.engine import Engine
 from docmind_core.errors import AccessDenied
 from docmind_core.store.conversations import ConversationStore
 from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # the docmind CLI against a real engine per test: not in make test-fast
 
@@ -25,7 +26,7 @@ def world(tmp_path_factory):
     users.add("alice", "alice-password-1", department="research")
     doc = home / "plan.txt"
     doc.write_text("The Orion launch budget is 4.2 million dollars and ships in March.", encoding="utf-8")
-    as_bob = engine.workbench(bob, channel="cli")
+    as_bob = Workbench(engine, bob, channel="cli")
     kb = as_bob.create_kb("bob-private", visibility="private")
     assert as_bob.ingest(kb.id, [doc])[0].status == "added"
     return home
@@ -94,7 +95,7 @@ def test_traces_are_visible_to_their_owner_and_admins_only(world):
     engine = Engine.open(world, env={})
     users = UserStore(engine.db)
     bob, alice = users.find("bob"), users.find("alice")
-    as_bob, as_alice, operator = engine.workbench(bob), engine.workbench(alice), engine.workbench(LOCAL_USER)
+    as_bob, as_alice, operator = Workbench(engine, bob), Workbench(engine, alice), Workbench(engine, LOCAL_USER)
     kb = as_bob.kb_by_name("bob-private")
     run_id = list(as_bob.ask("What is the Orion launch budget?", [kb.id]))[0].run_id
     assert run_id in {t.run_id for t in as_bob.list_traces()}
@@ -132,11 +133,11 @@ def test_a_members_threshold_is_personal_and_an_admin_can_promote_it(world):
     # bob's runs record his value in their config snapshot; alice's keep the global one
     engine = Engine.open(world, env={})
     bob, alice = engine.account("bob"), engine.account("alice")
-    kb = engine.workbench(bob).kb_by_name("bob-private")
-    run = list(engine.workbench(bob).ask("What is the Orion launch budget?", [kb.id]))[0].run_id
-    assert engine.workbench(bob).get_trace(run).config["grader.high_threshold"] == 0.7
-    run = list(engine.workbench(alice).ask("What is the Orion launch budget?", []))[0].run_id
-    assert engine.workbench(alice).get_trace(run).config["grader.high_threshold"] == 0.9
+    kb = Workbench(engine, bob).kb_by_name("bob-private")
+    run = list(Workbench(engine, bob).ask("What is the Orion launch budget?", [kb.id]))[0].run_id
+    assert Workbench(engine, bob).get_trace(run).config["grader.high_threshold"] == 0.7
+    run = list(Workbench(engine, alice).ask("What is the Orion launch budget?", []))[0].run_id
+    assert Workbench(engine, alice).get_trace(run).config["grader.high_threshold"] == 0.9
     history = invoke(world, "config", "history").output
     assert "personal grader.high_threshold" in history.replace("  ", " ") and "by bob (cli)" in history
     refused = invoke(world, "config", "promote", "bob", "--as", "alice")

@@ -20,6 +20,7 @@ from docmind_core.engine import Engine
 from docmind_core.mcp_server import McpToolService
 from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.workbench import Workbench
 from tests.access_world import FAST_HASHER, PASSWORD
 
 pytestmark = pytest.mark.slow  # each test ingests a KB into a real engine: not in make test-fast
@@ -72,7 +73,7 @@ def wired(tmp_path, monkeypatch):
     engine = Engine.open(tmp_path / "home", env={}, warm=False)
     # warm-up reads settings in its own thread; finished here, it cannot be counted as a run's read below
     engine.start_warm_up().join(120)
-    bench = engine.workbench(LOCAL_USER)
+    bench = Workbench(engine, LOCAL_USER)
     kb = bench.create_kb("products")
     paths = []
     for name, text in TEXTS.items():
@@ -170,7 +171,7 @@ def test_no_background_thread_parses_python_source(tmp_path, monkeypatch):
     monkeypatch.setattr(engine_module, "build_embedder", _fresh_bundled_encoder)
     engine = Engine.open(tmp_path / "home", env={})
     engine.start_warm_up().join(30)
-    bench = engine.workbench(LOCAL_USER)
+    bench = Workbench(engine, LOCAL_USER)
     kb = bench.create_kb("k")
     path = tmp_path / "a.txt"
     path.write_text(TEXTS["nimbus.txt"], encoding="utf-8")
@@ -190,7 +191,7 @@ def test_a_kb_indexed_with_another_embedder_is_left_out_with_the_reason(tmp_path
     from docmind_core.errors import EmbedderMismatch
 
     engine = Engine.open(tmp_path / "home", env={}, warm=False)
-    bench = engine.workbench(LOCAL_USER)
+    bench = Workbench(engine, LOCAL_USER)
     kb = bench.create_kb("products")
     path = tmp_path / "nimbus.txt"
     path.write_text(TEXTS["nimbus.txt"], encoding="utf-8")

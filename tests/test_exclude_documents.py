@@ -15,6 +15,7 @@ from docmind_core.engine import Engine
 from docmind_core.events import AnswerStarted, Done, Reranked
 from docmind_core.tools import ToolContext
 from docmind_core.users import LOCAL_USER
+from docmind_core.workbench import Workbench
 
 DOCS = {
     "gold.txt": "The zephyr budget is 40k dollars and the zephyr launch is in March.",
@@ -118,7 +119,7 @@ def _run_doc_ids(events) -> set[int]:
 @pytest.mark.parametrize("mode", ["rule", "agentic"])
 def test_a_whole_run_never_sees_excluded_documents(world, mode):
     engine, kb, docs = world
-    bench = engine.workbench(LOCAL_USER, "cli")
+    bench = Workbench(engine, LOCAL_USER, "cli")
     gold = docs["gold.txt"]
     assert gold in _run_doc_ids(list(bench.ask(QUESTION, [kb], mode=mode)))
     events = list(bench.ask(QUESTION, [kb], mode=mode, exclude_doc_ids=[gold]))
@@ -130,7 +131,7 @@ def test_a_whole_run_never_sees_excluded_documents(world, mode):
 
 def test_direct_read_skips_excluded_documents(world):
     engine, kb, docs = world
-    bench = engine.workbench(LOCAL_USER, "cli")
+    bench = Workbench(engine, LOCAL_USER, "cli")
     gold, other = docs["gold.txt"], docs["distractor.txt"]
     read = _run_doc_ids(list(bench.ask("Summarise these documents", [kb], selected_doc_ids=[gold, other])))
     assert gold in read

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.users import LOCAL_USER
+from docmind_core.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # experiments run through the CLI on a real engine: not in make test-fast
 
@@ -124,7 +125,7 @@ def test_a_live_runner_is_not_taken_over_and_cancel_stops_it(home):
     import time
 
     engine = Engine.open(home, warm=False)
-    bench = engine.workbench(LOCAL_USER, "cli")
+    bench = Workbench(engine, LOCAL_USER, "cli")
     from docmind_core.experiments.runner import ExperimentError, Variant
 
     made = bench.create_experiment("cancel me", bench.get_dataset("orion-set").id, [Variant(name="a", mode="rule")])

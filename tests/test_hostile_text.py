@@ -13,6 +13,7 @@ from docmind_core.backends.protocols import ToolCallRequest
 from docmind_core.events import Done, RunStarted, Token
 from docmind_core.limits import InputTooLarge
 from docmind_core.tools import ToolContext, Toolbox
+from docmind_core.workbench import Workbench
 from tests.agentic_world import CORPUS, FixtureRetriever, settings
 from tests.markdown_probe import render, text_of
 
@@ -120,7 +121,7 @@ def test_a_public_address_with_sign_in_off_shows_no_page_unless_allowed(hostile_
 
     previous = config.get_option("server.address")
     config.set_option("server.address", "0.0.0.0")
-    bench = hostile_home.workbench(LOCAL_USER, "cli")
+    bench = Workbench(hostile_home, LOCAL_USER, "cli")
     try:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
         at.run()
@@ -229,7 +230,7 @@ def test_a_100k_character_question_is_refused_before_any_run(tmp_path):
     from docmind_core.users import LOCAL_USER
 
     engine = Engine.open(tmp_path / "home", env={})
-    bench = engine.workbench(LOCAL_USER, "cli")
+    bench = Workbench(engine, LOCAL_USER, "cli")
     conversation = bench.start_conversation("t")
     with pytest.raises(InputTooLarge) as refused:
         list(bench.ask("why " * 25_000, [], conversation_id=conversation))

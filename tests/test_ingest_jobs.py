@@ -22,6 +22,7 @@ from docmind_core.ingest.chunking import chunk_document, iter_chunk_blocks
 from docmind_core.ingest.jobs import JobInput
 from docmind_core.ingest.pipeline import STREAM_MIN_CHUNKS
 from docmind_core.users import LOCAL_USER
+from docmind_core.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # background jobs on real engines and worker threads, with waits: not in make test-fast
 
@@ -191,7 +192,7 @@ def test_a_killed_job_is_marked_interrupted_when_resume_is_off_and_retry_finishe
     job = engine.jobs.jobs.get(job_id)
     assert job.state == "interrupted" and job.count("interrupted") >= 1 and job.count("queued") == 0
     assert any("marked interrupted" in line for line in engine.start_report)
-    engine.workbench(LOCAL_USER, "cli").retry_job(job_id)
+    Workbench(engine, LOCAL_USER, "cli").retry_job(job_id)
     job = engine.jobs.wait(job_id, 240)
     assert job.state == "done" and job.count("done") == 40
 
@@ -243,12 +244,12 @@ def test_job_access_follows_the_ingest_rule(tmp_path):
     users = UserStore(engine.db, hasher=FAST_HASHER)
     alice = users.add("alice", PASSWORD, department="r")
     bob = users.add("bob", PASSWORD, department="r")
-    kb = engine.workbench(alice, "cli").create_kb("shared", visibility="public")
-    job = engine.workbench(alice, "cli").enqueue_ingest(kb.id, [JobInput("a.txt", data=text_file(1))])
+    kb = Workbench(engine, alice, "cli").create_kb("shared", visibility="public")
+    job = Workbench(engine, alice, "cli").enqueue_ingest(kb.id, [JobInput("a.txt", data=text_file(1))])
     with pytest.raises(AccessDenied):
-        engine.workbench(bob, "cli").enqueue_ingest(kb.id, [JobInput("b.txt", data=text_file(2))])
+        Workbench(engine, bob, "cli").enqueue_ingest(kb.id, [JobInput("b.txt", data=text_file(2))])
     with pytest.raises(AccessDenied):
-        engine.workbench(bob, "cli").cancel_job(job.id)
-    assert engine.workbench(bob, "cli").list_jobs() == []
-    assert [j.id for j in engine.workbench(alice, "cli").list_jobs()] == [job.id]
+        Workbench(engine, bob, "cli").cancel_job(job.id)
+    assert Workbench(engine, bob, "cli").list_jobs() == []
+    assert [j.id for j in Workbench(engine, alice, "cli").list_jobs()] == [job.id]
     engine.jobs.wait(job.id, 60)

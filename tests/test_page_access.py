@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from docmind_core.errors import AccessDenied
 from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER, PASSWORD
 
@@ -29,14 +30,14 @@ def world(app_engine):
     alice = users.add("alice", PASSWORD, department="research")
     users.add("bob", PASSWORD, department="sales")
     users.add("root", PASSWORD, role="admin")
-    as_alice = engine.workbench(alice)
+    as_alice = Workbench(engine, alice)
     kb = as_alice.create_kb("alice-secret-kb", visibility="private")
     doc = engine.home.parent / "plan.txt"
     doc.write_text("The Orion launch budget is 4.2 million dollars.", encoding="utf-8")
     as_alice.ingest(kb.id, [doc])
     conversation = as_alice.start_conversation("alice's plans")
     list(as_alice.ask("What is the Orion launch budget?", [kb.id], conversation_id=conversation))
-    engine.workbench(LOCAL_USER).set_config({"auth.enabled": True})
+    Workbench(engine, LOCAL_USER).set_config({"auth.enabled": True})
     yield engine, alice, conversation
 
 
@@ -75,7 +76,7 @@ def test_member_cannot_switch_sign_in_off_on_the_config_page(world):
     assert next(b for b in at.button if b.label.startswith("Apply auth")).disabled
     # A forged form submission (a browser can send any widget value) reaches the same facade call:
     with pytest.raises(AccessDenied, match="only an admin"):
-        engine.workbench(engine.account("bob"), channel="web").set_config({"auth.enabled": False})
+        Workbench(engine, engine.account("bob"), channel="web").set_config({"auth.enabled": False})
     assert engine.settings.auth.enabled is True  # nothing changed for anyone
     anonymous = AppTest.from_file(APP, default_timeout=90).run()
     assert [t.label for t in anonymous.text_input] == ["User name", "Password"]
@@ -92,16 +93,16 @@ def test_member_tunes_grader_as_personal_values(world):
     assert not at.exception, at.exception
     assert "your personal values" in "\n".join(s.value for s in at.success)
     bob = engine.account("bob")
-    assert engine.workbench(bob).settings().grader.high_threshold == 0.71
+    assert Workbench(engine, bob).settings().grader.high_threshold == 0.71
     assert engine.settings.grader.high_threshold == 0.9  # the global value, for everyone else
-    assert engine.workbench(alice).settings().grader.high_threshold == 0.9
+    assert Workbench(engine, alice).settings().grader.high_threshold == 0.9
     assert "yours · global 0.9" in "\n".join(c.value for c in at.caption)
-    engine.workbench(bob).reset_config()
+    Workbench(engine, bob).reset_config()
 
 
 def test_member_cannot_open_anothers_conversation_in_chat(world):
     engine, _, alice_conversation = world
-    before = len(engine.workbench(engine.account("alice")).conversation_messages(alice_conversation))
+    before = len(Workbench(engine, engine.account("alice")).conversation_messages(alice_conversation))
     at = _signed_in(engine, "bob")
     at.session_state["dm_conv"] = alice_conversation
     at.run()
@@ -109,14 +110,14 @@ def test_member_cannot_open_anothers_conversation_in_chat(world):
     assert "4.2 million" not in _texts(at) and "Orion launch budget" not in _texts(at)
     assert any("not one of bob's conversations" in w.value for w in at.warning)
     at.chat_input[0].set_value("What did we say before?").run()
-    after = engine.workbench(engine.account("alice")).conversation_messages(alice_conversation)
+    after = Workbench(engine, engine.account("alice")).conversation_messages(alice_conversation)
     assert len(after) == before  # nothing appended to alice's conversation
 
 
 def test_an_admin_promotes_a_members_values_on_the_config_page(world):
     engine, _, _ = world
     bob = engine.account("bob")
-    engine.workbench(bob).set_config({"grader.coverage_high": 0.85})
+    Workbench(engine, bob).set_config({"grader.coverage_high": 0.85})
     at = _signed_in(engine, "root")
     at.switch_page("pages/config.py").run()
     assert not at.exception, at.exception
@@ -125,8 +126,8 @@ def test_an_admin_promotes_a_members_values_on_the_config_page(world):
     at.run()
     assert not at.exception, at.exception
     assert engine.settings.grader.coverage_high == 0.85  # global now
-    assert engine.workbench(bob).config_view().personal == {}
-    history = engine.workbench(engine.account("root")).config_history(5)
+    assert Workbench(engine, bob).config_view().personal == {}
+    history = Workbench(engine, engine.account("root")).config_history(5)
     assert any(h.key == "grader.coverage_high" and h.scope == "global" and h.changed_by == "root (web)"
                for h in history)
-    engine.workbench(LOCAL_USER).reset_config("grader.coverage_high")
+    Workbench(engine, LOCAL_USER).reset_config("grader.coverage_high")

@@ -67,7 +67,7 @@ class World:
 
     def bench(self, actor: str) -> Workbench:
         user = SIGNED_OUT if actor == "signed_out" else self.people[actor]
-        return self.engine.workbench(user, channel="cli")
+        return Workbench(self.engine, user, channel="cli")
 
     @property
     def alice(self) -> Workbench:
@@ -152,13 +152,13 @@ def _promote(w: World, b: Workbench, v: str) -> bool:
         b.promote_config("alice", ["grader.coverage_high"])
     finally:
         w.alice.reset_config()
-        w.engine.workbench(w.people["admin"]).reset_config("grader.coverage_high")
+        Workbench(w.engine, w.people["admin"]).reset_config("grader.coverage_high")
     return True
 
 
 def _set_global(w: World, b: Workbench, v: str) -> bool:
     b.set_config({"auth.session_hours": 5.0}, scope="global")
-    w.engine.workbench(w.people["admin"]).reset_config("auth.session_hours")
+    Workbench(w.engine, w.people["admin"]).reset_config("auth.session_hours")
     return True
 
 
@@ -353,7 +353,7 @@ def test_refusals_of_kbs_name_them_by_id_only(world):
 
 
 def test_config_history_records_the_acting_user_and_channel(world):
-    admin = world.engine.workbench(world.people["admin"], channel="web")
+    admin = Workbench(world.engine, world.people["admin"], channel="web")
     admin.set_config({"agentic.max_iterations": 3})
     world.alice.set_config({"grader.high_threshold": 0.7})
     rows = world.bench("admin").config_history(10)

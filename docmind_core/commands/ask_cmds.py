@@ -14,6 +14,7 @@ from docmind_core.events import Done, Token
 from docmind_core.run_summary import summarise, timeline_lines
 from docmind_core.commands.user_cmds import acting_user, as_user_option, cli_workbench
 from docmind_core.settings import coerce, key_specs
+from docmind_core.workbench import Workbench
 
 
 def _kb_ids(bench, names: tuple[str, ...]) -> list[int]:
@@ -146,7 +147,7 @@ def register(cli: click.Group, get_engine) -> None:
         if not isinstance(changes, dict):
             raise DocMindError(f"{path.name} must hold one JSON object of config keys")
         engine = get_engine()
-        bench = engine.workbench(acting_user(engine, as_user), channel="import")
+        bench = Workbench(engine, acting_user(engine, as_user), channel="import")
         bench.set_config(changes, scope="personal" if personal else None)
         click.echo(f"imported {len(changes)} keys from {path.name}")
 

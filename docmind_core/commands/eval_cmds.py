@@ -13,6 +13,7 @@ from docmind_core.commands import echo, echo_json
 from docmind_core.commands.user_cmds import as_user_option, cli_workbench
 from docmind_core.errors import DocMindError
 from docmind_core.users import LOCAL_USER
+from docmind_core.workbench import Workbench
 
 
 def cache_dir(engine=None) -> Path:
@@ -55,7 +56,7 @@ def eval_setup(get_engine, overrides=()) -> tuple:
     engine = None
     try:
         engine = get_engine()
-        settings = engine.workbench(LOCAL_USER, channel="cli").settings()
+        settings = Workbench(engine, LOCAL_USER, channel="cli").settings()
         embedder = getattr(engine, "embedder", None)
     except DocMindError:
         raise

@@ -7,7 +7,7 @@ are never taken as an argument, where they would land in shell history and
 ``ps`` output.
 
 ``get_engine()`` returns the composition root.  Every command goes through
-the access facade (``engine.workbench(user, "cli")``): the user and key
+the access facade (``Workbench(engine, user, "cli")``): the user and key
 commands as the operator (``LOCAL_USER``, an admin), the others as ``--as``.
 """
 
@@ -21,6 +21,7 @@ import click
 from docmind_core.commands import echo, echo_json
 from docmind_core.errors import DocMindError, NotFound
 from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
+from docmind_core.workbench import Workbench
 
 # For other commands (kb list/delete, ask ...): ``@as_user_option`` adds ``--as USERNAME`` (or DOCMIND_USER),
 # and ``cli_workbench(engine, as_user)`` turns it into the facade of the User whose access rules apply.
@@ -41,7 +42,7 @@ def acting_user(engine, username: str | None) -> User:
 
 def cli_workbench(engine, username: str | None):
     """The access facade for ``--as USERNAME`` (the operator when no name is given)."""
-    return engine.workbench(acting_user(engine, username), channel="cli")
+    return Workbench(engine, acting_user(engine, username), channel="cli")
 
 
 def read_password(password_stdin: bool, confirm: bool = True) -> str:
@@ -58,7 +59,7 @@ def ensure_first_admin(engine, interactive: bool) -> User | None:
     Returns the admin created now, or None when one existed (or nobody could be asked).
     """
     created = engine.ensure_admin_from_env()
-    operator = engine.workbench(LOCAL_USER, channel="cli")
+    operator = Workbench(engine, LOCAL_USER, channel="cli")
     if created is not None or operator.user_count("admin") > 0:
         return created
     if not interactive:
@@ -71,7 +72,7 @@ def ensure_first_admin(engine, interactive: bool) -> User | None:
 def register(cli: click.Group, get_engine) -> None:
     def operator():
         """The operator at the server's shell: may manage every account."""
-        return get_engine().workbench(LOCAL_USER, channel="cli")
+        return Workbench(get_engine(), LOCAL_USER, channel="cli")
 
     # -- users ---------------------------------------------------------------
     @cli.group("user")
@@ -184,7 +185,7 @@ def register(cli: click.Group, get_engine) -> None:
 
         engine = get_engine()
         engine.start_warm_up()  # a long-running server: pay the first call's one-off costs now
-        if not any(k.active for k in engine.workbench(LOCAL_USER, channel="cli").list_api_keys()):
+        if not any(k.active for k in Workbench(engine, LOCAL_USER, channel="cli").list_api_keys()):
             click.echo("note: no active API key yet; create one with: docmind apikey create USERNAME", err=True)
         click.echo(f"MCP endpoint: http://{host}:{port}{MCP_PATH} (send X-API-Key or Authorization: Bearer)",
                    err=True)

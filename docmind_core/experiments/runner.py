@@ -21,18 +21,30 @@ import socket
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Protocol, Sequence
 
 from pydantic import BaseModel, Field, field_validator
 
 from docmind_core.errors import ConfigError, DocMindError, NotFound
-from docmind_core.events import Done
+from docmind_core.events import Done, Event
 from docmind_core.experiments.datasets import DatasetItem, DatasetStore, gold_document_ids
 from docmind_core.settings import Settings, is_personal_key
 from docmind_core.store.db import Database, utcnow
 
 if TYPE_CHECKING:
-    from docmind_core.workbench import Workbench
+    from docmind_core.models import DocumentRecord, KnowledgeBase
+
+
+class ExperimentAsker(Protocol):
+    """What a runner needs of the access facade (``Workbench``): it asks as the acting user."""
+
+    def ask(self, question: str, kb_ids: Sequence[int], *, mode: str, cancel: threading.Event | None,
+            pair_id: str | None, overrides: dict[str, Any] | None, exclude_doc_ids: Sequence[int] | None,
+            label: str) -> Iterator[Event]: ...
+
+    def kb_by_name(self, name: str) -> "KnowledgeBase": ...
+
+    def list_documents(self, kb_id: int) -> "list[DocumentRecord]": ...
 
 RunMode = Literal["auto", "rule", "agentic"]
 ExperimentState = Literal["pending", "running", "cancelling", "cancelled", "done"]
@@ -315,7 +327,7 @@ ProgressCallback = Callable[[Progress], None]
 class ExperimentRunner:
     """Runs an experiment's pending rows through ``bench.ask`` (the acting user's access applies)."""
 
-    def __init__(self, bench: "Workbench", store: ExperimentStore, datasets: DatasetStore, max_parallel: int):
+    def __init__(self, bench: ExperimentAsker, store: ExperimentStore, datasets: DatasetStore, max_parallel: int):
         self.bench = bench
         self.store = store
         self.datasets = datasets
