@@ -6,8 +6,12 @@ this browser session acts as.  They never touch the engine's stores.
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import streamlit as st
@@ -20,10 +24,15 @@ from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_b
 from docmind_ui.charts import warm_charts
 from docmind_ui.exposure_gate import guard_exposure
 from docmind_ui.html_views import PAGE_CSS, backend_html
+from docmind_ui.nav import draw_page_links, route_through_frame
 
 KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
 DOC_KEY = "dm_doc_ids"  # optionally selected document ids within them
-FRAME_KEY = "dm_frame_drawn"  # set once app.py's frame has run in this session
+FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this session
+# True while app.py's frame runs in this script thread: the page it runs is inside the frame.  Not in the
+# session state: once a run is stopped (st.stop, a rerun) Streamlit refuses every further session-state access
+# of that run, so a flag there could not be cleared on the way out.
+_IN_FRAME_RUN: ContextVar[bool] = ContextVar("docmind_in_frame_run", default=False)
 NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selection at the next run
 
 
@@ -56,8 +65,19 @@ def warm_server() -> None:
     _warm_server_once()
 
 
+@contextmanager
+def frame_run() -> Iterator[None]:
+    """app.py's run: a page that runs within it is inside the frame (see :func:`ensure_frame`)."""
+    token = _IN_FRAME_RUN.set(True)
+    try:
+        yield
+    finally:  # also when the run stops early (st.stop, st.rerun, st.switch_page raise)
+        _IN_FRAME_RUN.reset(token)
+
+
 def draw_frame() -> Workbench:
-    """What every page shares: page config, CSS, the engine and the acting user's facade.
+    """What every page shares: page config, CSS, the engine, the acting user's facade and, once signed in,
+    the list of pages and the sidebar.
 
     Returns the facade; for a signed-out visitor (sign-in on) its user is SIGNED_OUT, and the
     caller draws :func:`draw_sign_in_screen` instead of any page.
@@ -69,6 +89,7 @@ def draw_frame() -> Workbench:
     bench = workbench()
     if bench.user.is_signed_in:
         apply_cookie()
+        draw_page_links()
         sign_out_button(bench)
         draw_sidebar(bench)
     return bench
@@ -81,23 +102,19 @@ def draw_sign_in_screen() -> None:
 
 
 def ensure_frame() -> None:
-    """Make sure a page runs inside the frame, never as a bare legacy page.
+    """Make sure the calling page runs inside the frame, never as a bare page.
 
-    Streamlit treats a ``pages/`` folder as a legacy multipage app until the
-    first ``st.navigation`` call of the process, so a fresh server's first visit
-    straight to e.g. /traces would run that page alone (no sidebar, CSS or
-    sign-in gate) and list every file of pages/ as a page.  On a session's first
-    run we switch the legacy mode off and rerun through app.py; when the mode
-    comes back later (AppTest resets it on every run) a rerun would drop the
-    click being handled, so the frame is drawn here instead.
+    Until the first ``st.navigation`` call of the server process, Streamlit treats the ``pages/`` folder as
+    a legacy multipage app: a fresh server's first visit straight to e.g. /traces runs that page alone (no
+    sidebar, CSS or sign-in gate).  On a session's first run the page hands over to app.py, which switches
+    back to it inside the frame.  When the mode comes back later in a session (only AppTest re-enters it, at
+    every run) a hand-over would drop the click being handled, so the frame is drawn here instead.
     """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if not PagesManager.uses_pages_directory:
+    if _IN_FRAME_RUN.get():
         return
     if not st.session_state.get(FRAME_KEY):
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+        caller = inspect.currentframe().f_back  # the page module calling us: its file names the page
+        route_through_frame(caller.f_globals["__file__"])
     if not draw_frame().user.is_signed_in:
         draw_sign_in_screen()
 
