@@ -1,10 +1,14 @@
-"""Plotly figures: the rerank score distribution of a run, and two runs overlaid."""
+"""Plotly figures: the rerank score distribution of a run, and two runs overlaid; the jump from a bar to its card."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+import re
+from typing import Any, Sequence
 
 import plotly.graph_objects as go
+import streamlit as st
+import streamlit.components.v1 as components
 
 from docmind_core.compare import ScoreDistribution
 from docmind_core.models import RetrievedChunk, StageScores
@@ -26,7 +30,7 @@ def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, t
     """Bars of every candidate's rerank score, best first, with the HIGH / LOW thresholds drawn.
 
     ``anchors``: chunk id -> the id of its card on the page; each bar carries it (customdata), so a
-    click on a bar can jump to the card (see ``docmind_ui.jobs_view.jump_to_anchor``).
+    click on a bar can jump to the card (see :func:`jump_to_anchor`).
     """
     ranked = sorted(candidates, key=lambda c: c.scores.rerank if c.scores.rerank is not None else -1, reverse=True)
     fig = go.Figure()
@@ -99,3 +103,43 @@ def warm_charts() -> None:
     for figure in figures:
         plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(figure, validate_figure=True),
                           validate=False)
+
+
+ANCHOR_RE = re.compile(r"src-[A-Za-z0-9_-]+")  # what citation_html.anchor_id makes; nothing else reaches the script
+_JUMP_SCRIPT = """<script>
+(function () {
+  const id = %s;
+  let tries = 0;
+  function jump() {
+    const page = window.parent.document;
+    const card = page.getElementById(id);
+    if (!card) { if (++tries < 100) { setTimeout(jump, 100); } return; }
+    page.querySelectorAll(".dm-source.dm-jumped").forEach(function (el) { el.classList.remove("dm-jumped"); });
+    card.classList.add("dm-jumped");
+    card.scrollIntoView({block: "center"});
+  }
+  jump();
+})();
+</script>"""
+
+
+def jump_to_anchor(chart_event: Any, state_key: str = "dm_jumped_anchor") -> None:
+    """When a bar of a score chart was clicked, scroll its card into view and light it up.
+
+    The card's id rides on the bar (customdata).  The page's URL hash cannot carry it: Streamlit rewrites
+    the URL on the rerun the click causes, so the script (in a same-origin component iframe) finds the card,
+    waiting for it to be drawn, and marks it ``dm-jumped``.  Only a new click jumps: the selection outlives
+    the rerun, and a page redrawn for another reason must not scroll back to the card.
+    """
+    try:
+        points = chart_event.selection.points  # type: ignore[union-attr]
+    except AttributeError:
+        return
+    anchor = next((p.get("customdata") for p in points or [] if p.get("customdata")), "")
+    if not anchor or not ANCHOR_RE.fullmatch(str(anchor)):
+        st.session_state.pop(state_key, None)
+        return
+    if st.session_state.get(state_key) == anchor:
+        return
+    st.session_state[state_key] = anchor
+    components.html(_JUMP_SCRIPT % json.dumps(anchor), height=0)

@@ -1,4 +1,4 @@
-"""Ingest jobs on the Knowledge bases page, and the jump from a chart bar to its card.
+"""Ingest jobs on the Knowledge bases page.
 
 A job runs in the core's worker thread, not in this script: the panel only
 reads its rows.  While a job is active the panel redraws itself every second
@@ -8,17 +8,13 @@ list and the KB's counts show the result.
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any
-
 import pandas as pd
 import streamlit as st
-import streamlit.components.v1 as components
 
 from docmind_core.errors import DocMindError
 from docmind_core.safe_text import escape_markdown
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
+from docmind_ui.charts import jump_to_anchor  # noqa: F401 - the KB page imports it from here
 from docmind_ui.session import workbench
 
 _ACTIVE_KEY = "dm_active_jobs"  # job ids this session saw active: a finished one triggers a page rerun
@@ -96,43 +92,3 @@ def _act(action, job_id: int) -> None:
         st.error(escape_markdown(exc))
         return
     st.rerun()
-
-
-ANCHOR_RE = re.compile(r"src-[A-Za-z0-9_-]+")  # what citation_html.anchor_id makes; nothing else reaches the script
-_JUMP_SCRIPT = """<script>
-(function () {
-  const id = %s;
-  let tries = 0;
-  function jump() {
-    const page = window.parent.document;
-    const card = page.getElementById(id);
-    if (!card) { if (++tries < 100) { setTimeout(jump, 100); } return; }
-    page.querySelectorAll(".dm-source.dm-jumped").forEach(function (el) { el.classList.remove("dm-jumped"); });
-    card.classList.add("dm-jumped");
-    card.scrollIntoView({block: "center"});
-  }
-  jump();
-})();
-</script>"""
-
-
-def jump_to_anchor(chart_event: Any, state_key: str = "dm_jumped_anchor") -> None:
-    """When a bar of a score chart was clicked, scroll its card into view and light it up.
-
-    The card's id rides on the bar (customdata).  The page's URL hash cannot carry it: Streamlit rewrites
-    the URL on the rerun the click causes, so the script (in a same-origin component iframe) finds the card,
-    waiting for it to be drawn, and marks it ``dm-jumped``.  Only a new click jumps: the selection outlives
-    the rerun, and a page redrawn for another reason must not scroll back to the card.
-    """
-    try:
-        points = chart_event.selection.points  # type: ignore[union-attr]
-    except AttributeError:
-        return
-    anchor = next((p.get("customdata") for p in points or [] if p.get("customdata")), "")
-    if not anchor or not ANCHOR_RE.fullmatch(str(anchor)):
-        st.session_state.pop(state_key, None)
-        return
-    if st.session_state.get(state_key) == anchor:
-        return
-    st.session_state[state_key] = anchor
-    components.html(_JUMP_SCRIPT % json.dumps(anchor), height=0)

@@ -12,11 +12,11 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.compare import RunComparison, compare_runs, flat_config
-from docmind_core.citation_html import citation_html, source_card_html
+from docmind_core.citation_html import anchor_id, citation_html, source_card_html
 from docmind_core.safe_text import escape_markdown
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest, timeline
-from docmind_ui.charts import distribution_overlay, score_chart
+from docmind_ui.charts import distribution_overlay, jump_to_anchor, score_chart
 from docmind_ui.html_views import (
     answer_diff_html, confidence_html, glance_html, rounds_html, route_html, timeline_html, tier_badge_html,
 )
@@ -61,8 +61,12 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
             st.markdown(timeline_html(timeline(digest.events)), unsafe_allow_html=True)
         if digest.candidates:
             high, low = thresholds(config)
-            st.plotly_chart(score_chart(digest.candidates, high, low), key=f"chart-{run_key}",
-                            config=_CHART_CONFIG)
+            # a bar of a source jumps to its card below (the same helper as hit testing); cut candidates have none
+            anchors = {s.chunk_id: anchor_id(run_key, n) for n, s in enumerate(digest.sources, start=1)}
+            chart = st.plotly_chart(score_chart(digest.candidates, high, low, anchors=anchors),
+                                    key=f"chart-{run_key}", config=_CHART_CONFIG, on_select="rerun",
+                                    selection_mode="points")
+            jump_to_anchor(chart, state_key=f"dm_jumped-{run_key}")
         if digest.sources:
             cards = "".join(source_card_html(i, s, run_key, digest.answer)
                             for i, s in enumerate(digest.sources, start=1))

@@ -73,3 +73,25 @@ def test_traces_table_keeps_the_label_column_in_view(demo_home):
     assert not at.exception, at.exception
     table = next(f for f in at.dataframe if "label" in f.value.columns and "run id" in f.value.columns)
     assert list(table.proto.column_order)[:2] == ["started", "label"]
+
+
+def _chart_targets(chart) -> list[str]:
+    """The card ids the bars of a plotly chart element carry (customdata), '' for a bar without a card."""
+    spec = json.loads(chart.proto.spec)
+    return [t for trace in spec["data"] if trace.get("type") == "bar" for t in trace.get("customdata") or []]
+
+
+def test_chat_score_bars_carry_the_anchor_of_their_source_card(demo_home):
+    """Every source card of an answer has a bar that jumps to it (the same helper as hit testing)."""
+    import re
+
+    at = _app()
+    at.chat_input[0].set_value("What is the maximum power draw of the Nimbus N2?").run()
+    assert not at.exception, at.exception
+    charts = [c for c in at.get("plotly_chart") if c.proto.id and "dm_chart_preload" not in c.proto.id]
+    assert len(charts) == 1, [c.proto.id for c in at.get("plotly_chart")]
+    chart = charts[0]
+    assert list(chart.proto.selection_mode), "a click on a bar must reach the page (on_select)"
+    targets = [t for t in _chart_targets(chart) if t]
+    cards = re.findall(r'class="dm-source[^"]*" id="(src-[^"]+)"', "\n".join(m.value for m in at.markdown))
+    assert cards and sorted(targets) == sorted(cards), (targets, cards)
