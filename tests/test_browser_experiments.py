@@ -1,0 +1,100 @@
+"""The Experiments page in a real browser: start a small experiment (three questions of the shipped demo
+set, rule against agentic) on the demo KB, wait until it has run, and read the per-variant metrics and the
+paired differences the page then shows.  Uses /usr/bin/chromium (tests/browser_support.py); skips, saying
+why, only when it is missing.  Screenshots go to artifacts/ (git-ignored)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.browser_support import (
+    ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, prepare_home, require_chromium, streamlit_server,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PAGE_TIMEOUT_MS = 90_000
+RUN_TIMEOUT_S = 240  # six offline runs; generous for a loaded 2-core machine
+QUESTIONS = 3
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    require_chromium()
+    from tests.test_pages import demo_files
+
+    base = tmp_path_factory.mktemp("browser-experiments")
+    files = [str(p) for p in demo_files(base / "docs")]
+    prepare_home(base / "home", (
+        "import sys; from docmind_core.engine import Engine; from docmind_core.users import LOCAL_USER; "
+        "from docmind_core.workbench import Workbench; e = Engine.open(warm=False); "
+        "kb = e.create_kb('demo', 'Demo corpus: the fictional Aurora and Nimbus products'); "
+        "out = e.ingest(kb.id, sys.argv[2:]); assert all(o.status != 'failed' for o in out), out; "
+        "Workbench(e, LOCAL_USER, 'cli').import_dataset('demo', sys.argv[1], kb='demo')"),
+        str(ROOT / "data" / "demo_labelled.jsonl"), *files)
+    with streamlit_server(base / "home", base / "streamlit.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1500, "height": 1100})
+        pg = context.new_page()
+        pg.goto(server + "/experiments", wait_until="domcontentloaded")
+        pg.wait_for_selector("text=New experiment", timeout=PAGE_TIMEOUT_MS)
+        yield pg
+        browser.close()
+
+
+def _grid_text(frame) -> str:
+    """The cells a dataframe shows (its grid is drawn on a canvas; the accessible table mirrors it)."""
+    return frame.evaluate("el => Array.from(el.querySelectorAll('[role=\"gridcell\"], [role=\"columnheader\"], "
+                          "td, th')).map(c => c.textContent).join(' | ')")
+
+
+def test_an_experiment_runs_and_its_metrics_and_differences_appear(page):
+    page.get_by_text("New experiment").click()
+    form = page.locator('[data-testid="stForm"]', has_text="Create and run")
+    form.wait_for(timeout=30_000)
+    variants = form.get_by_label("Variants, one per line: NAME:MODE[:key=value,...]")
+    assert variants.input_value() == "rule:rule\nagentic:agentic"
+    form.get_by_text("Also ask with the gold documents left out").click()  # three questions, six runs
+    form.get_by_label("Questions (0 = all)").fill(str(QUESTIONS))
+    form.get_by_role("button", name="Create and run").click()
+    page.wait_for_selector('[data-testid="stAlertContentSuccess"] >> text=started', timeout=PAGE_TIMEOUT_MS)
+
+    # the progress panel polls the runner; once the runs are done the page redraws the metrics by itself
+    done = page.locator('[data-testid="stProgress"]', has_text=re.compile(r"done: 6 of 6 runs"))
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline and done.count() == 0:
+        time.sleep(1.0)
+    progress = page.locator('[data-testid="stProgress"]').first.inner_text() \
+        if page.locator('[data-testid="stProgress"]').count() else "(no progress bar)"
+    assert done.count() == 1, f"the experiment did not finish in {RUN_TIMEOUT_S} s: {progress}"
+    assert "0 failed" in progress
+
+    metrics = page.locator('[data-testid="stDataFrame"]', has=page.locator("text=gold-in-context recall")).first
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].some(
+               el => el.textContent.includes('gold-in-context recall') && el.textContent.includes('agentic'))""",
+        timeout=PAGE_TIMEOUT_MS)
+    cells = _grid_text(metrics)
+    assert "rule" in cells and "agentic" in cells
+    assert re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \(n=3\)", cells), cells  # an interval over 3 questions
+    metrics.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(ARTIFACTS / "experiment_metrics.png"))
+
+    page.get_by_text("Paired differences").wait_for(timeout=30_000)
+    diffs = page.locator('[data-testid="stDataFrame"]', has=page.locator("text=B − A")).first
+    diff_cells = _grid_text(diffs)
+    assert "rule" in diff_cells and "agentic" in diff_cells and "abstention accuracy" in diff_cells
+    diffs.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(ARTIFACTS / "experiment_differences.png"))
