@@ -29,9 +29,16 @@ GROUP_TITLES = {
     "embedding": "Backend · embeddings", "reranker": "Backend · reranker", "vector_store": "Backend · vector store",
     "keyword": "Backend · keyword index", "web": "Backend · web search", "tracing": "Backend · tracing",
     "sandbox": "Code sandbox", "auth": "Sign-in", "limits": "Input limits", "ingest": "Ingestion limits and jobs",
+    "run": "Run deadline", "experiments": "Experiments",
 }
 ERRORS_KEY = "dm_cfg_errors"
 NOTICE_KEY = "dm_cfg_notice"
+OPEN_KEY = "dm_cfg_open"  # groups whose form is built (open expanders), kept across reruns
+OPEN_AT_FIRST = ("grader", "agentic")
+
+
+def group_key(group: str) -> str:
+    return "cfg-group-" + group
 
 
 def widget_key(key: str) -> str:
@@ -142,6 +149,10 @@ for spec in key_specs():
     by_group[spec.group].append(spec)
 errors = st.session_state.get(ERRORS_KEY, {})
 
+# A group's form is built only while its expander is open (~100 widgets in all made the first switch to this
+# page slow); opening one reruns the page.  What is open is remembered here, because an expander's label (its
+# "changed" count) is part of its identity: a new label would otherwise start closed.
+opened: set[str] = st.session_state.setdefault(OPEN_KEY, set(OPEN_AT_FIRST))
 for group in GROUP_TITLES:
     specs = by_group.get(group, [])
     if not specs:
@@ -151,14 +162,17 @@ for group in GROUP_TITLES:
     editable = is_admin or group in PERSONAL_GROUPS
     if not editable:
         title += " · admin only"
-    with st.expander(title, expanded=group in ("grader", "agentic") or group in errors):
-        with st.form(f"cfg-form-{group}"):
-            columns = st.columns(2)
-            for i, spec in enumerate(specs):
-                with columns[i % 2]:
-                    _widget(spec, settings.get(spec.key), editable)
-            st.form_submit_button(f"Apply {group}" if is_admin or not editable else f"Apply {group} (yours)",
-                                  on_click=_apply, args=(group, specs), disabled=not editable)
+    box = st.expander(title, expanded=group in opened or group in errors, key=group_key(group), on_change="rerun")
+    (opened.add if box.open else opened.discard)(group)
+    with box:
+        if box.open:
+            with st.form(f"cfg-form-{group}"):
+                columns = st.columns(2)
+                for i, spec in enumerate(specs):
+                    with columns[i % 2]:
+                        _widget(spec, settings.get(spec.key), editable)
+                st.form_submit_button(f"Apply {group}" if is_admin or not editable else f"Apply {group} (yours)",
+                                      on_click=_apply, args=(group, specs), disabled=not editable)
         if group in errors:
             st.error(escape_markdown(errors[group]))
 

@@ -72,6 +72,8 @@ def test_member_cannot_switch_sign_in_off_on_the_config_page(world):
     at = _signed_in(engine, "bob")
     at.switch_page("pages/config.py").run()
     assert not at.exception, at.exception
+    at.session_state["cfg-group-auth"] = True  # open the Sign-in group (its form is built when opened)
+    at.run()
     assert at.checkbox(key="cfg::auth.enabled").disabled, "a member sees global keys read-only"
     assert next(b for b in at.button if b.label.startswith("Apply auth")).disabled
     # A forged form submission (a browser can send any widget value) reaches the same facade call:

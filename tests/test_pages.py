@@ -113,6 +113,31 @@ def test_config_refuses_low_at_or_above_high(demo_home):
     demo_home.config.reset_all(by="test")
 
 
+def test_config_builds_only_the_groups_that_are_open_and_every_key_has_a_group(demo_home):
+    """~100 widgets made the first switch to Config slow: a collapsed group's form is built when it is opened."""
+    from docmind_core.settings import key_specs
+
+    at = _app()
+    at.switch_page("pages/config.py").run()
+    assert not at.exception, at.exception
+    drawn = {w.key for kind in ("number_input", "checkbox", "selectbox", "text_input") for w in at.get(kind)
+             if (w.key or "").startswith("cfg::")}
+    assert {k.split(".")[0].removeprefix("cfg::") for k in drawn} == {"grader", "agentic"}, sorted(drawn)
+    groups = {s.group for s in key_specs()}  # each has its expander; run.* and experiments.* were missing
+    config_groups = [e for e in at.expander if any(f"cfg-group-{g}" in str(e.proto) for g in groups)]
+    assert len(config_groups) == len(groups), [e.label for e in at.expander]
+    # opening a group (as a click on it does) builds its form; it stays open over later runs
+    at.session_state["cfg-group-auth"] = True
+    at.run()
+    assert not at.exception, at.exception
+    assert at.checkbox(key="cfg::auth.enabled").value is False
+    at.run()
+    assert any(w.key == "cfg::auth.enabled" for w in at.checkbox)
+    at.session_state["cfg-group-auth"] = False
+    at.run()
+    assert not any(w.key == "cfg::auth.enabled" for w in at.checkbox)
+
+
 def test_kb_upload_reports_good_and_bad_files(demo_home):
     at = _app()
     at.switch_page("pages/knowledge_bases.py").run()
