@@ -2,7 +2,8 @@
 
 A fresh `streamlit run app.py` with sign-in on:
 - a deep link (/traces) while signed out shows only the sign-in form: no page is listed;
-- after signing in the visitor lands on the page the link named;
+- after signing in the visitor lands on the page the link named, and every page is listed in the sidebar;
+- a deep link to /config (the server has run app.py by then) lands there after sign-in too;
 - a refresh keeps the browser signed in (the session cookie holds an opaque token only);
 - signing out in one browser signs that user out in every browser.
 """
@@ -20,6 +21,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PASSWORD = "correct horse battery"
 ANSWER_TIMEOUT_MS = 90_000
 SIGN_IN = 'button:has-text("Sign in")'
+PAGE_LINKS = '[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]'
+LISTED_PAGES = ["Chat", "Knowledge bases", "Config", "Traces", "Experiments"]  # in this order
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +67,7 @@ def test_deep_link_sign_in_refresh_and_sign_out_everywhere(server, browser):
     pg.goto(server + "/traces", wait_until="domcontentloaded")
     pg.wait_for_selector(SIGN_IN, timeout=ANSWER_TIMEOUT_MS)
     assert pg.locator('[data-testid="stSidebarNav"] a').count() == 0, "no page is listed before sign-in"
+    assert pg.locator('[data-testid="stPageLink"]').count() == 0
     assert pg.get_by_role("link", name="Chat").count() == 0
     assert "alice-private-kb" not in pg.content() and "What-if regrade" not in pg.content()
     pg.screenshot(path=str(ARTIFACTS / "sign_in.png"))
@@ -71,6 +75,7 @@ def test_deep_link_sign_in_refresh_and_sign_out_everywhere(server, browser):
     _sign_in(pg, "alice")
     pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)  # back on the page the link named
     assert pg.url.rstrip("/").endswith("/traces")
+    assert _listed_pages(pg) == LISTED_PAGES
     cookie = next(c for c in first.cookies() if c["name"] == "docmind_session")
     assert "alice" not in cookie["value"] and PASSWORD.split()[0] not in cookie["value"]
     assert cookie["sameSite"] == "Strict"
@@ -96,3 +101,26 @@ def test_deep_link_sign_in_refresh_and_sign_out_everywhere(server, browser):
     other.screenshot(path=str(ARTIFACTS / "signed_out_everywhere.png"))
     second.close()
     first.close()
+
+
+def test_deep_link_to_config_lands_there_after_sign_in(server, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.goto(server + "/config", wait_until="domcontentloaded")
+    pg.wait_for_selector(SIGN_IN, timeout=ANSWER_TIMEOUT_MS)
+    assert pg.locator('[data-testid="stPageLink"]').count() == 0, "no page is listed before sign-in"
+    _sign_in(pg, "bob")
+    pg.wait_for_selector('h1:has-text("Config")', timeout=ANSWER_TIMEOUT_MS)
+    assert pg.url.rstrip("/").endswith("/config")
+    assert _listed_pages(pg) == LISTED_PAGES
+    pg.locator(PAGE_LINKS).filter(has_text="Traces").click()  # the list navigates
+    pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)
+    assert pg.url.rstrip("/").endswith("/traces")
+    context.close()
+
+
+def _listed_pages(pg) -> list[str]:
+    """The titles of the page links in the sidebar, in order."""
+    pg.wait_for_selector(PAGE_LINKS, timeout=ANSWER_TIMEOUT_MS)
+    # a link's text is its icon's ligature name ("timeline"), then its title
+    return [text.strip().splitlines()[-1].strip() for text in pg.locator(PAGE_LINKS).all_inner_texts()]
