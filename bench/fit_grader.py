@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibrate_reranker import fit_logistic  # noqa: E402
 
 from docmind_core.backends.rerankers import FEATURES, WEIGHTS  # noqa: E402
-from docmind_core.grade import CoverageReport, CragGrader  # noqa: E402
+from docmind_core.answer.grade import CoverageReport, CragGrader  # noqa: E402
 from docmind_core.settings import GraderSettings  # noqa: E402
 
 GRADED = 8

@@ -52,8 +52,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from docmind_core.backends.rerankers import DISTRACTOR_FIT_WEIGHTS, WEIGHTS  # noqa: E402
-from docmind_core.grade import CragGrader, coverage_report  # noqa: E402
-from docmind_core.grade import _term_in_chunk as term_in_chunk  # noqa: E402
+from docmind_core.answer.grade import CragGrader, coverage_report  # noqa: E402
+from docmind_core.answer.grade import _term_in_chunk as term_in_chunk  # noqa: E402
 from docmind_core.text import keyword_tokens, salient_terms  # noqa: E402
 from docmind_core.models import Tier  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402

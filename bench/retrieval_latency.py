@@ -59,7 +59,8 @@ from docmind_core.backends.protocols import IndexedChunk  # noqa: E402
 from docmind_core.backends.vector_store import ChromaVectorStore  # noqa: E402
 from docmind_core.models import ChunkRecord  # noqa: E402
 from docmind_core.backends.rerankers import OfflineReranker  # noqa: E402
-from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever  # noqa: E402
+from docmind_core.retrieval.hybrid import HybridRetriever
+from docmind_core.retrieval.refine import EvidenceRefiner  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 from docmind_core.store.db import Database  # noqa: E402
 from docmind_core.store.kb_store import KnowledgeStore  # noqa: E402

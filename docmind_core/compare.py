@@ -25,7 +25,7 @@ from typing import Any, Literal, Sequence
 from docmind_core.citation_html import citation_html, source_card_html  # noqa: F401 - re-exported
 from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.models import CitationResult, RetrievedChunk
 from docmind_core.settings import Settings
 from docmind_core.text import CITATION_MARKER_RE

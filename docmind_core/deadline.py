@@ -95,6 +95,11 @@ class RunGuard:
         return self.breaker.trip(backend, reason)
 
 
+def elapsed_ms(since: float) -> float:
+    """Milliseconds since a ``time.perf_counter()`` reading, as every stage's timings record them."""
+    return round((time.perf_counter() - since) * 1000, 2)
+
+
 def bind_model(llm: Any, guard: RunGuard | None) -> Any:
     """The language model as this run should call it: a model that supports deadlines (``for_run``) gets the
     run's guard; one that does not (the offline engine, test stand-ins) is local and fast, and is used as is."""

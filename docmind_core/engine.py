@@ -16,12 +16,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from docmind_core.agentic_policy import question_entities
-from docmind_core.backends.chat_offline import OfflineEngine
+from docmind_core.query_signals import question_entities
+from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.backends.embedders import build_embedder
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
 from docmind_core.backends.query_first import QueryFirstEmbedder
@@ -34,7 +34,7 @@ from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.backends.web_search import UnavailableWebSearch, build_web_search
 from docmind_core.errors import EmbedderMismatch, NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.ingest.check import KbCheckReport
 from docmind_core.ingest.jobs import IngestJobQueue
 from docmind_core.ingest.leases import LeaseBook
@@ -42,9 +42,10 @@ from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.limits import check_question
 from docmind_core.memory import MemoryStore
 from docmind_core.models import BackendStatus, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode, SearchResult
-from docmind_core.pipeline import AnswerPipeline, AskRequest
+from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.prompts import PromptLibrary
-from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever
+from docmind_core.retrieval.hybrid import HybridRetriever
+from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.settings import Settings
 from docmind_core.store.config_store import ConfigStore
 from docmind_core.store.conversations import ConversationStore
@@ -247,8 +248,8 @@ class Engine:
         return thread
 
     def _wire(self, b: Backends) -> None:
-        from docmind_core.agentic import AgenticSearch
-        from docmind_core.oneshot import OneShotRetrieval
+        from docmind_core.answer.agentic import AgenticSearch
+        from docmind_core.answer.oneshot import OneShotRetrieval
         from docmind_core.tools import ToolContext, Toolbox
 
         self.memory_store = MemoryStore(self.db, b.embedder)
@@ -259,7 +260,7 @@ class Engine:
         one_shot = OneShotRetrieval(self.toolbox, self.refiner, self.grader)
         agentic = AgenticSearch(b.llm, self.toolbox, self.refiner, self.grader, self.prompts, one_shot)
         self.pipeline = AnswerPipeline(
-            llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, refiner=self.refiner,
+            llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, reranker=b.reranker,
             one_shot=one_shot, agentic=agentic, memory=self.memory_store, tool_context_factory=ToolContext.for_run)
 
     def refresh(self) -> Settings:

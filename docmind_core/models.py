@@ -6,6 +6,7 @@ and the CLI's ``--json`` for free, and round-trip exactly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Literal
 
@@ -381,3 +382,11 @@ class BackendStatus(_Value):
     live: bool  # the real (configured) implementation is active
     detail: str = ""
     how_to_enable: str = ""
+
+
+@dataclass
+class Turn:
+    """One message of a conversation's history, as the stages and models see it."""
+
+    role: str  # "user" | "assistant"
+    content: str

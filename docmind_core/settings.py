@@ -140,7 +140,7 @@ class RagSettings(_Group):
                                      "call would skip retrieval)")
 
 
-# How the grader arbitrates the gray zone between the thresholds (docmind_core/grade.py); the one definition
+# How the grader arbitrates the gray zone between the thresholds (docmind_core/answer/grade.py); the one definition
 # the setting, the grader's arbiters and the pages' choices are read from.
 GrayZoneMode = Literal["coverage_first", "rerank_only", "blend"]
 GRAY_ZONE_MODES: tuple[str, ...] = get_args(GrayZoneMode)

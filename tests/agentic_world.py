@@ -16,7 +16,7 @@ from typing import Sequence
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec, UsageMeter
 from docmind_core.models import BackendStatus, RetrievedChunk, StageScores
-from docmind_core.retrieval.hybrid import EvidenceRefiner
+from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.settings import Settings
 from docmind_core.text import keyword_tokens
 

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from docmind_core.agentic import AgenticSearch, expanded_rerank_query
-from docmind_core.oneshot import OneShotRetrieval
+from docmind_core.answer.agentic import AgenticSearch, expanded_rerank_query
+from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.backends.protocols import UsageMeter
 from docmind_core.backends.web_search import TavilyWebSearch
 from docmind_core.events import AgenticStep, Fallback, Retrieved
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.models import StageScores, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.text import count_tokens

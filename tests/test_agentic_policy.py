@@ -6,13 +6,14 @@ import threading
 
 import pytest
 
-from docmind_core.agentic import AgenticSearch
-from docmind_core.oneshot import OneShotRetrieval
-from docmind_core.agentic_policy import OfflineToolPolicy, bridge_entities, exact_terms, split_foci
-from docmind_core.backends.chat_offline import OfflineEngine
+from docmind_core.answer.agentic import AgenticSearch
+from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.backends.offline.tool_policy import OfflineToolPolicy
+from docmind_core.query_signals import bridge_entities, exact_terms, split_foci
+from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.backends.protocols import AgentTranscript, Observation, ToolCallRequest, UsageMeter
 from docmind_core.events import AgenticStep
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.models import Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from docmind_core.agentic_policy import OfflineToolPolicy, exact_terms
+from docmind_core.backends.offline.tool_policy import OfflineToolPolicy
+from docmind_core.query_signals import exact_terms
 from docmind_core.backends.protocols import AgentTranscript, Observation
 from docmind_core.models import RetrievedChunk
 from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens

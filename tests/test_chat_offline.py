@@ -6,10 +6,11 @@ import threading
 
 import pytest
 
-from docmind_core.backends.chat_offline import OfflineEngine
-from docmind_core.backends.protocols import LanguageModel, Turn, UnderstandingRequest, UsageMeter
+from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.backends.protocols import LanguageModel, UnderstandingRequest, UsageMeter
+from docmind_core.models import Turn
 from docmind_core.citations import parse_citations
-from docmind_core.generate import build_answer_prompt
+from docmind_core.answer.generate import build_answer_prompt
 from docmind_core.models import RetrievedChunk
 from docmind_core.prompts import PromptLibrary
 

@@ -17,7 +17,8 @@ from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.models import ChunkRecord, RetrievedChunk
 from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
-from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever, lexical_vectors
+from docmind_core.retrieval.hybrid import HybridRetriever
+from docmind_core.retrieval.refine import EvidenceRefiner, lexical_vectors
 from docmind_core.settings import Settings
 from docmind_core.store.db import MIGRATIONS, Database
 from docmind_core.store.kb_store import KnowledgeStore

@@ -232,13 +232,13 @@ def test_config_differences_accepts_json_text():
 
 
 def test_regrade_refuses_low_above_high():
-    pytest.importorskip("docmind_core.grade")
+    pytest.importorskip("docmind_core.answer.grade")
     with pytest.raises(ConfigError, match="low_threshold"):
         regrade([{"events": sample_run()}], {"low_threshold": 0.9, "high_threshold": 0.5})
 
 
 def test_regrade_changes_tier_with_thresholds_without_model_calls():
-    pytest.importorskip("docmind_core.grade")
+    pytest.importorskip("docmind_core.answer.grade")
     record = {"meta": {"run_id": "r1"}, "config": Settings().flat(), "events": sample_run()}
     same = regrade([record], {})
     assert same[0].old_tier == same[0].new_tier == "HIGH" and not same[0].changed

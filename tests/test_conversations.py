@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.backends.protocols import Turn
+from docmind_core.models import Turn
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.models import RetrievedChunk
 from docmind_core.store.conversations import ConversationStore

@@ -11,14 +11,14 @@ import pytest
 
 from docmind_core.errors import ConfigError
 
-from docmind_core.agentic import AgenticSearch
-from docmind_core.backends.chat_offline import OfflineEngine
+from docmind_core.answer.agentic import AgenticSearch
+from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.engine import build_language_model
 from docmind_core.events import Done, ErrorRaised, Fallback, Retrieved
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.models import RequestedMode, Tier
-from docmind_core.oneshot import OneShotRetrieval
-from docmind_core.pipeline import AnswerPipeline, AskRequest
+from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.prompts import PromptLibrary
 from docmind_core.settings import Settings
 from docmind_core.tools import ToolContext, Toolbox
@@ -42,7 +42,7 @@ def make_pipeline(llm, retriever) -> AnswerPipeline:
     one_shot = OneShotRetrieval(toolbox, refiner, grader)
     agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
     return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
-                          refiner=refiner, one_shot=one_shot, agentic=agentic, memory=None,
+                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, memory=None,
                           tool_context_factory=ToolContext.for_run)
 
 

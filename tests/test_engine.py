@@ -150,7 +150,7 @@ def test_a_backend_key_change_rebuilds_and_rewires_every_stage(wired):
     assert engine.retriever.keyword_index is engine.ingestor.keyword_index
     assert engine.refiner is engine.retriever.refiner
     assert engine.toolbox.retriever is engine.retriever
-    assert engine.pipeline.refiner is engine.refiner
+    assert engine.pipeline.direct_reader.reranker is engine.refiner.reranker
     assert bench.search("Nimbus N2 power draw", [kb.id]).chunks
 
 

@@ -12,7 +12,7 @@ from docmind_core.experiments.metrics import (
 )
 from docmind_core.experiments.runner import ExperimentError, parse_variant
 from docmind_core.experiments.sweep import SweepInput, sweep
-from docmind_core.grade import CoverageReport
+from docmind_core.answer.grade import CoverageReport
 from docmind_core.models import RetrievedChunk, StageScores
 from docmind_core.settings import GraderSettings
 

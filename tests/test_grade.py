@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.grade import CragGrader, lexical_coverage
+from docmind_core.answer.grade import CragGrader, lexical_coverage
 from docmind_core.models import RetrievedChunk, StageScores, Tier
 from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings, Settings
 

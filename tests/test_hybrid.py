@@ -11,7 +11,8 @@ from docmind_core.backends.rerankers import OfflineReranker
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.errors import EmbedderMismatch
 from docmind_core.ingest.chunking import chunk_document
-from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever, lexical_vectors
+from docmind_core.retrieval.hybrid import HybridRetriever
+from docmind_core.retrieval.refine import EvidenceRefiner, lexical_vectors
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore

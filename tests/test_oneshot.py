@@ -8,9 +8,9 @@ import pytest
 
 from docmind_core.backends.web_search import TavilyWebSearch
 from docmind_core.events import Graded, Reranked, Retrieved, WebCompensated
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.models import RetrievalPlan, Tier, Understanding
-from docmind_core.oneshot import OneShotRetrieval
+from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, make_refiner, FixtureRetriever, settings
 from tests.fakes.tavily_server import FakeTavilyServer, result
@@ -159,7 +159,7 @@ def test_memory_worker_results_are_memories_not_sources():
 
 def test_keep_group_best_gives_every_search_its_best_chunk_within_the_budget():
     from docmind_core.models import SearchResult, StageScores
-    from docmind_core.oneshot import keep_group_best
+    from docmind_core.answer.finish import keep_group_best
     from docmind_core.text import count_tokens
     from tests.agentic_world import chunk
 

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from docmind_core.backends.protocols import Turn
+from docmind_core.models import Turn
 from docmind_core.errors import ConfigError
-from docmind_core.generate import build_answer_prompt, choose_template
+from docmind_core.answer.generate import build_answer_prompt, choose_template
 from docmind_core.models import GradeResult, RetrievedChunk, Tier
 from docmind_core.prompts import REQUIRED_PLACEHOLDERS, PromptLibrary, default_prompt_dir, format_sources
 

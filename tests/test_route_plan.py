@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from docmind_core.models import Complexity, Intent, Mode, RequestedMode, Specificity, Understanding
-from docmind_core.plan import plan_retrieval
-from docmind_core.route import decide_path
+from docmind_core.answer.plan import plan_retrieval
+from docmind_core.answer.route import decide_path
 from docmind_core.settings import Settings
 
 DEFAULT = Settings()

@@ -8,12 +8,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from docmind_core.backends.offline_understanding import understand_offline
+from docmind_core.backends.offline.understanding import understand_offline
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.events import Done, Routed
 from docmind_core.models import Complexity, Intent, Mode, Understanding
-from docmind_core.route import decide_path
+from docmind_core.answer.route import decide_path
 from docmind_core.settings import Settings
 
 DEFAULT = Settings()

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from docmind_core.agentic import AgenticSearch
+from docmind_core.answer.agentic import AgenticSearch
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.backends.protocols import UsageMeter
 from docmind_core.engine import Engine
 from docmind_core.events import AgenticStep, Done, Retrieved, event_from_dict, event_to_dict
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.models import Understanding
-from docmind_core.oneshot import OneShotRetrieval
+from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.prompts import PromptLibrary
 from docmind_core.timeline import timeline
 from docmind_core.tools import ToolContext, Toolbox

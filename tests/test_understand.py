@@ -6,13 +6,14 @@ import json
 
 import pytest
 
-from docmind_core.backends.chat_offline import OfflineEngine
+from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.backends.chat_openai import OpenAIChatModel
-from docmind_core.backends.offline_understanding import main_entity, strip_filler, understand_offline
-from docmind_core.backends.protocols import Turn, UsageMeter
+from docmind_core.backends.offline.understanding import main_entity, strip_filler, understand_offline
+from docmind_core.backends.protocols import UsageMeter
+from docmind_core.models import Turn
 from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.understand import QueryUnderstanding, upgrade_complexity
+from docmind_core.answer.understand import QueryUnderstanding, upgrade_complexity
 from tests.fakes.openai_server import FakeOpenAIServer, status, text
 
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from docmind_core.models import BackendStatus, ModelCall, RetrievedChunk, Understanding
+from docmind_core.models import BackendStatus, ModelCall, RetrievedChunk, Turn, Understanding
 
 
 # --------------------------------------------------------------------------
@@ -156,12 +156,6 @@ class UsageMeter:
                 "completion_tokens": sum(c.completion_tokens for c in self.calls),
                 "calls": len(self.calls),
             }
-
-
-@dataclass
-class Turn:
-    role: str  # "user" | "assistant"
-    content: str
 
 
 @dataclass

@@ -94,11 +94,11 @@ def _question_types(dataset_dir: Path) -> dict[str, str]:
 def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, limit: int | None = None,
                      progress: Callable[[str], None] | None = None) -> dict:
     """Both modes over the dataset; returns ``{"dataset", "modes": {"agentic": {...}, "one_shot": {...}}, ...}``."""
-    from docmind_core.agentic import AgenticSearch
-    from docmind_core.backends.chat_offline import OfflineEngine
+    from docmind_core.answer.agentic import AgenticSearch
+    from docmind_core.backends.offline.chat import OfflineEngine
     from docmind_core.eval.retrieval_eval import build_index
-    from docmind_core.grade import CragGrader
-    from docmind_core.oneshot import OneShotRetrieval
+    from docmind_core.answer.grade import CragGrader
+    from docmind_core.answer.oneshot import OneShotRetrieval
     from docmind_core.prompts import PromptLibrary
     from docmind_core.tools import ToolContext, Toolbox
 

@@ -125,7 +125,8 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
     from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
     from docmind_core.backends.rerankers import build_reranker
     from docmind_core.backends.vector_store import ChromaVectorStore
-    from docmind_core.retrieval.hybrid import EvidenceRefiner, HybridRetriever
+    from docmind_core.retrieval.hybrid import HybridRetriever
+    from docmind_core.retrieval.refine import EvidenceRefiner
     from docmind_core.store.db import Database
     from docmind_core.store.kb_store import KnowledgeStore
 

@@ -27,7 +27,7 @@ from typing import Any, Literal, Sequence
 from pydantic import ValidationError
 
 from docmind_core.compare import flat_config, graded_input
-from docmind_core.grade import CoverageReport, CragGrader, chunk_score, coverage_report
+from docmind_core.answer.grade import CoverageReport, CragGrader, chunk_score, coverage_report
 from docmind_core.models import Tier
 from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
 

@@ -4,17 +4,8 @@
 threads; KB and document filters go down into the stores), fuses them and
 marks everything past ``retrieval.rerank_top_n`` as cut by fusion.
 
-``EvidenceRefiner`` takes any union of candidates (one search, several tool
-calls, web results) and: dedupes by chunk id -> reranks the whole union on one
-[0, 1] scale -> MMR down to ``retrieval.final_top_k`` -> parent expansion ->
-query-aware compression to ``rag.context_max_tokens``.  Every candidate comes
-back in ``SearchResult.candidates`` with its stage scores and ``cut_by``:
-
-* ``fusion``  beyond ``rerank_top_n`` after fusion (never reranked)
-* ``rerank``  reranked, but below ``final_top_k`` on rerank score alone
-* ``mmr``     within the top ``final_top_k`` by rerank, displaced for redundancy
-* ``merged``  a sibling folded into the parent block of a better-ranked chunk
-* ``budget``  dropped by compression
+``search`` then runs the refining pass (:mod:`docmind_core.retrieval.refine`) over them, the same
+pass every answer path ends in.
 
 Only chunks of complete documents come back: every hit of either store is
 hydrated through ``KnowledgeStore.get_chunks``, which leaves out documents that
@@ -32,14 +23,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from docmind_core.deadline import elapsed_ms
 from docmind_core.errors import EmbedderMismatch, StageError
 from docmind_core.models import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
-from docmind_core.retrieval.compress import compress_to_budget
-from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
-from docmind_core.retrieval.mmr import mmr_select
-from docmind_core.backends.protocols import Embedder, KeywordIndex, Reranker, VectorStore
-from docmind_core.backends.rerankers import chunk_terms
+from docmind_core.retrieval.refine import EvidenceRefiner
+from docmind_core.backends.protocols import Embedder, KeywordIndex, VectorStore
 
 if TYPE_CHECKING:
     from docmind_core.store.kb_store import KnowledgeStore
@@ -51,15 +40,11 @@ _GAP_MIN_INTERVAL_S = 2.0  # ... and at most this often while it changes (a long
 _REFETCH_ROUNDS = 3  # deeper fetches when hits of not-ready documents were left out
 
 
-def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000.0, 3)
-
-
 class HybridRetriever:
     """Vector + keyword candidates, fused; ``search`` adds the refining pass."""
 
     def __init__(self, store: KnowledgeStore, embedder: Embedder, vector_store: VectorStore,
-                 keyword_index: KeywordIndex, refiner: "EvidenceRefiner"):
+                 keyword_index: KeywordIndex, refiner: EvidenceRefiner):
         # Every collaborator comes from the composition root: no hidden defaults, so hit testing
         # and answers always use the configured reranker.
         self.store = store
@@ -168,7 +153,7 @@ class HybridRetriever:
 
         def timed(fn, *args):
             start = time.perf_counter()
-            return fn(*args), _ms(start)
+            return fn(*args), elapsed_ms(start)
 
         vec_future = self._pool.submit(timed, self._vector_hits, query, kb_ids, r.vector_top_k, doc_ids,
                                        exclude_doc_ids)
@@ -208,7 +193,7 @@ class HybridRetriever:
                 found_by=[name for name, hit in (("vector", v), ("keyword", k)) if hit],
                 kept=not cut, cut_by=CutBy.FUSION if cut else None))
         self._fill_cosines(query, [c for c in out if c.cut_by is None and c.scores.vector is None])
-        timings["fusion"] = _ms(start)
+        timings["fusion"] = elapsed_ms(start)
         return out, timings
 
     def _fill_cosines(self, query: str, chunks: list[RetrievedChunk]) -> None:
@@ -233,9 +218,9 @@ class HybridRetriever:
                exclude_doc_ids: Sequence[int] | None = None) -> SearchResult:
         start = time.perf_counter()
         chunks, timings = self.candidates_timed(query, kb_ids, settings, doc_ids, exclude_doc_ids)
-        timings["candidates"] = _ms(start)
+        timings["candidates"] = elapsed_ms(start)
         result = self.refiner.refine(query, chunks, settings)
-        result.timings_ms = {**timings, **result.timings_ms, "total": _ms(start)}
+        result.timings_ms = {**timings, **result.timings_ms, "total": elapsed_ms(start)}
         result.index_gaps = self.index_gaps(kb_ids)
         return result
 
@@ -291,116 +276,3 @@ def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk], store=None
     except Exception:  # an optional speed-up: without it the reranker encodes the text itself
         return out
     return out
-
-
-# --------------------------------------------------------------------------
-# The refining pass
-# --------------------------------------------------------------------------
-
-def lexical_vectors(texts: Sequence[str], stored_terms: Sequence[str | None] | None = None) -> np.ndarray:
-    """Binary term and adjacent-term-pair vectors over the batch's own vocabulary, L2-normalised: a
-    cheap redundancy signal for MMR (no encoder call; overlapping windows of one passage come out near 1).
-
-    ``stored_terms`` are the chunks' ingest-time tokens (``RetrievedChunk.terms``), so nothing is re-tokenised.
-    """
-    stored = list(stored_terms) if stored_terms is not None else [None] * len(texts)
-    keys: list[np.ndarray] = []
-    for text, kept in zip(texts, stored):
-        terms, pairs, _lower = chunk_terms(text, kept)  # cached: the reranker just read these same chunks
-        # adjacent-term pairs tell a near-duplicate from a chunk on the same topic; Python's 64-bit
-        # string hashes stand in for the features (a clash within one batch is vanishingly unlikely)
-        keys.append(np.fromiter(map(hash, (*terms, *pairs)), dtype=np.int64, count=len(terms) + len(pairs)))
-    lengths = [len(k) for k in keys]
-    if not sum(lengths):
-        return np.zeros((len(texts), 1), dtype=np.float32)
-    _unique, columns = np.unique(np.concatenate(keys), return_inverse=True)
-    out = np.zeros((len(texts), len(_unique)), dtype=np.float32)
-    out[np.repeat(np.arange(len(texts)), lengths), columns.ravel()] = 1.0
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return out / norms
-
-
-def _dedupe(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
-    """One entry per chunk id, keeping the first occurrence and merging what later ones add."""
-    seen: dict[str, int] = {}
-    out: list[RetrievedChunk] = []
-    for chunk in chunks:
-        key = chunk.chunk_id or chunk.url or chunk.text
-        if key not in seen:
-            seen[key] = len(out)
-            out.append(chunk)
-            continue
-        first = out[seen[key]]
-        a, b = first.scores, chunk.scores
-        merged = StageScores(
-            vector=a.vector if a.vector is not None else b.vector,
-            keyword=a.keyword if a.keyword is not None else b.keyword,
-            vector_rank=a.vector_rank if a.vector_rank is not None else b.vector_rank,
-            keyword_rank=a.keyword_rank if a.keyword_rank is not None else b.keyword_rank,
-            fused=max((x for x in (a.fused, b.fused) if x is not None), default=None))
-        alive = first.cut_by is None or chunk.cut_by is None  # kept by any source stays in play
-        out[seen[key]] = first.model_copy(update={
-            "scores": merged, "found_by": list(dict.fromkeys(first.found_by + chunk.found_by)),
-            "kept": alive, "cut_by": None if alive else first.cut_by})
-    return out
-
-
-class EvidenceRefiner:
-    """dedupe -> rerank -> MMR -> parent expansion -> compression, recording each stage on every candidate."""
-
-    def __init__(self, store: KnowledgeStore | None, reranker: Reranker):
-        # store None: no parent expansion (evaluation over bare chunks)
-        self.store = store
-        self.reranker = reranker
-
-    def refine(self, query: str, chunks: Sequence[RetrievedChunk], settings) -> SearchResult:
-        r, budget = settings.retrieval, settings.rag.context_max_tokens
-        timings: dict[str, float] = {}
-        union = _dedupe(chunks)
-        pool = [c for c in union if c.cut_by is None]
-        fusion_cut = [c if not c.kept else c.model_copy(update={"kept": False}) for c in union if c.cut_by is not None]
-
-        start = time.perf_counter()
-        try:
-            scores = self.reranker.score(query, pool) if pool else []
-        except Exception as exc:
-            raise StageError("rerank", exc) from exc
-        pool = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": round(float(s), 6)})})
-                for c, s in zip(pool, scores)]
-        order = sorted(range(len(pool)), key=lambda i: (-pool[i].scores.rerank, -(pool[i].scores.fused or 0.0), i))
-        pool = [pool[i] for i in order]
-        timings["rerank"] = _ms(start)
-
-        start = time.perf_counter()
-        picks = mmr_select(None, pool, lexical_vectors([c.text for c in pool], [c.terms for c in pool]),
-                           r.mmr_lambda, r.final_top_k)
-        picked = {p.index for p in picks}
-        selected = [pool[p.index].model_copy(update={
-            "scores": pool[p.index].scores.model_copy(update={"mmr": round(p.mmr, 6)})}) for p in picks]
-        not_picked = [c.model_copy(update={"kept": False,
-                                           "cut_by": CutBy.RERANK if i >= r.final_top_k else CutBy.MMR})
-                      for i, c in enumerate(pool) if i not in picked]
-        timings["mmr"] = _ms(start)
-
-        start = time.perf_counter()
-        merged: list[RetrievedChunk] = []
-        if r.parent_expansion and self.store is not None:
-            # Hydrated chunks already know their parent's id: one lookup instead of parent_of's two.
-            with_parent = [c for c in selected if c.origin == "kb" and c.parent_id]
-            records = self.store.get_chunks(c.parent_id for c in with_parent) if with_parent else {}
-            parents = {c.chunk_id: records[c.parent_id] for c in with_parent if c.parent_id in records}
-            expansion = expand_to_parents(selected, parents, budget)
-            selected = expansion.chunks
-            merged = [c.model_copy(update={"kept": False, "cut_by": "merged"}) for c in expansion.merged]
-        timings["expand"] = _ms(start)
-
-        start = time.perf_counter()
-        compression = compress_to_budget(query, selected, budget)
-        timings["compress"] = _ms(start)
-
-        kept = [c if c.kept and c.cut_by is None else c.model_copy(update={"kept": True, "cut_by": None})
-                for c in compression.chunks]
-        candidates = kept + compression.dropped + merged + not_picked + fusion_cut
-        return SearchResult(query=query, chunks=kept, candidates=candidates, timings_ms=timings,
-                            used_tokens=compression.used_tokens)

@@ -19,7 +19,7 @@ from typing import Literal, Sequence
 
 from pydantic import BaseModel
 
-from docmind_core.backends.protocols import Turn
+from docmind_core.models import Turn
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.models import RetrievedChunk
 from docmind_core.store.db import Database, utcnow

@@ -1,7 +1,9 @@
 """One run of the answer pipeline, as a stream of typed events.
 
-scope → understanding → routing → retrieval (SELECTED_DOC / RULE_PLANNER /
-AGENTIC) → grading (inside retrieval) → prompt → streamed answer → citations.
+scope (answer.scope) → understanding (answer.understand) → routing (answer.route, answer.plan) →
+retrieval: SELECTED_DOC (answer.direct_read) / RULE_PLANNER (answer.oneshot) / AGENTIC (answer.agentic),
+each ending in refine → grade → web compensation (answer.refine, answer.grade, answer.finish) →
+streamed answer (answer.generate) → citations.
 
 A failure anywhere yields an ``ErrorRaised`` or ``Fallback`` event and the
 run still ends with ``Done``.  The pipeline holds no per-run state between
@@ -23,32 +25,30 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from docmind_core.backends.protocols import LanguageModel, Turn, UsageMeter
+from docmind_core.answer.direct_read import DirectReader
+from docmind_core.answer.generate import AnswerWriter, choose_template
+from docmind_core.answer.plan import plan_retrieval
+from docmind_core.answer.route import decide_path
+from docmind_core.answer.scope import trusted_scope
+from docmind_core.answer.understand import QueryUnderstanding
+from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
 from docmind_core.citations import confidence_from, parse_citations
-from docmind_core.deadline import LLM, RunGuard, bind_model
-from docmind_core.direct_read import read_selected_documents
+from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
 from docmind_core.events import (
-    AnswerStarted, Done, ErrorRaised, Event, Fallback, Graded, Reranked, Retrieved, Routed, RunStarted,
-    ScopeDecided, Token, Understood,
+    Done, ErrorRaised, Event, Fallback, Routed, RunStarted, ScopeDecided, Understood,
 )
-from docmind_core.generate import build_answer_prompt, choose_template
 from docmind_core.models import (
     NO_RETRIEVAL_MODE, BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievalPlan, RetrievedChunk,
-    Scope, StopReason, Tier, Understanding,
+    Scope, StopReason, Turn, Understanding,
 )
-from docmind_core.plan import plan_retrieval
-from docmind_core.route import decide_path
-from docmind_core.scope import fast_scope, memory_text
+from docmind_core.query_signals import fast_scope, memory_text
 from docmind_core.settings import Settings
-from docmind_core.text import detect_language
-from docmind_core.understand import QueryUnderstanding
 
 if TYPE_CHECKING:
-    from docmind_core.agentic import AgenticSearch
+    from docmind_core.answer.agentic import AgenticSearch
+    from docmind_core.answer.oneshot import OneShotRetrieval
     from docmind_core.memory import MemoryStore
-    from docmind_core.oneshot import OneShotRetrieval
     from docmind_core.prompts import PromptLibrary
-    from docmind_core.retrieval.hybrid import EvidenceRefiner
     from docmind_core.store.kb_store import KnowledgeStore
     from docmind_core.tools import ToolContext
 
@@ -102,15 +102,15 @@ class AnswerPipeline:
     """Turns a question into a graded, cited, streamed answer."""
 
     def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary,
-                 store: KnowledgeStore | None, refiner: EvidenceRefiner, one_shot: OneShotRetrieval,
+                 store: KnowledgeStore | None, reranker: Reranker, one_shot: OneShotRetrieval,
                  agentic: AgenticSearch, memory: MemoryStore | None,
                  tool_context_factory: Callable[..., ToolContext]):
         # store None: no SELECTED_DOC reading; memory None: no "remember ..." (evaluation and unit tests)
         self.llm = llm
-        self.fallback_llm = fallback_llm  # the offline engine: answers when the configured model fails
         self.prompts = prompts
         self.store = store
-        self.refiner = refiner
+        self.direct_reader = DirectReader(store, reranker)
+        self.writer = AnswerWriter(llm, fallback_llm, prompts)
         self.one_shot = one_shot
         self.agentic = agentic
         self.memory = memory
@@ -144,7 +144,7 @@ class AnswerPipeline:
             if state.stage in ("understanding", "routing", "retrieval"):
                 state.incomplete.append(f"{state.stage} failed ({type(exc).__name__}: {exc})")
             if not state.answer:
-                for event in self._fallback_answer(request, state, meter, cancel, settings):
+                for event in self._fallback_answer(request, state, meter, cancel):
                     yield stamp(event)
         state.timings["total"] = round(state.elapsed_ms(), 2)
         yield stamp(self._done(request, state, meter, settings, cancel))
@@ -159,7 +159,7 @@ class AnswerPipeline:
         state.stage = "scope"
         t = time.perf_counter()
         fast = fast_scope(question, history)
-        state.timings["scope"] = _ms(t)
+        state.timings["scope"] = elapsed_ms(t)
         understanding: Understanding | None = None
         if fast is not None:
             state.scope, state.memory_text = fast.scope, fast.memory_text
@@ -170,17 +170,12 @@ class AnswerPipeline:
             t = time.perf_counter()
             understanding, via = QueryUnderstanding(bind_model(self.llm, guard), self.prompts).run(
                 question, history, self._kb_brief(request.kb_ids), meter)
-            state.timings["understanding"] = _ms(t)
+            state.timings["understanding"] = elapsed_ms(t)
             if not guard.usable(LLM):
                 yield ErrorRaised(stage="understanding", message=f"the language model timed out; "
                                                                  f"{guard.breaker.reason(LLM)}")
-            trusted = (understanding.scope == Scope.KNOWLEDGE_QUERY
-                       or understanding.scope_confidence >= settings.rag.scope_min_confidence)
-            state.scope = understanding.scope if trusted else Scope.KNOWLEDGE_QUERY
-            yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence,
-                               via=via,
-                               reason="" if trusted else f"model said {understanding.scope.value} "
-                                                         f"with low confidence; treated as a knowledge query")
+            state.scope, why = trusted_scope(understanding, settings)
+            yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence, via=via, reason=why)
             yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"])
             self._store_memory_hints(request, understanding, settings)
 
@@ -208,7 +203,9 @@ class AnswerPipeline:
                                         **({"exclude_doc_ids": list(request.exclude_doc_ids)}
                                            if request.exclude_doc_ids else {}))
         if decision.mode == Mode.SELECTED_DOC:
-            yield from self._direct_read(request, understanding, settings, state)
+            reading = yield from self.direct_reader.read(understanding.rewritten_query or request.question,
+                                                         request.selected_doc_ids, request.exclude_doc_ids, settings)
+            state.sources, state.grade = reading.sources, reading.grade
         else:
             if decision.mode == Mode.AGENTIC:
                 outcome = yield from self.agentic.run(
@@ -225,7 +222,7 @@ class AnswerPipeline:
             state.memories = list(outcome.memories)
             for name, value in outcome.timings_ms.items():
                 state.timings[f"retrieval.{name}"] = round(value, 2)
-        state.timings["retrieval"] = _ms(t)
+        state.timings["retrieval"] = elapsed_ms(t)
 
         if cancel.is_set():
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
@@ -234,30 +231,9 @@ class AnswerPipeline:
         # 5. generation
         state.stage = "generation"
         template = choose_template(state.grade, state.sources)
-        yield from self._generate(template, request, question, history, state, meter, cancel, guard)
+        yield from self._generate(template, question, history, state, meter, cancel, guard)
 
     # ------------------------------------------------------------------
-    def _direct_read(self, request: AskRequest, understanding: Understanding, settings: Settings,
-                     state: _RunState) -> Iterator[Event]:
-        excluded = set(request.exclude_doc_ids)
-        doc_ids = [d for d in request.selected_doc_ids if d not in excluded][: settings.rag.selected_doc_max]
-        chunks = read_selected_documents(self.store, doc_ids, settings.rag.context_max_tokens)
-        yield Retrieved(mode="selected_doc", candidate_count=len(chunks), kb_chunks=len(chunks))
-        # Score the chunks so the UI can still show relevance, but keep them all: the user chose these documents.
-        query = understanding.rewritten_query or request.question
-        scores = self.refiner.reranker.score(query, chunks) if chunks else []
-        scored = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s})})
-                  for c, s in zip(chunks, scores)]
-        yield Reranked(candidates=scored, reranker=self.refiner.reranker.name)
-        top = max(scores, default=0.0)
-        grade = GradeResult(
-            tier=Tier.HIGH if scored else Tier.LOW, top_score=top, lex_coverage=1.0 if scored else 0.0,
-            kb_entity_weak=False, web_compensation_needed=False,
-            reason="the selected documents are read directly; their relevance is given by the user's choice"
-            if scored else "the selected documents have no text")
-        state.sources, state.grade = scored, grade
-        yield Graded(grade=grade)
-
     def _answer_without_retrieval(self, request: AskRequest, question: str, history: list[Turn],
                                   state: _RunState, meter: UsageMeter, cancel: threading.Event,
                                   guard: RunGuard) -> Iterator[Event]:
@@ -270,75 +246,25 @@ class AnswerPipeline:
             else:
                 yield Fallback(stage="memory", reason="no signed-in user to store a memory for", to="reply only")
         state.stage = "generation"
-        yield from self._generate(template, request, question, history, state, meter, cancel, guard)
+        yield from self._generate(template, question, history, state, meter, cancel, guard)
 
-    def _generate(self, template: str, request: AskRequest, question: str, history: list[Turn],
-                  state: _RunState, meter: UsageMeter, cancel: threading.Event,
-                  guard: RunGuard) -> Iterator[Event]:
-        if state.incomplete and template == "fallback":
-            # nothing was found, but not everything was searched: say that, and only that
-            yield AnswerStarted(prompt="retrieval_incomplete", sources=[], memories=state.memories)
-            state.answer = incomplete_notice(question, state.incomplete, evidence=False)
-            yield Token(text=state.answer)
-            return
-        prompt = build_answer_prompt(template, question, state.sources, history, state.memories, self.prompts)
-        yield AnswerStarted(prompt=template, sources=state.sources, memories=state.memories)
-        t = time.perf_counter()
-        pieces: list[str] = []
-        if state.incomplete:  # partial evidence: the reader learns it before the answer
-            notice = incomplete_notice(question, state.incomplete, evidence=True)
-            pieces.append(notice)
-            yield Token(text=notice)
-        llm = bind_model(self.llm, guard)
-        if self.llm is not self.fallback_llm and not guard.usable(LLM):
-            yield Fallback(stage="generation", reason=f"the language model is not called again in this run: "
-                                                      f"{guard.breaker.reason(LLM)}", to=self.fallback_llm.name)
-            llm = self.fallback_llm
-        try:
-            for piece in llm.stream_answer(prompt, meter, cancel):
-                if cancel.is_set():
-                    state.stop_reason = state.stop_reason or StopReason.CANCELLED
-                    break
-                pieces.append(piece)
-                yield Token(text=piece)
-        except Exception as exc:
-            if llm is self.fallback_llm:
-                raise
-            yield ErrorRaised(stage="generation", message=f"{type(exc).__name__}: {exc}")
-            yield Fallback(stage="generation", reason="the language model failed while answering",
-                           to=self.fallback_llm.name)
-            if pieces:  # keep what streamed; mark the switch so the reader sees where it happened
-                pieces.append("\n\n")
-                yield Token(text="\n\n")
-            for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
-                pieces.append(piece)
-                yield Token(text=piece)
-        state.answer = "".join(pieces)
-        state.timings["generation"] = _ms(t)
+    def _generate(self, template: str, question: str, history: list[Turn], state: _RunState, meter: UsageMeter,
+                  cancel: threading.Event, guard: RunGuard) -> Iterator[Event]:
+        written = yield from self.writer.write(template, question, state.sources, history, state.memories,
+                                               state.incomplete, meter, cancel, guard)
+        state.answer = written.text
+        if written.cancelled:
+            state.stop_reason = state.stop_reason or StopReason.CANCELLED
+        if written.duration_ms:
+            state.timings["generation"] = written.duration_ms
 
     def _fallback_answer(self, request: AskRequest, state: _RunState, meter: UsageMeter,
-                         cancel: threading.Event, settings: Settings) -> Iterator[Event]:
+                         cancel: threading.Event) -> Iterator[Event]:
         """After a failure before the answer: answer with the fallback template and whatever evidence we have."""
         yield Fallback(stage=state.stage, reason="the pipeline failed before answering", to="fallback prompt")
-        try:
-            if not state.sources:  # a failure is never reported as "nothing relevant"
-                yield AnswerStarted(prompt="retrieval_incomplete", sources=[])
-                reasons = state.incomplete or [f"{state.stage} failed"]
-                state.answer = incomplete_notice(request.question, reasons, evidence=False)
-                yield Token(text=state.answer)
-                return
-            prompt = build_answer_prompt("low_confidence", request.question,
-                                         state.sources, [], state.memories, self.prompts)
-            yield AnswerStarted(prompt=prompt.template, sources=state.sources)
-            pieces = []
-            for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
-                pieces.append(piece)
-                yield Token(text=piece)
-            state.answer = "".join(pieces)
-        except Exception as exc:  # even the fallback failed: say so plainly
-            message = f"Sorry, DocMind could not answer this question ({type(exc).__name__}: {exc})."
-            state.answer = message
-            yield Token(text=message)
+        state.answer = yield from self.writer.write_after_failure(
+            request.question, state.sources, state.memories, state.incomplete or [f"{state.stage} failed"],
+            meter, cancel)
 
     # ------------------------------------------------------------------
     def _done(self, request: AskRequest, state: _RunState, meter: UsageMeter, settings: Settings,
@@ -376,21 +302,3 @@ class AnswerPipeline:
         for hint in understanding.memory_write_hints[:3]:
             if hint.strip():
                 self.memory.add(request.user_id, hint.strip(), source="hint")
-
-
-def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 2)
-
-
-def incomplete_notice(question: str, reasons: Sequence[str], evidence: bool) -> str:
-    """What the reader is told when retrieval did not finish, in the question's language."""
-    what = "; ".join(reasons)
-    if detect_language(question) == "zh":
-        if evidence:
-            return f"注意：本次检索不完整（{what}），以下回答只依据已找到的资料。\n\n"
-        return (f"本次检索不完整（{what}），知识库没有被完整搜索，所以无法判断其中是否有相关资料。"
-                f"这不是一个回答：请稍后重试。")
-    if evidence:
-        return f"Note: retrieval was incomplete ({what}); the answer below uses only the evidence that was found.\n\n"
-    return (f"Retrieval was incomplete ({what}): the knowledge bases were not fully searched, so DocMind cannot "
-            f"tell whether they cover this question. This is not an answer; please try again.")

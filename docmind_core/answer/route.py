@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from docmind_core.agentic_policy import comparison_entities, exact_terms
+from docmind_core.query_signals import comparison_entities, exact_terms
 from docmind_core.models import (
     Complexity, Intent, Mode, PathDecision, RequestedMode, RetrievalPlan, Specificity, Understanding,
 )
-from docmind_core.plan import plan_retrieval
+from docmind_core.answer.plan import plan_retrieval
 from docmind_core.settings import Settings
 
 DOCUMENT_INTENT_PATTERN = re.compile(

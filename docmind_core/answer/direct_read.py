@@ -1,16 +1,57 @@
-"""SELECTED_DOC path: read the user's chosen documents directly, no search.
+"""SELECTED_DOC path: read the user's chosen documents directly, no search, and grade what was read.
 
 Chunks come in document order; when a document does not fit its share of the
 token budget, chunks are sampled evenly so the head, the middle and the tail are
 all represented (a summary needs every part, not just the best-matching one).
+The chunks are scored so the UI can still show relevance, but all are kept: the
+user chose these documents, so their relevance is given (tier HIGH).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generator, Sequence
 
-from docmind_core.models import ChunkRecord, RetrievedChunk, StageScores
+from docmind_core.backends.protocols import Reranker
+from docmind_core.events import Event, Graded, Reranked, Retrieved
+from docmind_core.models import ChunkRecord, GradeResult, RetrievedChunk, StageScores, Tier
+from docmind_core.settings import Settings
 from docmind_core.text import truncate_to_tokens
+
+if TYPE_CHECKING:
+    from docmind_core.store.kb_store import KnowledgeStore
+
+
+@dataclass
+class DirectReading:
+    sources: list[RetrievedChunk]
+    grade: GradeResult
+
+
+class DirectReader:
+    """Reads the selected documents (minus excluded ones) within the context budget, scores and grades them."""
+
+    def __init__(self, store: KnowledgeStore | None, reranker: Reranker):
+        self.store = store  # None: the pipeline has no documents to read (evaluation over bare chunks)
+        self.reranker = reranker
+
+    def read(self, query: str, doc_ids: Sequence[int], exclude_doc_ids: Sequence[int],
+             settings: Settings) -> Generator[Event, None, DirectReading]:
+        excluded = set(exclude_doc_ids)
+        wanted = [d for d in doc_ids if d not in excluded][: settings.rag.selected_doc_max]
+        chunks = read_selected_documents(self.store, wanted, settings.rag.context_max_tokens)
+        yield Retrieved(mode="selected_doc", candidate_count=len(chunks), kb_chunks=len(chunks))
+        scores = self.reranker.score(query, chunks) if chunks else []
+        scored = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s})})
+                  for c, s in zip(chunks, scores)]
+        yield Reranked(candidates=scored, reranker=self.reranker.name)
+        grade = GradeResult(
+            tier=Tier.HIGH if scored else Tier.LOW, top_score=max(scores, default=0.0),
+            lex_coverage=1.0 if scored else 0.0, kb_entity_weak=False, web_compensation_needed=False,
+            reason="the selected documents are read directly; their relevance is given by the user's choice"
+            if scored else "the selected documents have no text")
+        yield Graded(grade=grade)
+        return DirectReading(scored, grade)
 
 
 def evenly_spaced(count: int, take: int) -> list[int]:

@@ -1,14 +1,16 @@
-"""The offline engine's tool policy: deterministic, but it really acts on what it reads.
+"""What can be read off a question's text (and its evidence's text) without a model.
 
-Round 1 plans from the question alone: one ``searchDocs`` per focus of a
-comparison (or one for the whole question), ``keywordSearch`` for exact codes,
-versions and quoted names, ``webSearch`` for time-aware questions when offered.
-Later rounds read the observations: for a chain question it searches again
-with entities the best passages introduced (titles, proper nouns, 《》 titles)
-that the question did not name; it reformulates once when the question's
-salient terms stay poorly covered; it stops when coverage is adequate or a
-round brought nothing new.  All state comes from the transcript, so one
-policy object serves every run and thread.
+Shared by the stages (scope check, routing) and the offline engine (understanding, tool policy), so
+both read a question the same way.  Pure functions over text; nothing here calls a backend.
+
+* The scope fast path: zero model calls for unmistakable requests.  It fires only when the whole
+  message is clearly one of a few patterns (a greeting, "what can you do", "remember that ...",
+  "summarise our conversation", "translate your last answer"); anything less certain returns ``None``
+  and the understanding call decides, because sending a real knowledge question down a non-retrieval
+  path costs more than one extra model call.
+* Question analysis: the entities a comparison compares, exact codes and quoted names, the question's
+  subjects and asked attributes, the terms the evidence still misses, and the names a passage
+  introduces (the next hop of a chain question).
 """
 
 from __future__ import annotations
@@ -18,15 +20,8 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec
-from docmind_core.models import RetrievedChunk
-from docmind_core.text import (
-    ENGLISH_STOP_WORDS, TIME_KEYWORD_PATTERN, is_cjk, keyword_tokens, salient_terms, sentences,
-)
-
-ADEQUATE_COVERAGE = 0.75
-_MAX_HOP_ENTITIES = 2
-_BEST_CHUNKS = 2
+from docmind_core.models import RetrievedChunk, Scope, Turn
+from docmind_core.text import ENGLISH_STOP_WORDS, is_cjk, keyword_tokens, salient_terms, sentences
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
 _CODE_RE = re.compile(r"\b(?:[A-Za-z]+[-_]?\d[\w.-]*|v?\d+(?:\.\d+){1,3}[a-z]?|[A-Z]{2,}\d*)\b")
@@ -63,67 +58,85 @@ _COMPARISON_WORDS = frozenset("对比 比较 区别 差异 异同 分别 各自 
 
 _posseg_lock = threading.Lock()
 
+_END = r"[\s!！。.~～?？,，…]*$"
+
 
 @dataclass(frozen=True)
-class _Plan:
-    tool: str
-    query: str
+class ScopeDecision:
+    scope: Scope
+    confidence: float
+    reason: str  # machine-readable, e.g. "regex:greeting"
+    memory_text: str = ""  # for MEMORY_COMMAND: what to store
 
 
-class OfflineToolPolicy:
-    """Which tools to call next, decided by rules over the transcript (no model)."""
+_GREETING = re.compile(
+    r"^\s*(?:(?:你好|您好|嗨|哈喽|哈啰|早上好|早安|下午好|晚上好|晚安|在吗|在不在|谢谢|多谢|感谢|谢啦|谢谢你|"
+    r"谢谢您|非常感谢|辛苦了|再见|拜拜|好的谢谢)(?:呀|啊|哈|了|啦|你|您)*"
+    r"|(?:hi|hello|hey|hiya|good (?:morning|afternoon|evening)|thanks|thank you(?: (?:so|very) much)?|"
+    r"thx|cheers|bye|goodbye|see you)(?: there| docmind| again)?)" + _END,
+    re.IGNORECASE,
+)
 
-    def next_turn(self, transcript: AgentTranscript, tools: Sequence[ToolSpec]) -> AgentTurn:
-        offered = {t.name for t in tools}
-        done_round = len(transcript.rounds)
-        question = transcript.rewritten_query or transcript.question
-        if done_round == 0:
-            plans = self._first_round(question, transcript.question, offered)
-        else:
-            plans = self._later_round(transcript, question, offered)
-        ran = _queries_run(transcript)
-        plans = [p for p in plans if p.tool in offered and (p.tool, _norm(p.query)) not in ran]
-        plans = list(dict.fromkeys(plans))
-        if not plans:
-            return AgentTurn(tool_calls=[], text="The evidence gathered is enough; stopping.")
-        calls = [ToolCallRequest(id=f"offline_{done_round + 1}_{i}", name=p.tool, arguments={"query": p.query})
-                 for i, p in enumerate(plans, 1)]
-        return AgentTurn(tool_calls=calls, text=_explain(done_round, plans))
+_CAPABILITY = re.compile(
+    r"^\s*(?:(?:请问)?(?:你|您)(?:能|可以|会)(?:做|干|帮我做)?(?:些)?(?:什么|啥)(?:事情|事)?|"
+    r"(?:你|您)(?:有|都有)(?:什么|哪些)(?:功能|能力|本事)|(?:你|您)是(?:谁|什么)|"
+    r"what can you do(?: for me)?|what do you do|who are you|what are you|how can you help(?: me)?|"
+    r"what are your (?:capabilities|features)|help)" + _END,
+    re.IGNORECASE,
+)
 
-    # -- round 1 -----------------------------------------------------------------
-    def _first_round(self, question: str, original: str, offered: set[str]) -> list[_Plan]:
-        foci = split_foci(question)
-        plans = [_Plan("searchDocs", q) for q in foci] if len(foci) >= 2 else [_Plan("searchDocs", question)]
-        for exact in exact_terms(original if original else question):
-            plans.append(_Plan("keywordSearch", exact))
-        if "webSearch" in offered and (TIME_KEYWORD_PATTERN.search(original) or TIME_KEYWORD_PATTERN.search(question)):
-            plans.append(_Plan("webSearch", question))
-        return plans
+_MEMORY_ZH = re.compile(r"^\s*(?:请|麻烦)?(?:帮我)?(?:记住|记一下|记下|记好)[:：,，\s]*(?P<text>.+?)\s*$")
+_MEMORY_EN = re.compile(r"^\s*(?:please\s+)?(?:remember|note|keep in mind)\s+(?:that\s+)?(?P<text>.+?)\s*$",
+                        re.IGNORECASE)
 
-    # -- later rounds ------------------------------------------------------------
-    def _later_round(self, transcript: AgentTranscript, question: str, offered: set[str]) -> list[_Plan]:
-        last = transcript.rounds[-1]
-        if not any(obs.new_chunk_ids for obs in last):
-            return []  # nothing new came back: more of the same will not help
-        seen = _all_chunks(transcript)
-        coverage, missing = coverage_of(question, seen)
-        hops_done = any(obs.call.arguments.get("_hop") or _is_hop(obs.call.arguments.get("query", ""), question)
-                        for rnd in transcript.rounds[1:] for obs in rnd)
-        comparison = len(split_foci(question)) >= 2
-        subjects = question_entities(question)
-        # a later query names a subject and asks for an attribute, never one without the other
-        tail = hop_tail(question, subjects, missing)
-        if not comparison and not hops_done and tail:
-            best = _best_chunks(question, [c for obs in last for c in obs.chunks])
-            entities = bridge_entities(question, best)[:_MAX_HOP_ENTITIES]
-            if entities:
-                return [_Plan("searchDocs", f"{e} {' '.join(tail)}") for e in entities]
-        wanted = attribute_terms(question, subjects, missing, limit=6, missing_only=True)
-        if coverage < ADEQUATE_COVERAGE and not _reformulated(transcript) and wanted:
-            subject = " ".join(subjects[:2])
-            if subject or len(wanted) >= 2:
-                return [_Plan("keywordSearch", f"{subject} {' '.join(wanted)}".strip())]
-        return []
+_SUMMARY_ZH = re.compile(
+    r"(?:总结|概括|归纳|回顾|梳理)(?:一下)?.{0,6}(?:我们|咱们|上面|以上|刚才|之前|前面|目前为止)?.{0,6}(?:的)?"
+    r"(?:对话|聊天|讨论|谈话|聊的|说的|问答)")
+_SUMMARY_EN = re.compile(
+    r"\b(?:summari[sz]e|recap|sum up)\b.{0,20}\b(?:our|this|the|what we)\b.{0,15}"
+    r"\b(?:conversation|chat|discussion|talk(?:ed)?|exchange)\b", re.IGNORECASE)
+_TRANSLATE_ZH = re.compile(
+    r"(?:把|将)?(?:你|您)(?:的)?(?:上面|上一条|上一个|刚才|之前|前面|最后)?(?:的)?(?:回答|回复|答案|话)"
+    r".{0,8}(?:翻译|译成|译为)|翻译(?:一下)?(?:你|您)(?:的)?(?:上面|上一条|上一个|刚才|之前|前面)?(?:的)?(?:回答|回复|答案|话)")
+_TRANSLATE_EN = re.compile(
+    r"\btranslate\b.{0,12}\b(?:your|the|that)\s+(?:last|previous|above|earlier)?\s*(?:answer|reply|response|message)\b",
+    re.IGNORECASE)
+_RECALL_CHAT = re.compile(
+    r"(?:我|我们)(?:刚才|之前|前面|上面)(?:问|说|聊)了(?:什么|些什么|啥)|"
+    r"\bwhat (?:did|have) (?:i|we) (?:just )?(?:ask(?:ed)?|say|said|talk(?:ed)? about)\b", re.IGNORECASE)
+
+# A memory command is a statement, not a question: "do you remember ..." must reach the model path.
+_QUESTION_LIKE = re.compile(r"[?？]\s*$|^\s*(?:do|did|can|could|will|would)\s+you\b|吗\s*[?？]?\s*$", re.IGNORECASE)
+
+
+def fast_scope(question: str, history: Sequence[Turn] | None = None) -> ScopeDecision | None:
+    """A confident scope from surface patterns, or None to let the model decide."""
+    text = question.strip()
+    if not text:
+        return None
+    for pattern, reason in ((_SUMMARY_ZH, "summarise_conversation"), (_SUMMARY_EN, "summarise_conversation"),
+                            (_TRANSLATE_ZH, "translate_last_answer"), (_TRANSLATE_EN, "translate_last_answer"),
+                            (_RECALL_CHAT, "recall_conversation")):
+        if pattern.search(text):
+            return ScopeDecision(Scope.META_DIALOGUE, 0.95, f"regex:{reason}")
+    if _GREETING.match(text):
+        return ScopeDecision(Scope.CHITCHAT, 0.95, "regex:greeting")
+    if _CAPABILITY.match(text):
+        return ScopeDecision(Scope.CAPABILITY, 0.9, "regex:capability")
+    if not _QUESTION_LIKE.search(text):
+        memory = memory_text(text)
+        if memory:
+            return ScopeDecision(Scope.MEMORY_COMMAND, 0.9, "regex:memory_command", memory_text=memory)
+    return None
+
+
+def memory_text(question: str) -> str:
+    """What a "remember that ..." / "记住 ..." command asks to store, or "" when it is not one."""
+    for pattern in (_MEMORY_ZH, _MEMORY_EN):
+        m = pattern.match(question.strip())
+        if m and len(m.group("text")) >= 2:
+            return m.group("text").rstrip("。.!！ ")
+    return ""
 
 
 # --------------------------------------------------------------------------
@@ -327,53 +340,3 @@ def _chinese_proper_nouns(text: str, flags: tuple[str, ...] = ("nr", "ns", "nt",
     with _posseg_lock:  # jieba's lazy initialisation is not thread-safe
         pairs = [(p.word, p.flag) for p in pseg.cut(text[:600])]
     return [w for w, flag in pairs if flag in flags and len(w) >= 2]
-
-
-# --------------------------------------------------------------------------
-# Transcript reading
-# --------------------------------------------------------------------------
-
-def _norm(query: str) -> str:
-    return " ".join(sorted(set(keyword_tokens(query)))) or query.strip().lower()
-
-
-def _queries_run(transcript: AgentTranscript) -> set[tuple[str, str]]:
-    return {(obs.call.name, _norm(str(obs.call.arguments.get("query", ""))))
-            for rnd in transcript.rounds for obs in rnd}
-
-
-def _all_chunks(transcript: AgentTranscript) -> list[RetrievedChunk]:
-    seen: dict[str, RetrievedChunk] = {}
-    for rnd in transcript.rounds:
-        for obs in rnd:
-            for chunk in obs.chunks:
-                seen.setdefault(chunk.chunk_id, chunk)
-    return list(seen.values())
-
-
-def _best_chunks(question: str, chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
-    """The chunks that cover the question best (lexically), ties broken by retrieval order."""
-    terms = salient_terms(question)
-    unique = list({c.chunk_id: c for c in chunks}.values())
-
-    def score(item: tuple[int, RetrievedChunk]) -> tuple[float, int]:
-        rank, chunk = item
-        toks = set(keyword_tokens(f"{chunk.document} {chunk.text}", stem=False))
-        return (-sum(w for t, w in terms.items() if t in toks), rank)
-
-    return [c for _, c in sorted(enumerate(unique), key=score)][:_BEST_CHUNKS]
-
-
-def _is_hop(query: str, question: str) -> bool:
-    """A later-round searchDocs query that names something the question does not."""
-    own = set(keyword_tokens(question, stem=False))
-    return bool(set(keyword_tokens(query, stem=False)) - own)
-
-
-def _reformulated(transcript: AgentTranscript) -> bool:
-    return any(obs.call.name == "keywordSearch" for rnd in transcript.rounds[1:] for obs in rnd)
-
-
-def _explain(done_round: int, plans: Sequence[_Plan]) -> str:
-    what = "; ".join(f"{p.tool}({p.query})" for p in plans)
-    return f"Round {done_round + 1}: {what}"

@@ -16,10 +16,11 @@ import re
 import time
 from typing import Literal, Sequence
 
-from docmind_core.backends.protocols import LanguageModel, Turn, UnderstandingRequest, UsageMeter
+from docmind_core.backends.protocols import LanguageModel, UnderstandingRequest, UsageMeter
+from docmind_core.models import Turn
 from docmind_core.models import Complexity, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.generate import UNDERSTANDING_TURN_TOKENS, format_turns
+from docmind_core.answer.generate import UNDERSTANDING_TURN_TOKENS, format_turns
 from docmind_core.text import MULTI_FOCUS_PATTERN
 
 log = logging.getLogger(__name__)

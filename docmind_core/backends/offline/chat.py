@@ -20,18 +20,13 @@ import re
 import threading
 from typing import Callable, Iterator, Sequence
 
-from docmind_core.backends.extractive import extractive_answer
-from docmind_core.backends.offline_understanding import resolve_pronoun, understand_offline
+from docmind_core.backends.offline.extractive import extractive_answer
+from docmind_core.backends.offline.understanding import resolve_pronoun, understand_offline
 from docmind_core.backends.protocols import (
-    AgentTranscript,
-    AgentTurn,
-    AnswerPrompt,
-    Turn,
-    ToolSpec,
-    UnderstandingRequest,
-    UsageMeter,
+    AgentTranscript, AgentTurn, AnswerPrompt, ToolSpec, UnderstandingRequest, UsageMeter,
 )
-from docmind_core.agentic_policy import OfflineToolPolicy  # deterministic tool policy: protocols and text only
+from docmind_core.models import Turn
+from docmind_core.backends.offline.tool_policy import OfflineToolPolicy  # deterministic tool policy: protocols and text only
 from docmind_core.models import BackendStatus, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.text import CITATION_MARKER_RE, sentences

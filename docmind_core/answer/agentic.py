@@ -37,14 +37,15 @@ import numpy as np
 from docmind_core.backends.protocols import (
     AgentTranscript, AgentTurn, LanguageModel, Observation, ToolSpec, UsageMeter,
 )
-from docmind_core.grade import CragGrader
+from docmind_core.answer.grade import CragGrader
 from docmind_core.prompts import PromptLibrary
-from docmind_core.retrieval.hybrid import EvidenceRefiner
-from docmind_core.deadline import LLM, RunGuard, bind_model, looks_like_timeout
+from docmind_core.retrieval.refine import EvidenceRefiner
+from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
                               Tier, Understanding)
-from docmind_core.oneshot import EventStream, EvidenceFinisher, OneShotRetrieval, RetrievalOutcome, _ms
+from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalOutcome
+from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.settings import Settings
 from docmind_core.text import keyword_tokens
 from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs
@@ -145,7 +146,7 @@ class AgenticSearch:
         finally:
             ctx.close()  # the loop is over: nothing may run under this context any more
 
-        loop_ms = _ms(started)
+        loop_ms = elapsed_ms(started)
         if stop_reason == StopReason.CANCELLED:
             return (yield from self._cancelled_outcome(query, ctx, rounds, loop_ms))
         timed_out = stop_reason in (StopReason.ITERATION_TIMEOUT, StopReason.TOTAL_TIMEOUT)
@@ -236,7 +237,7 @@ class AgenticSearch:
                 yield AgenticStep(iteration=iteration, max_iterations=cfg.max_iterations, tool_calls=records,
                                   new_chunks=sum(r.new_chunks for r in records),
                                   duplicate_chunks=sum(r.duplicate_chunks for r in records),
-                                  duration_ms=_ms(round_started), thought=rnd.turn.text or "")
+                                  duration_ms=elapsed_ms(round_started), thought=rnd.turn.text or "")
                 if ctx.call_count >= cfg.max_tool_calls:
                     return StopReason.MAX_TOOL_CALLS
             return StopReason.MAX_ITERATIONS

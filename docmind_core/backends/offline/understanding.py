@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from docmind_core.backends.protocols import Turn
+from docmind_core.models import Turn
 from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
-from docmind_core.scope import fast_scope
+from docmind_core.query_signals import fast_scope
 from docmind_core.text import (
     MULTI_FOCUS_PATTERN,
     TIME_KEYWORD_PATTERN,

@@ -1,0 +1,192 @@
+"""Generation: template choice, the messages sent to the language model, and the streamed answer.
+
+:class:`AnswerWriter` streams the answer from the configured model and, when it fails or the run's
+deadline already closed it, from the offline engine over the same prompt; when retrieval was
+incomplete the reader is told so first, and with no evidence at all only that is said.
+
+History enters the prompt as plain prior turns (what the user asked, what
+DocMind answered) and never with the evidence retrieved for those turns:
+stored context from earlier runs would pollute the conversation and crowd out
+the current evidence.  Only the current sources are numbered [1..n], in exactly
+the order the UI lists them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Generator, Sequence
+
+from docmind_core.backends.protocols import AnswerPrompt, LanguageModel, UsageMeter
+from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
+from docmind_core.events import AnswerStarted, ErrorRaised, Event, Fallback, Token
+from docmind_core.models import GradeResult, RetrievedChunk, Tier, Turn
+from docmind_core.prompts import PromptLibrary, format_sources, language_name
+from docmind_core.text import detect_language, truncate_to_tokens
+
+ANSWER_TEMPLATES = ("knowledge_qa", "low_confidence", "fallback")
+DIRECT_TEMPLATES = ("chitchat", "capability", "out_of_scope")
+# How much of each earlier turn a prompt replays, in tokens; both cuts live here, next to format_turns.
+# Understanding only resolves references ("it", "the second one") and sits on the path before retrieval,
+# so its turns are cut short; the answer may be asked about the earlier answer itself (a follow-up, a
+# meta-dialogue question), so it keeps twice as much.
+UNDERSTANDING_TURN_TOKENS = 300
+ANSWER_TURN_TOKENS = 600
+
+
+def choose_template(grade: GradeResult | None, sources: Sequence[RetrievedChunk]) -> str:
+    """HIGH → knowledge_qa; weak evidence (LOW / AMBIGUOUS) → low_confidence; no evidence → fallback."""
+    if not sources:
+        return "fallback"
+    if grade is None or grade.tier is Tier.HIGH:
+        return "knowledge_qa"
+    return "low_confidence"
+
+
+def format_memories(memories: Sequence[str]) -> str:
+    return "\n".join(f"- {m.strip()}" for m in memories if m.strip()) or "(none)"
+
+
+def format_turns(history: Sequence[Turn], assistant: str, empty: str, separator: str, max_tokens: int) -> str:
+    """Earlier turns as "User: ..." / "<assistant>: ..." lines, each cut to ``max_tokens``."""
+    if not history:
+        return empty
+    return separator.join(f"{'User' if t.role == 'user' else assistant}: "
+                          f"{truncate_to_tokens(t.content.strip(), max_tokens)}" for t in history)
+
+
+def format_conversation(history: Sequence[Turn]) -> str:
+    return format_turns(history, "DocMind", "(the conversation is empty)", "\n\n", ANSWER_TURN_TOKENS)
+
+
+def _history_messages(history: Sequence[Turn]) -> list[dict[str, str]]:
+    return [{"role": "user" if t.role == "user" else "assistant",
+             "content": truncate_to_tokens(t.content.strip(), ANSWER_TURN_TOKENS)}
+            for t in history if t.content.strip()]
+
+
+def build_answer_prompt(template: str, question: str, sources: Sequence[RetrievedChunk],
+                        history: Sequence[Turn], memories: Sequence[str],
+                        prompts: PromptLibrary) -> AnswerPrompt:
+    """The system + user messages for one answer, with earlier turns in between.
+
+    For ``meta_dialogue`` the conversation is the material itself, so it goes
+    into the user message once instead of as separate turns.
+    """
+    language = detect_language(question)
+    values: dict[str, str] = {"question": question.strip(), "language": language_name(language)}
+    if template in ANSWER_TEMPLATES:
+        values["memories"] = format_memories(memories)
+        if template != "fallback":
+            values["sources"] = format_sources(sources)
+    elif template == "meta_dialogue":
+        values["conversation"] = format_conversation(history)
+    elif template == "memory_ack":
+        values["memories"] = format_memories(memories)
+
+    rendered = prompts.render_messages(template, **values)
+    system = [m for m in rendered if m["role"] == "system"]
+    user = [m for m in rendered if m["role"] != "system"]
+    prior = [] if template == "meta_dialogue" else _history_messages(history)
+    messages = system + prior + user
+    return AnswerPrompt(template=template, messages=messages, question=question,
+                        sources=list(sources) if template != "fallback" else [],
+                        history=list(history), memories=list(memories), language=language)
+
+
+def incomplete_notice(question: str, reasons: Sequence[str], evidence: bool) -> str:
+    """What the reader is told when retrieval did not finish, in the question's language."""
+    what = "; ".join(reasons)
+    if detect_language(question) == "zh":
+        if evidence:
+            return f"注意：本次检索不完整（{what}），以下回答只依据已找到的资料。\n\n"
+        return (f"本次检索不完整（{what}），知识库没有被完整搜索，所以无法判断其中是否有相关资料。"
+                f"这不是一个回答：请稍后重试。")
+    if evidence:
+        return f"Note: retrieval was incomplete ({what}); the answer below uses only the evidence that was found.\n\n"
+    return (f"Retrieval was incomplete ({what}): the knowledge bases were not fully searched, so DocMind cannot "
+            f"tell whether they cover this question. This is not an answer; please try again.")
+
+
+@dataclass
+class WrittenAnswer:
+    text: str
+    cancelled: bool = False
+    duration_ms: float = 0.0
+
+
+class AnswerWriter:
+    """Streams one answer as Token events and returns it whole."""
+
+    def __init__(self, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary):
+        self.llm = llm
+        self.fallback_llm = fallback_llm  # the offline engine: answers when the configured model fails
+        self.prompts = prompts
+
+    def write(self, template: str, question: str, sources: Sequence[RetrievedChunk], history: Sequence[Turn],
+              memories: Sequence[str], incomplete: Sequence[str], meter: UsageMeter, cancel: threading.Event,
+              guard: RunGuard) -> Generator[Event, None, WrittenAnswer]:
+        if incomplete and template == "fallback":
+            # nothing was found, but not everything was searched: say that, and only that
+            yield AnswerStarted(prompt="retrieval_incomplete", sources=[], memories=list(memories))
+            text = incomplete_notice(question, incomplete, evidence=False)
+            yield Token(text=text)
+            return WrittenAnswer(text)
+        prompt = build_answer_prompt(template, question, sources, history, memories, self.prompts)
+        yield AnswerStarted(prompt=template, sources=list(sources), memories=list(memories))
+        started = time.perf_counter()
+        pieces: list[str] = []
+        cancelled = False
+        if incomplete:  # partial evidence: the reader learns it before the answer
+            notice = incomplete_notice(question, incomplete, evidence=True)
+            pieces.append(notice)
+            yield Token(text=notice)
+        llm = bind_model(self.llm, guard)
+        if self.llm is not self.fallback_llm and not guard.usable(LLM):
+            yield Fallback(stage="generation", reason=f"the language model is not called again in this run: "
+                                                      f"{guard.breaker.reason(LLM)}", to=self.fallback_llm.name)
+            llm = self.fallback_llm
+        try:
+            for piece in llm.stream_answer(prompt, meter, cancel):
+                if cancel.is_set():
+                    cancelled = True
+                    break
+                pieces.append(piece)
+                yield Token(text=piece)
+        except Exception as exc:
+            if llm is self.fallback_llm:
+                raise
+            yield ErrorRaised(stage="generation", message=f"{type(exc).__name__}: {exc}")
+            yield Fallback(stage="generation", reason="the language model failed while answering",
+                           to=self.fallback_llm.name)
+            if pieces:  # keep what streamed; mark the switch so the reader sees where it happened
+                pieces.append("\n\n")
+                yield Token(text="\n\n")
+            for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
+                pieces.append(piece)
+                yield Token(text=piece)
+        return WrittenAnswer("".join(pieces), cancelled, elapsed_ms(started))
+
+    def write_after_failure(self, question: str, sources: Sequence[RetrievedChunk], memories: Sequence[str],
+                            reasons: Sequence[str], meter: UsageMeter,
+                            cancel: threading.Event) -> Generator[Event, None, str]:
+        """After a failure before the answer: the offline engine answers from whatever evidence there is;
+        with none, the reader is told retrieval was incomplete (never "nothing relevant")."""
+        try:
+            if not sources:
+                yield AnswerStarted(prompt="retrieval_incomplete", sources=[])
+                text = incomplete_notice(question, reasons, evidence=False)
+                yield Token(text=text)
+                return text
+            prompt = build_answer_prompt("low_confidence", question, sources, [], memories, self.prompts)
+            yield AnswerStarted(prompt=prompt.template, sources=list(sources))
+            pieces = []
+            for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
+                pieces.append(piece)
+                yield Token(text=piece)
+            return "".join(pieces)
+        except Exception as exc:  # even the fallback failed: say so plainly
+            message = f"Sorry, DocMind could not answer this question ({type(exc).__name__}: {exc})."
+            yield Token(text=message)
+            return message
