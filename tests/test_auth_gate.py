@@ -25,6 +25,7 @@ def _gated_page(engine) -> None:
     """A stand-in for app.py: the gate first, then the page."""
     import streamlit as st
 
+    from docmind_core.workbench import Workbench  # AppTest runs this function's source alone: import here
     from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
 
     user = current_user(engine)
