@@ -50,7 +50,7 @@ from docmind_core.settings import Settings
 from docmind_core.store.config_store import ConfigStore
 from docmind_core.store.conversations import ConversationStore
 from docmind_core.store.db import Database
-from docmind_core.store.jobs import JobStore
+from docmind_core.ingest.job_store import JobStore
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.traces import TraceStore
 from docmind_core.text import keyword_tokens

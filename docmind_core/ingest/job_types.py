@@ -1,7 +1,7 @@
 """The values of background ingest jobs (rows of ``ingest_jobs`` / ``ingest_job_files``), for every reader.
 
 Plain typed values with their derived views (progress, ETA, the failure message naming a file once);
-the rows are written by ``docmind_core/store/jobs.py`` and the worker is ``docmind_core/ingest/jobs.py``.
+the rows are written by ``docmind_core/ingest/job_store.py`` and the worker is ``docmind_core/ingest/jobs.py``.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from docmind_core.ingest.pipeline import file_limit_refusal
 from docmind_core.models import IngestOutcome, IngestProgress
 from docmind_core.settings import Settings
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
-from docmind_core.store.jobs import JobStore
+from docmind_core.ingest.job_store import JobStore
 
 log = logging.getLogger(__name__)
 
