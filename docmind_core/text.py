@@ -94,6 +94,11 @@ def detect_language(text: str) -> str:
 @lru_cache(maxsize=4096)
 def count_tokens(text: str) -> int:
     # Cached: one search counts the same passages in expansion and again in compression.
+    return uncached_count_tokens(text)
+
+
+def uncached_count_tokens(text: str) -> int:
+    """:func:`count_tokens` without its cache, for a text that must not stay alive in it (a document)."""
     # One per token, plus (len - 1) // 8 for latin runs; only runs of 9+ characters add anything,
     # so those are found by a second regex instead of looping over every token in Python.
     return len(_TOKEN_RE.findall(text)) + sum((len(w) - 1) // 8 for w in _LONG_WORD_RE.findall(text))
@@ -107,10 +112,11 @@ def token_spans(text: str) -> list[tuple[int, int, int]]:
     return list(iter_token_spans(text))
 
 
-def iter_token_spans(text: str) -> Iterator[tuple[int, int, int]]:
+def iter_token_spans(text: str, pos: int = 0, endpos: int | None = None) -> Iterator[tuple[int, int, int]]:
     """:func:`token_spans` one at a time: a sentence of millions of characters (a text without
-    punctuation) is cut without a list of all its tokens."""
-    for m in _TOKEN_RE.finditer(text):
+    punctuation) is cut without a list of all its tokens.  ``pos``/``endpos`` look at ``text[pos:endpos]``
+    without copying it (offsets stay those of ``text``)."""
+    for m in _TOKEN_RE.finditer(text, pos, len(text) if endpos is None else endpos):
         tok = m.group(0)
         yield m.start(), m.end(), 1 + (len(tok) - 1) // 8 if len(tok) > 1 else 1
 
@@ -143,54 +149,142 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
 
 
 def iter_sentence_spans(text: str) -> Iterator[tuple[int, int]]:
-    """:func:`split_sentences` one span at a time (a large document is chunked in bounded memory).
+    """:func:`split_sentences` one span at a time (see :class:`SentenceScanner`)."""
+    scanner = SentenceScanner()
+    scanner.feed(text)
+    scanner.finish()
+    return scanner.spans()
 
-    A whitespace-only piece joins the sentence before it, so each span is yielded only once the next
-    non-blank one has started (or the text has ended).
+
+_BREAK_RE = re.compile(r"[。！？；…!?;\n.]")  # where a sentence may end
+NONBLANK_RE = re.compile(r"\S")  # the same test as str.strip(): Unicode whitespace
+_CLOSERS = "”’」』）)\"'"
+_PERIOD_TAIL = ".\"')”’"
+_LOOKBACK = 12  # characters before a period that _is_sentence_period reads
+
+
+class SentenceScanner:
+    """Sentence spans of a text that arrives in pieces, the same as of the whole text at once.
+
+    :meth:`feed` pieces, take the spans that are certain with :meth:`spans` (absolute offsets), and
+    :meth:`finish` at the end.  A span is held back while more text could still change it (a run of
+    line breaks or closing quotes that reaches the end of what has arrived, a period whose next
+    character is unknown).  A whitespace-only piece joins the sentence before it, so a span comes once
+    the next non-blank text has started.  Only ``text[keep_from:]`` is kept: :meth:`discard_before`
+    drops what the caller has used (a large document is split in bounded memory).
     """
-    pending: tuple[int, int] | None = None
-    n = len(text)
-    start = 0
-    i = 0
-    while i < n:
-        ch = text[i]
-        end = None
-        if ch in _CN_END:
-            j = i + 1
-            while j < n and (text[j] in _CN_END or text[j] in "”’」』）)\"'"):
-                j += 1
-            end = j
-        elif ch == "\n":
-            j = i + 1
-            while j < n and text[j] == "\n":
-                j += 1
-            end = j
-        elif ch == ".":
-            if _is_sentence_period(text, i):
+
+    def __init__(self) -> None:
+        self.text = ""  # the buffered text; text[0] is at absolute offset base
+        self.base = 0
+        self.final = False
+        self._start = 0  # where the piece being scanned began
+        self._i = 0  # scan position
+        self._pending: tuple[int, int] | None = None  # the last non-blank span, not yet handed out
+        self._nonblank = False  # the piece being scanned has non-whitespace text before _checked
+        self._checked = 0
+
+    @property
+    def end(self) -> int:
+        """Absolute offset just past the text that has arrived."""
+        return self.base + len(self.text)
+
+    def feed(self, piece: str) -> None:
+        self.text += piece
+
+    def finish(self) -> None:
+        self.final = True
+
+    def slice(self, start: int, end: int) -> str:
+        return self.text[start - self.base:end - self.base]
+
+    @property
+    def piece_start(self) -> int:
+        """Where the piece being scanned began (its text becomes the next span)."""
+        return self._start
+
+    def open_piece(self) -> tuple[int, int] | None:
+        """(start, scanned up to) of the sentence being scanned once it has non-blank text: it will be a
+        span starting there and ending at or after the second offset."""
+        return (self._start, self._i) if self._nonblank and not self.final else None
+
+    def keep_from(self) -> int:
+        """The first offset the scanner itself still needs (the held-back span and the look-behind)."""
+        keep = self._i - _LOOKBACK
+        return min(keep, self._pending[0]) if self._pending is not None else keep
+
+    def discard_before(self, offset: int) -> None:
+        """Forget the text before ``offset`` (capped at what the scanner needs); copies only when it pays."""
+        cut = min(offset, self.keep_from()) - self.base
+        if cut > 0 and cut * 2 >= len(self.text):
+            self.text = self.text[cut:]
+            self.base += cut
+
+    def spans(self) -> Iterator[tuple[int, int]]:
+        """The spans that are certain now, in order."""
+        text, base, final = self.text, self.base, self.final
+        n = len(text)
+        start, i = self._start - base, self._i - base
+        while True:
+            m = _BREAK_RE.search(text, i)
+            if m is None:
+                i = n
+                break
+            i = m.start()
+            ch = text[i]
+            end = None
+            if ch == "\n" or ch in _CN_END:
+                run = "\n" if ch == "\n" else _CN_END + _CLOSERS
                 j = i + 1
-                while j < n and text[j] in ".\"')”’":
+                while j < n and text[j] in run:
                     j += 1
+                if j == n and not final:
+                    break  # the run may go on in the next piece
                 end = j
-        if end is not None:
-            if text[start:end].strip():
-                if pending is not None:
-                    yield pending
-                pending = (start, end)
-            elif pending is not None:
-                pending = (pending[0], end)
-            start = end
-            i = end
-            continue
-        i += 1
-    if start < n:
-        if text[start:n].strip() or pending is None:
-            if pending is not None:
-                yield pending
-            pending = (start, n)
-        else:
-            pending = (pending[0], n)
-    if pending is not None:
-        yield pending
+            else:  # "."
+                if i + 1 == n and not final:
+                    break  # a period's meaning depends on the next character
+                if _is_sentence_period(text, i):
+                    j = i + 1
+                    while j < n and text[j] in _PERIOD_TAIL:
+                        j += 1
+                    if j == n and not final:
+                        break
+                    end = j
+            if end is None:
+                i += 1
+                continue
+            if self._nonblank or NONBLANK_RE.search(text, max(start, self._checked - base), end):
+                if self._pending is not None:
+                    yield self._pending
+                self._pending = (start + base, end + base)
+            elif self._pending is not None:
+                self._pending = (self._pending[0], end + base)
+            start = i = end
+            self._nonblank, self._checked = False, end + base
+        self._start, self._i = start + base, i + base
+        if not final:
+            # Remember whether the piece so far is blank, so its start need not be kept to ask again.
+            if not self._nonblank:
+                self._nonblank = bool(NONBLANK_RE.search(text, max(start, self._checked - base), i))
+                self._checked = i + base
+            if self._nonblank and self._pending is not None:
+                # The piece being scanned ends non-blank, so nothing more can join the held-back span.
+                yield self._pending
+                self._pending = None
+            return
+        if start < n:
+            if (self._nonblank or NONBLANK_RE.search(text, max(start, self._checked - base), n)
+                    or self._pending is None):
+                if self._pending is not None:
+                    yield self._pending
+                self._pending = (start + base, n + base)
+            else:
+                self._pending = (self._pending[0], n + base)
+            self._start = self._i = n + base
+        if self._pending is not None:
+            yield self._pending
+            self._pending = None
 
 
 def _is_sentence_period(text: str, i: int) -> bool:

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from docmind_core.backends.protocols import IndexedChunk
+from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.store.db import utcnow
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ class KbChecker:
         self.vector_store = vector_store
         self.keyword_index = keyword_index
         self.leases = leases
+        self.writer = IndexWriter(store, embedder, vector_store, keyword_index)
 
     # -- check ---------------------------------------------------------------
     def check(self, kb_id: int, own_lease: int | None = None) -> KbCheckReport:
@@ -224,15 +226,10 @@ class KbChecker:
         repaired, problems = report.repaired, report.problems
         for doc_id, reason in snap.gone.items():
             owner = self.store.document_leases([doc_id]).get(doc_id)
-            if self.store.claim_document(doc_id, lease_id, expect_status="pending", expect_lease=owner):
-                self._purge(kb_id, doc_id)
-                self.store.delete_document(doc_id)
+            if self.writer.remove_interrupted(kb_id, doc_id, lease_id, owner):
                 repaired.append(f"removed interrupted document {doc_id} ({reason})")
         for doc in self.store.list_documents(kb_id, status="failed"):
-            if doc.chunk_count and self.store.claim_document(doc.id, lease_id, expect_status="failed",
-                                                             expect_lease=None):
-                self._purge(kb_id, doc.id)
-                self.store.set_document_status(doc.id, "failed", doc.error)
+            if self.writer.clear_failed(doc, lease_id):
                 repaired.append(f"removed the chunk rows of failed document '{doc.name}'")
         orphans = snap.orphan_vectors()
         if orphans:
@@ -283,11 +280,6 @@ class KbChecker:
         from_copies, _embedded = self._add_vectors(kb_id, missing)
         return from_copies
 
-    def _purge(self, kb_id: int, doc_id: int) -> None:
-        self.vector_store.delete_document(kb_id, doc_id)
-        self.keyword_index.delete_document(kb_id, doc_id)
-        self.store.delete_chunks_of_document(doc_id)
-
     def _add_vectors(self, kb_id: int, chunk_ids: list[str]) -> tuple[int, int]:
         """Give these chunks their vectors: the stored copy when it has the right size, else a fresh
         embedding of the stored text (whose copy is then stored too); returns (from copies, embedded)."""
@@ -302,10 +294,7 @@ class KbChecker:
                                       np.stack([copies[r[0]] for r in with_copy]))
                 from_copies += len(with_copy)
             if without:
-                vectors = self.embedder.embed([text for _c, _k, _d, text, _t in without])
-                self.vector_store.add([IndexedChunk(cid, kb, doc, text) for cid, kb, doc, text, _t in without],
-                                      vectors)
-                self.store.set_chunk_vectors([r[0] for r in without], vectors)
+                self.writer.embed([IndexedChunk(cid, kb, doc, text) for cid, kb, doc, text, _t in without])
                 embedded += len(without)
         return from_copies, embedded
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from docmind_core.models import ChunkRecord
-from docmind_core.text import count_tokens, iter_sentence_spans, iter_token_spans
+from docmind_core.text import NONBLANK_RE, SentenceScanner, count_tokens, iter_token_spans
 
 _HEADING_RE = re.compile(r"#{1,6}\s")
 
@@ -71,24 +71,33 @@ def chunk_document(kb_id: int, doc_name: str, text: str, child_tokens: int, over
 
 def iter_chunk_blocks(kb_id: int, doc_name: str, text: str, child_tokens: int, overlap: int,
                       parent_tokens: int) -> Iterator[tuple[TextChunk, list[TextChunk]]]:
-    """:func:`chunk_document` one parent block at a time, with that block's children.
+    """:func:`chunk_document` one parent block at a time, with that block's children."""
+    return iter_stream_blocks(kb_id, doc_name, [text], child_tokens, overlap, parent_tokens)
 
-    Nothing but the current block is held, so a document of any size is chunked in bounded memory
-    (besides its text); the chunks are the same as :func:`chunk_document`'s.
+
+def iter_stream_blocks(kb_id: int, doc_name: str, pieces: Iterable[str], child_tokens: int, overlap: int,
+                       parent_tokens: int) -> Iterator[tuple[TextChunk, list[TextChunk]]]:
+    """The blocks of the text ``"".join(pieces)``, reading the pieces as they are needed.
+
+    Only the current block and the text not yet cut are held, so a document of any size is chunked in
+    bounded memory; the chunks (offsets into the joined text) are the same whatever the pieces.
     """
     if child_tokens <= 0:
         raise ValueError("child_tokens must be positive")
     overlap = max(0, min(overlap, child_tokens // 2))  # an overlap near the chunk size would barely advance
     parent_tokens = max(parent_tokens, child_tokens)
+    units = _UnitStream(pieces, child_tokens)
     parent_count = child_count = 0
-    for group in _parent_groups(_units(text, child_tokens), parent_tokens):
-        parent = _make_chunk(kb_id, doc_name, text, "parent", group[0].start, group[-1].end, parent_count, None)
+    for group in _parent_groups(units, parent_tokens):
+        parent = _make_chunk(kb_id, doc_name, units.slice, "parent", group[0].start, group[-1].end,
+                             parent_count, None)
+        units.release(group[-1].end)
         if parent is None:
             continue
         parent_count += 1
         kids: list[TextChunk] = []
         for first, last in _child_windows(group, child_tokens, overlap):
-            child = _make_chunk(kb_id, doc_name, text, "child", group[first].start, group[last].end,
+            child = _make_chunk(kb_id, doc_name, units.slice, "child", group[first].start, group[last].end,
                                 child_count, parent.id)
             if child is not None:
                 kids.append(child)
@@ -96,9 +105,9 @@ def iter_chunk_blocks(kb_id: int, doc_name: str, text: str, child_tokens: int, o
         yield parent, kids
 
 
-def _make_chunk(kb_id: int, doc_name: str, text: str, kind: str, start: int, end: int, index: int,
-                parent_id: str | None) -> TextChunk | None:
-    piece = text[start:end]
+def _make_chunk(kb_id: int, doc_name: str, text_between: Callable[[int, int], str], kind: str, start: int,
+                end: int, index: int, parent_id: str | None) -> TextChunk | None:
+    piece = text_between(start, end)
     stripped = piece.strip()
     if not stripped:
         return None
@@ -109,23 +118,101 @@ def _make_chunk(kb_id: int, doc_name: str, text: str, kind: str, start: int, end
                      token_count=count_tokens(stripped), start=start, end=end)
 
 
-def _units(text: str, max_tokens: int) -> Iterator[_Unit]:
-    """Sentences, with over-long ones cut at token boundaries into pieces of at most ``max_tokens``."""
-    for start, end in iter_sentence_spans(text):
-        sentence = text[start:end]
-        if not sentence.strip():
-            continue
-        heading = bool(_HEADING_RE.match(sentence.lstrip()))
-        if len(sentence) <= max_tokens:  # a token is at least one character: it fits
-            yield _Unit(start, end, count_tokens(sentence), heading)
-            continue
-        piece_start, used, first_piece = 0, 0, True
-        for tok_start, _tok_end, cost in iter_token_spans(sentence):
-            if used + cost > max_tokens and used > 0:
-                yield _Unit(start + piece_start, start + tok_start, used, heading and first_piece)
-                piece_start, used, first_piece = tok_start, 0, False
-            used += cost
-        yield _Unit(start + piece_start, end, used, heading and first_piece)
+@dataclass
+class _Cut:
+    """An over-long sentence being cut at token boundaries into units of at most ``max_tokens``."""
+
+    heading: bool
+    piece_start: int  # where the unit being filled began
+    token_pos: int  # tokens before this offset are counted
+    used: int = 0
+    first: bool = True
+
+
+class _UnitStream:
+    """Units of ``"".join(pieces)``: sentences, with over-long ones cut at token boundaries.
+
+    A sentence longer than a child chunk is cut while it is still arriving (a text without
+    punctuation is one sentence), so neither a sentence nor the text is ever held whole.
+    """
+
+    def __init__(self, pieces: Iterable[str], max_tokens: int):
+        self.pieces = pieces
+        self.max_tokens = max_tokens
+        self.scanner = SentenceScanner()
+        self.cut: _Cut | None = None  # of the open sentence, cut before its end is known
+        self.cut_start = -1  # the open sentence's start
+        self.released = 0  # the consumer needs no text before this offset
+
+    def slice(self, start: int, end: int) -> str:
+        return self.scanner.slice(start, end)
+
+    def release(self, offset: int) -> None:
+        self.released = max(self.released, offset)
+
+    def __iter__(self) -> Iterator[_Unit]:
+        for piece in self.pieces:
+            if not piece:
+                continue
+            self.scanner.feed(piece)
+            yield from self._drain()
+            keep = min(self.released, self.cut.piece_start if self.cut is not None else self.scanner.piece_start)
+            self.scanner.discard_before(keep)
+        self.scanner.finish()
+        yield from self._drain()
+
+    def _drain(self) -> Iterator[_Unit]:
+        for start, end in self.scanner.spans():
+            yield from self._sentence_units(start, end)
+        open_piece = self.scanner.open_piece()
+        if open_piece is None:
+            return
+        start, scanned = open_piece
+        if self.cut is None or self.cut_start != start:
+            if scanned - start <= self.max_tokens:
+                return  # it may still fit one unit
+            first = NONBLANK_RE.search(self.scanner.text, start - self.scanner.base, scanned - self.scanner.base)
+            if first is None or scanned - (first.start() + self.scanner.base) < 8:
+                return  # not enough of it to tell a heading yet
+            self.cut = _Cut(heading=self._heading(start, scanned), piece_start=start, token_pos=start)
+            self.cut_start = start
+        yield from self._cut_units(self.cut, scanned, None)
+
+    def _heading(self, start: int, end: int) -> bool:
+        text, base = self.scanner.text, self.scanner.base
+        first = NONBLANK_RE.search(text, start - base, end - base)
+        return first is not None and _HEADING_RE.match(text, first.start(), end - base) is not None
+
+    def _sentence_units(self, start: int, end: int) -> Iterator[_Unit]:
+        if self.cut is not None and self.cut_start == start:
+            cut, self.cut, self.cut_start = self.cut, None, -1
+            yield from self._cut_units(cut, end, end)
+            return
+        text, base = self.scanner.text, self.scanner.base
+        if NONBLANK_RE.search(text, start - base, end - base) is None:
+            return
+        heading = self._heading(start, end)
+        if end - start <= self.max_tokens:  # a token is at least one character: it fits
+            yield _Unit(start, end, count_tokens(text[start - base:end - base]), heading)
+            return
+        yield from self._cut_units(_Cut(heading=heading, piece_start=start, token_pos=start), end, end)
+
+    def _cut_units(self, cut: _Cut, upto: int, end: int | None) -> Iterator[_Unit]:
+        """Cut at the tokens before ``upto``; with the sentence's ``end``, also yield its last unit.
+
+        Without it, a token reaching ``upto`` may go on in the next piece: it waits.
+        """
+        base = self.scanner.base
+        for tok_start, tok_end, cost in iter_token_spans(self.scanner.text, cut.token_pos - base, upto - base):
+            if end is None and tok_end + base >= upto:
+                break
+            if cut.used + cost > self.max_tokens and cut.used > 0:
+                yield _Unit(cut.piece_start, tok_start + base, cut.used, cut.heading and cut.first)
+                cut.piece_start, cut.used, cut.first = tok_start + base, 0, False
+            cut.used += cost
+            cut.token_pos = tok_end + base
+        if end is not None:
+            yield _Unit(cut.piece_start, end, cut.used, cut.heading and cut.first)
 
 
 def _parent_groups(units: Iterable[_Unit], parent_tokens: int) -> Iterator[list[_Unit]]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from docmind_core.errors import IngestError
 
@@ -69,23 +70,131 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
     return LoadedDocument(text=text, mime=MIME_TYPES[ext])
 
 
+def checked_size(path: Path, max_bytes: int, name: str) -> int:
+    """The file's size, refusing an unreadable or too large file (before reading it) with an IngestError."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise IngestError(f"{name}: cannot read the file ({exc.strerror or exc})") from None
+    if size > max_bytes:
+        raise IngestError(f"{name}: file is too large ({size / 1048576:.1f} MB; the limit is "
+                          f"{max_bytes / 1048576:g} MB, ingest.max_file_mb)")
+    return size
+
+
+STREAMED_EXTENSIONS = (".txt", ".md", ".markdown")  # plain text: read and decoded in pieces
+_HASH_BLOCK = 1 << 20
+PIECE_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class TextFile:
+    """A plain-text file checked in one pass (hash, size, encoding), its text read again on demand in pieces.
+
+    ``"".join(pieces())`` is what :func:`load_document` returns for the file; no piece holds more than
+    about ``piece_bytes`` of it, so a file of any size is read in bounded memory.
+    """
+
+    path: Path
+    name: str
+    digest: str
+    size: int
+    encoding: str
+    mime: str
+    piece_bytes: int = PIECE_BYTES
+
+    def pieces(self) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder(self.encoding)("strict")
+        tidier = _PieceTidier()
+        with self.path.open("rb") as handle:
+            while True:
+                block = handle.read(self.piece_bytes)
+                try:
+                    text = decoder.decode(block, final=not block)
+                except UnicodeDecodeError:
+                    raise IngestError(f"{self.name}: the file changed while it was being read") from None
+                out = tidier.feed(text)
+                if out:
+                    yield out
+                if not block:
+                    break
+        if not tidier.started:
+            raise IngestError(f"{self.name}: no text could be extracted (scanned images or an empty document?)")
+
+
+def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
+                   piece_bytes: int = PIECE_BYTES) -> TextFile | None:
+    """Hash and check a .txt/.md file reading it block by block (never whole); None when it is not
+    UTF-8 or BOM-marked text (then only :func:`load_document`'s encoding detection, on the whole file, reads it).
+
+    Refuses what :func:`load_document` refuses, with the same messages: too large, empty, binary, a
+    byte-order mark the bytes do not follow.
+    """
+    ext = path.suffix.lower()
+    if ext not in STREAMED_EXTENSIONS:
+        raise ValueError(f"{path.name}: not a plain-text file")
+    size = checked_size(path, max_bytes, name)
+    digest = hashlib.sha256()
+    decoder = None
+    encoding = "utf-8"
+    blank = binary = True
+    with path.open("rb") as handle:
+        while True:
+            block = handle.read(_HASH_BLOCK)
+            if decoder is None:  # the first block (or an empty file)
+                bom = _bom_encoding(block)
+                binary = bom is None and _looks_binary(block)
+                encoding = bom or "utf-8"
+                decoder = codecs.getincrementaldecoder(encoding)("strict")
+            digest.update(block)
+            blank = blank and not block.strip()
+            try:
+                decoder.decode(block, final=not block)
+            except UnicodeDecodeError:
+                if encoding != "utf-8":
+                    raise _bad_bom(name, encoding) from None
+                return None
+            if not block:
+                break
+    if blank:
+        raise IngestError(f"{name}: the file is empty")
+    if binary:
+        raise _binary_refusal(name)
+    return TextFile(path=path, name=name, digest=digest.hexdigest(), size=size, encoding=encoding,
+                    mime=MIME_TYPES[ext], piece_bytes=piece_bytes)
+
+
 # --------------------------------------------------------------------------
 # Text encodings
 # --------------------------------------------------------------------------
 
 
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # UTF-32 LE before UTF-16 LE: a prefix
+
+
+def _bom_encoding(head: bytes) -> str | None:
+    return next((encoding for bom, encoding in _BOMS if head.startswith(bom)), None)
+
+
+def _bad_bom(name: str, encoding: str) -> IngestError:
+    return IngestError(f"{name}: starts with a {encoding} byte-order mark but is not valid {encoding}")
+
+
+def _binary_refusal(name: str) -> IngestError:
+    return IngestError(f"{name}: looks like a binary file, not text (wrong extension?)")
+
+
 def decode_text(name: str, data: bytes) -> str:
     """Decode text bytes: BOMs first, then strict UTF-8, then charset-normalizer (GBK/GB18030, Big5 ...)."""
-    for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF32_LE, "utf-32"),
-                          (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
-                          (codecs.BOM_UTF16_BE, "utf-16")):
-        if data.startswith(bom):
-            try:
-                return data.decode(encoding)
-            except UnicodeDecodeError:
-                raise IngestError(f"{name}: starts with a {encoding} byte-order mark but is not valid {encoding}") from None
+    encoding = _bom_encoding(data)
+    if encoding is not None:
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            raise _bad_bom(name, encoding) from None
     if _looks_binary(data):
-        raise IngestError(f"{name}: looks like a binary file, not text (wrong extension?)")
+        raise _binary_refusal(name)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -107,10 +216,43 @@ def _looks_binary(data: bytes) -> bool:
 
 
 def _tidy(text: str) -> str:
+    return _tidy_lines(text).strip()
+
+
+def _tidy_lines(text: str) -> str:
+    """Line ends to \\n, NULs out, no blanks before a line end, at most one empty line in a row.
+
+    Each step reads only whitespace and NULs around what it changes, so text cut after a character
+    that is neither comes out the same in pieces as whole (:class:`_PieceTidier`).
+    """
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     text = re.sub(r"[ \t\u00a0]+\n", "\n", text)
-    text = re.sub(r"\n{3,}", "\n\n", text)
-    return text.strip()
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+_TRAILING_BLANK_RE = re.compile(r"[\s\x00]*\Z")
+
+
+class _PieceTidier:
+    """:func:`_tidy` of a text that arrives in pieces: ``"".join(map(feed, pieces)) == _tidy("".join(pieces))``.
+
+    A piece's trailing whitespace and NULs are held back: they may join the next piece (\\r then \\n, a
+    run of blank lines), or end the text, where they are stripped.
+    """
+
+    def __init__(self) -> None:
+        self.held = ""
+        self.started = False  # something has been given out (the leading strip is done)
+
+    def feed(self, piece: str) -> str:
+        piece = self.held + piece
+        cut = _TRAILING_BLANK_RE.search(piece).start()
+        self.held = piece[cut:]
+        out = _tidy_lines(piece[:cut])
+        if not self.started:
+            out = out.lstrip()
+            self.started = bool(out)
+        return out
 
 
 # --------------------------------------------------------------------------

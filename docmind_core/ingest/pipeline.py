@@ -42,13 +42,14 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
 from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled, IngestError
 from docmind_core.ingest.check import KbCheckReport, KbChecker
-from docmind_core.ingest.chunking import TextChunk, chunk_document, iter_chunk_blocks
+from docmind_core.ingest.chunking import TextChunk, chunk_document, iter_stream_blocks
+from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import Lease, LeaseBook
-from docmind_core.ingest.loaders import load_document, mime_for
+from docmind_core.ingest.loaders import STREAMED_EXTENSIONS, load_document, mime_for, open_text_file
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase
 from docmind_core.settings import Settings
-from docmind_core.text import count_tokens, stored_terms
+from docmind_core.text import stored_terms, uncached_count_tokens
 from docmind_core.store.kb_store import DocumentBusy, KnowledgeStore
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ ProgressCallback = Callable[[IngestProgress], None]
 # A document estimated to make more child chunks than this is streamed: chunked, tokenised, encoded and
 # written one batch at a time (bounded memory), with the next batch prepared while the encoder runs.
 STREAM_MIN_CHUNKS = 512
+# A plain-text file larger than this is never read whole: hashed, counted, chunked and stored in pieces.
+STREAM_MIN_BYTES = 1 << 20
 
 
 def file_limit_refusal(name: str, size: int, settings: Settings) -> str | None:
@@ -68,10 +71,10 @@ def file_limit_refusal(name: str, size: int, settings: Settings) -> str | None:
     return None
 
 
-def estimated_chunks(text: str, settings: Settings) -> int:
-    """About how many child chunks ``text`` makes (each child advances by chunk size minus overlap)."""
+def estimated_chunks(tokens: int, settings: Settings) -> int:
+    """About how many child chunks a text of ``tokens`` makes (each child advances by chunk size minus overlap)."""
     step = max(1, settings.rag.chunk_tokens - min(settings.rag.chunk_overlap_tokens, settings.rag.chunk_tokens // 2))
-    return math.ceil(count_tokens(text) / step)
+    return math.ceil(tokens / step)
 
 
 def _serialised(method):
@@ -95,6 +98,7 @@ class Ingestor:
         self.vector_store = vector_store
         self.keyword_index = keyword_index
         self.leases = leases if leases is not None else LeaseBook(store.db)
+        self.writer = IndexWriter(store, embedder, vector_store, keyword_index)
         # One writer at a time: two sessions ingesting the same file name would otherwise
         # interleave their purge and write steps.  Searches never take this lock.
         self._write_lock = threading.RLock()
@@ -141,7 +145,7 @@ class Ingestor:
                         outcomes[index] = prepared
                         continue
                     prepared.position = index
-                    if prepared.streamed:
+                    if prepared.pieces is not None:
                         if group:
                             self._flush(kb, group, settings, outcomes, lease, cancel)
                             group = []
@@ -159,31 +163,49 @@ class Ingestor:
 
     def _prepare(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
                  reporter: "_Reporter", lease: Lease) -> "_Prepared | IngestOutcome":
-        """Read, hash, parse and chunk one file; nothing is written yet (except a failed row)."""
+        """Read, hash, parse and chunk one file; nothing is written yet (except a failed row).
+
+        A large plain-text file is never read whole: it is hashed, then counted, in pieces, and a
+        document that will be streamed keeps only the way to read its pieces again.
+        """
         started = time.perf_counter()
         reporter("parsing", 0.0)
-        data, digest, size = b"", "", 0
+        digest, size = "", 0
         try:
             max_bytes = int(settings.ingest.max_file_mb * 1024 * 1024)
-            data = read_bytes(source.path, max_bytes=max_bytes, name=source.name)
-            digest, size = hashlib.sha256(data).hexdigest(), len(data)
+            opened = None
+            if source.path.suffix.lower() in STREAMED_EXTENSIONS and _file_size(source.path) > STREAM_MIN_BYTES:
+                opened = open_text_file(source.path, source.name, max_bytes)  # None: not UTF-8, read whole below
+            if opened is not None:
+                digest, size = opened.digest, opened.size
+            else:
+                data = read_bytes(source.path, max_bytes=max_bytes, name=source.name)
+                digest, size = hashlib.sha256(data).hexdigest(), len(data)
             existing = self.store.find_document(kb.id, source.name)
             if existing is not None and existing.status == "complete" and existing.content_hash == digest:
                 reporter("skipped", 1.0, "unchanged")
                 return _outcome(source, started, "unchanged", doc_id=existing.id, chunks=existing.chunk_count)
-            loaded = load_document(source.path, data=data, max_bytes=max_bytes)
-            del data  # the text is what is kept from here on
+            if opened is not None:
+                pieces, mime = opened.pieces, opened.mime
+            else:
+                loaded = load_document(source.path, data=data, max_bytes=max_bytes)
+                del data  # the text is what is kept from here on
+                pieces, mime = functools.partial(iter, [loaded.text]), loaded.mime
             reporter("chunking", 0.1)
-            estimate = estimated_chunks(loaded.text, settings)
+            tokens = chars = 0
+            for piece in pieces():
+                tokens, chars = tokens + uncached_count_tokens(piece), chars + len(piece)
+            estimate = estimated_chunks(tokens, settings)
             if estimate > settings.ingest.max_chunks_per_file:
                 raise IngestError(f"{source.name}: about {estimate:,} chunks, over the limit of "
                                   f"{settings.ingest.max_chunks_per_file:,} per file (ingest.max_chunks_per_file); "
                                   f"split the file or raise the limit")
             if estimate > STREAM_MIN_CHUNKS:
                 return _Prepared(source=source, reporter=reporter, started=started, digest=digest, size=size,
-                                 text=loaded.text, mime=loaded.mime, parents=[], children=[], existing=existing,
-                                 prepare_seconds=time.perf_counter() - started, streamed=True)
-            parents, children = chunk_document(kb.id, source.name, loaded.text, settings.rag.chunk_tokens,
+                                 text="", mime=mime, parents=[], children=[], existing=existing,
+                                 prepare_seconds=time.perf_counter() - started, pieces=pieces, chars=chars)
+            text = "".join(pieces())
+            parents, children = chunk_document(kb.id, source.name, text, settings.rag.chunk_tokens,
                                                settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens)
             if not children:
                 raise IngestError(f"{source.name}: no text could be extracted")
@@ -205,14 +227,14 @@ class Ingestor:
             reporter("failed", 1.0, message)
             return _outcome(source, started, "failed", error=message)
         return _Prepared(source=source, reporter=reporter, started=started, digest=digest, size=size,
-                         text=loaded.text, mime=loaded.mime, parents=parents, children=children,
+                         text=text, mime=mime, parents=parents, children=children,
                          existing=existing, prepare_seconds=time.perf_counter() - started)
 
     def _flush(self, kb: KnowledgeBase, group: list["_Prepared"], settings: Settings,
                outcomes: list[IngestOutcome | None], lease: Lease, cancel: threading.Event | None = None) -> None:
         write_started = time.perf_counter()
         try:
-            if len(group) == 1 and group[0].streamed:
+            if len(group) == 1 and group[0].pieces is not None:
                 self._write_streamed(kb, group[0], settings, lease, cancel)
             else:
                 self._write(kb, group, settings, lease, cancel)
@@ -242,38 +264,40 @@ class Ingestor:
 
     def _write_streamed(self, kb: KnowledgeBase, doc: "_Prepared", settings: Settings, lease: Lease,
                         cancel: threading.Event | None) -> None:
-        """Write one large document batch by batch: memory holds its text and a couple of batches.
+        """Write one large document batch by batch: memory holds a couple of batches and their text.
 
-        A producer thread chunks and tokenises the next batch (pure Python, holding the GIL) while
-        this thread encodes the current one (numpy, which releases it) and writes it.  The document
-        stays pending until its last batch is written, exactly as in :meth:`_write`.
+        A producer thread reads, chunks and tokenises the next batch (pure Python, holding the GIL)
+        while this thread encodes the current one (numpy, which releases it) and writes it.  The text
+        goes to a spool in SQLite piece by piece and becomes the document's text at the end.  The
+        document stays pending until its last batch is written, exactly as in :meth:`_write`.
         """
         retry = doc.doc_id is not None
         doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),
                                                content_hash=doc.digest, mime=doc.mime, size=doc.size,
-                                               text=doc.text, lease_id=lease.id, owner_alive=self.leases.alive)
+                                               text="", lease_id=lease.id, owner_alive=self.leases.alive)
         if retry or doc.existing is not None:
-            self._purge_document(kb.id, doc.doc_id)
-        total_chars = max(1, len(doc.text))
+            self.writer.purge(kb.id, doc.doc_id)
+        self.store.store_spooled_text(doc.doc_id, keep=False)  # whatever a failed attempt left
         written = 0
-        for parents, children, end in _prefetched(
-                _batches(kb.id, doc.source.name, doc.text, settings), depth=2, stop=cancel):
+        try:
+            for parents, children, end, text in _prefetched(
+                    _batches(kb.id, doc.source.name, doc.pieces(), settings), depth=2, stop=cancel):
+                _check_cancel(cancel)
+                self.store.spool_document_text(doc.doc_id, text)
+                self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in parents + children])
+                indexed = [IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in children]
+                if indexed:
+                    self.writer.embed(indexed)
+                    self.keyword_index.add(indexed)
+                written += len(children)
+                doc.reporter("embedding", 0.12 + 0.83 * end / max(1, doc.chars), f"{written} chunks")
             _check_cancel(cancel)
-            self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in parents + children])
-            indexed = [IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in children]
-            if indexed:
-                vectors = self.embedder.embed([c.text for c in indexed])
-                if vectors.shape != (len(indexed), self.embedder.dim):
-                    raise IngestError(f"the embedder returned vectors of shape {vectors.shape}, "
-                                      f"expected ({len(indexed)}, {self.embedder.dim})")
-                self.vector_store.add(indexed, vectors)
-                self.store.set_chunk_vectors([c.chunk_id for c in indexed], vectors)
-                self.keyword_index.add(indexed)
-            written += len(children)
-            doc.reporter("embedding", 0.12 + 0.83 * end / total_chars, f"{written} chunks")
-        _check_cancel(cancel)
-        if not written:
-            raise IngestError(f"{doc.source.name}: no text could be extracted")
+            if not written:
+                raise IngestError(f"{doc.source.name}: no text could be extracted")
+            self.store.store_spooled_text(doc.doc_id)
+        except BaseException:
+            self.store.store_spooled_text(doc.doc_id, keep=False)
+            raise
         doc.streamed_chunks = written
         doc.reporter("indexing", 0.97)
         if not self.store.complete_document(doc.doc_id, lease.id):
@@ -291,7 +315,7 @@ class Ingestor:
                                                    content_hash=doc.digest, mime=doc.mime, size=doc.size,
                                                    text=doc.text, lease_id=lease.id, owner_alive=self.leases.alive)
             if retry or doc.existing is not None:  # an old version, or a failed group's part: a clean slate
-                self._purge_document(kb.id, doc.doc_id)
+                self.writer.purge(kb.id, doc.doc_id)
             self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in doc.parents + doc.children])
         indexed = [(doc, IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms)) for doc in group for c in doc.children]
         # Equal batches rather than full ones plus a small remainder: per text, a batch of 8
@@ -303,12 +327,7 @@ class Ingestor:
             for doc in dict.fromkeys(d for d, _ in part):
                 done = sum(1 for d, _ in indexed[:start] if d is doc) / len(doc.children)
                 doc.reporter("embedding", 0.15 + 0.75 * done)
-            vectors = self.embedder.embed([c.text for _, c in part])
-            if vectors.shape != (len(part), self.embedder.dim):
-                raise IngestError(f"the embedder returned vectors of shape {vectors.shape}, "
-                                  f"expected ({len(part)}, {self.embedder.dim})")
-            self.vector_store.add([c for _, c in part], vectors)
-            self.store.set_chunk_vectors([c.chunk_id for _, c in part], vectors)
+            self.writer.embed([c for _, c in part])
         for doc in group:
             doc.reporter("indexing", 0.92)
         self.keyword_index.add([c for _, c in indexed])
@@ -331,7 +350,7 @@ class Ingestor:
         if self.store.document_leases([doc_id]).get(doc_id) != lease.id:
             return message  # no longer ours (taken over, or removed): nothing of it is ours to remove
         try:
-            self._purge_document(kb_id, doc_id)
+            self.writer.purge(kb_id, doc_id)
             self.store.set_document_status(doc_id, "failed", message)
         except Exception:  # e.g. the vector store is down: the row stays pending for reconcile()
             log.exception("could not clean up document %s after a failed ingest", doc_id)
@@ -341,12 +360,6 @@ class Ingestor:
     # ------------------------------------------------------------------
     # Delete and repair
     # ------------------------------------------------------------------
-
-    def _purge_document(self, kb_id: int, doc_id: int) -> None:
-        """Remove a document's chunks from all three stores (its row stays)."""
-        self.vector_store.delete_document(kb_id, doc_id)
-        self.keyword_index.delete_document(kb_id, doc_id)
-        self.store.delete_chunks_of_document(doc_id)
 
     @_serialised
     def delete_document(self, doc_id: int) -> None:
@@ -359,7 +372,7 @@ class Ingestor:
             # pending under our lease first: a crash half-way leaves work for the next start's reconcile()
             if not self.store.claim_document(doc_id, lease.id, expect_status=doc.status, expect_lease=owner):
                 raise DocumentBusy(f"{doc.name} changed while it was being deleted; try again")
-            self._purge_document(doc.kb_id, doc_id)
+            self.writer.purge(doc.kb_id, doc_id)
             self.store.delete_document(doc_id)
 
     @_serialised
@@ -399,16 +412,11 @@ class Ingestor:
                 if reason is None:
                     live_chunks[doc.kb_id] = live_chunks.get(doc.kb_id, 0) + doc.chunk_count
                     continue
-                if not self.store.claim_document(doc.id, lease.id, expect_status="pending", expect_lease=owner):
-                    continue  # another process judged it at the same moment and took it
-                self._purge_document(doc.kb_id, doc.id)
-                self.store.delete_document(doc.id)
-                repairs.append(f"removed interrupted document '{doc.name}' (kb {doc.kb_id}): {reason}")
+                # (False: another process judged it at the same moment and took it)
+                if self.writer.remove_interrupted(doc.kb_id, doc.id, lease.id, owner):
+                    repairs.append(f"removed interrupted document '{doc.name}' (kb {doc.kb_id}): {reason}")
             for doc in self.store.incomplete_documents():
-                if doc.status == "failed" and doc.chunk_count and self.store.claim_document(
-                        doc.id, lease.id, expect_status="failed", expect_lease=None):
-                    self._purge_document(doc.kb_id, doc.id)
-                    self.store.set_document_status(doc.id, "failed", doc.error)
+                if doc.status == "failed" and self.writer.clear_failed(doc, lease.id):
                     repairs.append(f"removed the chunks of failed document '{doc.name}' (kb {doc.kb_id})")
             for run in self.store.reindex_runs(state="running"):
                 reason = self.leases.owner_gone(run["lease_id"])
@@ -504,12 +512,7 @@ class Ingestor:
                 raise IngestError(f"could not store the vectors of knowledge base {kb_id}")
             seen.update(cid for cid, _, _ in part)
             reporter("embedding", embedded / max(1, total))
-            vectors = self.embedder.embed([text for _, _, text in part])
-            if vectors.shape != (len(part), self.embedder.dim):
-                raise IngestError(f"the embedder returned vectors of shape {vectors.shape}, "
-                                  f"expected ({len(part)}, {self.embedder.dim})")
-            self.vector_store.add([IndexedChunk(cid, kb_id, doc_id, text) for cid, doc_id, text in part], vectors)
-            self.store.set_chunk_vectors([cid for cid, _, _ in part], vectors)
+            self.writer.embed([IndexedChunk(cid, kb_id, doc_id, text) for cid, doc_id, text in part])
             embedded += len(part)
             if run_id is not None:
                 self.store.reindex_progress(run_id, embedded)
@@ -566,12 +569,14 @@ class _Prepared:
     prepare_seconds: float = 0.0
     position: int = 0
     doc_id: int | None = None
-    streamed: bool = False  # a large document: chunked and written batch by batch
+    # A large document, read, chunked and written batch by batch: its text in pieces, read again on each call.
+    pieces: Callable[[], Iterable[str]] | None = None
+    chars: int = 0  # its length
     streamed_chunks: int = 0
 
     @property
     def chunk_count(self) -> int:
-        return self.streamed_chunks if self.streamed else len(self.children)
+        return self.streamed_chunks if self.pieces is not None else len(self.children)
 
 
 def _check_cancel(cancel: threading.Event | None) -> None:
@@ -579,20 +584,30 @@ def _check_cancel(cancel: threading.Event | None) -> None:
         raise IngestCancelled()
 
 
-def _batches(kb_id: int, name: str, text: str,
-             settings: Settings) -> Iterator[tuple[list[TextChunk], list[TextChunk], int]]:
-    """(parents, children with their keyword terms, end offset) of about one encoder batch each."""
+def _batches(kb_id: int, name: str, pieces: Iterable[str],
+             settings: Settings) -> Iterator[tuple[list[TextChunk], list[TextChunk], int, list[str]]]:
+    """(parents, children with their keyword terms, end offset, the text read since the previous batch) of
+    about one encoder batch each; the texts of all batches join to the whole text."""
+    taken: list[str] = []
+
+    def read() -> Iterator[str]:
+        for piece in pieces:
+            taken.append(piece)
+            yield piece
+
     parents: list[TextChunk] = []
     children: list[TextChunk] = []
-    for parent, kids in iter_chunk_blocks(kb_id, name, text, settings.rag.chunk_tokens,
-                                          settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens):
+    end = 0
+    for parent, kids in iter_stream_blocks(kb_id, name, read(), settings.rag.chunk_tokens,
+                                           settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens):
         parents.append(parent)
         children.extend(replace(c, terms=stored_terms(c.text)) for c in kids)
+        end = parent.end
         if len(children) >= settings.embedding.batch_size:
-            yield parents, children, parent.end
-            parents, children = [], []
-    if parents:
-        yield parents, children, len(text)
+            yield parents, children, end, taken[:]
+            parents, children, taken[:] = [], [], []
+    if parents or taken:
+        yield parents, children, end, taken[:]
 
 
 _T = TypeVar("_T")
@@ -644,6 +659,13 @@ def _prefetched(items: Iterable[_T], depth: int, stop: threading.Event | None = 
     finally:
         done.set()
         thread.join(timeout=5)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # read_bytes reports it
 
 
 def _outcome(source: SourceFile, started: float, status: str, **extra) -> IngestOutcome:

@@ -7,8 +7,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Sequence
 
-from docmind_core.errors import IngestError
-from docmind_core.ingest.loaders import MAX_FILE_BYTES
+from docmind_core.ingest.loaders import MAX_FILE_BYTES, checked_size
 
 
 @dataclass(frozen=True)
@@ -58,12 +57,5 @@ def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES, name: str = "") -> b
 
     ``name``: the document name to put in messages (defaults to the file's name).
     """
-    name = name or path.name
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise IngestError(f"{name}: cannot read the file ({exc.strerror or exc})") from None
-    if size > max_bytes:
-        raise IngestError(f"{name}: file is too large ({size / 1048576:.1f} MB; the limit is "
-                          f"{max_bytes / 1048576:g} MB, ingest.max_file_mb)")
+    checked_size(path, max_bytes, name or path.name)
     return path.read_bytes()

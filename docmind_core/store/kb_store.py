@@ -27,6 +27,7 @@ from docmind_core.store.db import Database, utcnow, where_sql
 
 _VISIBILITIES = ("private", "department", "public")
 _KB_FIELDS = ("name", "description", "embedder_id", "embedding_dim", "owner_id", "department", "visibility")
+_TEXT_SPOOL_TABLE = "CREATE TEMP TABLE IF NOT EXISTS document_text_parts (doc_id INTEGER NOT NULL, piece TEXT)"
 _DOC_COLUMNS = "id, kb_id, name, source_path, content_hash, mime, size, status, error, created_at"
 _CHUNK_COLUMNS = "id, kb_id, doc_id, idx, is_parent, parent_id, text, token_count, start, end, terms"
 # CROSS JOIN keeps SQLite's planner on the chunk rows first (by id or by document), then one primary-key
@@ -209,6 +210,24 @@ class KnowledgeStore:
                 db["documents"].update(row[0], values)
                 return row[0]
             return db["documents"].insert({"kb_id": kb_id, "name": name, "created_at": now, **values}).last_pk
+
+    def spool_document_text(self, doc_id: int, pieces: Sequence[str]) -> None:
+        """Keep the next pieces of a document's text, for :meth:`store_spooled_text` (a large document's
+        text never passes through Python whole).  The spool is a temp table of this thread's connection:
+        spool and store from one thread."""
+        with self.db.transaction() as db:
+            db.execute(_TEXT_SPOOL_TABLE)
+            db.conn.executemany("INSERT INTO temp.document_text_parts VALUES (?, ?)", [(doc_id, p) for p in pieces])
+
+    def store_spooled_text(self, doc_id: int, keep: bool = True) -> None:
+        """Set the document's text to its spooled pieces in order (``keep=False``: just drop them)."""
+        with self.db.transaction() as db:
+            db.execute(_TEXT_SPOOL_TABLE)
+            if keep:  # the subquery's order is kept: an aggregate query does not flatten an ordered subquery
+                db.execute("UPDATE documents SET text = coalesce((SELECT group_concat(piece, '') FROM (SELECT piece "
+                           "FROM temp.document_text_parts WHERE doc_id = ? ORDER BY rowid)), '') WHERE id = ?",
+                           [doc_id, doc_id])
+            db.execute("DELETE FROM temp.document_text_parts WHERE doc_id = ?", [doc_id])
 
     def set_document_status(self, doc_id: int, status: DocumentStatus, error: str = "",
                             lease_id: int | None = None) -> None:
