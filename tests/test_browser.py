@@ -117,6 +117,27 @@ def test_clicking_a_chip_highlights_its_source_card(page):
     page.screenshot(path=str(ARTIFACTS / "chip_highlight.png"))
 
 
+def test_clicking_a_bar_of_an_answers_chart_jumps_to_its_source_card(page):
+    chart = page.locator(ANSWER_CHART).last
+    chart.scroll_into_view_if_needed()
+    time.sleep(1)
+    # the first bar that carries a card id (a source; cut candidates have no card): trace t, point i
+    t, i, card_id = chart.evaluate("""el => { const gd = el.querySelector('.js-plotly-plot');
+        for (let t = 0; t < gd.data.length; t++) { const ids = gd.data[t].customdata || [];
+            for (let i = 0; i < ids.length; i++) { if (ids[i]) { return [t, i, ids[i]]; } } }
+        return [-1, -1, '']; }""")
+    assert card_id.startswith("src-"), "no bar of the answer's chart carries a card id"
+    bar = chart.locator("g.trace.bars").nth(t).locator(".point path").nth(i)
+    box = bar.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_selector(f"#{card_id}.dm-jumped", timeout=30_000)
+    state = page.evaluate("""(id) => { const r = document.getElementById(id).getBoundingClientRect();
+                                     return {top: r.top, bottom: r.bottom, height: window.innerHeight,
+                                             lit: document.querySelectorAll('.dm-jumped').length}; }""", card_id)
+    assert state["top"] < state["height"] and state["bottom"] > 0 and state["lit"] == 1, state
+    _shot(page, page.locator(f"#{card_id}"), "chat_bar_jump.png")
+
+
 def test_side_by_side_shows_both_columns_and_the_comparison(page):
     page.get_by_role("radio", name="Side by side").click()
     time.sleep(1)
