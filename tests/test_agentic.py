@@ -55,7 +55,7 @@ def run(agent, question, cfg=None, cancel=None, kb_ids=(1,)):
     cfg = cfg or settings()
     ctx = ToolContext.for_run(list(kb_ids), 7, cfg)
     events, outcome = collect(agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals",
-                                        ctx, cfg, cancel or threading.Event(), UsageMeter()))
+                                        ctx, cancel or threading.Event(), UsageMeter()))
     return events, outcome, ctx
 
 

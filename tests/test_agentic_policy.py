@@ -118,7 +118,7 @@ def _offline_agent(corpus):
 def _run(agent, question):
     cfg = settings()
     ctx = ToolContext.for_run([1], None, cfg)
-    gen = agent.run(question, Understanding(rewritten_query=question), "fixtures", ctx, cfg, threading.Event(),
+    gen = agent.run(question, Understanding(rewritten_query=question), "fixtures", ctx, threading.Event(),
                     UsageMeter())
     events = []
     while True:

@@ -47,7 +47,7 @@ def run(one_shot, question, tools, cfg=None, kb_ids=(1,)):
     cfg = cfg or settings()
     ctx = ToolContext.for_run(list(kb_ids), 7, cfg)
     plan = RetrievalPlan(tools=list(tools))
-    return collect(one_shot.run(question, Understanding(rewritten_query=question), plan, ctx, cfg))
+    return collect(one_shot.run(question, Understanding(rewritten_query=question), plan, ctx))
 
 
 def test_planned_workers_run_in_parallel_and_union_is_refined():

@@ -43,7 +43,7 @@ def run_loop(server, question: str):
     agent = AgenticSearch(model, toolbox, refiner, grader, PROMPTS, OneShotRetrieval(toolbox, refiner, grader))
     cfg = settings()
     ctx = ToolContext.for_run([1], 7, cfg)
-    gen = agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals", ctx, cfg,
+    gen = agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals", ctx,
                     threading.Event(), UsageMeter())
     events = []
     while True:

@@ -113,15 +113,17 @@ class AgenticSearch:
 
     # ------------------------------------------------------------------
     def run(self, question: str, understanding: Understanding, kb_brief: str, ctx: ToolContext,
-            settings: Settings, cancel: threading.Event | None = None,
-            meter: UsageMeter | None = None, guard: RunGuard | None = None) -> EventStream:
+            cancel: threading.Event | None = None, meter: UsageMeter | None = None,
+            guard: RunGuard | None = None) -> EventStream:
+        """The run's settings are the context's (``ctx.settings``): one copy travels with the run."""
+        settings = ctx.settings
         cancel = cancel or threading.Event()
         meter = meter or UsageMeter()
         started = time.perf_counter()
         llm = bind_model(self.llm, guard)
         if guard is not None and not guard.usable(LLM):
             ctx.close()
-            return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
+            return (yield from self._fall_back(question, understanding, ctx, cancel,
                                                f"the language model is not called again in this run: "
                                                f"{guard.breaker.reason(LLM)}", StopReason.ERROR, 0, 0.0, guard))
         query = understanding.rewritten_query or question
@@ -133,7 +135,7 @@ class AgenticSearch:
         failure = ""
         end = _LoopEnd()
         try:
-            loop = self._loop(llm, transcript, tools, ctx, settings, cancel, meter, started, guard, end)
+            loop = self._loop(llm, transcript, tools, ctx, cancel, meter, started, guard, end)
             try:
                 while True:
                     step = next(loop)
@@ -160,7 +162,7 @@ class AgenticSearch:
         if failure or not union:
             reason = failure or ("the loop found no evidence" if not timed_out else
                                  f"the loop stopped ({stop_reason}) before it found evidence")
-            return (yield from self._fall_back(question, understanding, ctx, settings, cancel, reason,
+            return (yield from self._fall_back(question, understanding, ctx, cancel, reason,
                                                stop_reason, rounds, loop_ms, guard))
         incomplete = [f"the agentic loop was cut short ({stop_reason})"] if timed_out else []
         try:
@@ -170,16 +172,16 @@ class AgenticSearch:
                             memory_items=len(ctx.memories), stop_reason=stop_reason, rounds=rounds,
                             dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
             rerank_query = expanded_rerank_query(query, ctx)
-            union = self._on_one_scale(rerank_query, union, ctx, settings)
-            done = yield from self.finisher.finish(query, union, ctx, settings, ctx.used_web,
+            union = self._on_one_scale(rerank_query, union, ctx)
+            done = yield from self.finisher.finish(query, union, ctx, ctx.used_web,
                                                    rerank_query=rerank_query, groups=list(ctx.search_groups),
                                                    incomplete=incomplete, guard=guard)
         except Exception as exc:  # noqa: BLE001
-            return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
+            return (yield from self._fall_back(question, understanding, ctx, cancel,
                                                f"finalize failed: {type(exc).__name__}: {exc}", StopReason.ERROR,
                                                rounds, loop_ms, guard))
         if not done.result.chunks:
-            return (yield from self._fall_back(question, understanding, ctx, settings, cancel,
+            return (yield from self._fall_back(question, understanding, ctx, cancel,
                                                "finalize kept no evidence", stop_reason, rounds, loop_ms, guard))
         return RetrievalOutcome(
             result=done.result, grade=done.grade, mode="agentic_loop", stop_reason=stop_reason,
@@ -189,9 +191,9 @@ class AgenticSearch:
 
     # ------------------------------------------------------------------
     def _loop(self, llm: Any, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext,
-              settings: Settings, cancel: threading.Event, meter: UsageMeter, started: float,
-              guard: RunGuard | None, end: _LoopEnd):
+              cancel: threading.Event, meter: UsageMeter, started: float, guard: RunGuard | None, end: _LoopEnd):
         """Yields one AgenticStep per round and returns the stop reason."""
+        settings = ctx.settings
         cfg = settings.agentic
         allowed = [t.name for t in tools]
         total_deadline = started + cfg.total_timeout_ms / 1000
@@ -290,8 +292,7 @@ class AgenticSearch:
         lines.append("Gather the evidence with the tools, then stop.")
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
 
-    def _on_one_scale(self, query: str, union: list[RetrievedChunk], ctx: ToolContext,
-                      settings: Settings) -> list[RetrievedChunk]:
+    def _on_one_scale(self, query: str, union: list[RetrievedChunk], ctx: ToolContext) -> list[RetrievedChunk]:
         """Re-derive every chunk's retriever scores against the one finalize query.
 
         Each tool call scored its chunks against *its own* query (cosine to that
@@ -313,7 +314,7 @@ class AgenticSearch:
 
             stored = stored_embeddings(vector_store, kb_chunks, getattr(retriever, "store", None))
             qvec = np.asarray(embedder.embed([query])[0], dtype=np.float32) if stored else None
-            depth = max(settings.retrieval.keyword_top_k, 2 * len(kb_chunks))
+            depth = max(ctx.settings.retrieval.keyword_top_k, 2 * len(kb_chunks))
             bm25 = {c.chunk_id: (c.scores.keyword, rank) for rank, c in enumerate(
                 retriever.keyword_candidates(query, list(ctx.kb_ids), depth), start=1)}
         except Exception:  # noqa: BLE001 - an optional refinement; the reranker can work from text alone
@@ -327,12 +328,11 @@ class AgenticSearch:
         return fresh
 
     # ------------------------------------------------------------------
-    def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, settings: Settings,
-                   cancel: threading.Event, reason: str, stop_reason: str, rounds: int,
+    def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, cancel: threading.Event, reason: str, stop_reason: str, rounds: int,
                    loop_ms: float, guard: RunGuard | None = None) -> EventStream:
         yield Fallback(stage="agentic", reason=reason, to="one_shot")
         fresh = ctx.fresh()  # the loop's dedupe memory must not block the fallback's searches
-        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh, settings, cancel,
+        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh, cancel,
                                                guard=guard)
         outcome.fell_back = True
         outcome.stop_reason = stop_reason

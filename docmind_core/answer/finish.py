@@ -66,12 +66,13 @@ class EvidenceFinisher:
         self.refiner = refiner
         self.grader = grader
 
-    def finish(self, query: str, union: Sequence[RetrievedChunk], ctx: ToolContext, settings: Settings,
+    def finish(self, query: str, union: Sequence[RetrievedChunk], ctx: ToolContext,
                web_already_used: bool, rerank_query: str | None = None,
                groups: Sequence[Sequence[str]] = (), incomplete: Sequence[str] = (),
                guard: RunGuard | None = None) -> Generator[Event, None, FinishedEvidence]:
         """``groups``: chunk ids per search; each search's best-reranked chunk is kept (see keep_group_best).
         ``incomplete``: what did not answer during retrieval; the grade's reason says so."""
+        settings = ctx.settings
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         result = keep_group_best(self.refiner.refine(rerank_query or query, list(union), settings), groups, settings)

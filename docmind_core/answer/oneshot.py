@@ -28,7 +28,6 @@ from docmind_core.deadline import RunGuard, elapsed_ms
 from docmind_core.events import ErrorRaised, Retrieved
 from docmind_core.models import RetrievalPlan, RetrievedChunk, ToolCallRecord, ToolName, Understanding, WorkerReport
 from docmind_core.retrieval.refine import EvidenceRefiner
-from docmind_core.settings import Settings
 from docmind_core.tools import ToolContext, Toolbox, ToolOutput
 
 # Plan tool name -> (toolbox tool, its arguments besides the query)
@@ -46,11 +45,11 @@ class OneShotRetrieval:
         self.finisher = EvidenceFinisher(toolbox, refiner, grader)
 
     def run(self, question: str, understanding: Understanding, plan: RetrievalPlan, ctx: ToolContext,
-            settings: Settings, cancel: threading.Event | None = None,
-            guard: RunGuard | None = None) -> EventStream:
+            cancel: threading.Event | None = None, guard: RunGuard | None = None) -> EventStream:
+        """The run's settings are the context's (``ctx.settings``): one copy travels with the run."""
         started = time.perf_counter()
         query = understanding.rewritten_query or question
-        reports, outputs = self._run_workers(query, plan.tools, ctx, settings, cancel, guard)
+        reports, outputs = self._run_workers(query, plan.tools, ctx, cancel, guard)
         incomplete = [f"{r.name} {'timed out' if r.status == 'timeout' else 'failed'} ({r.message})"
                       for r in reports if r.status in ("timeout", "error")]
         union: list[RetrievedChunk] = []
@@ -67,7 +66,7 @@ class OneShotRetrieval:
             if report.status in ("timeout", "error"):
                 yield ErrorRaised(stage=f"retrieval.{report.name}", message=f"{report.status}: {report.message}")
         web_used = any(r.name == "web_search" and r.status == "ok" for r in reports)
-        done = yield from self.finisher.finish(query, union, ctx, settings, web_used, incomplete=incomplete,
+        done = yield from self.finisher.finish(query, union, ctx, web_used, incomplete=incomplete,
                                                guard=guard)
         timings = {"retrieval": retrieval_ms, **done.timings_ms}
         return RetrievalOutcome(result=done.result, grade=done.grade, mode="one_shot", stop_reason="",
@@ -75,10 +74,10 @@ class OneShotRetrieval:
                                 tool_calls=list(ctx.records), workers=reports, timings_ms=timings,
                                 incomplete=incomplete)
 
-    def _run_workers(self, query: str, tools: Sequence[ToolName], ctx: ToolContext, settings: Settings,
-                     cancel: threading.Event | None,
+    def _run_workers(self, query: str, tools: Sequence[ToolName], ctx: ToolContext, cancel: threading.Event | None,
                      guard: RunGuard | None = None) -> tuple[list[WorkerReport], list[ToolOutput]]:
         """Each planned tool in its own thread; a slow or failing worker is reported and left out."""
+        settings = ctx.settings
         configured_ms = settings.retrieval.worker_timeout_ms
         timeout_s = configured_ms / 1000
         names = list(dict.fromkeys(tools))

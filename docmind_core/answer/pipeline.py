@@ -209,10 +209,10 @@ class AnswerPipeline:
         else:
             if decision.mode == Mode.AGENTIC:
                 outcome = yield from self.agentic.run(
-                    question, understanding, self._kb_brief(request.kb_ids), ctx, settings, cancel, meter,
+                    question, understanding, self._kb_brief(request.kb_ids), ctx, cancel, meter,
                     guard=guard)
             else:
-                outcome = yield from self.one_shot.run(question, understanding, plan, ctx, settings, cancel,
+                outcome = yield from self.one_shot.run(question, understanding, plan, ctx, cancel,
                                                        guard=guard)
             state.sources = [c for c in outcome.result.chunks]
             state.incomplete = list(outcome.incomplete)

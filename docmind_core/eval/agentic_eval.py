@@ -124,10 +124,10 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
                 ctx = ToolContext.for_run([index.kb_id], None, settings)
                 t0 = time.perf_counter()
                 if mode == "agentic":
-                    outcome = _drain(agentic.run(q.text, understanding, kb_brief, ctx, settings,
+                    outcome = _drain(agentic.run(q.text, understanding, kb_brief, ctx,
                                                  threading.Event(), UsageMeter()))
                 else:
-                    outcome = _drain(one_shot.run(q.text, understanding, ONE_SHOT_PLAN, ctx, settings))
+                    outcome = _drain(one_shot.run(q.text, understanding, ONE_SHOT_PLAN, ctx))
                 ms = (time.perf_counter() - t0) * 1000
                 found = {index.beir_of_doc.get(c.doc_id, "") for c in outcome.result.chunks if c.doc_id is not None}
                 calls = len(outcome.tool_calls)
