@@ -79,11 +79,16 @@ def _rows(query, qvec, cand_idx, labels, kinds, chunks, vecs, bm25, titles):
     return out
 
 
-def hotpot_rows(eval_dir, cache, embedder, rng):
-    ds, chunks, vecs, qvecs = _load(eval_dir, "hotpotqa", cache, embedder)
+def _chunks_by_doc(chunks) -> dict[str, list[int]]:
     by_doc: dict[str, list[int]] = {}
     for i, c in enumerate(chunks):
         by_doc.setdefault(c.doc_id, []).append(i)
+    return by_doc
+
+
+def hotpot_rows(eval_dir, cache, embedder, rng):
+    ds, chunks, vecs, qvecs = _load(eval_dir, "hotpotqa", cache, embedder)
+    by_doc = _chunks_by_doc(chunks)
     cands: dict[str, list[str]] = {}
     with (eval_dir / "hotpotqa" / "distractor_candidates.tsv").open() as fh:
         next(fh)
@@ -111,9 +116,7 @@ def hotpot_rows(eval_dir, cache, embedder, rng):
 
 def cmrc_rows(eval_dir, cache, embedder, rng):
     ds, chunks, vecs, qvecs = _load(eval_dir, "cmrc2018", cache, embedder)
-    by_doc: dict[str, list[int]] = {}
-    for i, c in enumerate(chunks):
-        by_doc.setdefault(c.doc_id, []).append(i)
+    by_doc = _chunks_by_doc(chunks)
     bigrams = [{a + b for a, b in zip(c.text, c.text[1:])} for c in chunks]
     bm25 = _bm25(chunks)
     titles = {d: t for d, (t, _x) in ds.corpus.items()}
