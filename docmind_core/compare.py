@@ -22,7 +22,6 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Sequence
 
-from docmind_core.citation_html import citation_html, source_card_html  # noqa: F401 - re-exported
 from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
 from docmind_core.answer.grade import CragGrader

@@ -6,13 +6,12 @@ import json
 
 import pytest
 
+from docmind_core.citation_html import citation_html, source_card_html
 from docmind_core.compare import (
     RunDigest,
-    citation_html,
     compare_runs,
     config_differences,
     regrade,
-    source_card_html,
     timeline,
 )
 from docmind_core.errors import ConfigError

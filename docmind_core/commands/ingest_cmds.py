@@ -16,7 +16,7 @@ import click
 from docmind_core.commands import echo, echo_json
 from docmind_core.commands.user_cmds import as_user_option, cli_workbench
 from docmind_core.errors import DocMindError
-from docmind_core.models import IngestOutcome, IngestProgress, KnowledgeBase
+from docmind_core.models import IngestOutcome, IngestProgress
 from docmind_core.safe_text import strip_control
 
 _STATUS_MARK = {"added": "+", "replaced": "~", "unchanged": "=", "failed": "!"}

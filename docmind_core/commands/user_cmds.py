@@ -19,7 +19,7 @@ import sys
 import click
 
 from docmind_core.commands import echo, echo_json
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.errors import DocMindError
 from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
 from docmind_core.workbench import Workbench
 
