@@ -7,10 +7,9 @@ import threading
 import time
 
 import pytest
-from openai import OpenAI
 
 from docmind_core.backends.chat_openai import OpenAIChatModel
-from docmind_core.backends.openai_parsing import ToolCallAccumulator, accumulate_tool_call_deltas, parse_tool_call
+from docmind_core.backends.openai_parsing import parse_tool_call
 from docmind_core.backends.protocols import (
     AgentTranscript,
     AnswerPrompt,
@@ -199,27 +198,6 @@ def test_agent_turn_honours_its_own_timeout(server):
     assert time.perf_counter() - started < 1.8
 
 
-def test_streamed_tool_call_deltas_are_accumulated_by_index(server):
-    server.script(tool_calls(call("searchDocs", {"query": "Milvus 索引"}, id="c1"),
-                             call("keywordSearch", {"query": "HNSW"}, id="c2")))
-    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
-    stream = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "q"}],
-                                            tools=[SEARCH.openai_schema()], stream=True)
-    calls = accumulate_tool_call_deltas(stream)
-    assert [(c.id, c.name, c.arguments) for c in calls] == [
-        ("c1", "searchDocs", {"query": "Milvus 索引"}), ("c2", "keywordSearch", {"query": "HNSW"})]
-
-
-def test_accumulator_handles_interleaved_dict_deltas():
-    acc = ToolCallAccumulator()
-    acc.add([{"index": 1, "id": "b", "function": {"name": "webSearch", "arguments": '{"que'}}])
-    acc.add([{"index": 0, "id": "a", "function": {"name": "searchDocs", "arguments": ""}}])
-    acc.add([{"index": 1, "function": {"arguments": 'ry": "x"}'}}, {"index": 0, "function": {"arguments": "{"}}])
-    first, second = acc.calls()
-    assert (first.id, first.name, first.parse_error != "") == ("a", "searchDocs", True)
-    assert (second.id, second.name, second.arguments) == ("b", "webSearch", {"query": "x"})
-
-
 def test_empty_arguments_are_an_empty_object():
     assert parse_tool_call("x", "kb_meta", "").arguments == {}
 
@@ -330,26 +308,6 @@ def test_printed_calls_are_not_recovered_when_no_tools_were_offered(server):
     content = printed_content(printed("searchDocs", {"query": "x"}))
     turn = small_model_turn(server, text(content), tools=[])
     assert turn.tool_calls == [] and turn.text == content
-
-
-@pytest.mark.parametrize("shape, repaired_from", [
-    ("bare", "content_json"), ("fenced", "fenced_json"), ("tags", "tool_call_tags")])
-def test_streamed_content_is_recovered_the_same_way(server, shape, repaired_from):
-    server.script(printed_calls(printed("searchDocs", {"query": "Milvus 索引", "extra": 1}),
-                                printed("keywordSearch", {"query": "HNSW"}), shape=shape))
-    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
-    stream = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "q"}],
-                                            tools=[t.openai_schema() for t in TOOLS], stream=True)
-    calls = accumulate_tool_call_deltas(stream, tools=TOOLS)
-    assert [(c.name, c.arguments, c.repaired_from) for c in calls] == [
-        ("searchDocs", {"query": "Milvus 索引"}, repaired_from), ("keywordSearch", {"query": "HNSW"}, repaired_from)]
-
-
-def test_streamed_content_without_declared_tools_is_left_alone():
-    acc = ToolCallAccumulator()
-    acc.add_content('{"name": "searchDocs", ')
-    acc.add_content('"arguments": {"query": "x"}}')
-    assert acc.calls() == [] and acc.text() == '{"name": "searchDocs", "arguments": {"query": "x"}}'
 
 
 def test_a_printed_call_in_the_openai_function_shape_is_recovered(server):

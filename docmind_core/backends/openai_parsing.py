@@ -1,8 +1,6 @@
 """Turning Chat Completions output into DocMind values: the understanding JSON and tool calls.
 
-Kept apart from the client so it can be tested without a server and reused by
-any code that streams tool calls (:class:`ToolCallAccumulator` joins
-``delta.tool_calls`` pieces by their ``index``).
+Kept apart from the client so it can be tested without a server.
 
 Small local models (Qwen2.5-Coder 0.5B / 1.5B under ``llama-server --jinja``,
 Ollama) often print a tool call as text instead of sending ``tool_calls``: a
@@ -18,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -238,77 +235,6 @@ def assistant_message(text: str, calls: Iterable[ToolCallRequest]) -> dict[str, 
                                   "function": {"name": c.name, "arguments": c.raw_arguments or "{}"}}
                                  for c in calls]
     return message
-
-
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-class ToolCallAccumulator:
-    """Joins streamed ``delta.tool_calls`` pieces by index into whole tool calls.
-
-    The first piece of a call carries its id and name; later pieces append to
-    ``function.arguments``.  Accepts SDK objects or plain dicts.  Streamed
-    ``delta.content`` is joined too: when the stream sent no tool call and
-    ``tools`` were declared, calls printed in that text are recovered exactly as
-    :func:`calls_from_content` does for a whole reply.
-    """
-
-    def __init__(self, tools: Sequence[ToolSpec] = ()) -> None:
-        self._calls: dict[int, _PartialCall] = {}
-        self._content: list[str] = []
-        self._tools = list(tools)
-        self._finished: tuple[list[ToolCallRequest], str] | None = None  # recovered calls keep their ids
-
-    def add_content(self, piece: str | None) -> None:
-        if piece:
-            self._content.append(piece)
-            self._finished = None
-
-    def add(self, deltas: Iterable[Any] | None) -> None:
-        for delta in deltas or ():
-            self._finished = None
-            index = _get(delta, "index")
-            index = int(index) if index is not None else len(self._calls)
-            partial = self._calls.setdefault(index, _PartialCall())
-            if _get(delta, "id"):
-                partial.id = _get(delta, "id")
-            function = _get(delta, "function")
-            if function is not None:
-                if _get(function, "name"):
-                    partial.name += _get(function, "name") if not partial.name else ""
-                if _get(function, "arguments"):
-                    partial.arguments.append(_get(function, "arguments"))
-
-    def calls(self) -> list[ToolCallRequest]:
-        return self._finish()[0]
-
-    def text(self) -> str:
-        """The streamed text, without any call recovered from it."""
-        return self._finish()[1]
-
-    def _finish(self) -> tuple[list[ToolCallRequest], str]:
-        if self._finished is None:
-            content = "".join(self._content)
-            sent = [parse_tool_call(p.id, p.name, "".join(p.arguments)) for _, p in sorted(self._calls.items())]
-            self._finished = (sent, content) if sent or not self._tools else calls_from_content(content, self._tools)
-        return self._finished
-
-
-def accumulate_tool_call_deltas(chunks: Iterable[Any], tools: Sequence[ToolSpec] = ()) -> list[ToolCallRequest]:
-    """Tool calls of a whole stream of chat.completion.chunk objects (or dicts); with ``tools``, also the
-    calls a model printed in its streamed text."""
-    acc = ToolCallAccumulator(tools)
-    for chunk in chunks:
-        for choice in _get(chunk, "choices") or ():
-            delta = _get(choice, "delta")
-            if delta is not None:
-                acc.add(_get(delta, "tool_calls"))
-                acc.add_content(_get(delta, "content"))
-    return acc.calls()
 
 
 def _get(obj: Any, key: str) -> Any:
