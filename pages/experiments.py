@@ -14,6 +14,7 @@ from docmind_core.experiments.metrics import METRICS, TIERS
 from docmind_core.experiments.runner import parse_variant
 from docmind_core.experiments.sweep import OBJECTIVES
 from docmind_core.safe_text import escape_markdown
+from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
 from docmind_ui.run_view import render_comparison
 from docmind_ui.session import ensure_frame, workbench
@@ -187,8 +188,7 @@ only = c2.selectbox("Runs of", [None, *variant_names], format_func=lambda n: "ev
                     key="dm_ex_sweep_variant")
 sweep = results.sweep(bench.settings().grader, only)
 live_mode = sweep.live["grader.gray_zone_mode"]
-mode = c3.selectbox("Gray-zone mode", ["coverage_first", "rerank_only", "blend"],
-                    index=["coverage_first", "rerank_only", "blend"].index(live_mode), key="dm_ex_mode")
+mode = c3.selectbox("Gray-zone mode", GRAY_ZONE_MODES, index=GRAY_ZONE_MODES.index(live_mode), key="dm_ex_mode")
 if not sweep.runs:
     st.info("No graded run yet.")
 else:
