@@ -28,6 +28,7 @@ is also in the returned :class:`IngestOutcome` list.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -296,7 +297,8 @@ class Ingestor:
                 raise IngestError(f"{doc.source.name}: no text could be extracted")
             self.store.store_spooled_text(doc.doc_id)
         except BaseException:
-            self.store.store_spooled_text(doc.doc_id, keep=False)
+            with contextlib.suppress(Exception):  # the failure being raised is the one to report
+                self.store.store_spooled_text(doc.doc_id, keep=False)
             raise
         doc.streamed_chunks = written
         doc.reporter("indexing", 0.97)
