@@ -75,7 +75,6 @@ if datasets:
                 else:
                     st.session_state["dm_ex_pick"] = made.id
                     st.session_state[STARTED_KEY] = made.id  # poll it even before its runner says "running"
-                    st.success(f"Experiment #{made.id} started")
 
 experiments = bench.list_experiments()
 if not experiments:
@@ -88,6 +87,9 @@ if st.session_state.get("dm_ex_pick") not in ids:
 names = {e.id: f"#{e.id} {e.name}" for e in experiments}
 picked = st.selectbox("Experiment", ids, format_func=lambda i: names[i], key="dm_ex_pick")
 experiment = bench.get_experiment(picked)
+if st.session_state.get(STARTED_KEY) == picked:
+    # said here, not after the form: a run that finishes at once reruns the page and would drop the message
+    st.success(f"Experiment #{picked} was started from this page")
 # Every run's trace is loaded and scored once: the results are kept across reruns and handed back, so a
 # rerun with nothing new loads nothing and one with new runs loads only those.
 results = bench.experiment_results(picked, reuse=st.session_state.get(RESULTS_KEY))
