@@ -131,9 +131,18 @@ class Backends:
     notes: list[str]
 
 
+# What the opener sets (see Engine.__getattr__): read before it is done, they wait for it.
+_OPENED_ATTRS = frozenset({"memory_store", "ingestor", "refiner", "retriever", "toolbox", "pipeline", "jobs",
+                           "start_report"})
+_ROLES = ("llm", "embedder", "reranker", "vector_store", "keyword_index", "web_search", "tracing")
+
+
 class Engine:
+    memory_store: MemoryStore
+    start_report: list[str]  # what this start repaired (reconcile), also logged as warnings
+
     def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None,
-                 warm: bool = True):
+                 warm: bool = True, background: bool = False):
         self.home = home
         self.db = db
         self.config = config
@@ -141,7 +150,6 @@ class Engine:
         self.prompts = PromptLibrary(PROMPTS_DIR)
         self.offline_llm = OfflineEngine(self.prompts)
         self.store = KnowledgeStore(db)
-        self.memory_store: MemoryStore | None = None
         self.conversations = ConversationStore(db)
         self.traces = TraceStore(db)
         self.users = UserStore(db)
@@ -150,35 +158,71 @@ class Engine:
         self.grader = CragGrader()
         self._lock = threading.RLock()
         self._backends: Backends | None = None
-        self._build(self.settings)
-        self.start_report: list[str] = []  # what this start repaired (reconcile), also logged as warnings
-        try:
-            self.start_report = self.ingestor.reconcile()
-        except Exception as exc:  # noqa: BLE001 - e.g. an unreachable Chroma server: start anyway, retry next start
-            log.warning("start-up clean-up skipped: %s", exc)
-        # Background ingest jobs (one worker thread per engine); after reconcile(), which removed what a
-        # stopped worker left pending, its jobs are resumed or marked interrupted.
-        self.jobs = IngestJobQueue(JobStore(db), LeaseBook(db), home / "uploads", self._run_job_files,
-                                   lambda: self.settings)
-        try:
-            self.start_report += self.jobs.recover()
-        except Exception as exc:  # noqa: BLE001 - never stop a start for it; the next start tries again
-            log.warning("ingest jobs were not recovered: %s", exc)
+        self._opened = threading.Event()
+        self._open_error: BaseException | None = None
+        if background:
+            # The stores answer now; the encoder, the vector store, the start-up repairs and the ingest jobs
+            # come in this thread (the UI's first page needs only the stores).  Nothing on its way parses Python
+            # source (tests/test_engine_open.py): Streamlit parses pages in its own thread.
+            threading.Thread(target=self._open_backends, name="docmind-open", daemon=True).start()
+        else:
+            self._open_backends()
+            if self._open_error is not None:
+                raise self._open_error
         if warm:
             self.start_warm_up()
+
+    def _open_backends(self) -> None:
+        """Build the backends, repair what interrupted work left (reconcile), then resume the ingest jobs."""
+        try:
+            self._current(self.settings)
+            report: list[str] = []
+            try:
+                report = self.ingestor.reconcile()
+            except Exception as exc:  # noqa: BLE001 - e.g. an unreachable Chroma server: start anyway, retry next start
+                log.warning("start-up clean-up skipped: %s", exc)
+            # Background ingest jobs (one worker thread per engine); after reconcile(), which removed what a
+            # stopped worker left pending, its jobs are resumed or marked interrupted.
+            self.jobs = IngestJobQueue(JobStore(self.db), LeaseBook(self.db), self.home / "uploads",
+                                       self._run_job_files, lambda: self.settings)
+            try:
+                report += self.jobs.recover()
+            except Exception as exc:  # noqa: BLE001 - never stop a start for it; the next start tries again
+                log.warning("ingest jobs were not recovered: %s", exc)
+            self.start_report = report
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever needs the backends (wait_open)
+            self._open_error = exc
+        finally:
+            self._opened.set()
+
+    def wait_open(self, timeout: float | None = None) -> bool:
+        """Wait until the backends are built and the start-up repairs done; raises what stopped them."""
+        done = self._opened.wait(timeout)
+        if self._open_error is not None:
+            raise self._open_error
+        return done
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached while an attribute is not set: the opener's ones are waited for
+        if name in _OPENED_ATTRS and "_opened" in self.__dict__:
+            self.wait_open()
+            if name in self.__dict__:
+                return self.__dict__[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     # ------------------------------------------------------------------
     @classmethod
     def open(cls, home: Path | str | None = None, overrides: dict[str, Any] | None = None,
-             env: dict[str, str] | None = None, warm: bool = True) -> "Engine":
-        """``warm``: warm the encoder and indexes in a background thread (see ``warm_up``)."""
+             env: dict[str, str] | None = None, warm: bool = True, background: bool = False) -> "Engine":
+        """``warm``: warm the encoder and indexes in a background thread (see ``warm_up``); ``background``:
+        build the backends in a background thread too (the stores answer at once, the rest waits for them)."""
         home = Path(home) if home else default_home()
         home.mkdir(parents=True, exist_ok=True)
         db = Database(home / "docmind.db")
         config = ConfigStore(db)
         if overrides:
             config.set_many(overrides, by="engine.open")
-        return cls(home, db, config, env, warm=warm)
+        return cls(home, db, config, env, warm=warm, background=background)
 
     @property
     def settings(self) -> Settings:
@@ -290,6 +334,10 @@ class Engine:
         return self._current(self.settings).web
 
     def backends(self) -> list[BackendStatus]:
+        if not self._opened.is_set():  # opening in the background: say so rather than keep a page waiting
+            return [BackendStatus(role=role, name="starting…", live=False,
+                                  detail="DocMind is still loading its models and opening its stores")
+                    for role in _ROLES]
         return self._statuses(self._current(self.settings))
 
     def _statuses(self, b: Backends) -> list[BackendStatus]:

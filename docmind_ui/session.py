@@ -38,10 +38,11 @@ NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selec
 
 @st.cache_resource(show_spinner="Starting DocMind (loading the encoder, opening the stores)…")
 def _engine_for(home: str) -> Engine:
-    # One Engine per home for the whole server: it is thread-safe and holds the models.  Warmed by
-    # warm_server() once the first page is drawn, not now.
+    # One Engine per home for the whole server: it is thread-safe and holds the models.  Its backends are
+    # built in the background (the first page needs only the stores); warmed by warm_server() once the first
+    # page is drawn, not now.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return Engine.open(Path(home), warm=False)
+    return Engine.open(Path(home), warm=False, background=True)
 
 
 @st.cache_resource(show_spinner=False)
