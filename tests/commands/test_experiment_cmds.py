@@ -14,10 +14,11 @@ from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
+from tests.paths import FIXTURES as ALL_FIXTURES
 
 pytestmark = pytest.mark.slow  # experiments run through the CLI on a real engine: not in make test-fast
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "experiment"
+FIXTURES = ALL_FIXTURES / "experiment"
 
 
 def _run(home: Path, *args: str) -> str:

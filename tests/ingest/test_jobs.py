@@ -23,10 +23,9 @@ from docmind_core.ingest.jobs import JobInput
 from docmind_core.ingest.pipeline import STREAM_MIN_CHUNKS
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
+from tests.paths import ROOT
 
 pytestmark = pytest.mark.slow  # background jobs on real engines and worker threads, with waits: not in make test-fast
-
-ROOT = Path(__file__).resolve().parent.parent
 # Tiny chunks and batches: every file below is its own encoder batch, so a job of many files takes a
 # few seconds and a cancel or a kill lands between files.
 SMALL = {"rag.chunk_tokens": 20, "rag.chunk_overlap_tokens": 0, "embedding.batch_size": 8}

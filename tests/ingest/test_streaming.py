@@ -21,7 +21,7 @@ from docmind_core.ingest.loaders import load_document, open_text_file
 from docmind_core.ingest.pipeline import STREAM_MIN_BYTES
 from docmind_core.settings import Settings
 from docmind_core.text import SentenceScanner, split_sentences
-from tests.test_ingest import World
+from tests.ingest.test_pipeline import World
 
 # Bits that exercise every rule of the sentence splitter, the chunker and the text tidying: periods that do
 # or do not end a sentence, runs of line breaks and closing quotes, headings, blank pieces, long words,

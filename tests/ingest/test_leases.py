@@ -34,9 +34,10 @@ from docmind_core.retrieval.hybrid import HybridRetriever
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.backends.rerankers import OfflineReranker
 from docmind_core.settings import Settings
-from tests.test_ingest import EN, SMALL, ZH, HashingEmbedder, World
+from tests.ingest.test_pipeline import EN, SMALL, ZH, HashingEmbedder, World
+from tests.paths import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"}
 
 

@@ -23,10 +23,11 @@ from docmind_core.settings import Settings
 from docmind_core.store.db import MIGRATIONS, Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text import keyword_tokens, split_terms, stem_tokens, stored_terms
-from tests.test_hybrid import PRODUCT_DOCS
-from tests.test_ingest import SMALL
+from tests.retrieval.test_hybrid import PRODUCT_DOCS
+from tests.ingest.test_pipeline import SMALL
+from tests.paths import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 
 
 def ingest_products(root: Path, embedder) -> dict:

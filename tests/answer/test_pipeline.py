@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -16,10 +15,11 @@ from docmind_core.events import (
 from docmind_core.models import Scope, Tier
 from docmind_core.users import UserStore
 from tests.fakes.openai_server import FakeOpenAIServer, status, text
+from tests.paths import ROOT
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
 
-DEMO = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO = ROOT / "data" / "demo"
 
 
 @pytest.fixture(scope="module")

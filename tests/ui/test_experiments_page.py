@@ -4,7 +4,6 @@ sweep's heatmap and curves, applying the recommended thresholds, creating and ru
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -12,10 +11,9 @@ from streamlit.testing.v1 import AppTest
 from docmind_core.experiments.runner import Variant
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
+from tests.paths import ROOT
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
-
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "experiment"
 TIMEOUT = 90
 

@@ -23,8 +23,7 @@ from docmind_core.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER, PASSWORD
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 APP = str(ROOT / "app.py")
 TIMEOUT = 90
 # What the sidebar listed before the page list became the workbench's own (title, icon), in this order.

@@ -4,7 +4,6 @@ was recorded with: only the swept keys (high / low threshold, gray-zone mode) co
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -12,10 +11,11 @@ from docmind_core.engine import Engine
 from docmind_core.experiments.runner import Variant
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
+from tests.paths import FIXTURES as ALL_FIXTURES
 
 pytestmark = pytest.mark.slow  # a real engine ingests the fixture KB and runs the experiment
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "experiment"
+FIXTURES = ALL_FIXTURES / "experiment"
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ from docmind_core.retrieval.hybrid import stored_embeddings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text import count_tokens
-from tests.test_chunk_terms import database_before, ingest_products
-from tests.test_hybrid import PRODUCT_DOCS
-from tests.test_ingest import SMALL, HashingEmbedder
+from tests.backends.test_chunk_terms import database_before, ingest_products
+from tests.retrieval.test_hybrid import PRODUCT_DOCS
+from tests.ingest.test_pipeline import SMALL, HashingEmbedder
 
 # Two vector hits per question, so most keyword hits are keyword-only and need a stored cosine.
 FEW_VECTOR_HITS = SMALL.with_overrides({"retrieval.vector_top_k": 2})

@@ -32,8 +32,7 @@ from docmind_core.backends.protocols import AgentTranscript, Observation
 from docmind_core.models import RetrievedChunk
 from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens
 from docmind_core.tools import loop_tool_specs
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 DEMO = ROOT / "data" / "demo"
 SHARED = ROOT.parent / "shared" / "eval"
 QUESTION_WORDS = frozenset(

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from docmind_core.eval.beir import chunk_text, load_beir
 from docmind_core.eval.retrieval_eval import answer_hit_at_k, docs_from_chunks, mrr_at_k, ndcg_at_k, recall_at_k
+from tests.paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "beir_tiny"
+FIXTURE = FIXTURES / "beir_tiny"
 
 
 def test_metric_functions_hand_computed():

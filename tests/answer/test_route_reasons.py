@@ -77,7 +77,7 @@ def test_ambiguous_and_multi_step_questions_say_so():
 
 
 def test_every_demo_question_gets_a_sentence_that_ends_in_its_mode():
-    from tests.test_agentic_queries import demo_questions
+    from tests.backends.offline.test_tool_policy_queries import demo_questions
 
     for question in demo_questions():
         decision = route(question)

@@ -14,9 +14,10 @@ import pytest
 
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.ingest.pipeline import Ingestor
-from tests.test_ingest import EN, SMALL, ZH, HashingEmbedder, World
+from tests.ingest.test_pipeline import EN, SMALL, ZH, HashingEmbedder, World
+from tests.paths import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"}
 
 
@@ -74,7 +75,7 @@ def test_an_interrupted_reindex_is_finished_by_the_next_start(tmp_path):
 _KILLED_REINDEX = """
 import os, sys
 from pathlib import Path
-from tests.test_ingest import World, HashingEmbedder
+from tests.ingest.test_pipeline import World, HashingEmbedder
 
 class DyingEmbedder(HashingEmbedder):
     def embed(self, texts):
@@ -213,7 +214,7 @@ def test_kb_check_cannot_re_embed_with_another_embedder_and_says_so(tmp_path):
 
 
 def test_kb_check_leaves_documents_a_live_process_is_writing_alone(tmp_path):
-    from tests.test_ingest_leases import _lease_row, _pending_doc
+    from tests.ingest.test_leases import _lease_row, _pending_doc
 
     world = World(tmp_path / "home")
     world.ingest(_docs(tmp_path, 3))

@@ -21,9 +21,10 @@ from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text import keyword_tokens
-from tests.test_loaders import make_docx, make_pdf
+from tests.ingest.test_loaders import make_docx, make_pdf
+from tests.paths import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 SMALL = Settings().with_overrides({"rag.chunk_tokens": 40, "rag.chunk_overlap_tokens": 8, "rag.parent_tokens": 120,
                                    "embedding.batch_size": 4})
 
@@ -349,7 +350,7 @@ def test_embedder_mismatch_is_refused_and_reindex_fixes_it(world, tmp_path):
 _CRASHING_INGEST = """
 import os, sys
 from pathlib import Path
-from tests.test_ingest import World, HashingEmbedder
+from tests.ingest.test_pipeline import World, HashingEmbedder
 
 class CrashingEmbedder(HashingEmbedder):
     def embed(self, texts):

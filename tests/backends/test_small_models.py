@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -26,6 +25,7 @@ from docmind_core.timeline import timeline
 from docmind_core.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner, settings
 from tests.fakes.openai_server import FakeOpenAIServer, call, printed, printed_calls, text, tool_calls
+from tests.paths import ROOT
 
 PROMPTS = PromptLibrary()
 
@@ -106,7 +106,7 @@ def test_a_printed_call_to_an_undeclared_tool_is_not_run(server):
 # End to end: issue 12's run with Qwen2.5-Coder-1.5B, replayed through the fake server
 # --------------------------------------------------------------------------
 
-DEMO = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO = ROOT / "data" / "demo"
 COMPARISON = "Compare the maximum power draw of the Nimbus N1 and the Nimbus N2"
 UNDERSTANDING = {"rewrittenQuery": "Nimbus N1 Nimbus N2 maximum power draw", "intent": "comparison",
                  "complexity": "MEDIUM", "specificity": "PRECISE", "scope": "knowledge_query",

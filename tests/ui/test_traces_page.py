@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from docmind_core.events import Done, RunStarted
 from docmind_core.models import GradeResult, Mode, Tier
+from tests.paths import ROOT
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
-
-ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 OLD_AGENTIC_LOW = 12
 NEWER_RULE_HIGH = 510  # more than the page lists, all newer than the runs asked for
