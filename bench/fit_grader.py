@@ -20,13 +20,23 @@ gold passage's chunks holding an answer).
 ``--ceiling``: instead, the in-sample upper bound of a logistic over run-level signals (see ``ceiling``), with
 the committed weights: how far any rule over the offline signals could go on these runs.
 
-Usage: python bench/fit_grader.py --runs R.jsonl... --candidates C.jsonl... [--refit] [--ceiling] [--floor 0.92]
+``--text-ceiling``: the same bound for signals that read the graded passages against the question (see
+``text_signals``; needs dumps holding the question and chunk texts, as ``grader_tiers.py`` writes them now):
+sentence-window co-occurrence of the salient terms, the presence of a candidate of the asked answer type,
+coverage over the union of the top 2-3 chunks, IDF-weighted coverage (``--eval-dir``: document frequencies
+from the set's corpus) and "the question names a top chunk's document title".  It also prints each signal's
+AUC (gold in context vs unanswerable) and the best "current rule OR title named" grid point.
+
+Usage: python bench/fit_grader.py --runs R.jsonl... --candidates C.jsonl... [--refit] [--ceiling]
+       [--text-ceiling [--eval-dir EVAL]] [--floor 0.92]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from pathlib import Path
 
@@ -39,7 +49,9 @@ from calibrate_reranker import fit_logistic  # noqa: E402
 
 from docmind_core.backends.rerankers import FEATURES, WEIGHTS  # noqa: E402
 from docmind_core.answer.grade import CoverageReport, CragGrader  # noqa: E402
+from docmind_core.answer.grade import _term_in_chunk as term_in_chunk  # noqa: E402
 from docmind_core.settings import GraderSettings  # noqa: E402
+from docmind_core.text import is_cjk, keyword_tokens, salient_terms, sentences  # noqa: E402
 
 GRADED = 8
 TOP_FOR_COVERAGE = 3
@@ -154,6 +166,211 @@ def ceiling(runs, groups, weights, floor: float) -> None:
                   f"(n={int(y.sum())}, unanswerable n={int(len(y) - y.sum())})")
 
 
+# -- signals that read the passages against the question (--text-ceiling) ---------------------------------------
+
+# What the question asks for, and how a candidate answer of that kind looks.  English and Chinese wh-forms.
+ANSWER_TYPES = (
+    ("date", re.compile(r"\bwhen\b|\b(what|which) (year|date|month|decade|century)\b|哪年|哪一年|何时|什么时候|哪天|"
+                        r"哪一天|年份|什么时间|何年", re.I)),
+    ("number", re.compile(r"\bhow (many|much|old|long|far|tall|big|large|high)\b|\bwhat (percentage|number|amount)\b|"
+                          r"多少|几|多大|多长|多高|多重|多远|多久", re.I)),
+    ("person", re.compile(r"\b(who|whom|whose)\b|谁|哪位|什么人", re.I)),
+    ("place", re.compile(r"\bwhere\b|\b(what|which) (country|city|state|town|county|place|region)\b|哪里|哪儿|"
+                         r"什么地方|哪个国家|哪座城市|哪个城市|哪个省|何地|何处", re.I)),
+)
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*|[零一二三四五六七八九十百千万亿两]+")
+_DATE_RE = re.compile(r"\b1\d{3}\b|\b20\d{2}\b|\d+\s*[年月日]|世纪|\b(January|February|March|April|May|June|July|"
+                      r"August|September|October|November|December)\b")
+_NAME_RE = re.compile(r"(?<=\S\s)[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")  # a capitalised word not opening a sentence
+_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def answer_type(question: str) -> str | None:
+    for name, pattern in ANSWER_TYPES:
+        if pattern.search(question):
+            return name
+    return None
+
+
+def holds_answer_candidate(kind: str, text: str, question: str) -> bool:
+    """A candidate answer of ``kind`` in ``text`` that the question does not itself contain."""
+    if kind == "number":
+        return any(m.group(0) not in question for m in _NUMBER_RE.finditer(text))
+    if kind == "date":
+        return any(m.group(0) not in question for m in _DATE_RE.finditer(text))
+    if _CJK_RE.search(question):
+        import jieba.posseg as pseg
+
+        tag = "nr" if kind == "person" else "ns"
+        return any(flag.startswith(tag) and word not in question for word, flag in pseg.lcut(text))
+    lowered = question.lower()
+    return any(any(w.lower() not in lowered for w in m.group(0).split()) for m in _NAME_RE.finditer(text))
+
+
+def _found(text: str, terms) -> frozenset[str]:
+    lowered = text.lower()
+    plain, stemmed = set(keyword_tokens(text, stem=False)), set(keyword_tokens(text, stem=True))
+    return frozenset(t for t in terms if term_in_chunk(t, lowered, plain, stemmed))
+
+
+def _weighted(found, weights: dict[str, float]) -> float:
+    total = sum(weights.values())
+    return sum(weights[t] for t in found if t in weights) / total if total > 0 else 0.0
+
+
+def _windows(text: str, size: int) -> list[str]:
+    parts = sentences(text) or [text]
+    return [" ".join(parts[i:i + size]) for i in range(max(1, len(parts) - size + 1))]
+
+
+def _title(document: str) -> str:
+    """A document's title as a question would name it: no file extension, no trailing "(...)" qualifier."""
+    name = re.sub(r"\.(md|txt|pdf|docx|html?)$", "", document, flags=re.I).replace("_", " ")
+    return re.sub(r"\s*\(.*\)$", "", name).strip().lower()
+
+
+def text_signals(cands, weights, idf: dict[str, float] | None) -> dict[str, float]:
+    """Signals over the graded chunks (the 8 best, coverage over the top 3) that read them against the question:
+
+    * ``sentence1`` / ``sentence2``: the best salient-term coverage inside one sentence / two adjacent
+      sentences of a top-3 chunk (terms found together, not scattered over the chunk);
+    * ``concentration``: sentence2 / the chunk coverage;
+    * ``answer_type``: for a question asking for a date / number / person / place, 1 when the best-covering
+      two-sentence window holds a candidate of that type not in the question, else 0 (0.5 untyped);
+    * ``union2`` / ``union3`` / ``pair``: coverage over the union of the top 2 / 3 chunks, and the best union of
+      two top-3 chunks of which each adds a term the other lacks (multi-hop);
+    * ``idf_coverage`` / ``idf_union2`` / ``idf_sentence2``: the same with corpus IDF as term weights;
+    * ``title_named``: a top-3 chunk's document title is named in the question; ``named_score`` /
+      ``named_coverage``: the best score / coverage of such a chunk (0 without one).
+    """
+    p = scores(np.array([c["features"] for c in cands]), weights)
+    order = np.argsort(-p, kind="stable")[:GRADED]
+    head = [cands[i] for i in order[:TOP_FOR_COVERAGE]]
+    question = head[0]["question"]
+    terms = salient_terms(question)
+    coverage = max(c["coverage"] for c in head)
+    found = [_found(c["text"], terms) for c in head]
+    best1 = best2 = 0.0
+    best_window = ""
+    for c in head:
+        for window in _windows(c["text"], 1):
+            best1 = max(best1, _weighted(_found(window, terms), terms))
+        for window in _windows(c["text"], 2):
+            value = _weighted(_found(window, terms), terms)
+            if value > best2:
+                best2, best_window = value, window
+    kind = answer_type(question)
+    pair = max((_weighted(a | b, terms) for i, a in enumerate(found) for b in found[i + 1:] if a - b and b - a),
+               default=0.0)
+    out = {"top": float(p[order[0]]), "coverage": coverage, "sentence1": best1, "sentence2": best2,
+           "concentration": best2 / coverage if coverage > 0 else 0.0,
+           "answer_type": 0.5 if kind is None else float(holds_answer_candidate(kind, best_window, question)),
+           "union2": _weighted(found[0] | (found[1] if len(found) > 1 else frozenset()), terms),
+           "union3": _weighted(frozenset().union(*found), terms), "pair": pair,
+           "title_named": 0.0, "named_score": 0.0, "named_coverage": 0.0}
+    for rank, c in enumerate(head):
+        if len(_title(c.get("document", ""))) >= 2 and _title(c["document"]) in question.lower():
+            out["title_named"] = 1.0
+            out["named_score"] = max(out["named_score"], float(p[order[rank]]))
+            out["named_coverage"] = max(out["named_coverage"], c["coverage"])
+    if idf is not None:
+        by_idf = {t: idf.get(t, 0.0) for t in terms}
+        out["idf_coverage"] = max(_weighted(f, by_idf) for f in found)
+        out["idf_union2"] = _weighted(found[0] | (found[1] if len(found) > 1 else frozenset()), by_idf)
+        out["idf_sentence2"] = max(_weighted(_found(w, terms), by_idf) for c in head for w in _windows(c["text"], 2))
+    return out
+
+
+def corpus_idf(eval_dir: Path, name: str, terms: set[str]) -> dict[str, float]:
+    """log((N + 1) / (df + 0.5)) of each term over the set's corpus, a term found as the grader finds it."""
+    docs = [json.loads(line) for line in (eval_dir / name / "corpus.jsonl").read_text("utf-8").splitlines() if line]
+    df = dict.fromkeys(terms, 0)
+    for d in docs:
+        for t in _found(f"{d['title']} {d['text']}", terms):
+            df[t] += 1
+    return {t: math.log((len(docs) + 1) / (n + 0.5)) for t, n in df.items()}
+
+
+TEXT_CEILING_SETS = (("top", "coverage"), ("top", "coverage", "sentence1"), ("top", "coverage", "sentence2"),
+                     ("top", "coverage", "concentration"), ("top", "coverage", "answer_type"),
+                     ("top", "coverage", "union2", "union3", "pair"), ("top", "idf_coverage"),
+                     ("top", "coverage", "idf_coverage", "idf_union2", "idf_sentence2"),
+                     ("top", "coverage", "title_named"),
+                     ("top", "coverage", "sentence1", "sentence2", "answer_type", "union2", "union3", "pair",
+                      "idf_coverage", "idf_union2", "idf_sentence2", "title_named"))
+
+
+def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
+    return float(np.mean([(v > neg).mean() + 0.5 * (v == neg).mean() for v in pos])) if len(pos) and len(neg) else 0.5
+
+
+def text_ceiling(runs, groups, weights, floor: float, eval_dir: Path | None) -> None:
+    if not all("text" in cands[0] for cands in groups.values()):
+        raise SystemExit("--text-ceiling needs candidate dumps with texts (made by the current grader_tiers.py)")
+    names = sorted({k[0] for k in groups})
+    idf = {}
+    if eval_dir is not None:
+        for name in names:
+            terms = set().union(*(salient_terms(c[0]["question"]) for k, c in groups.items() if k[0] == name))
+            idf[name] = corpus_idf(eval_dir, name, terms)
+    per_set: dict[str, list[tuple[dict[str, float], float, bool]]] = {}
+    grader, live = CragGrader(), GraderSettings()
+    for key, cands in groups.items():
+        run = runs.get(key)
+        if run is None:
+            continue
+        unanswerable = not run["answerable"] and not run["answer_in_evidence"]
+        if not (run["gold_in_context"] or unanswerable):
+            continue
+        signals = text_signals(cands, weights, idf.get(key[0]) if idf else None)
+        head = sorted(cands, key=lambda c: -scores(np.array([c["features"]]), weights)[0])[:TOP_FOR_COVERAGE]
+        report = CoverageReport(max(c["coverage"] for c in head), any(c["rare_hit"] for c in head),
+                                head[0]["has_terms"])
+        high_now = grader.tier_for(round(signals["top"], 4), report, live)[0].value == "HIGH"
+        per_set.setdefault(key[0], []).append((signals, 1.0 if run["gold_in_context"] else 0.0, high_now))
+    for name, rows in sorted(per_set.items()):
+        y = np.array([r[1] for r in rows])
+        aucs = {s: _auc(np.array([r[0][s] for r in rows if r[1]]), np.array([r[0][s] for r in rows if not r[1]]))
+                for s in rows[0][0]}
+        print(f"{name}: gold in context n={int(y.sum())}, unanswerable n={int(len(y) - y.sum())}; AUC "
+              + " ".join(f"{s}={v:.3f}" for s, v in aucs.items()))
+        for chosen in TEXT_CEILING_SETS:
+            if any(c not in rows[0][0] for c in chosen):
+                continue
+            X = np.array([[r[0][c] for c in chosen] for r in rows])
+            w = fit_logistic(X, y)
+            z = w[0] + X @ w[1:]
+            negatives = np.sort(z[y == 0])
+            cut = negatives[int(np.ceil(floor * len(negatives))) - 1]
+            print(f"  ceiling {name}: {'+'.join(chosen)} -> gold in context HIGH {np.mean(z[y == 1] > cut):.3f}")
+    # the one signal that lifts the rule itself: current rule OR (a top-3 chunk whose title the question names
+    # scores >= t and covers >= c)
+    best = None
+    for t in np.round(np.arange(0.30, 0.96, 0.025), 3):
+        for c in np.round(np.arange(0.0, 0.96, 0.05), 2):
+            r = {}
+            for name, rows in per_set.items():
+                high = [r_[2] or (r_[0]["title_named"] > 0 and r_[0]["named_score"] >= t
+                                  and r_[0]["named_coverage"] >= c)
+                        for r_ in rows]
+                r[name] = (np.mean([not h for h, row in zip(high, rows) if not row[1]]),
+                           np.mean([h for h, row in zip(high, rows) if row[1]]))
+            base = {name: (np.mean([not row[2] for row in rows if not row[1]]),
+                           np.mean([row[2] for row in rows if row[1]])) for name, rows in per_set.items()}
+            # a set already under the floor with the current rule must not lose more; the others keep the floor
+            if any(r[n][0] < min(floor, base[n][0]) - 1e-9 for n in r):
+                continue
+            objective = float(np.mean([v[1] for v in r.values()]))
+            if best is None or objective > best[0] + 1e-9:
+                best = (objective, t, c, r, base)
+    if best is not None:
+        objective, t, c, r, base = best
+        print(f"current rule OR (a top-3 chunk whose title the question names, score >= {t}, coverage >= {c}):")
+        for name in sorted(r):
+            print(f"  {name}: unanswerable not HIGH {base[name][0]:.3f} -> {r[name][0]:.3f}, "
+                  f"gold in context HIGH {base[name][1]:.3f} -> {r[name][1]:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", nargs="+", required=True)
@@ -161,8 +378,14 @@ def main() -> None:
     ap.add_argument("--refit", action="store_true")
     ap.add_argument("--floor", type=float, default=0.92)
     ap.add_argument("--ceiling", action="store_true", help="print the in-sample ceiling of run-level signals")
+    ap.add_argument("--text-ceiling", action="store_true",
+                    help="print the in-sample ceiling of signals that read the passages against the question")
+    ap.add_argument("--eval-dir", type=Path, default=None, help="--text-ceiling: corpora for IDF-weighted coverage")
     args = ap.parse_args()
     runs, groups = load(args.runs, args.candidates)
+    if args.text_ceiling:
+        text_ceiling(runs, groups, WEIGHTS, args.floor, args.eval_dir)
+        return
     if args.ceiling:
         ceiling(runs, groups, WEIGHTS, args.floor)
         return

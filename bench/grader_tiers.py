@@ -181,7 +181,11 @@ def _dump_candidates(out, reranker, name: str, split: str, q, answerable: bool, 
                               "title_hits": _hits(terms, c.document),
                               "kept": c.kept, "features": [round(v, 4) for v in f], "coverage": report.coverage,
                               "rare_hit": report.rare_entity_hit, "has_terms": report.has_terms,
-                              "answer": any(a in c.text for a in answers)}) + "\n")
+                              "answer": any(a in c.text for a in answers),
+                              # the texts, so fit_grader.py can compute signals that read the passage against
+                              # the question without searching again
+                              "question": q.text, "document": c.document, "text": c.text},
+                             ensure_ascii=False) + "\n")
 
 
 def _hits(terms: dict[str, float], text: str) -> list[int]:
