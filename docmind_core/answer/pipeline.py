@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from docmind_core.answer.direct_read import DirectReader
 from docmind_core.answer.generate import AnswerWriter, choose_template
-from docmind_core.answer.plan import plan_retrieval
-from docmind_core.answer.route import decide_path
+from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
 from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
@@ -38,7 +37,7 @@ from docmind_core.events import (
     Done, ErrorRaised, Event, Fallback, Routed, RunStarted, ScopeDecided, Understood,
 )
 from docmind_core.models import (
-    NO_RETRIEVAL_MODE, BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievalPlan, RetrievedChunk,
+    NO_RETRIEVAL_MODE, BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
     Scope, StopReason, Turn, Understanding,
 )
 from docmind_core.query_signals import fast_scope, memory_text
@@ -188,13 +187,10 @@ class AnswerPipeline:
 
         # 3. routing
         state.stage = "routing"
-        decision = decide_path(question, understanding, request.selected_doc_ids, request.requested_mode, settings)
+        decision, plan = route_with_plan(question, understanding, request.selected_doc_ids, request.requested_mode,
+                                         settings)
         state.decision = decision
-        plan: RetrievalPlan | None = None
-        note = ""
-        if decision.mode == Mode.RULE_PLANNER:
-            plan = plan_retrieval(question, understanding)
-        yield Routed(decision=decision, plan=plan, note=note)
+        yield Routed(decision=decision, plan=plan)
 
         # 4. retrieval and grading
         state.stage = "retrieval"

@@ -47,11 +47,18 @@ def has_document_intent(question: str) -> bool:
 
 def decide_path(question: str, understanding: Understanding, selected_doc_ids: Sequence[int] | None,
                 requested_mode: RequestedMode | str, settings: Settings) -> PathDecision:
+    return route_with_plan(question, understanding, selected_doc_ids, requested_mode, settings)[0]
+
+
+def route_with_plan(question: str, understanding: Understanding, selected_doc_ids: Sequence[int] | None,
+                    requested_mode: RequestedMode | str,
+                    settings: Settings) -> tuple[PathDecision, RetrievalPlan | None]:
+    """The path, explained in words, and for RULE_PLANNER its tool plan (made once: the explanation names it)."""
     decision = _decide(question, understanding, selected_doc_ids, requested_mode, settings)
     plan = plan_retrieval(question, understanding) if decision.mode is Mode.RULE_PLANNER else None
     explanation = explain_route(question, understanding, decision, len(set(selected_doc_ids or ())),
                                 settings.rag.selected_doc_max, plan)
-    return decision.model_copy(update={"explanation": explanation})
+    return decision.model_copy(update={"explanation": explanation}), plan
 
 
 def _decide(question: str, understanding: Understanding, selected_doc_ids: Sequence[int] | None,
