@@ -14,8 +14,9 @@ import pytest
 from docmind_core.engine import Engine
 from docmind_core.events import Graded, Reranked
 from docmind_core.models import Tier
+from tests.paths import ROOT
 
-DEMO = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO = ROOT / "data" / "demo"
 ORION = "The Orion launch budget is 4.2 million dollars."
 
 
