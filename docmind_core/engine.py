@@ -132,7 +132,7 @@ class Backends:
 
 
 # What the opener sets (see Engine.__getattr__): read before it is done, they wait for it.
-_OPENED_ATTRS = frozenset({"memory_store", "ingestor", "refiner", "retriever", "toolbox", "pipeline", "jobs",
+_OPENED_ATTRS = frozenset({"memory_store", "ingestor", "refiner", "retriever", "toolbox", "pipeline",
                            "start_report"})
 _ROLES = ("llm", "embedder", "reranker", "vector_store", "keyword_index", "web_search", "tracing")
 
@@ -160,6 +160,10 @@ class Engine:
         self._backends: Backends | None = None
         self._opened = threading.Event()
         self._open_error: BaseException | None = None
+        # Background ingest jobs (one worker thread per engine): listed at once; run, resumed or marked interrupted
+        # only once the opener's reconcile() has removed what a stopped worker left pending.
+        self.jobs = IngestJobQueue(JobStore(db), LeaseBook(db), home / "uploads", self._run_job_files,
+                                   lambda: self.settings)
         if background:
             # The stores answer now; the encoder, the vector store, the start-up repairs and the ingest jobs
             # come in this thread (the UI's first page needs only the stores).  Nothing on its way parses Python
@@ -181,10 +185,6 @@ class Engine:
                 report = self.ingestor.reconcile()
             except Exception as exc:  # noqa: BLE001 - e.g. an unreachable Chroma server: start anyway, retry next start
                 log.warning("start-up clean-up skipped: %s", exc)
-            # Background ingest jobs (one worker thread per engine); after reconcile(), which removed what a
-            # stopped worker left pending, its jobs are resumed or marked interrupted.
-            self.jobs = IngestJobQueue(JobStore(self.db), LeaseBook(self.db), self.home / "uploads",
-                                       self._run_job_files, lambda: self.settings)
             try:
                 report += self.jobs.recover()
             except Exception as exc:  # noqa: BLE001 - never stop a start for it; the next start tries again
@@ -427,7 +427,8 @@ class Engine:
 
     def _run_job_files(self, kb_id: int, paths: list[Path], names: list[str],
                        progress: Callable[[IngestProgress], None], cancel: threading.Event) -> list[IngestOutcome]:
-        """What the ingest job worker runs for a job's remaining files."""
+        """What the ingest job worker runs for a job's remaining files (after the start-up repairs)."""
+        self.wait_open()
         return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel)
 
     def reindex_kb(self, kb_id: int) -> int:

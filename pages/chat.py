@@ -22,7 +22,7 @@ CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted ru
 CONV_PICK_KEY = "dm_conv_pick"  # the sidebar picker widget, synced from CONV_KEY before it is drawn
 PUMPS_KEY = "dm_active_pumps"
 TRACE_CACHE = "dm_trace_cache"
-CHAT_DRAWN_KEY = "dm_chat_drawn"  # the Chat page was drawn once in this session
+QUESTION_KEY = "dm_chat_question"  # the chat input: holds the question during the run it submits
 
 
 def _stop_runs() -> None:
@@ -177,15 +177,14 @@ if current:
         st.session_state[CONV_KEY] = None
         st.warning(f"{exc}; a new conversation starts.")
 
-# A hidden empty chart (see PAGE_CSS) makes the browser load plotly.js (lazy, ~1 s to parse) before the first
-# answer's chart needs it: from the page's second run on (a question's run included, beside the retrieval),
-# never on the first draw, where it delayed the page becoming usable (bench/page_speed.py).
-if st.session_state.get(CHAT_DRAWN_KEY):
+# A hidden empty chart (see PAGE_CSS) makes the browser load plotly.js (lazy, ~1 s to parse) in a question's
+# run, beside the retrieval, so the answer's chart does not wait for it all.  Not on a mere visit: there the
+# parse stalled the user's next click by ~1 s (bench/page_speed.py: the switch after returning to Chat).
+if st.session_state.get(QUESTION_KEY):
     with st.container(key="dm-chart-preload"):
         st.plotly_chart(preload_figure(), key="dm_chart_preload", config={"staticPlot": True})
-st.session_state[CHAT_DRAWN_KEY] = True
 
-question = st.chat_input("Ask about your documents…")
+question = st.chat_input("Ask about your documents…", key=QUESTION_KEY)
 if question:
     _ask(question, MODES[mode_label or "Auto"])
 
