@@ -2,6 +2,12 @@
 offline answer on the demo KB (issue 15 targets: 3 s / 1 s / 2 s).
 
     .venv/bin/python bench/page_speed.py [--rounds 3] [--json]
+    .venv/bin/python bench/page_speed.py --against REV [--runs 3]   # this tree against a git revision
+
+With ``--against``, the revision's code (``git archive``, into a temporary folder, run with this venv) and this
+tree are measured in turns, ``--runs`` times each, and the medians and their ratio (this tree / the revision)
+are printed: on a shared machine the load changes from minute to minute, so only a ratio measured in one run
+means something.
 
 Uses Debian's chromium through playwright (never `playwright install`) and `streamlit run app.py` on a free
 loopback port over a fresh home with the demo corpus ingested (in its own process, before the server starts),
@@ -21,10 +27,13 @@ the same way the browser tests do (tests/browser_support.py).
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.browser_support import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, free_port, home_env, prepare_home, require_chromium,
+    CHROMIUM, CHROMIUM_ARGS, free_port, home_env, require_chromium,
 )
 
 TARGETS_S = {"first_page": 3.0, "page_switch": 1.0, "first_answer": 2.0}
@@ -66,14 +75,22 @@ def wait_interactive(page, selector: str) -> None:
                            timeout=TIMEOUT_MS)
 
 
-def measure(rounds: int) -> dict:
+def tree_env(home: Path, code: Path) -> dict[str, str]:
+    """The browser tests' environment, with ``code`` as the DocMind code that runs."""
+    return {**home_env(home), "PYTHONPATH": str(code)}
+
+
+def measure(rounds: int, code: Path = ROOT) -> dict:
+    """One server over a fresh demo home, running the DocMind code in ``code`` (this tree by default)."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     results: dict = {"targets_s": TARGETS_S}
     with tempfile.TemporaryDirectory(prefix="docmind-page-speed-") as tmp:
         home = Path(tmp) / "home"
-        prepare_home(home, INGEST, *demo_files())
+        # the home is made by the code measured (an older revision may not read a newer schema)
+        subprocess.run([sys.executable, "-c", INGEST, *demo_files()], env=tree_env(home, code), cwd=code,
+                       check=True, timeout=300)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         with sync_playwright() as pw, open(Path(tmp) / "streamlit.log", "wb") as log:
@@ -83,7 +100,7 @@ def measure(rounds: int) -> dict:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                  "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats",
-                 "false", "--server.fileWatcherType", "none"], cwd=ROOT, env=home_env(home), stdout=log,
+                 "false", "--server.fileWatcherType", "none"], cwd=code, env=tree_env(home, code), stdout=log,
                 stderr=subprocess.STDOUT)
             try:
                 deadline = time.time() + TIMEOUT_MS / 1000
@@ -157,10 +174,43 @@ def measure(rounds: int) -> dict:
     return results
 
 
+HEADLINES = {  # what a comparison reports: label -> how to read it from one measure()
+    "first page interactive": lambda r: r["first_page_s"],
+    "slowest page switch": lambda r: r["page_switch_max_s"],
+    "page switch to Config, slowest": lambda r: max(r["page_switch_all_s"]["Config"]),
+    "deep link /config": lambda r: r["deep_link_s"]["Config"],
+    "first answer (badge)": lambda r: r["first_answer_s"],
+    "first answer's chart drawn": lambda r: r["answers"][0]["chart_s"],
+}
+
+
+def compare(revision: str, runs: int, rounds: int) -> dict:
+    """This tree against ``revision``, measured in turns; medians and ratios (this tree / revision)."""
+    with tempfile.TemporaryDirectory(prefix="docmind-page-speed-rev-") as tmp:
+        archive = subprocess.run(["git", "archive", revision], cwd=ROOT, check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        samples: dict[str, list[dict]] = {revision: [], "this tree": []}
+        for _ in range(runs):
+            samples[revision].append(measure(rounds, Path(tmp)))
+            samples["this tree"].append(measure(rounds))
+    table = {}
+    for label, read in HEADLINES.items():
+        before = statistics.median(read(r) for r in samples[revision])
+        after = statistics.median(read(r) for r in samples["this tree"])
+        table[label] = {"revision_s": round(before, 2), "this_tree_s": round(after, 2),
+                        "ratio": round(after / before, 2) if before else None,
+                        "revision_all_s": [round(read(r), 2) for r in samples[revision]],
+                        "this_tree_all_s": [round(read(r), 2) for r in samples["this tree"]]}
+    return {"against": revision, "runs": runs, "load_average": os.getloadavg(), "measures": table}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="page switches per page (median reported)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--against", metavar="REV", help="also measure this git revision, in turns with this tree")
+    parser.add_argument("--runs", type=int, default=3, help="servers started per tree with --against")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} is missing; run scripts/browser_deps.sh (apt-get install chromium)")
@@ -168,6 +218,17 @@ def main() -> None:
         require_chromium()
     except BaseException as exc:  # pytest.skip outside pytest: say why and stop
         sys.exit(f"cannot run: {exc}")
+    if args.against:
+        report = compare(args.against, max(1, args.runs), max(1, args.rounds))
+        if args.json:
+            print(json.dumps(report, indent=2))
+            return
+        print(f"this tree against {args.against}, {args.runs} servers each, in turns (medians; load average "
+              f"at the end {report['load_average'][0]:.1f}):")
+        for label, row in report["measures"].items():
+            print(f"{label:<32} {row['revision_s']:>5.2f} s -> {row['this_tree_s']:>5.2f} s  ratio "
+                  f"{row['ratio']}  ({row['revision_all_s']} -> {row['this_tree_all_s']})")
+        return
     results = measure(max(1, args.rounds))
     if args.json:
         print(json.dumps(results, ensure_ascii=False, indent=2))

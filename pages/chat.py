@@ -22,7 +22,9 @@ CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted ru
 CONV_PICK_KEY = "dm_conv_pick"  # the sidebar picker widget, synced from CONV_KEY before it is drawn
 PUMPS_KEY = "dm_active_pumps"
 TRACE_CACHE = "dm_trace_cache"
-QUESTION_KEY = "dm_chat_question"  # the chat input: holds the question during the run it submits
+PRELOADED_KEY = "dm_plotly_preloaded"  # this browser tab was given plotly.js
+IDLE_RUN_KEY = "dm_preload_idle_run"  # the preload fragment's runs: the page's own run is not one
+PRELOAD_AFTER_S = 2.0  # on the page this long: the browser is most likely idle (the user reads or types)
 
 
 def _stop_runs() -> None:
@@ -177,14 +179,31 @@ if current:
         st.session_state[CONV_KEY] = None
         st.warning(f"{exc}; a new conversation starts.")
 
-# A hidden empty chart (see PAGE_CSS) makes the browser load plotly.js (lazy, ~1 s to parse) in a question's
-# run, beside the retrieval, so the answer's chart does not wait for it all.  Not on a mere visit: there the
-# parse stalled the user's next click by ~1 s (bench/page_speed.py: the switch after returning to Chat).
-if st.session_state.get(QUESTION_KEY):
+def _draw_preload() -> None:
     with st.container(key="dm-chart-preload"):
         st.plotly_chart(preload_figure(), key="dm_chart_preload", config={"staticPlot": True})
+    st.session_state[PRELOADED_KEY] = True
 
-question = st.chat_input("Ask about your documents…", key=QUESTION_KEY)
+
+@st.fragment(run_every=PRELOAD_AFTER_S)
+def _preload_when_idle() -> None:
+    """Draws the preload on its first timed run, i.e. after the page has been shown for a while."""
+    if st.session_state.get(IDLE_RUN_KEY):
+        _draw_preload()
+    st.session_state[IDLE_RUN_KEY] = True
+
+
+# A hidden empty chart (see PAGE_CSS) makes the browser load plotly.js (lazy, ~1 s to parse) before the first
+# answer's chart needs it, once the page has been shown for PRELOAD_AFTER_S (the user reads or types).  Never
+# with the page's draw: there the parse delayed the first page, stalled the user's next click by ~1 s
+# (bench/page_speed.py: the switch right after returning to Chat) or, in a question's run, the answer's text.
+if st.session_state.get(PRELOADED_KEY):
+    _draw_preload()
+else:
+    st.session_state[IDLE_RUN_KEY] = False
+    _preload_when_idle()
+
+question = st.chat_input("Ask about your documents…")
 if question:
     _ask(question, MODES[mode_label or "Auto"])
 

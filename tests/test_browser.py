@@ -81,6 +81,11 @@ def _shot(pg, locator, name: str) -> None:
 ANSWER_CHART = '[class*="st-key-run-"] [data-testid="stPlotlyChart"]'  # an answer's chart, not the hidden preload
 
 
+def test_the_chat_page_has_the_browser_load_plotly_js_once_it_sits_idle(page):
+    # not with the page's draw (it would stall a click or the first answer's text), but a moment later
+    page.wait_for_selector(".st-key-dm-chart-preload .main-svg", state="attached", timeout=15_000)
+
+
 def test_chinese_and_english_questions_with_badge_chart_and_chips(page):
     _ask(page, "What is the maximum power draw of the Nimbus N2?", 1)  # demo q01
     assert page.locator(".dm-tier").first.is_visible()
