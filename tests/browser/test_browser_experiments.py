@@ -24,7 +24,7 @@ QUESTIONS = 3
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     require_chromium()
-    from tests.test_pages import demo_files
+    from tests.ui.test_pages import demo_files
 
     base = tmp_path_factory.mktemp("browser-experiments")
     files = [str(p) for p in demo_files(base / "docs")]

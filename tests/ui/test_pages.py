@@ -10,10 +10,9 @@ pytest.importorskip("docmind_core.engine")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.markdown_probe import text_of  # noqa: E402  (alerts hold escaped Markdown: compare what they show)
+from tests.paths import ROOT
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
-
-ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 TIMEOUT = 90
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.test_pages import APP, TIMEOUT, demo_home, has_demo_corpus  # noqa: F401 - demo_home is a fixture
+from tests.ui.test_pages import APP, TIMEOUT, demo_home, has_demo_corpus  # noqa: F401 - demo_home is a fixture
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ EVIL_DOC = (b"# Zephyr field notes\n\nThe Zephyr Q7 sensor calibration takes 42 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     require_chromium()
-    from tests.test_pages import demo_files
+    from tests.ui.test_pages import demo_files
 
     base = tmp_path_factory.mktemp("browser")
     files = [str(p) for p in demo_files(base / "docs")]
