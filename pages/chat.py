@@ -7,6 +7,7 @@ import time
 import streamlit as st
 
 from docmind_core.errors import DocMindError
+from docmind_core.models import RequestedMode
 from docmind_core.safe_text import escape_markdown
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.charts import preload_figure
@@ -17,7 +18,9 @@ from docmind_ui.session import ensure_frame, selected_doc_ids, selected_kb_ids, 
 ensure_frame()
 bench = workbench()
 
-MODES = {"Auto": "auto", "RULE_PLANNER": "rule", "AGENTIC": "agentic", "Side by side": "pair"}
+SIDE_BY_SIDE = "pair"  # both paths on the same question; not a mode of one run
+MODES = {"Auto": RequestedMode.AUTO.value, "RULE_PLANNER": RequestedMode.RULE.value,
+         "AGENTIC": RequestedMode.AGENTIC.value, "Side by side": SIDE_BY_SIDE}
 CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted run (Stop) cannot lose it
 CONV_PICK_KEY = "dm_conv_pick"  # the sidebar picker widget, synced from CONV_KEY before it is drawn
 PUMPS_KEY = "dm_active_pumps"
@@ -90,7 +93,7 @@ def _history(conv_id: str) -> None:
                                 and _trace(r).meta.pair_id == record.meta.pair_id), None)
             if partner:
                 other = _trace(partner)
-                first, second = (record, other) if record.meta.requested_mode == "rule" else (other, record)
+                first, second = (record, other) if record.meta.requested_mode == RequestedMode.RULE.value else (other, record)
                 render_pair(first.events, second.events, first.config, second.config, key=record.meta.pair_id)
                 shown.add(partner)
             else:
@@ -137,16 +140,16 @@ def _ask(question: str, mode: str) -> None:
     with st.chat_message("user"):
         st.text(question)
     with st.chat_message("assistant"):
-        if mode == "pair":
+        if mode == SIDE_BY_SIDE:
             pair_id = bench.new_pair_id()
-            pumps = [RunPump(start("rule", pair_id), "rule"), RunPump(start("agentic", pair_id), "agentic")]
+            pumps = [RunPump(start(m.value, pair_id), m.value) for m in (RequestedMode.RULE, RequestedMode.AGENTIC)]
         else:
             pumps = [RunPump(start(mode), mode)]
         st.session_state[PUMPS_KEY] = pumps
         live = st.empty()
         with live.container():  # the Stop button lives with the stream and goes away when the run ends
             st.button("Stop", key="dm_stop", icon=":material/stop_circle:", on_click=_stop_runs)
-            if mode == "pair":
+            if mode == SIDE_BY_SIDE:
                 left, right = st.columns(2)
                 with left:
                     _stream_into(pumps[0])
@@ -157,7 +160,7 @@ def _ask(question: str, mode: str) -> None:
         live.empty()
         with live.container():
             settings = bench.settings().flat()
-            if mode == "pair":
+            if mode == SIDE_BY_SIDE:
                 render_pair(pumps[0].events, pumps[1].events, settings, settings, key=pair_id)
             else:
                 render_run(RunDigest.from_events(pumps[0].events), settings)
