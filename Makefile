@@ -44,9 +44,10 @@ browser-deps:
 test: install-test browser-deps
 	$(PY) -m pytest -q
 
-# The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no torch model builds.
+# The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no torch model builds;
+# two workers (the machines have two cores).
 test-fast: install-test
-	$(PY) -m pytest -q -m "not slow and not browser"
+	$(PY) -m pytest -q -n 2 -m "not slow and not browser"
 
 bench: install-test
 	$(PY) bench/retrieval_latency.py
