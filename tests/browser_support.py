@@ -80,3 +80,21 @@ def streamlit_server(home: Path, log_path: Path) -> Iterator[str]:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@contextmanager
+def browser_page(width: int = 1500, height: int = 1100) -> Iterator:
+    """One Chromium page (Debian's binary) in a fresh context; closed afterwards.  Dialogs the page opens are
+    dismissed and kept in ``page.dialogs``."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+            page.dialogs = []
+            page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+            yield page
+        finally:
+            browser.close()

@@ -52,3 +52,20 @@ def app_engine(tmp_path_factory, request):
         from docmind_ui.session import _engine_for
 
         yield _engine_for(str(home.resolve()))
+
+
+@pytest.fixture
+def ast_parse_threads(monkeypatch) -> list[str]:
+    """The name of the thread of every ast.parse call from now on (Python 3.11.7 crashes with two at once)."""
+    import ast
+    import threading
+
+    threads: list[str] = []
+    real_parse = ast.parse
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real_parse(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", recording)
+    return threads

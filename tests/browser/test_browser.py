@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.browser_support import (
-    ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, prepare_home, require_chromium, streamlit_server,
+    ARTIFACTS, browser_page, prepare_home, require_chromium, streamlit_server,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -41,15 +41,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(server):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1500, "height": 1100})
-        pg = context.new_page()
-        pg.dialogs = []  # every alert/confirm the page tries to open
-        pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    with browser_page() as pg:
         # first visit of the fresh server goes straight to a page URL: it must still get app.py's frame
         pg.goto(server + "/traces", wait_until="domcontentloaded")
         pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)
@@ -58,7 +50,6 @@ def page(server):
         pg.get_by_role("link", name="Chat").click()
         pg.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=ANSWER_TIMEOUT_MS)
         yield pg
-        browser.close()
 
 
 def _ask(pg, question: str, expected_badges: int) -> None:

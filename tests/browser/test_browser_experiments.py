@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.browser_support import (
-    ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, prepare_home, require_chromium, streamlit_server,
+    ARTIFACTS, ROOT, browser_page, prepare_home, require_chromium, streamlit_server,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -41,17 +41,10 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(server):
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1500, "height": 1100})
-        pg = context.new_page()
+    with browser_page() as pg:
         pg.goto(server + "/experiments", wait_until="domcontentloaded")
         pg.wait_for_selector("text=New experiment", timeout=PAGE_TIMEOUT_MS)
         yield pg
-        browser.close()
 
 
 def _grid_text(frame) -> str:
