@@ -141,3 +141,13 @@ CORPUS = [
 
 def settings(**overrides) -> Settings:
     return Settings().with_overrides(overrides)
+
+
+def drain(gen):
+    """All events of a retrieval path's generator, and the outcome it returns."""
+    events = []
+    while True:
+        try:
+            events.append(next(gen))
+        except StopIteration as stop:
+            return events, stop.value

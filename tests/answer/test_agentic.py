@@ -17,19 +17,10 @@ from docmind_core.models import StageScores, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.text import count_tokens
 from docmind_core.tools import ToolContext, Toolbox
-from tests.agentic_world import CORPUS, FixtureRetriever, ScriptedModel, chunk, make_refiner, settings
+from tests.agentic_world import CORPUS, FixtureRetriever, ScriptedModel, chunk, drain, make_refiner, settings
 from tests.fakes.tavily_server import FakeTavilyServer, result
 
 PROMPTS = PromptLibrary()
-
-
-def collect(gen):
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return events, stop.value
 
 
 class RecordingMemory:
@@ -54,7 +45,7 @@ def build(model, retriever=None, web=None, memory=None):
 def run(agent, question, cfg=None, cancel=None, kb_ids=(1,)):
     cfg = cfg or settings()
     ctx = ToolContext.for_run(list(kb_ids), 7, cfg)
-    events, outcome = collect(agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals",
+    events, outcome = drain(agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals",
                                         ctx, cancel or threading.Event(), UsageMeter()))
     return events, outcome, ctx
 

@@ -12,22 +12,13 @@ from docmind_core.answer.grade import CragGrader
 from docmind_core.models import RetrievalPlan, Tier, Understanding
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.tools import ToolContext, Toolbox
-from tests.agentic_world import CORPUS, make_refiner, FixtureRetriever, settings
+from tests.agentic_world import CORPUS, FixtureRetriever, drain, make_refiner, settings
 from tests.fakes.tavily_server import FakeTavilyServer, result
 
 WEB_RESULTS = [
     result("Pump market news", "https://news.example/pumps", "Zorblax pumps launched a quantum flux capacitor line."),
     result("Flux capacitors", "https://wiki.example/flux", "A quantum flux capacitor is a fictional zorblax device."),
 ]
-
-
-def collect(gen):
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return events, stop.value
 
 
 @pytest.fixture
@@ -47,7 +38,7 @@ def run(one_shot, question, tools, cfg=None, kb_ids=(1,)):
     cfg = cfg or settings()
     ctx = ToolContext.for_run(list(kb_ids), 7, cfg)
     plan = RetrievalPlan(tools=list(tools))
-    return collect(one_shot.run(question, Understanding(rewritten_query=question), plan, ctx))
+    return drain(one_shot.run(question, Understanding(rewritten_query=question), plan, ctx))
 
 
 def test_planned_workers_run_in_parallel_and_union_is_refined():

@@ -23,7 +23,7 @@ from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.prompts import PromptLibrary
 from docmind_core.timeline import timeline
 from docmind_core.tools import ToolContext, Toolbox
-from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner, settings
+from tests.agentic_world import CORPUS, FixtureRetriever, drain, make_refiner, settings
 from tests.fakes.openai_server import FakeOpenAIServer, call, printed, printed_calls, text, tool_calls
 from tests.paths import ROOT
 
@@ -45,12 +45,8 @@ def run_loop(server, question: str):
     ctx = ToolContext.for_run([1], 7, cfg)
     gen = agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals", ctx,
                     threading.Event(), UsageMeter())
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return events, stop.value, ctx
+    events, outcome = drain(gen)
+    return events, outcome, ctx
 
 
 @pytest.mark.parametrize("shape, repaired_from", [

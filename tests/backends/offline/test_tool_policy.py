@@ -17,7 +17,7 @@ from docmind_core.answer.grade import CragGrader
 from docmind_core.models import Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs
-from tests.agentic_world import CORPUS, FixtureRetriever, chunk, make_refiner, settings
+from tests.agentic_world import CORPUS, FixtureRetriever, chunk, drain, make_refiner, settings
 
 POLICY = OfflineToolPolicy()
 TOOLS = loop_tool_specs(False)
@@ -120,12 +120,7 @@ def _run(agent, question):
     ctx = ToolContext.for_run([1], None, cfg)
     gen = agent.run(question, Understanding(rewritten_query=question), "fixtures", ctx, threading.Event(),
                     UsageMeter())
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return events, stop.value
+    return drain(gen)
 
 
 def test_offline_engine_loop_hops_to_the_bridge_paragraph():
