@@ -53,6 +53,20 @@ def _grid_text(frame) -> str:
                           "td, th')).map(c => c.textContent).join(' | ')")
 
 
+def _settled_table(page, *needles: str):
+    """The dataframe holding every needle, once the page's script run has finished: while Streamlit reruns a
+    page it keeps the previous run's elements on screen, so a table read mid-run can be the stale one."""
+    page.wait_for_function(
+        """(needles) => document.querySelector('[data-test-script-state="notRunning"]') !== null &&
+               [...document.querySelectorAll('[data-testid="stDataFrame"]')].some(
+                   el => needles.every(n => el.textContent.includes(n)))""",
+        arg=list(needles), timeout=PAGE_TIMEOUT_MS)
+    table = page.locator('[data-testid="stDataFrame"]')
+    for needle in needles:
+        table = table.filter(has_text=needle)
+    return table.first
+
+
 def test_an_experiment_runs_and_its_metrics_and_differences_appear(page):
     page.get_by_text("New experiment").click()
     form = page.locator('[data-testid="stForm"]', has_text="Create and run")
@@ -74,19 +88,14 @@ def test_an_experiment_runs_and_its_metrics_and_differences_appear(page):
     assert done.count() == 1, f"the experiment did not finish in {RUN_TIMEOUT_S} s: {progress}"
     assert "0 failed" in progress
 
-    metrics = page.locator('[data-testid="stDataFrame"]', has=page.locator("text=gold-in-context recall")).first
-    page.wait_for_function(
-        """() => [...document.querySelectorAll('[data-testid="stDataFrame"]')].some(
-               el => el.textContent.includes('gold-in-context recall') && el.textContent.includes('agentic'))""",
-        timeout=PAGE_TIMEOUT_MS)
+    metrics = _settled_table(page, "gold-in-context recall", "measured on", "agentic")
     cells = _grid_text(metrics)
     assert "rule" in cells and "agentic" in cells
     assert re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \(n=3\)", cells), cells  # an interval over 3 questions
     metrics.evaluate("el => el.scrollIntoView({block: 'start'})")
     page.screenshot(path=str(ARTIFACTS / "experiment_metrics.png"))
 
-    page.get_by_text("Paired differences").wait_for(timeout=30_000)
-    diffs = page.locator('[data-testid="stDataFrame"]', has=page.locator("text=B − A")).first
+    diffs = _settled_table(page, "B − A", "abstention accuracy")
     diff_cells = _grid_text(diffs)
     assert "rule" in diff_cells and "agentic" in diff_cells and "abstention accuracy" in diff_cells
     diffs.evaluate("el => el.scrollIntoView({block: 'start'})")
