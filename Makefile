@@ -41,11 +41,11 @@ run: demo
 browser-deps:
 	@bash scripts/browser_deps.sh
 
+# Both tiers run on two workers (pytest-xdist): the machines have two cores.
 test: install-test browser-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
-# The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no torch model builds;
-# two workers (the machines have two cores).
+# The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no torch model builds.
 test-fast: install-test
 	$(PY) -m pytest -q -n 2 -m "not slow and not browser"
 
