@@ -143,7 +143,7 @@ def test_offline_engine_loop_issues_two_searches_for_a_comparison():
 
 
 @pytest.mark.slow  # the docmind eval CLI end to end
-def test_eval_agentic_command_reports_both_modes(tmp_path, monkeypatch):
+def test_eval_agentic_command_reports_both_modes(tmp_path):
     """`docmind eval agentic DIR --json` on a tiny generated two-hop set."""
     import json
 
@@ -170,12 +170,7 @@ def test_eval_agentic_command_reports_both_modes(tmp_path, monkeypatch):
                                         encoding="utf-8")
     (data / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t1\nq2\td3\t1\nq2\td4\t1\n",
                                     encoding="utf-8")
-    monkeypatch.setenv("DOCMIND_HOME", str(tmp_path / "home"))
-    import docmind_core.cli as cli_module
-
-    monkeypatch.setattr(cli_module._holder, "_engine", None)
-    monkeypatch.setattr(cli_module._holder, "home", tmp_path / "home")
-    out = CliRunner().invoke(cli, ["eval", "agentic", str(data), "--json"])
+    out = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "eval", "agentic", str(data), "--json"])
     assert out.exit_code == 0, out.output
     report = json.loads(out.output[out.output.index("{"):])
     assert set(report["modes"]) == {"agentic", "one_shot"}
