@@ -161,9 +161,7 @@ def test_side_by_side_shows_both_columns_and_the_comparison(page):
 def test_uploaded_script_tag_is_shown_as_text_and_never_runs(page):
     page.get_by_role("link", name="Knowledge bases").click()
     page.wait_for_selector('[data-testid="stFileUploaderDropzoneInput"]', state="attached", timeout=30_000)
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
-        files=[{"name": "zephyr<script>.md", "mimeType": "text/markdown", "buffer": EVIL_DOC}])
-    page.get_by_role("button", name="Ingest").click()
+    _upload(page, "zephyr<script>.md", EVIL_DOC)
     page.wait_for_selector('[data-testid="stAlertContentSuccess"]', timeout=ANSWER_TIMEOUT_MS)
     _shot(page, page.locator('[data-testid="stAlertContentSuccess"]').first, "kb_upload.png")
 
@@ -182,6 +180,15 @@ def test_uploaded_script_tag_is_shown_as_text_and_never_runs(page):
     _shot(page, cards.first, "escaped_script.png")
 
 
+def _upload(pg, name: str, body: bytes) -> None:
+    """Hand the uploader one file and press Ingest once the file is uploaded: the upload goes to the server
+    on its own, and a click before it lands ingests nothing (seen under load)."""
+    pg.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        files=[{"name": name, "mimeType": "text/markdown", "buffer": body}])
+    pg.locator('[data-testid="stFileUploader"]', has_text=name).wait_for(timeout=30_000)
+    pg.get_by_role("button", name="Ingest").click()
+
+
 def _goto_kb_page(pg) -> None:
     pg.get_by_role("link", name="Knowledge bases").click()
     pg.wait_for_selector('[data-testid="stFileUploaderDropzoneInput"]', state="attached", timeout=30_000)
@@ -191,10 +198,10 @@ def test_an_upload_survives_navigating_away_and_its_job_finishes(page):
     _goto_kb_page(page)
     body = ("# Quasar field log\n\n" + "".join(
         f"Quasar unit {i} passed the thermal test at {40 + i % 9} degrees. " for i in range(1500))).encode()
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
-        files=[{"name": "quasar_log.md", "mimeType": "text/markdown", "buffer": body}])
-    page.get_by_role("button", name="Ingest").click()
-    page.wait_for_selector("text=Ingest jobs", timeout=30_000)
+    jobs_before = page.locator('[class*="st-key-dm-job-"]').count()
+    _upload(page, "quasar_log.md", body)
+    page.wait_for_function(f"document.querySelectorAll('[class*=\"st-key-dm-job-\"]').length > {jobs_before}",
+                           timeout=30_000)  # its job is listed
     page.get_by_role("link", name="Chat").click()  # away while the job runs in the core
     page.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=30_000)
     time.sleep(1.5)
