@@ -41,13 +41,14 @@ run: demo
 browser-deps:
 	@bash scripts/browser_deps.sh
 
-# Both tiers run on two workers (pytest-xdist): the machines have two cores.
+# Both tiers run on two workers (pytest-xdist; the machines have two cores), a test file per worker: the
+# browser tests of one file are one scenario on one page, in order.
 test: install-test browser-deps
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no torch model builds.
 test-fast: install-test
-	$(PY) -m pytest -q -n 2 -m "not slow and not browser"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not browser"
 
 bench: install-test
 	$(PY) bench/retrieval_latency.py

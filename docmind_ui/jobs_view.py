@@ -79,7 +79,7 @@ def _draw_job(bench, job: IngestJob) -> None:
                 st.error(escape_markdown(f.message or f"{f.name}: could not be ingested"))
         st.dataframe(pd.DataFrame([{"file": f.name, "status": f.outcome or f.state, "chunks": f.chunks,
                                     "error": f.message} for f in job.files]),
-                     hide_index=True, key=f"dm_job_files_{job.id}", use_container_width=True)
+                     hide_index=True, key=f"dm_job_files_{job.id}", width="stretch")
         if any(f.state in RETRYABLE_FILE_STATES for f in job.files):
             if st.button("Retry failed files", key=f"dm_job_retry_{job.id}", icon=":material/refresh:"):
                 _act(bench.retry_job, job.id)

@@ -133,7 +133,7 @@ if result is not None and hit_kb == kb_id:
         "vector rank": c.scores.vector_rank, "keyword": c.scores.keyword, "keyword rank": c.scores.keyword_rank,
         "fused": c.scores.fused, "rerank": c.scores.rerank, "mmr": c.scores.mmr,
         "found by": ", ".join(c.found_by), "text": c.text} for c in ranked]), hide_index=True, key="dm_hits",
-        use_container_width=True)
+        width="stretch")
     with st.expander(f"Candidate cards ({len(ranked)})", expanded=True):
         cards = "".join(source_card_html(n, c, "hits", cited=c.kept) for n, c in enumerate(ranked, start=1))
         st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
