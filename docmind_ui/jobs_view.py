@@ -14,7 +14,6 @@ import streamlit as st
 from docmind_core.errors import DocMindError
 from docmind_core.safe_text import escape_markdown
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
-from docmind_ui.charts import jump_to_anchor  # noqa: F401 - the KB page imports it from here
 from docmind_ui.session import workbench
 
 _ACTIVE_KEY = "dm_active_jobs"  # job ids this session saw active: a finished one triggers a page rerun
