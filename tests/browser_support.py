@@ -41,6 +41,17 @@ def prepare_home(home: Path, script: str, *args: str) -> None:
     subprocess.run([sys.executable, "-c", script, *args], env=home_env(home), cwd=ROOT, check=True, timeout=300)
 
 
+DEMO_KB_SCRIPT = (
+    "import sys; from docmind_core.engine import Engine; e = Engine.open(warm=False); "
+    "kb = e.create_kb('demo', 'Demo corpus: the fictional Aurora and Nimbus products'); "
+    "out = e.ingest(kb.id, sys.argv[1:]); assert all(o.status != 'failed' for o in out), out")
+
+
+def prepare_demo_home(home: Path, files: list[Path], then: str = "") -> None:
+    """A home with the demo KB ``demo`` holding ``files``; ``then``: more set-up code (``e`` is the engine)."""
+    prepare_home(home, DEMO_KB_SCRIPT + (f"; {then}" if then else ""), *(str(f) for f in files))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

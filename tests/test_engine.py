@@ -22,6 +22,7 @@ from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from tests.access_world import FAST_HASHER, PASSWORD
+from tests.paths import write_texts
 
 pytestmark = pytest.mark.slow  # each test ingests a KB into a real engine: not in make test-fast
 
@@ -75,12 +76,7 @@ def wired(tmp_path, monkeypatch):
     engine.start_warm_up().join(120)
     bench = Workbench(engine, LOCAL_USER)
     kb = bench.create_kb("products")
-    paths = []
-    for name, text in TEXTS.items():
-        path = tmp_path / name
-        path.write_text(text, encoding="utf-8")
-        paths.append(path)
-    assert all(o.status == "added" for o in bench.ingest(kb.id, paths))
+    assert all(o.status == "added" for o in bench.ingest(kb.id, write_texts(tmp_path, TEXTS)))
     assert all(len(proxies) == 1 for proxies in built.values()), "each backend is built once at start-up"
     live = {role: proxies[0] for role, proxies in built.items()}
     for proxy in live.values():

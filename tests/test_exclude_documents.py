@@ -16,6 +16,7 @@ from docmind_core.events import AnswerStarted, Done, Reranked
 from docmind_core.tools import ToolContext
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
+from tests.paths import write_texts
 
 DOCS = {
     "gold.txt": "The zephyr budget is 40k dollars and the zephyr launch is in March.",
@@ -30,12 +31,7 @@ def world(tmp_path_factory):
     base = tmp_path_factory.mktemp("exclude")
     engine = Engine.open(base / "home", env={}, warm=False)
     kb = engine.create_kb("lgo")
-    paths = []
-    for name, text in DOCS.items():
-        path = base / name
-        path.write_text(text, encoding="utf-8")
-        paths.append(path)
-    assert all(o.status == "added" for o in engine.ingest(kb.id, paths))
+    assert all(o.status == "added" for o in engine.ingest(kb.id, write_texts(base, DOCS)))
     docs = {d.name: d.id for d in engine.store.list_documents(kb.id)}
     return engine, kb.id, docs
 

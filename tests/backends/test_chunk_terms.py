@@ -25,7 +25,7 @@ from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text import keyword_tokens, split_terms, stem_tokens, stored_terms
 from tests.retrieval.test_hybrid import PRODUCT_DOCS
 from tests.ingest.test_pipeline import SMALL
-from tests.paths import ROOT
+from tests.paths import ROOT, write_texts
 
 REPO = ROOT
 
@@ -33,9 +33,7 @@ REPO = ROOT
 def ingest_products(root: Path, embedder) -> dict:
     """The product documents ingested into a KB "products" under ``root`` (SQLite, FTS5, embedded Chroma)."""
     docs = root / "docs"
-    docs.mkdir()
-    for name, body in PRODUCT_DOCS.items():
-        (docs / name).write_text(body, encoding="utf-8")
+    write_texts(docs, PRODUCT_DOCS)
     db = Database(root / "docmind.db")
     store = KnowledgeStore(db)
     vectors, keywords = ChromaVectorStore(path=root / "chroma"), Fts5KeywordIndex(db)

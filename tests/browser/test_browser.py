@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser_support import (
-    ARTIFACTS, browser_page, prepare_home, require_chromium, streamlit_server,
+    ARTIFACTS, browser_page, prepare_demo_home, require_chromium, streamlit_server,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -30,12 +30,7 @@ def server(tmp_path_factory):
     from tests.ui.test_pages import demo_files
 
     base = tmp_path_factory.mktemp("browser")
-    files = [str(p) for p in demo_files(base / "docs")]
-    prepare_home(base / "home", (
-        "import sys; from docmind_core.engine import Engine; e = Engine.open(); "
-        "kb = e.create_kb('demo', 'Demo corpus: the fictional Aurora and Nimbus products'); "
-        "out = e.ingest(kb.id, sys.argv[1:]); "
-        "assert all(o.status != 'failed' for o in out), out"), *files)
+    prepare_demo_home(base / "home", demo_files(base / "docs"))
     with streamlit_server(base / "home", base / "streamlit.log") as url:
         yield url
 

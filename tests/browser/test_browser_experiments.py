@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.browser_support import (
-    ARTIFACTS, ROOT, browser_page, prepare_home, require_chromium, streamlit_server,
+    ARTIFACTS, ROOT, browser_page, prepare_demo_home, require_chromium, streamlit_server,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -27,14 +27,10 @@ def server(tmp_path_factory):
     from tests.ui.test_pages import demo_files
 
     base = tmp_path_factory.mktemp("browser-experiments")
-    files = [str(p) for p in demo_files(base / "docs")]
-    prepare_home(base / "home", (
-        "import sys; from docmind_core.engine import Engine; from docmind_core.users import LOCAL_USER; "
-        "from docmind_core.workbench import Workbench; e = Engine.open(warm=False); "
-        "kb = e.create_kb('demo', 'Demo corpus: the fictional Aurora and Nimbus products'); "
-        "out = e.ingest(kb.id, sys.argv[2:]); assert all(o.status != 'failed' for o in out), out; "
-        "Workbench(e, LOCAL_USER, 'cli').import_dataset('demo', sys.argv[1], kb='demo')"),
-        str(ROOT / "data" / "demo_labelled.jsonl"), *files)
+    prepare_demo_home(base / "home", demo_files(base / "docs"), then=(
+        "from docmind_core.users import LOCAL_USER; from docmind_core.workbench import Workbench; "
+        f"Workbench(e, LOCAL_USER, 'cli').import_dataset('demo', {str(ROOT / 'data' / 'demo_labelled.jsonl')!r}, "
+        "kb='demo')"))
     with streamlit_server(base / "home", base / "streamlit.log") as url:
         yield url
 

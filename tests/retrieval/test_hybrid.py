@@ -17,6 +17,7 @@ from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text import count_tokens
+from tests.paths import write_texts
 
 PRODUCT_DOCS = {
     "aquapump-manual.md": (
@@ -183,9 +184,7 @@ def test_cli_search_shows_per_stage_scores(home, tmp_path):
     from docmind_core.cli import cli
 
     docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, text in PRODUCT_DOCS.items():
-        (docs / name).write_text(text, encoding="utf-8")
+    write_texts(docs, PRODUCT_DOCS)
     runner = CliRunner()
     out = runner.invoke(cli, ["--home", str(home), "ingest", str(docs), "--kb", "demo", "--no-progress"])
     assert out.exit_code == 0, out.output

@@ -10,7 +10,7 @@ pytest.importorskip("docmind_core.engine")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.markdown_probe import text_of  # noqa: E402  (alerts hold escaped Markdown: compare what they show)
-from tests.paths import ROOT
+from tests.paths import ROOT, write_texts
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
 APP = str(ROOT / "app.py")
@@ -40,10 +40,7 @@ def demo_files(tmp: Path) -> list[Path]:
                    and p.name not in NOT_DOCUMENTS) if demo.is_dir() else []
     if files:
         return files
-    tmp.mkdir(parents=True, exist_ok=True)
-    for name, text in FALLBACK_DOCS.items():
-        (tmp / name).write_text(text, encoding="utf-8")
-    return sorted(tmp.iterdir())
+    return sorted(write_texts(tmp, FALLBACK_DOCS))
 
 
 @pytest.fixture(scope="module")
