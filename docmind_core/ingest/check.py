@@ -183,15 +183,19 @@ class KbChecker:
         docs = {d.id: d for d in self.store.list_documents(kb.id)}
         per_doc: dict[int, DocumentCheck] = {}
 
+        # per-document counts once (a KB whose vectors are all missing differs in every document)
+        chunk_counts = Counter(d for _c, d, _h in snap.rows)
+        vector_counts = Counter(snap.vectors.values())
+        keyword_counts = None if snap.keyword is None else Counter(d for _c, d in snap.keyword)
+
         def entry(doc_id: int) -> DocumentCheck:
             if doc_id not in per_doc:
                 doc = docs.get(doc_id)
                 per_doc[doc_id] = DocumentCheck(
                     doc_id=doc_id, name=doc.name if doc else f"document {doc_id}",
-                    status=doc.status if doc else "gone",
-                    chunks=sum(1 for _c, d, _h in snap.rows if d == doc_id),
-                    vectors=sum(1 for d in snap.vectors.values() if d == doc_id),
-                    keyword_rows=None if snap.keyword is None else sum(1 for _c, d in snap.keyword if d == doc_id))
+                    status=doc.status if doc else "gone", chunks=chunk_counts[doc_id],
+                    vectors=vector_counts[doc_id],
+                    keyword_rows=None if keyword_counts is None else keyword_counts[doc_id])
             return per_doc[doc_id]
 
         for field, ids in (("missing_vectors", missing_vectors), ("missing_keyword_rows", missing_keyword),
@@ -225,7 +229,9 @@ class KbChecker:
         report = self._report(kb, snap)
         repaired, problems = report.repaired, report.problems
         for doc_id, reason in snap.gone.items():
-            owner = self.store.document_leases([doc_id]).get(doc_id)
+            # the owner judged gone, not a fresh read: one that took the document over since is alive, and
+            # the compare-and-set must fail against it
+            owner = snap.states[doc_id][1]
             if self.writer.remove_interrupted(kb_id, doc_id, lease_id, owner):
                 repaired.append(f"removed interrupted document {doc_id} ({reason})")
         for doc in self.store.list_documents(kb_id, status="failed"):

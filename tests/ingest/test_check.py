@@ -297,3 +297,30 @@ def test_cli_kb_check_and_search_say_what_is_missing(tmp_path):
     assert fixed.returncode == 0 and "repaired: added 2 missing vectors" in fixed.stdout, fixed.stdout + fixed.stderr
     assert "after the repair: consistent" in fixed.stdout
     assert "warning" not in _cli(home, "search", "Nimbus N2 power draw", "--kb", "manuals").stdout
+
+
+def test_repair_leaves_a_document_taken_over_after_the_check_judged_its_owner_gone(tmp_path, monkeypatch):
+    """Repair removes an interrupted document only from the owner it judged gone: a process that took the
+    document over in between is alive, and the compare-and-set must fail against it."""
+    import docmind_core.ingest.check as check_module
+    from tests.ingest.test_leases import _lease_row, _pending_doc
+
+    world = World(tmp_path / "home")
+    world.ingest(_docs(tmp_path, 2))
+    kb = world.kb()
+    doc_id = _pending_doc(world, kb.id, "taken.md", _lease_row(world.db, pid=2 ** 22 + 7))  # an exited process
+    real_init = check_module._Snapshot.__init__
+    taken: list[int] = []
+
+    def take_over_after_the_snapshot(snapshot, *args, **kwargs):
+        real_init(snapshot, *args, **kwargs)
+        if doc_id in snapshot.gone:  # a live writer takes the document over before the repair acts
+            live = _lease_row(world.db)
+            taken.append(live)
+            with world.db.transaction() as tx:
+                tx.execute("UPDATE documents SET lease_id = ? WHERE id = ?", [live, doc_id])
+
+    monkeypatch.setattr(check_module._Snapshot, "__init__", take_over_after_the_snapshot)
+    world.ingestor.check_kb(kb.id, repair=True)
+    status, owner = world.store.document_states(kb.id)[doc_id]  # the row is still there, with its new owner
+    assert status == "pending" and owner == taken[0]
