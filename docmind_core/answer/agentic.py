@@ -152,8 +152,6 @@ class AgenticSearch:
         if stop_reason == StopReason.CANCELLED:
             return (yield from self._cancelled_outcome(query, ctx, rounds, loop_ms))
         timed_out = stop_reason in (StopReason.ITERATION_TIMEOUT, StopReason.TOTAL_TIMEOUT)
-        if failure and looks_like_timeout(Exception(failure)):
-            end.in_model = True
         if guard is not None and end.in_model:  # the model did not answer in time: not called again this run
             guard.trip(LLM, f"it timed out earlier in this run ({failure or stop_reason} in the agentic loop)")
         if end.in_model:  # a stalled model is an error of the run (the Fallback event below says what replaced it)

@@ -11,7 +11,7 @@ from docmind_core.answer.agentic import AgenticSearch, expanded_rerank_query
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.backends.protocols import UsageMeter
 from docmind_core.backends.web_search import TavilyWebSearch
-from docmind_core.events import AgenticStep, Fallback, Retrieved
+from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.answer.grade import CragGrader
 from docmind_core.models import StageScores, Understanding
 from docmind_core.prompts import PromptLibrary
@@ -155,6 +155,24 @@ def test_an_exception_in_a_tool_falls_back_to_one_shot():
     assert outcome.result.chunks and outcome.result.chunks[0].chunk_id == "a6"
     kinds = [e.kind for e in events]
     assert kinds.index("fallback") < kinds.index("retrieval")
+
+
+class TimingOutRetriever(FixtureRetriever):
+    def _search(self, method, query, kb_ids, top_k):
+        if method == "candidates" and not getattr(self, "timed_out", False):
+            self.timed_out = True
+            raise TimeoutError("vector search timed out")
+        return super()._search(method, query, kb_ids, top_k)
+
+
+def test_a_tool_that_times_out_is_not_blamed_on_the_language_model():
+    """Only a model that stalled is shut off for the run; a search backend's timeout is the tool's failure."""
+    agent, _ = build(ScriptedModel(rounds=[[("searchDocs", {"query": "warranty claims"})]]),
+                     TimingOutRetriever(CORPUS))
+    events, outcome, _ = run(agent, "How long do I have for warranty claims?")
+    assert outcome.fell_back and outcome.mode == "one_shot"
+    errors = [e.message for e in events if isinstance(e, ErrorRaised)]
+    assert not any("language model timed out" in m for m in errors), errors
 
 
 def test_an_exception_in_the_model_falls_back_to_one_shot():
