@@ -213,6 +213,7 @@ class Support:
 
     sources: tuple[int, ...] = ()
     share: float = 0.0  # weighted share of the sentence's salient terms the chosen sources contain
+    checkable: bool = True  # False: too few terms, or the sentence says the sources lack something
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ def _support(sentence: str, sources: Sequence[_SourceTerms]) -> Support:
     weights = salient_terms(bare)
     total = sum(weights.values())
     if len(weights) < SUPPORT_MIN_TERMS or total <= 0 or ABSENCE_RE.search(bare):
-        return Support()
+        return Support(checkable=False)
     covers = [frozenset(term for term in weights if source.contains(term)) for source in sources]
     chosen: list[int] = []
     covered: set[str] = set()

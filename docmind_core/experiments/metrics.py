@@ -32,11 +32,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from docmind_core.citations import ABSENCE_RE, MARKER_RE, SUPPORT_MIN_TERMS, cited_sentences, sentence_support
+from docmind_core.citations import ABSENCE_RE, cited_sentences, sentence_support
 from docmind_core.eval.retrieval_eval import ndcg_at_k
 from docmind_core.experiments.datasets import DatasetItem
 from docmind_core.models import RetrievedChunk
-from docmind_core.text import salient_terms
 from docmind_core.timeline import RunDigest
 
 BOOTSTRAP_SAMPLES = 2000
@@ -184,11 +183,11 @@ def citation_support(digest: RunDigest) -> tuple[int, int]:
         if key in seen:
             continue
         seen.add(key)
-        if len(salient_terms(MARKER_RE.sub("", cited.text))) < SUPPORT_MIN_TERMS:
-            continue  # too little to check: neither supported nor unsupported
+        support = sentence_support(cited.text, [done.sources[cited.index - 1]])
+        if not support.checkable:
+            continue  # too little to check, or it says the sources lack something: neither way
         checked += 1
-        if sentence_support(cited.text, [done.sources[cited.index - 1]]).sources:
-            supported += 1
+        supported += bool(support.sources)
     return checked, supported
 
 

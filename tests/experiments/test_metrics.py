@@ -167,3 +167,19 @@ def test_citation_support_checks_the_sentence_the_citation_parser_gives_each_mar
     assert [i for i, _ in pairs] == [1, 2]
     assert all(sentence_support(text, [sources[i - 1]]).sources for i, text in pairs)  # each supports its own
     assert citation_support(RunDigest.from_events([done])) == (2, 2)
+
+
+def test_a_cited_sentence_that_says_the_sources_lack_something_is_not_checked_for_support():
+    """"The sources do not mention X. [1]" cannot be supported by [1]: the citation parser leaves such a
+    sentence unchecked, and the metric must too (it counted it as cited but unsupported)."""
+    from docmind_core.citations import parse_citations
+    from docmind_core.events import Done
+    from docmind_core.experiments.metrics import citation_support
+    from docmind_core.timeline import RunDigest
+
+    sources = [RetrievedChunk(chunk_id="s1", document="specs.md", text="The Orion O3 samples at 250 Hz.")]
+    answer = ("The Orion O3 samples at 250 Hz. [1] "
+              "The sources do not mention the Nova X2 battery life in hours. [1]")
+    done = Done(run_id="r", answer=answer, mode="RULE_PLANNER", sources=sources,
+                citations=parse_citations(answer, sources))
+    assert citation_support(RunDigest.from_events([done])) == (1, 1)
