@@ -92,7 +92,8 @@ def test_sign_in_holds_an_opaque_server_validated_token(engine):
     assert engine.user_for_session(token) == alice
     # the cookie that keeps a refresh signed in is written once, with the lifetime from config
     scripts = [h.proto.body for h in app.get("html")]
-    assert any(f"docmind_session={token}" in s and "Max-Age=43200" in s for s in scripts), scripts
+    max_age = f"Max-Age={int(engine.settings.auth.session_hours * 3600)}"
+    assert any(f"docmind_session={token}" in s and max_age in s for s in scripts), scripts
 
 
 def test_sign_out_ends_every_session_of_the_user(engine):

@@ -56,7 +56,8 @@ def test_page_shows_metrics_differences_confusion_and_sweep(engine):
     confusion = _frame(at, "answerability")
     assert {"HIGH", "AMBIGUOUS", "LOW", "none"} <= set(confusion.columns)
     assert len(at.get("plotly_chart")) == 2  # heatmap and curves
-    assert any("14 of 14" in str(p.value) or "done" in str(p.proto) for p in at.get("progress"))
+    assert any(p.proto.text.startswith("done: 14 of 14 runs") for p in at.get("progress")), \
+        [p.proto.text for p in at.get("progress")]
     best = _frame(at, "not HIGH on unanswerable")
     assert list(best[""]) == ["live", "recommended"]
     # apply: the recommended point becomes the (admin's: global) thresholds
