@@ -43,7 +43,6 @@ from docmind_core.limits import InputTooLarge, check_kb_ids
 from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.settings import Settings
 from docmind_core.tools import ToolContext, ToolOutput
-from docmind_core.users import User
 from docmind_core.workbench import Workbench
 
 log = logging.getLogger(__name__)
@@ -55,9 +54,8 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class ToolEngine(Protocol):
-    """What the server needs from the Engine (the composition root): a facade per caller, and the key check."""
-
-    def workbench(self, user: User, channel: str = "web") -> Workbench: ...
+    """What the server needs from the Engine (the composition root) itself: the key check.  Each call then
+    runs through ``Workbench(engine, caller, "mcp")``, which reads the rest."""
 
     def resolve_api_key(self, key: str) -> ResolvedKey | None: ...
 

@@ -141,9 +141,6 @@ class World:
     def settings_for(self, user: User) -> Settings:
         return self.config.load_for(user.owner_key).with_overrides(self.overrides)
 
-    def workbench(self, user: User, channel: str = "web") -> Workbench:
-        return Workbench(self, user, channel)  # type: ignore[arg-type] - this world stands in for an Engine
-
     def resolve_api_key(self, key: str):
         return self.api_keys.resolve_key(key)
 
