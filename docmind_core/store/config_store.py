@@ -82,7 +82,7 @@ class ConfigStore:
 
     def load_report(self) -> ConfigReport:
         """The settings in effect and the stored overrides that were skipped, with why."""
-        settings, problems = _valid_layer(Settings(), self.overrides())
+        settings, problems, _accepted = _valid_layer(Settings(), self.overrides())
         return ConfigReport(settings=settings, problems=problems)
 
     def history(self, limit: int = 100, key: str | None = None,
@@ -197,13 +197,15 @@ class ConfigStore:
         if not changes:
             return self.load()
         with self._db.transaction() as db:
-            current = self.load_report().settings
-            new_settings = current.with_overrides(changes)  # raises ConfigError: nothing written
+            stored = self.overrides()
+            # built as load() builds it, over every stored override that validates: a key set by hand keeps
+            # winning over a profile's preset, here as after the write
+            accepted = _valid_layer(Settings(), stored)[2]
+            new_settings = Settings().with_overrides({**accepted, **changes})  # raises ConfigError: nothing written
             # What each key would be without an override of its own: the defaults, with the chosen llm.profile's
             # presets (so setting a key back to its plain default under a profile is stored, and wins).
             profile = new_settings.llm.profile
             under_profile = Settings() if profile == "default" else Settings().with_overrides({"llm.profile": profile})
-            stored = self.overrides()
             now = utcnow()
             for key in changes:
                 defaults = Settings() if key == "llm.profile" else under_profile
@@ -252,11 +254,11 @@ class ConfigStore:
         return Settings()
 
 
-def _valid_layer(base: Settings, overrides: dict[str, Any]) -> tuple[Settings, list[ConfigProblem]]:
+def _valid_layer(base: Settings, overrides: dict[str, Any]) -> tuple[Settings, list[ConfigProblem], dict[str, Any]]:
     """``base`` with ``overrides``; when some no longer validate, each is tried in turn so the good ones still
-    apply, and the refused ones come back as problems."""
+    apply, and the refused ones come back as problems.  Also returns the overrides that were applied."""
     try:
-        return base.with_overrides(overrides), []
+        return base.with_overrides(overrides), [], dict(overrides)
     except ConfigError:
         pass
     accepted: dict[str, Any] = {}
@@ -268,7 +270,7 @@ def _valid_layer(base: Settings, overrides: dict[str, Any]) -> tuple[Settings, l
             problems.append(ConfigProblem(key=key, value=value, message=str(exc)))
         else:
             accepted[key] = value
-    return base.with_overrides(accepted), problems
+    return base.with_overrides(accepted), problems, accepted
 
 
 def _encode(value: Any) -> str:

@@ -158,3 +158,14 @@ def test_a_key_set_back_to_its_plain_default_under_a_profile_wins(tmp_path):
     assert store.overrides()["agentic.max_iterations"] == 4
     store.set("agentic.max_iterations", 2)  # the profile's own value again: no override needed
     assert "agentic.max_iterations" not in store.overrides() and store.load().agentic.max_iterations == 2
+
+
+def test_setting_a_profile_returns_the_settings_that_are_stored(store):
+    """A key set by hand wins over the profile's preset in what set() returns, as in what load() reads after."""
+    store.set("llm.timeout_s", 60)
+    store.set("run.deadline_ms", 60_000)
+    returned = store.set("llm.profile", "local_small")
+    loaded = store.load()
+    assert returned.llm.timeout_s == loaded.llm.timeout_s == 60
+    assert returned.run.deadline_ms == loaded.run.deadline_ms == 60_000
+    assert returned.flat() == loaded.flat()
