@@ -49,9 +49,9 @@ from calibrate_reranker import fit_logistic  # noqa: E402
 
 from docmind_core.backends.rerankers import FEATURES, WEIGHTS  # noqa: E402
 from docmind_core.answer.grade import CoverageReport, CragGrader  # noqa: E402
-from docmind_core.answer.grade import _term_in_chunk as term_in_chunk  # noqa: E402
+from docmind_core.answer.grade import found_terms  # noqa: E402
 from docmind_core.settings import GraderSettings  # noqa: E402
-from docmind_core.text import is_cjk, keyword_tokens, salient_terms, sentences  # noqa: E402
+from docmind_core.text import salient_terms, sentences  # noqa: E402
 
 GRADED = 8
 TOP_FOR_COVERAGE = 3
@@ -208,9 +208,7 @@ def holds_answer_candidate(kind: str, text: str, question: str) -> bool:
 
 
 def _found(text: str, terms) -> frozenset[str]:
-    lowered = text.lower()
-    plain, stemmed = set(keyword_tokens(text, stem=False)), set(keyword_tokens(text, stem=True))
-    return frozenset(t for t in terms if term_in_chunk(t, lowered, plain, stemmed))
+    return found_terms(terms, text)
 
 
 def _weighted(found, weights: dict[str, float]) -> float:

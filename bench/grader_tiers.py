@@ -53,8 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from docmind_core.backends.rerankers import DISTRACTOR_FIT_WEIGHTS, WEIGHTS  # noqa: E402
 from docmind_core.answer.grade import CragGrader, coverage_report  # noqa: E402
-from docmind_core.answer.grade import _term_in_chunk as term_in_chunk  # noqa: E402
-from docmind_core.text import keyword_tokens, salient_terms  # noqa: E402
+from docmind_core.answer.grade import found_terms  # noqa: E402
+from docmind_core.text import salient_terms  # noqa: E402
 from docmind_core.models import Tier  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 
@@ -190,9 +190,8 @@ def _dump_candidates(out, reranker, name: str, split: str, q, answerable: bool, 
 
 def _hits(terms: dict[str, float], text: str) -> list[int]:
     """Positions (in ``terms`` order) of the salient terms found in ``text``, as the grader's coverage finds them."""
-    lowered = text.lower()
-    plain, stemmed = set(keyword_tokens(text, stem=False)), set(keyword_tokens(text, stem=True))
-    return [i for i, term in enumerate(terms) if term_in_chunk(term, lowered, plain, stemmed)]
+    found = found_terms(terms, text)
+    return [i for i, term in enumerate(terms) if term in found]
 
 
 def demo_runs(settings: Settings, limit: int | None) -> list[RunRow]:

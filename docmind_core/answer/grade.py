@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
+from docmind_core.backends.rerankers import chunk_terms
 from docmind_core.models import GradeResult, RetrievedChunk, Tier
 from docmind_core.settings import GraderSettings, GrayZoneMode, Settings
 from docmind_core.text import is_cjk, keyword_tokens, salient_terms
@@ -59,14 +60,20 @@ def _top_chunks(chunks: Sequence[RetrievedChunk]) -> list[RetrievedChunk]:
     return sorted(chunks, key=chunk_score, reverse=True)[:COVERAGE_TOP_CHUNKS]
 
 
-def _term_in_chunk(term: str, text_lower: str, plain: set[str], stemmed: set[str]) -> bool:
-    if is_cjk(term[0]):
-        # jieba may cut the query and the chunk differently ("向量数据库" vs "向量 / 数据库")
-        return term in text_lower
-    if term in plain:
-        return True
-    stem = keyword_tokens(term, stem=True)
-    return bool(stem) and stem[0] in stemmed
+def found_terms(terms: Iterable[str], text: str, stored: str | None = None) -> frozenset[str]:
+    """The ``terms`` a chunk's text holds, as coverage counts them; ``stored``: its ingest-time tokens."""
+    present, _pairs, text_lower = chunk_terms(text, stored)  # cached: the reranker has just read these chunks
+
+    def holds(term: str) -> bool:
+        if is_cjk(term[0]):
+            # jieba may cut the query and the chunk differently ("向量数据库" vs "向量 / 数据库")
+            return term in text_lower
+        if term in present:
+            return True
+        stem = keyword_tokens(term, stem=True)
+        return bool(stem) and stem[0] in present
+
+    return frozenset(term for term in terms if holds(term))
 
 
 def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageReport:
@@ -83,14 +90,9 @@ def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageRep
     best = 0.0
     rare_hit = False
     for chunk in _top_chunks(chunks):
-        text_lower = chunk.text.lower()
-        plain = set(keyword_tokens(chunk.text, stem=False))
-        stemmed = set(keyword_tokens(chunk.text, stem=True))
-        hit_weight = 0.0
-        for term, weight in terms.items():
-            if _term_in_chunk(term, text_lower, plain, stemmed):
-                hit_weight += weight
-                rare_hit = rare_hit or weight >= RARE_ENTITY_WEIGHT
+        found = found_terms(terms, chunk.text, chunk.terms)
+        hit_weight = sum(terms[term] for term in found)
+        rare_hit = rare_hit or any(terms[term] >= RARE_ENTITY_WEIGHT for term in found)
         best = max(best, hit_weight / total)
     return CoverageReport(round(best, 4), rare_hit, True)
 
