@@ -248,7 +248,9 @@ class CutBy(StrEnum):
     FUSION = "fusion"
     RERANK = "rerank"
     MMR = "mmr"
+    MERGED = "merged"  # a sibling folded into the parent block of a better-ranked chunk
     BUDGET = "budget"
+    COVERAGE = "coverage"  # displaced by another search's best chunk (answer.finish.keep_group_best)
 
 
 class RequestedMode(str, Enum):

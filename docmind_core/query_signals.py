@@ -16,12 +16,11 @@ both read a question the same way.  Pure functions over text; nothing here calls
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from typing import Sequence
 
 from docmind_core.models import RetrievedChunk, Scope, Turn
-from docmind_core.text import ENGLISH_STOP_WORDS, is_cjk, keyword_tokens, salient_terms, sentences
+from docmind_core.text import ENGLISH_STOP_WORDS, is_cjk, keyword_tokens, part_of_speech, salient_terms, sentences
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
 _CODE_RE = re.compile(r"\b(?:[A-Za-z]+[-_]?\d[\w.-]*|v?\d+(?:\.\d+){1,3}[a-z]?|[A-Z]{2,}\d*)\b")
@@ -56,7 +55,6 @@ _GENERIC_CAPS = frozenset(
 _COMPARISON_WORDS = frozenset("对比 比较 区别 差异 异同 分别 各自 相比 compare compared comparison difference differences "
                               "versus vs both same".split())
 
-_posseg_lock = threading.Lock()
 
 _END = r"[\s!！。.~～?？,，…]*$"
 
@@ -335,8 +333,4 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
 
 
 def _chinese_proper_nouns(text: str, flags: tuple[str, ...] = ("nr", "ns", "nt", "nz")) -> list[str]:
-    import jieba.posseg as pseg
-
-    with _posseg_lock:  # jieba's lazy initialisation is not thread-safe
-        pairs = [(p.word, p.flag) for p in pseg.cut(text[:600])]
-    return [w for w, flag in pairs if flag in flags and len(w) >= 2]
+    return [w for w, flag in part_of_speech(text[:600]) if flag in flags and len(w) >= 2]

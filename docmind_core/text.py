@@ -335,6 +335,15 @@ def _jieba_words(segment: str) -> list[str]:
         return jieba.lcut(segment)
 
 
+def part_of_speech(text: str) -> list[tuple[str, str]]:
+    """(word, jieba part-of-speech flag) of ``text``, under the same lock as every other jieba call (the
+    tokenizer and the tagger share jieba's lazy initialisation)."""
+    import jieba.posseg as pseg
+
+    with _jieba_lock:
+        return [(p.word, p.flag) for p in pseg.cut(text)]
+
+
 _SEGMENT_RE = re.compile(f"([{_CJK}]+)")
 
 

@@ -14,7 +14,7 @@ from docmind_core.answer.grade import CragGrader
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import RunGuard, elapsed_ms
 from docmind_core.events import Event, Graded, Reranked, WebCompensated
-from docmind_core.models import GradeResult, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
+from docmind_core.models import CutBy, GradeResult, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
 from docmind_core.settings import Settings
 from docmind_core.text import count_tokens, truncate_to_tokens
 from docmind_core.tools import ToolContext, Toolbox, ToolOutput
@@ -168,7 +168,7 @@ def keep_group_best(result: SearchResult, groups: Sequence[Sequence[str]], setti
         return result
     kept.sort(key=lambda c: -score.get(c.chunk_id, -1.0))
     candidates = [c.model_copy(update={"kept": c.chunk_id in kept_ids,
-                                       "cut_by": None if c.chunk_id in kept_ids else (c.cut_by or "coverage")})
+                                       "cut_by": None if c.chunk_id in kept_ids else (c.cut_by or CutBy.COVERAGE)})
                   for c in result.candidates]
     return result.model_copy(update={"chunks": kept, "candidates": candidates,
                                      "used_tokens": sum(count_tokens(c.text) for c in kept)})

@@ -158,6 +158,7 @@ class AnswerPipeline:
         state.stage = "scope"
         t = time.perf_counter()
         fast = fast_scope(question, history)
+        kb_brief = ""  # the KBs' names and descriptions: read once, for understanding and the agentic seed
         state.timings["scope"] = elapsed_ms(t)
         understanding: Understanding | None = None
         if fast is not None:
@@ -167,8 +168,9 @@ class AnswerPipeline:
             # 2. understanding: one model call that also decides the scope
             state.stage = "understanding"
             t = time.perf_counter()
+            kb_brief = self._kb_brief(request.kb_ids)
             understanding, via = QueryUnderstanding(bind_model(self.llm, guard), self.prompts).run(
-                question, history, self._kb_brief(request.kb_ids), meter)
+                question, history, kb_brief, meter)
             state.timings["understanding"] = elapsed_ms(t)
             if not guard.usable(LLM):
                 yield ErrorRaised(stage="understanding", message=f"the language model timed out; "
@@ -205,7 +207,7 @@ class AnswerPipeline:
         else:
             if decision.mode == Mode.AGENTIC:
                 outcome = yield from self.agentic.run(
-                    question, understanding, self._kb_brief(request.kb_ids), ctx, cancel, meter,
+                    question, understanding, kb_brief or self._kb_brief(request.kb_ids), ctx, cancel, meter,
                     guard=guard)
             else:
                 outcome = yield from self.one_shot.run(question, understanding, plan, ctx, cancel,

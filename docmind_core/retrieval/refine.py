@@ -129,7 +129,7 @@ class EvidenceRefiner:
             parents = {c.chunk_id: records[c.parent_id] for c in with_parent if c.parent_id in records}
             expansion = expand_to_parents(selected, parents, budget)
             selected = expansion.chunks
-            merged = [c.model_copy(update={"kept": False, "cut_by": "merged"}) for c in expansion.merged]
+            merged = [c.model_copy(update={"kept": False, "cut_by": CutBy.MERGED}) for c in expansion.merged]
         timings["expand"] = elapsed_ms(start)
 
         start = time.perf_counter()
