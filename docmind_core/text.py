@@ -104,16 +104,9 @@ def uncached_count_tokens(text: str) -> int:
     return len(_TOKEN_RE.findall(text)) + sum((len(w) - 1) // 8 for w in _LONG_WORD_RE.findall(text))
 
 
-def token_spans(text: str) -> list[tuple[int, int, int]]:
-    """(start, end, cost) of each counted token in order; the costs add up to ``count_tokens(text)``.
-
-    Lets the chunker cut an over-long sentence at token boundaries.
-    """
-    return list(iter_token_spans(text))
-
-
 def iter_token_spans(text: str, pos: int = 0, endpos: int | None = None) -> Iterator[tuple[int, int, int]]:
-    """:func:`token_spans` one at a time: a sentence of millions of characters (a text without
+    """(start, end, cost) of each counted token in order, one at a time (the costs add up to
+    ``count_tokens(text)``; the chunker cuts an over-long sentence at token boundaries): a sentence of millions of characters (a text without
     punctuation) is cut without a list of all its tokens.  ``pos``/``endpos`` look at ``text[pos:endpos]``
     without copying it (offsets stay those of ``text``)."""
     for m in _TOKEN_RE.finditer(text, pos, len(text) if endpos is None else endpos):

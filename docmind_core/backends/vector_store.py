@@ -283,18 +283,9 @@ class ChromaVectorStore:
                 return found
             offset += page
 
-    @staticmethod
-    def _document_ids(col) -> set[int]:
-        found: set[int] = set()
-        page = 5000
-        offset = 0
-        while True:  # page through metadata only; vectors are never fetched
-            result = col.get(include=["metadatas"], limit=page, offset=offset)
-            metas = result["metadatas"] or []
-            found.update(int(m["doc_id"]) for m in metas if m and "doc_id" in m)
-            if len(metas) < page:
-                return found
-            offset += page
+    @classmethod
+    def _document_ids(cls, col) -> set[int]:
+        return {doc_id for doc_id in cls._entries(col).values() if doc_id >= 0}
 
     def status(self) -> BackendStatus:
         if self.url:

@@ -242,12 +242,6 @@ class DatasetStore:
             params.append(int(limit))
         return [_item(r) for r in self._db.db.execute(sql, params).fetchall()]
 
-    def item(self, item_id: int) -> DatasetItem:
-        row = self._db.db.execute(f"SELECT {_ITEM_COLUMNS} FROM dataset_items WHERE id = ?", [int(item_id)]).fetchone()
-        if row is None:
-            raise NotFound(f"dataset item #{item_id} does not exist")
-        return _item(row)
-
     def add_items(self, dataset_id: int, items: Sequence[DatasetItem]) -> list[int]:
         with self._db.transaction() as db:
             start = db.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM dataset_items WHERE dataset_id = ?",
