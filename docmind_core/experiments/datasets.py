@@ -156,18 +156,15 @@ def beir_corpus_files(folder: Path | str, out_dir: Path, doc_ids: Iterable[str] 
     return paths
 
 
+def matches_gold(ref: str, name: str) -> bool:
+    """A gold reference names a KB document by its name, or by its name without the extension."""
+    return ref == name or ("." in name and name.rsplit(".", 1)[0] == ref)
+
+
 def gold_document_ids(gold: Sequence[str], documents: dict[str, int]) -> set[int]:
-    """KB document ids of the gold references (``documents``: KB document name -> id)."""
-    by_stem: dict[str, int] = {}
-    for name, doc_id in documents.items():
-        by_stem.setdefault(name.rsplit(".", 1)[0] if "." in name else name, doc_id)
-    out: set[int] = set()
-    for ref in gold:
-        if ref in documents:
-            out.add(documents[ref])
-        elif ref in by_stem:
-            out.add(by_stem[ref])
-    return out
+    """KB document ids of the gold references (``documents``: KB document name -> id): every document the
+    metrics count as gold, so leave-gold-out leaves out exactly those."""
+    return {doc_id for name, doc_id in documents.items() if any(matches_gold(ref, name) for ref in gold)}
 
 
 # --------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import numpy as np
 
 from docmind_core.citations import ABSENCE_RE, cited_sentences, sentence_support
 from docmind_core.eval.retrieval_eval import ndcg_at_k
-from docmind_core.experiments.datasets import DatasetItem
+from docmind_core.experiments.datasets import DatasetItem, matches_gold
 from docmind_core.models import RetrievedChunk
 from docmind_core.timeline import RunDigest
 
@@ -124,12 +124,8 @@ def contains_answer(answer: str, answers: Sequence[str | Sequence[str]]) -> bool
     return False
 
 
-def _matches(ref: str, name: str) -> bool:
-    return ref == name or (("." in name) and name.rsplit(".", 1)[0] == ref)
-
-
 def _gold_refs_of(chunk: RetrievedChunk, gold_docs: Sequence[str]) -> list[str]:
-    return [ref for ref in gold_docs if _matches(ref, chunk.document)]
+    return [ref for ref in gold_docs if matches_gold(ref, chunk.document)]
 
 
 def gold_recall(sources: Sequence[RetrievedChunk], item: DatasetItem) -> float | None:

@@ -75,6 +75,8 @@ def test_answer_containment_and_gold_matching():
     assert contains_answer("闪烁红灯表示硬件故障", ["hardware fault", "硬件故障"])
     assert not contains_answer("anything", [])
     assert gold_document_ids(["d3", "faq.md"], {"d3.txt": 7, "faq.md": 2, "d30.txt": 9}) == {7, 2}
+    # every document the metrics count as gold is left out, also when two share a stem
+    assert gold_document_ids(["faq"], {"faq.md": 2, "faq.pdf": 3, "faq2.md": 4}) == {2, 3}
 
     def chunk(doc: str, cid: str, rerank: float) -> RetrievedChunk:
         return RetrievedChunk(chunk_id=cid, document=doc, text="x", scores=StageScores(rerank=rerank))
