@@ -52,15 +52,11 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
         supported = ", ".join(sorted(set(MIME_TYPES)))
         raise IngestError(f"{path.name}: unsupported file type {ext or '(no extension)'!r}; supported: {supported}")
     if data is None:
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            raise IngestError(f"{path.name}: cannot read the file ({exc.strerror or exc})") from None
-        if size > max_bytes:
-            raise IngestError(f"{path.name}: file is too large ({size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB)")
+        checked_size(path, max_bytes, path.name)
         data = path.read_bytes()
-    if len(data) > max_bytes:
-        raise IngestError(f"{path.name}: file is too large ({len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB)")
+    refusal = too_large(path.name, len(data), max_bytes)
+    if refusal:
+        raise IngestError(refusal)
     if not data.strip():
         raise IngestError(f"{path.name}: the file is empty")
     text = parser(path.name, data)
@@ -70,15 +66,23 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
     return LoadedDocument(text=text, mime=MIME_TYPES[ext])
 
 
+def too_large(name: str, size: int, max_bytes: int) -> str | None:
+    """Why a file of ``size`` bytes is refused (None when it fits): the one wording of the size limit."""
+    if size <= max_bytes:
+        return None
+    return (f"{name}: file is too large ({size / 1048576:.1f} MB; the limit is {max_bytes / 1048576:g} MB, "
+            f"ingest.max_file_mb)")
+
+
 def checked_size(path: Path, max_bytes: int, name: str) -> int:
     """The file's size, refusing an unreadable or too large file (before reading it) with an IngestError."""
     try:
         size = path.stat().st_size
     except OSError as exc:
         raise IngestError(f"{name}: cannot read the file ({exc.strerror or exc})") from None
-    if size > max_bytes:
-        raise IngestError(f"{name}: file is too large ({size / 1048576:.1f} MB; the limit is "
-                          f"{max_bytes / 1048576:g} MB, ingest.max_file_mb)")
+    refusal = too_large(name, size, max_bytes)
+    if refusal:
+        raise IngestError(refusal)
     return size
 
 

@@ -46,7 +46,7 @@ from docmind_core.ingest.check import KbCheckReport, KbChecker
 from docmind_core.ingest.chunking import TextChunk, chunk_document, iter_stream_blocks
 from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import Lease, LeaseBook
-from docmind_core.ingest.loaders import STREAMED_EXTENSIONS, load_document, mime_for, open_text_file
+from docmind_core.ingest.loaders import STREAMED_EXTENSIONS, load_document, mime_for, open_text_file, too_large
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase
 from docmind_core.settings import Settings
@@ -65,11 +65,7 @@ STREAM_MIN_BYTES = 1 << 20
 
 def file_limit_refusal(name: str, size: int, settings: Settings) -> str | None:
     """Why a file of ``size`` bytes is refused by ``ingest.max_file_mb`` (None when it is within it)."""
-    limit_mb = settings.ingest.max_file_mb
-    if size > limit_mb * 1024 * 1024:
-        return (f"{name}: file is too large ({size / 1048576:.1f} MB; the limit is {limit_mb:g} MB, "
-                f"ingest.max_file_mb)")
-    return None
+    return too_large(name, size, int(settings.ingest.max_file_mb * 1024 * 1024))
 
 
 def estimated_chunks(tokens: int, settings: Settings) -> int:
