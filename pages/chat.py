@@ -180,7 +180,7 @@ if current:
         _history(current)
     except DocMindError as exc:  # not this user's conversation (or gone): start a new one instead
         st.session_state[CONV_KEY] = None
-        st.warning(f"{escape_markdown(exc)}; a new conversation starts.")
+        st.warning(f"{exc}; a new conversation starts.")
 
 def _draw_preload() -> None:
     with st.container(key="dm-chart-preload"):
