@@ -113,7 +113,7 @@ _JUMP_SCRIPT = """<script>
   function jump() {
     const page = window.parent.document;
     const card = page.getElementById(id);
-    if (!card) { if (++tries < 100) { setTimeout(jump, 100); } return; }
+    if (!card) { if (++tries < 300) { setTimeout(jump, 100); } return; }  // up to 30 s: a busy page draws late
     page.querySelectorAll(".dm-source.dm-jumped").forEach(function (el) { el.classList.remove("dm-jumped"); });
     card.classList.add("dm-jumped");
     card.scrollIntoView({block: "center"});
