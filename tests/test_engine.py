@@ -137,6 +137,13 @@ def test_mcp_tools_use_the_configured_indexes(wired):
     _reset(live)
     exact = service.keyword_search(caller, "E42", [kb.id], 5)
     assert exact["chunks"] and live["keyword_index"].calls["search"] > 0
+    # the memory tools embed with the configured embedder too (the memory store is the engine's)
+    _reset(live)
+    assert service.store_memory(caller, "carol reviews the Nimbus budget on Fridays")["status"] == "ok"
+    stored_with = live["embedder"].calls["embed"]
+    recalled = service.recall_memory(caller, "When does carol review the Nimbus budget?")
+    assert recalled["memories"] == ["carol reviews the Nimbus budget on Fridays"]
+    assert stored_with > 0 and live["embedder"].calls["embed"] > stored_with
 
 
 def test_a_backend_key_change_rebuilds_and_rewires_every_stage(wired):
