@@ -20,11 +20,14 @@ ENTRY_POINTS = sorted([*ROOT.glob("pages/*.py"), *ROOT.glob("docmind_ui/*.py"),
 STORE_MODULES = ("docmind_core.store", "docmind_core.users", "docmind_core.apikeys", "docmind_core.memory",
                  "docmind_core.auth_sessions", "docmind_core.access")
 STORE_NAMES = {"Database", "KnowledgeStore", "ConfigStore", "ConversationStore", "TraceStore", "UserStore",
-               "ApiKeyStore", "MemoryStore", "SessionStore", "KbAccessGuard"}
+               "ApiKeyStore", "MemoryStore", "SessionStore", "KbAccessGuard", "JobStore", "LeaseBook",
+               "IngestJobQueue", "DatasetStore", "ExperimentStore"}
+# ``from docmind_core import store`` names a store module as an imported name
+STORE_MODULE_NAMES = {m.rsplit(".", 1)[1] for m in STORE_MODULES}
 # What the engine holds or does without an access check: only the facade may touch these.
 UNCHECKED = {"store", "db", "config", "conversations", "traces", "users", "api_keys", "sessions", "memory_store",
              "ingestor", "retriever", "refiner", "toolbox", "pipeline", "ask", "search", "ingest", "create_kb",
-             "delete_kb", "delete_document", "reindex_kb", "check_kb", "settings_for", "readable_kbs"}
+             "delete_kb", "delete_document", "reindex_kb", "check_kb", "settings_for", "readable_kbs", "jobs"}
 # Names from the modules above that are plain values, not stores.
 ALLOWED_IMPORTS = {"LOCAL_USER", "SIGNED_OUT", "User", "ROLES", "ADMIN_USER_ENV", "ADMIN_PASSWORD_ENV",
                    "ResolvedKey"}
@@ -42,7 +45,8 @@ def _imports(tree: ast.AST) -> list[tuple[str, str]]:
 
 def store_imports(source: str) -> list[str]:
     return [f"{module}.{name}" for module, name in _imports(ast.parse(source))
-            if (module.startswith(STORE_MODULES) and name not in ALLOWED_IMPORTS) or name in STORE_NAMES]
+            if (module.startswith(STORE_MODULES) and name not in ALLOWED_IMPORTS) or name in STORE_NAMES
+            or (module == "docmind_core" and name in STORE_MODULE_NAMES)]
 
 
 def unchecked_uses(source: str) -> list[str]:
@@ -75,3 +79,15 @@ def test_the_checks_catch_a_page_written_the_old_way():
                 "bench.list_traces()\n")
     assert store_imports(old_page) == ["docmind_core.store.traces.TraceStore", "docmind_core.users.UserStore"]
     assert unchecked_uses(old_page) == ["line 3: get_engine().traces", "line 4: engine.conversations"]
+
+
+def test_the_checks_catch_the_job_dataset_and_experiment_stores():
+    page = ("from docmind_core.ingest.job_store import JobStore\n"
+            "from docmind_core.experiments.datasets import DatasetStore\n"
+            "from docmind_core.experiments.runner import ExperimentStore, parse_variant\n"
+            "from docmind_core import store\n"
+            "get_engine().jobs.cancel(job_id)\n")
+    assert store_imports(page) == ["docmind_core.ingest.job_store.JobStore",
+                                   "docmind_core.experiments.datasets.DatasetStore",
+                                   "docmind_core.experiments.runner.ExperimentStore", "docmind_core.store"]
+    assert unchecked_uses(page) == ["line 5: get_engine().jobs"]
