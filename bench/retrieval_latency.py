@@ -86,6 +86,7 @@ def pct(values: list[float], q: float) -> float:
 
 def measure_ingest(embedder, n_chunks: int, workdir: Path) -> dict:
     from docmind_core.ingest.chunking import chunk_document
+    from docmind_core.ingest.leases import LeaseBook
     from docmind_core.ingest.pipeline import Ingestor
 
     settings = Settings()
@@ -99,7 +100,8 @@ def measure_ingest(embedder, n_chunks: int, workdir: Path) -> dict:
     db = Database(workdir / "ingest.db")
     store = KnowledgeStore(db)
     kb = store.create_kb("ingest-bench", embedder.id, embedder.dim)
-    ingestor = Ingestor(store, embedder, ChromaVectorStore(path=workdir / "ingest-chroma"), Fts5KeywordIndex(db))
+    ingestor = Ingestor(store, embedder, ChromaVectorStore(path=workdir / "ingest-chroma"), Fts5KeywordIndex(db),
+                        LeaseBook(db))
     embedder.embed(["warm up the encoder", "预热编码器"])
 
     def raw(chunk_texts: list[str]) -> float:

@@ -176,7 +176,8 @@ class Engine:
         self._open_error: BaseException | None = None
         # Background ingest jobs (one worker thread per engine): listed at once; run, resumed or marked interrupted
         # only once the opener's reconcile() has removed what a stopped worker left pending.
-        self.jobs = IngestJobQueue(JobStore(db), LeaseBook(db), home / "uploads", self._run_job_files,
+        self.leases = LeaseBook(db)  # one per engine: the ingestor (rebuilt with the backends) and the job queue
+        self.jobs = IngestJobQueue(JobStore(db), self.leases, home / "uploads", self._run_job_files,
                                    lambda: self.settings)
         if background:
             # The stores answer now; the encoder, the vector store, the start-up repairs and the ingest jobs
@@ -315,7 +316,7 @@ class Engine:
         from docmind_core.tools import ToolContext, Toolbox
 
         self.memory_store = MemoryStore(self.db, b.embedder)
-        self.ingestor = Ingestor(self.store, b.embedder, b.vector_store, b.keyword_index)
+        self.ingestor = Ingestor(self.store, b.embedder, b.vector_store, b.keyword_index, self.leases)
         self.refiner = EvidenceRefiner(self.store, b.reranker)
         self.retriever = HybridRetriever(self.store, b.embedder, b.vector_store, b.keyword_index, self.refiner)
         self.toolbox = Toolbox(self.retriever, web=b.web, memory=self.memory_store, store=self.store)

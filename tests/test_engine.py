@@ -157,6 +157,44 @@ def test_a_backend_key_change_rebuilds_and_rewires_every_stage(wired):
     assert bench.search("Nimbus N2 power draw", [kb.id]).chunks
 
 
+# Parameters a stage may leave out: None means "this tool answers unavailable", never a collaborator of its own.
+UNAVAILABLE_WHEN_NONE = {("Toolbox", "web"), ("Toolbox", "memory"), ("Toolbox", "store")}
+
+
+def test_the_stages_the_engine_wires_build_no_collaborator_of_their_own():
+    """No constructor default stands in for a collaborator: each is the engine's (HybridRetriever once built
+    its own OfflineReranker when given none; the ingestor its own lease book)."""
+    import inspect
+
+    from docmind_core.answer.agentic import AgenticSearch
+    from docmind_core.answer.direct_read import DirectReader
+    from docmind_core.answer.oneshot import OneShotRetrieval
+    from docmind_core.answer.pipeline import AnswerPipeline
+    from docmind_core.ingest.jobs import IngestJobQueue
+    from docmind_core.ingest.pipeline import Ingestor
+    from docmind_core.memory import MemoryStore
+    from docmind_core.retrieval.hybrid import HybridRetriever
+    from docmind_core.retrieval.refine import EvidenceRefiner
+    from docmind_core.tools import Toolbox
+
+    defaulted = [f"{stage.__name__}.{name}"
+                 for stage in (Ingestor, IngestJobQueue, MemoryStore, EvidenceRefiner, HybridRetriever, Toolbox,
+                               OneShotRetrieval, AgenticSearch, DirectReader, AnswerPipeline)
+                 for name, p in inspect.signature(stage).parameters.items()
+                 if p.default is not inspect.Parameter.empty and (stage.__name__, name) not in UNAVAILABLE_WHEN_NONE
+                 and p.annotation not in ("int", "float", "bool", "str", "Path")]
+    assert defaulted == []
+
+
+def test_the_ingestor_and_the_job_queue_share_the_engines_lease_book(tmp_path):
+    engine = Engine.open(tmp_path / "home", env={}, warm=False)
+    assert engine.ingestor.leases is engine.jobs.leases
+    engine.refresh()
+    Workbench(engine, LOCAL_USER).set_config({"keyword.backend": "rank_bm25"})
+    engine.refresh()  # a rebuilt ingestor too
+    assert engine.ingestor.leases is engine.jobs.leases
+
+
 def test_no_background_thread_parses_python_source(tmp_path, monkeypatch, ast_parse_threads):
     """On Python 3.11 before 3.11.9, two threads in ast.parse at once can fail ("AST constructor recursion
     depth mismatch"); Streamlit and pytest parse in the main thread, so the engine's threads must not."""

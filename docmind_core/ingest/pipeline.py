@@ -89,12 +89,12 @@ class Ingestor:
     """Keeps SQLite, the vector store and the keyword index in step for ingest and delete."""
 
     def __init__(self, store: KnowledgeStore, embedder: Embedder, vector_store: VectorStore,
-                 keyword_index: KeywordIndex, leases: LeaseBook | None = None):
+                 keyword_index: KeywordIndex, leases: LeaseBook):
         self.store = store
         self.embedder = embedder
         self.vector_store = vector_store
         self.keyword_index = keyword_index
-        self.leases = leases if leases is not None else LeaseBook(store.db)
+        self.leases = leases  # the engine's one lease book, shared with the ingest job queue
         self.writer = IndexWriter(store, embedder, vector_store, keyword_index)
         # One writer at a time: two sessions ingesting the same file name would otherwise
         # interleave their purge and write steps.  Searches never take this lock.

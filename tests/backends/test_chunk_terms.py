@@ -13,6 +13,7 @@ from docmind_core.backends.keyword_index import Fts5KeywordIndex, index_terms
 from docmind_core.backends.rerankers import OfflineReranker, chunk_terms
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.ingest.loaders import load_document
+from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.models import ChunkRecord, RetrievedChunk
 from docmind_core.retrieval.compress import compress_to_budget
@@ -38,7 +39,7 @@ def ingest_products(root: Path, embedder) -> dict:
     store = KnowledgeStore(db)
     vectors, keywords = ChromaVectorStore(path=root / "chroma"), Fts5KeywordIndex(db)
     kb = store.create_kb("products", embedder.id, embedder.dim)
-    ingestor = Ingestor(store, embedder, vectors, keywords)
+    ingestor = Ingestor(store, embedder, vectors, keywords, LeaseBook(store.db))
     outcomes = ingestor.ingest(kb.id, sorted(docs.iterdir()), SMALL)
     assert all(o.status == "added" for o in outcomes)
     return {"db": db, "store": store, "vectors": vectors, "keywords": keywords, "kb": kb.id, "ingestor": ingestor,

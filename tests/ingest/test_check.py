@@ -58,7 +58,7 @@ def test_an_interrupted_reindex_is_finished_by_the_next_start(tmp_path):
     assert total > 8
     new = FailingAfter(2, dim=32, id="test:hashing-32")
     with pytest.raises(Interrupted):
-        Ingestor(world.store, new, world.vectors, world.keywords).reindex_kb(kb.id, batch_size=4)
+        Ingestor(world.store, new, world.vectors, world.keywords, world.ingestor.leases).reindex_kb(kb.id, batch_size=4)
     assert 0 < world.vectors.count(kb.id) < total  # half a KB of vectors, as issue 12 found
 
     restarted = World(world.home, embedder=HashingEmbedder(dim=32, id="test:hashing-32"))  # the next start
@@ -126,7 +126,7 @@ def test_the_engine_start_finishes_an_interrupted_reindex_and_reports_it(tmp_pat
             return self.inner.embed(texts)
 
     stopping = Ingestor(engine.store, Stopping(engine.embedder), engine.ingestor.vector_store,
-                        engine.ingestor.keyword_index)
+                        engine.ingestor.keyword_index, engine.leases)
     with pytest.raises(Interrupted):
         stopping.reindex_kb(kb.id, batch_size=2)
     assert engine.ingestor.vector_store.count(kb.id) < total
@@ -207,7 +207,8 @@ def test_kb_check_cannot_re_embed_with_another_embedder_and_says_so(tmp_path):
     world.ingest(_docs(tmp_path, 3))
     kb = world.kb()
     world.vectors.delete_chunks(kb.id, [world.store.child_chunk_index(kb.id)[0][0]])
-    other = Ingestor(world.store, HashingEmbedder(dim=32, id="test:hashing-32"), world.vectors, world.keywords)
+    other = Ingestor(world.store, HashingEmbedder(dim=32, id="test:hashing-32"), world.vectors, world.keywords,
+                     world.ingestor.leases)
     report = other.check_kb(kb.id, repair=True)
     assert report.repair_verified is False
     assert any("docmind kb reindex kb" in p for p in report.problems)

@@ -253,7 +253,7 @@ def served(tmp_path):
     """A KB with complete documents, searched by a retriever built before a crash window opened."""
     world = World(tmp_path / "home", embedder=HashingEmbedder())
     world.keywords = Fts5KeywordIndex(world.db, memory_min_rows=1)  # large-KB path: the in-memory postings copy
-    world.ingestor = Ingestor(world.store, world.embedder, world.vectors, world.keywords)
+    world.ingestor = Ingestor(world.store, world.embedder, world.vectors, world.keywords, world.ingestor.leases)
     paths = []
     for i, text in enumerate([EN, ZH, EN.replace("Nimbus", "Aurora")]):
         paths.append(tmp_path / f"ready{i}.md")
@@ -324,6 +324,6 @@ def test_a_replaced_document_is_invisible_while_its_new_version_is_written(tmp_p
             return super().embed(texts)
 
     path.write_text(ZH * 3, encoding="utf-8")
-    Ingestor(world.store, Watching(), world.vectors, world.keywords).ingest(kb.id, [path], SMALL)
+    Ingestor(world.store, Watching(), world.vectors, world.keywords, world.ingestor.leases).ingest(kb.id, [path], SMALL)
     assert seen and set(seen) == {0}  # neither the old nor the half-written new version was readable
     assert world.store.chunks_for_document(doc_id)

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from docmind_core.backends.keyword_index import Fts5KeywordIndex
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.errors import EmbedderMismatch
+from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.models import BackendStatus
 from docmind_core.settings import Settings
@@ -86,7 +87,8 @@ class World:
         self.embedder = embedder or HashingEmbedder()
         self.vectors = ChromaVectorStore(path=home / "chroma")
         self.keywords = Fts5KeywordIndex(self.db)
-        self.ingestor = Ingestor(self.store, self.embedder, vector_store or self.vectors, self.keywords)
+        self.ingestor = Ingestor(self.store, self.embedder, vector_store or self.vectors, self.keywords,
+                                 LeaseBook(self.store.db))
         self.settings = SMALL
 
     def kb(self, name="kb"):
@@ -197,7 +199,8 @@ def test_failure_mid_document_leaves_nothing_behind(tmp_path):
     base = World(tmp_path / "home")
     world = World.__new__(World)
     world.__dict__.update(base.__dict__)
-    world.ingestor = Ingestor(base.store, base.embedder, FailingVectorStore(base.vectors), base.keywords)
+    world.ingestor = Ingestor(base.store, base.embedder, FailingVectorStore(base.vectors), base.keywords,
+                              base.ingestor.leases)
     first = tmp_path / "first.md"
     first.write_text(EN, encoding="utf-8")
     long = tmp_path / "long.md"
@@ -231,7 +234,7 @@ class DownVectorStore(FailingVectorStore):
 
 def test_failed_cleanup_leaves_the_document_pending_for_reconcile(tmp_path):
     base = World(tmp_path / "home")
-    broken = Ingestor(base.store, base.embedder, DownVectorStore(base.vectors), base.keywords)
+    broken = Ingestor(base.store, base.embedder, DownVectorStore(base.vectors), base.keywords, base.ingestor.leases)
     path, other = tmp_path / "doc.md", tmp_path / "other.md"
     path.write_text(EN * 3 + " KABOOM. " + EN * 3, encoding="utf-8")
     other.write_text(ZH, encoding="utf-8")
@@ -336,7 +339,7 @@ def test_embedder_mismatch_is_refused_and_reindex_fixes_it(world, tmp_path):
     world.ingest([path])
     kb = world.kb()
     other = HashingEmbedder(dim=32, id="test:hashing-32")
-    switched = Ingestor(world.store, other, world.vectors, world.keywords)
+    switched = Ingestor(world.store, other, world.vectors, world.keywords, world.ingestor.leases)
     with pytest.raises(EmbedderMismatch, match="reindex"):
         switched.ingest(kb.id, [path], SMALL)
     count = switched.reindex_kb(kb.id)

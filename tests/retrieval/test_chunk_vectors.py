@@ -10,6 +10,7 @@ import sqlite_utils
 
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.backends.vector_store import ChromaVectorStore
+from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.models import ChunkRecord, RetrievedChunk
 from docmind_core.retrieval.hybrid import stored_embeddings
@@ -103,7 +104,7 @@ def test_copies_come_first_and_chroma_fills_the_gaps(kb):
 
 def test_reindex_replaces_the_copies_with_the_new_models_vectors(kb):
     other = HashingEmbedder(dim=32, id="test:hashing-32")
-    switched = Ingestor(kb["store"], other, kb["vectors"], kb["keywords"])
+    switched = Ingestor(kb["store"], other, kb["vectors"], kb["keywords"], LeaseBook(kb["store"].db))
     switched.reindex_kb(kb["id"])
     children = _children(kb["store"], kb["id"])
     copies = kb["store"].chunk_vectors(c.id for c in children)
