@@ -146,6 +146,12 @@ def _run_tool(w: World, b: Workbench, v: str) -> bool:
     return bool(b.run_tool("keywordSearch", scope, query="zephyr budget").chunks)
 
 
+def _ask_in_conversation(w: World, b: Workbench, v: str) -> bool:
+    conversation = w.conversation()
+    events = list(b.ask("What is the zephyr budget?", [], conversation_id=conversation))
+    return events[-1].kind == "done" and len(w.alice.conversation_messages(conversation)) == 3
+
+
 def _promote(w: World, b: Workbench, v: str) -> bool:
     w.alice.set_config({"grader.coverage_high": 0.77})
     try:
@@ -301,6 +307,8 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
 # Rows whose "other actor" check is in a second, personal-value row (members may set these as their own).
 EXTRA_ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("set_config[personal]", False, signed_in, _set_personal),
+    # a run in someone else's conversation would read their history into the prompt and append to it
+    ("ask[conversation]", False, owner_only, _ask_in_conversation),
 ]
 
 ROWS += EXPERIMENT_ROWS  # datasets, run labels and experiments (tests/experiment_access_rows.py)
