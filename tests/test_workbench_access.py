@@ -375,3 +375,29 @@ def test_config_history_records_the_acting_user_and_channel(world):
     admin.reset_config("agentic.max_iterations")
     world.alice.reset_config()
     assert json.dumps([r.model_dump() for r in rows])  # rows serialise for the page and the CLI
+
+
+def test_a_member_changes_no_global_key_and_every_tuning_key_as_their_own(world):
+    """Every key, not a sample: grader/agentic/retrieval/rag are personal; every other key (auth.*, backends,
+    limits ...) is global, changed by an admin only, as the value itself, a reset or a personal value."""
+    from docmind_core.errors import ConfigError
+    from docmind_core.settings import key_specs
+
+    bob = world.bench("same_dept")
+    global_keys = [s for s in key_specs() if s.group not in ("grader", "agentic", "retrieval", "rag")]
+    assert {"auth", "llm", "embedding", "reranker", "vector_store", "limits"} <= {s.group for s in global_keys}
+    for spec in global_keys:
+        for change in (lambda: bob.set_config({spec.key: spec.default}),
+                       lambda: bob.set_config({spec.key: spec.default}, scope="global"),
+                       lambda: bob.reset_config(spec.key)):
+            with pytest.raises(AccessDenied, match="only an admin"):
+                change()
+    assert bob.config_view().personal == {}
+    for spec in key_specs():
+        if spec.group in ("grader", "agentic", "retrieval", "rag"):
+            try:
+                bob.set_config({spec.key: spec.default})
+            except ConfigError as exc:  # a cross-key rule may refuse a default next to another value: not access
+                assert "only an admin" not in str(exc), spec.key
+    bob.reset_config()
+    assert world.engine.settings == Workbench(world.engine, world.people["admin"]).config_view().global_settings
