@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from docmind_core.compare import RunComparison, compare_runs, flat_config
 from docmind_core.citation_html import anchor_id, citation_html, source_card_html
+from docmind_core.models import IndexGap
 from docmind_core.safe_text import escape_markdown
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest, timeline
@@ -50,6 +50,9 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
         st.markdown(citation_html(digest.answer, citations, digest.sources, run_id=run_key), unsafe_allow_html=True)
         for error in digest.errors:
             st.warning(escape_markdown(f"{error.stage}: {error.message}"))
+        for gap in digest.index_gaps:  # a KB searched with missing vectors: its vector side saw only part of it
+            st.warning(escape_markdown(IndexGap(kb_id=gap.kb_id, missing_vectors=gap.missing_vectors,
+                                                total=gap.total).message()))
         st.markdown(glance_html(digest), unsafe_allow_html=True)
         route = route_html(digest)
         if route:
@@ -77,6 +80,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
 def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a: str = "A",
                       label_b: str = "B") -> None:
     """The step-aligned comparison of two runs."""
+    import pandas as pd  # here: the Chat page's first draw shows no comparison and should not wait for pandas
+
     with st.container(key=f"cmp-{key}"):
         st.markdown(f"**Comparison** — A: {escape_markdown(label_a)} · B: {escape_markdown(label_b)}")
         st.dataframe(pd.DataFrame(cmp.summary_rows()), hide_index=True, key=f"cmp-sum-{key}")

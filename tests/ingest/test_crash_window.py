@@ -1,0 +1,58 @@
+"""Issue 12 item 2 with two real processes: a process that is already running (its retriever warm, the keyword
+index's in-memory postings copy built) never serves the rows another process wrote before it crashed in the
+keyword-write window (chunks, vectors and keyword rows written, the document still pending)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from docmind_core.answer.direct_read import read_selected_documents
+from tests.ingest.test_leases import ENV, PENDING_TEXT, REPO, served  # noqa: F401  (served is a fixture)
+from tests.ingest.test_pipeline import SMALL
+
+
+_CRASH_AFTER_KEYWORDS = """
+import os, sys
+from pathlib import Path
+from tests.ingest.test_pipeline import World
+
+world = World(Path(sys.argv[1]))
+write_keywords = world.keywords.add
+
+def add_then_die(chunks):
+    write_keywords(chunks)
+    os._exit(17)  # killed in the keyword-write window: every row written, the document not yet complete
+
+world.keywords.add = add_then_die
+world.ingest([Path(sys.argv[2])])
+"""
+
+
+@pytest.mark.slow  # a second process ingests and is killed half-way
+def test_a_running_engine_never_serves_what_a_crashed_process_left_half_written(served, tmp_path):
+    """Issue 12 item 2 with two real processes: this one searches (warm, postings copy built); another one
+    crashes after writing chunks, vectors and keyword rows; none of that document reaches this one's reads."""
+    world, kb, retriever, _ = served
+    assert world.keywords.warm([kb.id]) == 1  # the in-memory postings copy is in use
+    path = tmp_path / "crashed.md"
+    path.write_text(PENDING_TEXT.replace("Zephyr", "Quasar") * 3, encoding="utf-8")
+    crashed = subprocess.run([sys.executable, "-c", _CRASH_AFTER_KEYWORDS, str(world.home), str(path)], cwd=REPO,
+                             env=ENV, capture_output=True, text=True, timeout=120)
+    assert crashed.returncode == 17, crashed.stderr[-2000:]
+    doc = world.store.find_document(kb.id, "crashed.md")
+    assert doc is not None and doc.status == "pending"
+    rows, vectors, keywords = world.footprint(kb.id, doc.id)
+    assert rows > 0 and vectors == keywords == 1
+    query = "Quasar Z9 QX-7781 calibration"
+    raw = world.keywords.search([kb.id], query, 5)
+    its_chunks = {c.id for c in world.store.chunks_for_document(doc.id, any_status=True)}
+    assert its_chunks & {cid for cid, _ in raw}  # the keyword index does hold its rows
+    assert retriever.keyword_candidates(query, [kb.id], 5) == []
+    assert all(c.doc_id != doc.id for c in retriever.vector_candidates(query, [kb.id], 5))
+    result = retriever.search(query, [kb.id], SMALL)
+    assert all(c.doc_id != doc.id for c in result.candidates)
+    assert all("Quasar" not in c.text for c in result.chunks)
+    assert read_selected_documents(world.store, [doc.id], 2000) == []
