@@ -64,7 +64,9 @@ while not os.path.exists(stop) and time.monotonic() < deadline:
         pending = 0
     conn.close()
     try:
-        Engine.open(home)  # every start reconciles
+        # every start reconciles; opened as the CLI opens it (issue 12 ran `docmind kb list`): no warm-up thread,
+        # which would keep encoding beside the next start and let a busy machine fit one start in the ingest
+        Engine.open(home, warm=False)
     except Exception:  # Chroma's own client can fail to open while another process writes: not a loss
         errors.append(traceback.format_exc()[-600:])
         continue
