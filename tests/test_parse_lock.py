@@ -1,0 +1,87 @@
+"""docmind_core.parse_lock: ast.parse, and what goes through it, runs in one thread at a time once installed."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import threading
+import time
+
+from docmind_core import parse_lock
+
+
+def _overlap_seen(calls, threads: int = 3, rounds: int = 20) -> int:
+    """Run ``calls`` from several threads at once while counting how many are inside ast.parse together."""
+    inside, most = [0], [0]
+    real = ast.parse
+
+    def counting(*args, **kwargs):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.001)  # give the GIL away mid-parse
+            return real(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    ast.parse = counting
+    try:
+        parse_lock.install()  # wraps the counting parse, as it wraps the real one
+        start = threading.Barrier(threads)
+
+        def work():
+            start.wait()
+            for _ in range(rounds):
+                calls()
+
+        workers = [threading.Thread(target=work) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=60)
+    finally:
+        ast.parse = real
+    return most[0]
+
+
+def test_parses_from_several_threads_never_overlap():
+    assert _overlap_seen(lambda: ast.parse("a = [1, 2, 3]")) == 1
+
+
+def test_literal_eval_and_builtin_signatures_go_through_the_lock():
+    # numpy's .npy header read and attrs' look at builtin signatures (chromadb's import) parse these ways
+    def calls():
+        assert ast.literal_eval("{'descr': '<f4', 'shape': (2,)}") == {"descr": "<f4", "shape": (2,)}
+        assert str(inspect.signature(len)) == "(obj, /)"
+
+    assert _overlap_seen(calls) == 1
+
+
+def test_without_the_lock_the_same_threads_do_overlap():
+    """The counting harness itself can see an overlap: the two tests above could not pass by accident."""
+    inside, most = [0], [0]
+    real = ast.parse
+
+    def counting(*args, **kwargs):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.001)
+            return real(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    threads = [threading.Thread(target=lambda: [counting("a = 1") for _ in range(20)]) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert most[0] > 1
+
+
+def test_install_is_idempotent_and_keeps_parse_working():
+    parse_lock.install()
+    wrapped = ast.parse
+    parse_lock.install()
+    assert ast.parse is wrapped and parse_lock.installed()
+    assert isinstance(ast.parse("x = 1"), ast.Module)
