@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +73,8 @@ class PostingsCopy:
         del parts
         # Dense term ids by hashing (pandas.factorize, linear time), renumbered in hash order so a
         # query term is found by binary search; then one sort of (term, row) keys groups the postings.
+        import pandas as pd  # here, not with the module: only a KB past keyword.memory_min_chunks needs it
+
         codes, uniques = pd.factorize(hashes)
         del hashes
         by_hash = np.argsort(uniques)

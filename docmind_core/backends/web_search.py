@@ -16,19 +16,14 @@ import os
 import threading
 from typing import Mapping
 
-import requests
-from tavily import TavilyClient
-from tavily.errors import (
-    BadRequestError,
-    ForbiddenError,
-    InvalidAPIKeyError,
-    UsageLimitExceededError,
-)
-from tavily.errors import TimeoutError as TavilyTimeout
+from typing import TYPE_CHECKING
 
 from docmind_core.backends.protocols import WebSearch, WebSearchResult
 from docmind_core.models import BackendStatus, RetrievedChunk
 from docmind_core.settings import WebSettings
+
+if TYPE_CHECKING:
+    from tavily import TavilyClient
 
 HOW_TO_ENABLE = "set TAVILY_API_KEY (and web.provider to auto or tavily)"
 
@@ -54,12 +49,20 @@ class TavilyWebSearch:
     def _client(self) -> TavilyClient:
         client = getattr(self._local, "client", None)
         if client is None:
+            # imported here, not with the module: only a configured Tavily needs the SDK (and requests), and the
+            # UI's first page imports this module
+            from tavily import TavilyClient
+
             # The SDK takes its base URL as a constructor argument; None keeps its default host.
             client = TavilyClient(api_key=self._api_key, api_base_url=self.base_url or None)
             self._local.client = client
         return client
 
     def search(self, query: str, max_results: int) -> WebSearchResult:
+        import requests
+        from tavily.errors import BadRequestError, ForbiddenError, InvalidAPIKeyError, UsageLimitExceededError
+        from tavily.errors import TimeoutError as TavilyTimeout
+
         try:
             body = self._client().search(query, max_results=max_results, timeout=self.timeout_s)
         except InvalidAPIKeyError:
