@@ -36,7 +36,7 @@ demo: install
 	$(VENV)/bin/docmind dataset share demo --visibility public
 
 run: demo
-	$(VENV)/bin/streamlit run app.py --server.address 127.0.0.1 --server.port 8501
+	$(VENV)/bin/docmind serve --server.address 127.0.0.1 --server.port 8501
 
 browser-deps:
 	@bash scripts/browser_deps.sh

@@ -17,7 +17,7 @@ from docmind_core.commands import echo
 from docmind_core.errors import DocMindError
 
 _COMMAND_MODULES = ("ingest_cmds", "eval_cmds", "ask_cmds", "agentic_cmds", "user_cmds", "experiment_cmds",
-                    "job_cmds")
+                    "job_cmds", "serve_cmds")
 
 
 class _EngineHolder:

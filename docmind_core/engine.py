@@ -72,6 +72,12 @@ def default_home() -> Path:
     return Path(env) if env else Path.cwd() / "data"
 
 
+def stored_settings(home: Path) -> Settings:
+    """The settings stored under ``home``, without building any backend (what ``docmind serve`` checks)."""
+    home.mkdir(parents=True, exist_ok=True)
+    return ConfigStore(Database(home / "docmind.db")).load()
+
+
 def build_language_model(settings: Settings, env: dict[str, str], prompts: PromptLibrary) -> LanguageModel:
     """OpenAI-compatible endpoint when one is configured (key or base URL), else the offline engine."""
     llm = settings.llm

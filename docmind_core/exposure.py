@@ -5,14 +5,18 @@ admin, so that is only safe on a loopback address.  Streamlit listens on every
 interface when ``server.address`` is unset, so unset counts as public.  The
 app refuses to serve pages on a public address with sign-in off unless
 ``auth.allow_public_without_sign_in`` says it is wanted, and then warns on
-every page.  Pure functions here; ``docmind_ui`` reads the address from
-Streamlit's config.
+every page.  ``docmind serve`` goes further and does not start the server at all.
+Pure functions here; ``docmind_ui`` reads the address from Streamlit's config,
+``docmind serve`` from the same places Streamlit does (:func:`streamlit_address`).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import tomllib
 from enum import Enum
+from pathlib import Path
+from typing import Mapping, Sequence
 
 
 class Exposure(str, Enum):
@@ -45,11 +49,37 @@ def public_exposure(address: str | None, auth_enabled: bool, allowed: bool) -> E
 def exposure_message(exposure: Exposure, address: str | None) -> str:
     where = address or "every network interface (server.address is unset)"
     if exposure is Exposure.REFUSE:
-        return (f"DocMind is served on {where} with sign-in off, so anyone who can reach it would act as the "
-                "admin. Serve it on 127.0.0.1 (streamlit run app.py --server.address 127.0.0.1), turn sign-in on "
+        return (f"DocMind on {where} with sign-in off would let anyone who can reach it act as the admin. "
+                "Serve it on 127.0.0.1 (docmind serve --server.address 127.0.0.1), turn sign-in on "
                 "(docmind config set auth.enabled true), or, if this is really wanted, "
                 "docmind config set auth.allow_public_without_sign_in true.")
     if exposure is Exposure.WARN:
         return (f"Served on {where} without sign-in: anyone who can reach this server acts as the admin "
                 "(auth.allow_public_without_sign_in is on).")
     return ""
+
+
+def streamlit_address(args: Sequence[str], env: Mapping[str, str], config_files: Sequence[Path]) -> str | None:
+    """The address ``streamlit run`` with ``args`` will listen on, found where Streamlit looks, highest first:
+    the ``--server.address`` flag, ``STREAMLIT_SERVER_ADDRESS``, then the last of ``config_files`` that sets
+    ``[server] address``.  ``None`` when none does: Streamlit then listens on every interface.
+
+    A config file that cannot be read is an error, not "unset": Streamlit would refuse it too."""
+    for i, arg in enumerate(args):
+        if arg == "--server.address" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--server.address="):
+            return arg.split("=", 1)[1]
+    if env.get("STREAMLIT_SERVER_ADDRESS"):
+        return env["STREAMLIT_SERVER_ADDRESS"]
+    address = None
+    for path in config_files:
+        if not path.is_file():
+            continue
+        try:
+            server = tomllib.loads(path.read_text(encoding="utf-8")).get("server", {})
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"cannot read Streamlit's config {path.name}: {exc}") from exc
+        if isinstance(server, dict) and server.get("address"):
+            address = str(server["address"])
+    return address

@@ -1,0 +1,60 @@
+"""``docmind serve``: start the web app, unless it would hand the admin's rights to the network.
+
+With sign-in off every visitor acts as the local admin.  On a public address (or with no address, which
+Streamlit takes as every interface) that is refused here, before any server starts, unless
+``auth.allow_public_without_sign_in`` says it is wanted.  ``streamlit run app.py`` started by hand cannot be
+stopped before it listens (Streamlit runs no app code until a browser connects), so the app itself also serves
+no page in that case (``docmind_ui/exposure_gate.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from docmind_core.commands import echo
+from docmind_core.engine import PACKAGE_ROOT, default_home, stored_settings
+from docmind_core.exposure import Exposure, exposure_message, public_exposure, streamlit_address
+
+APP = PACKAGE_ROOT / "app.py"
+
+
+def streamlit_config_files(app: Path = APP) -> list[Path]:
+    """Where Streamlit reads ``config.toml``, lowest precedence first: the user's, then the project's (the
+    server runs in the app's folder)."""
+    return [Path.home() / ".streamlit" / "config.toml", app.parent / ".streamlit" / "config.toml"]
+
+
+def register(cli: click.Group, get_engine) -> None:
+    @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+    @click.argument("streamlit_args", nargs=-1, type=click.UNPROCESSED)
+    def serve(streamlit_args: tuple[str, ...]) -> None:
+        """Serve the web app: ``streamlit run app.py`` with STREAMLIT_ARGS (e.g. --server.port 8502).
+
+        Refuses to start on a public address with sign-in off, unless auth.allow_public_without_sign_in is
+        set; then it starts and every page warns."""
+        if not APP.is_file():
+            echo(f"error: the web app is not installed beside the package ({APP.name} is missing)", err=True)
+            sys.exit(2)
+        try:
+            address = streamlit_address(streamlit_args, os.environ, streamlit_config_files())
+        except ValueError as exc:
+            echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        home = default_home().resolve()
+        auth = stored_settings(home).auth
+        exposure = public_exposure(address, auth.enabled, auth.allow_public_without_sign_in)
+        if exposure is Exposure.REFUSE:
+            echo(f"error: not started. {exposure_message(exposure, address)}", err=True)
+            sys.exit(2)
+        if exposure is Exposure.WARN:
+            echo(f"warning: {exposure_message(exposure, address)}", err=True)
+        # the server runs in the app's folder (its .streamlit/config.toml and pages/) on this invocation's data
+        os.environ["DOCMIND_HOME"] = str(home)
+        os.chdir(APP.parent)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", str(APP), *streamlit_args])
