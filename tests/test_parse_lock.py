@@ -10,35 +10,44 @@ import time
 from docmind_core import parse_lock
 
 
-def _overlap_seen(calls, threads: int = 3, rounds: int = 20) -> int:
-    """Run ``calls`` from several threads at once while counting how many are inside ast.parse together."""
+def _counting(parse):
+    """``parse`` that also counts, in ``most[0]``, how many threads were inside it at once at most."""
     inside, most = [0], [0]
-    real = ast.parse
 
     def counting(*args, **kwargs):
         inside[0] += 1
         most[0] = max(most[0], inside[0])
         try:
             time.sleep(0.001)  # give the GIL away mid-parse
-            return real(*args, **kwargs)
+            return parse(*args, **kwargs)
         finally:
             inside[0] -= 1
 
-    ast.parse = counting
+    return counting, most
+
+
+def _in_threads(work, threads: int = 3) -> None:
+    start = threading.Barrier(threads)
+
+    def run():
+        start.wait()
+        for _ in range(20):
+            work()
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+
+
+def _overlap_seen(calls) -> int:
+    """Run ``calls`` from several threads at once, with the lock installed over a counting ast.parse."""
+    real = ast.parse
+    ast.parse, most = _counting(real)
     try:
         parse_lock.install()  # wraps the counting parse, as it wraps the real one
-        start = threading.Barrier(threads)
-
-        def work():
-            start.wait()
-            for _ in range(rounds):
-                calls()
-
-        workers = [threading.Thread(target=work) for _ in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join(timeout=60)
+        _in_threads(calls)
     finally:
         ast.parse = real
     return most[0]
@@ -59,23 +68,8 @@ def test_literal_eval_and_builtin_signatures_go_through_the_lock():
 
 def test_without_the_lock_the_same_threads_do_overlap():
     """The counting harness itself can see an overlap: the two tests above could not pass by accident."""
-    inside, most = [0], [0]
-    real = ast.parse
-
-    def counting(*args, **kwargs):
-        inside[0] += 1
-        most[0] = max(most[0], inside[0])
-        try:
-            time.sleep(0.001)
-            return real(*args, **kwargs)
-        finally:
-            inside[0] -= 1
-
-    threads = [threading.Thread(target=lambda: [counting("a = 1") for _ in range(20)]) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    counting, most = _counting(ast.parse)
+    _in_threads(lambda: counting("a = 1"))
     assert most[0] > 1
 
 
