@@ -22,8 +22,10 @@ VISIBILITY_LABELS = {"private": "private (owner only)", "department": "departmen
 
 st.title("Knowledge bases")
 
+kbs = bench.list_kbs()  # a KB created below reruns the page, so this list is never stale where it is used
+
 # -- create ------------------------------------------------------------------
-with st.expander("Create a knowledge base", expanded=not bench.list_kbs()):
+with st.expander("Create a knowledge base", expanded=not kbs):
     with st.form("dm_create_kb", clear_on_submit=True):
         name = st.text_input("Name", max_chars=80)
         description = st.text_area("Description", help="Shown to the model as a brief of what the KB contains.")
@@ -45,7 +47,6 @@ with st.expander("Create a knowledge base", expanded=not bench.list_kbs()):
 if notice := st.session_state.pop("dm_kb_notice", None):
     st.success(escape_markdown(notice))
 
-kbs = bench.list_kbs()
 if not kbs:
     st.info("No knowledge base yet: create one above.")
     st.stop()
