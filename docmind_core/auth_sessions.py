@@ -69,13 +69,14 @@ class SessionStore:
         return _b64(hmac.new(self._key, session_id.encode("ascii"), hashlib.sha256).digest())
 
     def _signing_key(self) -> bytes:
-        with self._db.transaction() as db:  # two processes starting at once agree on one key
-            row = db.execute("SELECT value FROM app_secrets WHERE name = ?", [_KEY_NAME]).fetchone()
-            if row is None:
-                value = _b64(secrets.token_bytes(32))
-                db.execute("INSERT INTO app_secrets (name, value) VALUES (?, ?)", [_KEY_NAME, value])
-            else:
-                value = row[0]
+        read = "SELECT value FROM app_secrets WHERE name = ?"
+        row = self._db.db.execute(read, [_KEY_NAME]).fetchone()  # every start after the first: a read, no lock
+        if row is None:
+            with self._db.transaction() as db:  # two processes starting at once agree on one key
+                db.execute("INSERT OR IGNORE INTO app_secrets (name, value) VALUES (?, ?)",
+                           [_KEY_NAME, _b64(secrets.token_bytes(32))])
+                row = db.execute(read, [_KEY_NAME]).fetchone()
+        value = row[0]
         return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
 
 
