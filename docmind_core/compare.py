@@ -20,13 +20,15 @@ import json
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
+
+from pydantic import ValidationError
 
 from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
 from docmind_core.answer.grade import CragGrader
 from docmind_core.models import CitationResult, RetrievedChunk
-from docmind_core.settings import Settings
+from docmind_core.settings import GraderSettings, Settings
 from docmind_core.text import CITATION_MARKER_RE
 from docmind_core.timeline import RunDigest, TimelineRow, as_events, timeline, tool_call_item  # noqa: F401
 
@@ -350,11 +352,43 @@ class RegradeRow:
         return {**asdict(self), "changed": self.changed}
 
 
-def _grader_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+def recorded_grader_settings(config: Any) -> dict[str, Any]:
+    """The grader settings a run's config snapshot recorded, by field name.  A key that is no longer a grader
+    setting (an old trace may hold a since-removed one) is left out rather than failing the run."""
+    return {name: value for key, value in flat_config(config).items()
+            if key.startswith("grader.") and (name := key.removeprefix("grader.")) in GraderSettings.model_fields}
+
+
+def regrade_settings(recorded: Mapping[str, Any], live: GraderSettings,
+                     on_top: Mapping[str, Any] | None = None) -> GraderSettings:
+    """The one rule for the grader settings a stored run is graded again with (the what-if regrade and the
+    threshold sweep): the keys it recorded over the live settings (a key it did not record takes the value the
+    user runs with now), ``on_top`` (what-if overrides, swept keys) over both.
+
+    Raises ConfigError naming what does not validate.
+    """
+    try:
+        return GraderSettings.model_validate({**live.model_dump(), **recorded, **(on_top or {})})
+    except ValidationError as exc:
+        raise ConfigError(_grader_problem(exc)) from None
+
+
+def _grader_problem(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"grader.{'.'.join(map(str, err['loc']))}: {msg}" if err["loc"] else msg)
+    return "; ".join(parts)
+
+
+def what_if_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """What-if overrides by grader field name (``grader.`` optional); any other key is refused."""
     out = {}
     for key, value in overrides.items():
-        full = key if key.startswith("grader.") else f"grader.{key}"
-        out[full] = value
+        name = key.removeprefix("grader.")
+        if name not in GraderSettings.model_fields:
+            raise ConfigError(f"unknown grader setting: grader.{name}")
+        out[name] = value
     return out
 
 
@@ -378,30 +412,35 @@ def graded_input(record: Any) -> tuple[str, list[RetrievedChunk] | None]:
     return digest.query, (_graded_input(digest) if digest.grades else None)
 
 
-def regrade(records: Sequence[Any], grader_overrides: dict[str, Any]) -> list[RegradeRow]:
+def regrade(records: Sequence[Any], grader_overrides: Mapping[str, Any], live: GraderSettings) -> list[RegradeRow]:
     """Recompute the CRAG tier of stored runs with other grader settings; no model is called.
 
-    Each run keeps its own recorded configuration except the overridden keys.
-    Raises ConfigError when the overrides are invalid (e.g. low >= high).
+    Each run is graded with ``regrade_settings``: its recorded grader keys over ``live`` (the acting user's
+    settings), the overrides on top.  Invalid overrides are refused up front with ConfigError; a run whose
+    recorded settings do not validate with them gets a row that says why, and the others are regraded.
     """
-    overrides = _grader_overrides(grader_overrides)
-    Settings().with_overrides(overrides)  # refuse bad overrides once, before touching any run
+    overrides = what_if_overrides(grader_overrides)
+    try:
+        regrade_settings({}, live, overrides)  # the user's own values: refused before touching any run
+    except ConfigError as exc:
+        raise ConfigError(f"the what-if grader settings are invalid: {exc}") from None
     grader = CragGrader()
     rows: list[RegradeRow] = []
     for record in records:
         digest = RunDigest.from_events(record_events(record))
-        recorded = {k: v for k, v in flat_config(_part(record, "config")).items() if k.startswith("grader.")}
-        try:
-            settings = Settings().with_overrides({**recorded, **overrides})
-        except ConfigError as exc:
-            raise ConfigError(f"run {digest.run_id}: {exc}") from None
         old = digest.grades[0].grade if digest.grades else None
         chunks = _graded_input(digest)
         if chunks is None or old is None:
             rows.append(RegradeRow(digest.run_id, digest.question, digest.mode, old.tier.value if old else "", "",
                                    None, None, "no retrieval was graded in this run"))
             continue
-        result = grader.grade(digest.query, chunks, settings.grader)
+        try:
+            settings = regrade_settings(recorded_grader_settings(_part(record, "config")), live, overrides)
+        except ConfigError as exc:
+            rows.append(RegradeRow(digest.run_id, digest.question, digest.mode, old.tier.value, "", None, None,
+                                   f"not regraded: its recorded grader settings do not validate with these: {exc}"))
+            continue
+        result = grader.grade(digest.query, chunks, settings)
         rows.append(RegradeRow(digest.run_id, digest.question, digest.mode, old.tier.value, result.tier.value,
                                result.top_score, result.lex_coverage, result.reason))
     return rows

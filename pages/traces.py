@@ -126,7 +126,7 @@ if regrade_clicked:
     targets = records or [bench.get_trace(s.run_id) for s in summaries[:200]]
     try:
         rows = regrade(targets, {"high_threshold": high, "low_threshold": low, "coverage_high": cov_high,
-                                 "coverage_low": cov_low, "gray_zone_mode": gray})
+                                 "coverage_low": cov_low, "gray_zone_mode": gray}, live=g)
     except DocMindError as exc:
         st.error(escape_markdown(exc))
     else:

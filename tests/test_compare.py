@@ -49,7 +49,8 @@ from docmind_core.models import (
     UsedSource,
     WorkerReport,
 )
-from docmind_core.settings import Settings
+from docmind_core.experiments.sweep import sweep, sweep_input
+from docmind_core.settings import GraderSettings, Settings
 
 
 def _chunk(cid: str, text: str, rerank: float, kept: bool = True, origin: str = "kb", doc: str = "aurora.md"):
@@ -233,19 +234,19 @@ def test_config_differences_accepts_json_text():
 def test_regrade_refuses_low_above_high():
     pytest.importorskip("docmind_core.answer.grade")
     with pytest.raises(ConfigError, match="low_threshold"):
-        regrade([{"events": sample_run()}], {"low_threshold": 0.9, "high_threshold": 0.5})
+        regrade([{"events": sample_run()}], {"low_threshold": 0.9, "high_threshold": 0.5}, live=GraderSettings())
 
 
 def test_regrade_changes_tier_with_thresholds_without_model_calls():
     pytest.importorskip("docmind_core.answer.grade")
     record = {"meta": {"run_id": "r1"}, "config": Settings().flat(), "events": sample_run()}
-    same = regrade([record], {})
+    same = regrade([record], {}, live=GraderSettings())
     assert same[0].old_tier == same[0].new_tier == "HIGH" and not same[0].changed
     assert same[0].top_score == pytest.approx(0.82)
-    stricter = regrade([record], {"grader.high_threshold": 0.95, "grader.low_threshold": 0.9})
+    stricter = regrade([record], {"grader.high_threshold": 0.95, "grader.low_threshold": 0.9}, live=GraderSettings())
     assert stricter[0].new_tier in ("LOW", "AMBIGUOUS") and stricter[0].changed  # rare-entity hit may lift LOW
     no_retrieval = {"events": [e for e in sample_run() if e.kind not in ("rerank", "grader")]}
-    assert regrade([no_retrieval], {})[0].new_tier == ""
+    assert regrade([no_retrieval], {}, live=GraderSettings())[0].new_tier == ""
 
 
 def test_long_chunk_card_shows_a_window_around_the_cited_span_and_the_whole_text_on_demand():
@@ -256,3 +257,71 @@ def test_long_chunk_card_shows_a_window_around_the_cited_span_and_the_whole_text
     assert '<mark class="dm-span">The Nimbus N2 draws at most 45 W at full load</mark>' in excerpt
     assert excerpt.count("Unrelated filler") < 20 and "… " in excerpt
     assert "<details class=\"dm-full\"><summary>Whole chunk" in card
+
+
+# -- the grader settings a stored run is regraded with: one rule for the what-if regrade and the sweep ----------
+
+BLEND_STRICT = GraderSettings(gray_zone_mode="blend", blend_high=0.95)  # sample_run blends to 0.94: AMBIGUOUS
+
+
+def _recorded(drop: tuple[str, ...] = (), **extra) -> dict:
+    """A flat config snapshot as a run records it, less the ``drop`` keys, plus ``extra`` dotted keys."""
+    flat = {k: v for k, v in Settings().flat().items() if k not in drop}
+    return {**flat, **{k.replace("__", "."): v for k, v in extra.items()}}
+
+
+def test_regrade_ignores_a_recorded_key_that_is_no_longer_a_grader_setting():
+    old = {"meta": {"run_id": "old"}, "events": sample_run("old"),
+           "config": _recorded(grader__since_removed_key=0.5)}
+    (row,) = regrade([old], {"gray_zone_mode": "blend"}, live=GraderSettings())
+    assert (row.old_tier, row.new_tier) == ("HIGH", "HIGH") and row.reason.startswith("gray_zone_blend")
+
+
+def test_regrade_takes_a_key_the_run_did_not_record_from_the_live_settings_not_the_defaults():
+    record = {"meta": {"run_id": "r1"}, "events": sample_run(), "config": _recorded(drop=("grader.blend_high",))}
+    (row,) = regrade([record], {"gray_zone_mode": "blend"}, live=BLEND_STRICT)
+    assert row.new_tier == "AMBIGUOUS" and row.changed  # the default blend_high (0.75) would keep it HIGH
+    # a key the run did record keeps its recorded value over the live one
+    recorded = {**record, "config": _recorded()}
+    assert regrade([recorded], {"gray_zone_mode": "blend"}, live=BLEND_STRICT)[0].new_tier == "HIGH"
+
+
+def test_regrade_reports_a_run_whose_recording_does_not_validate_and_regrades_the_others():
+    bad = {"meta": {"run_id": "bad"}, "events": sample_run("bad"),
+           "config": _recorded(grader__blend_low=0.8, grader__blend_high=0.5)}
+    good = {"meta": {"run_id": "good"}, "events": sample_run("good"), "config": _recorded()}
+    rows = regrade([bad, good], {"high_threshold": 0.95, "low_threshold": 0.9}, live=GraderSettings())
+    assert [r.run_id for r in rows] == ["bad", "good"]
+    assert rows[0].new_tier == "" and not rows[0].changed and rows[0].old_tier == "HIGH"
+    assert "recorded grader settings" in rows[0].reason and "blend_low" in rows[0].reason
+    assert rows[1].new_tier in ("LOW", "AMBIGUOUS") and rows[1].changed
+
+
+def test_regrade_refuses_the_users_own_invalid_overrides_up_front_against_the_live_settings():
+    record = {"meta": {"run_id": "r1"}, "events": sample_run(), "config": _recorded()}
+    with pytest.raises(ConfigError, match="coverage_low"):  # valid over the defaults (0.8), not over the live 0.4
+        regrade([record], {"coverage_low": 0.5}, live=GraderSettings(coverage_high=0.4, coverage_low=0.1))
+    with pytest.raises(ConfigError, match="grader.no_such_key"):
+        regrade([record], {"no_such_key": 1}, live=GraderSettings())
+
+
+def test_the_sweep_and_the_regrade_grade_a_stored_run_with_the_same_settings():
+    records = [
+        {"meta": {"run_id": "old"}, "events": sample_run("old"), "config": _recorded(grader__since_removed_key=1)},
+        {"meta": {"run_id": "unrecorded"}, "events": sample_run("unrecorded"),
+         "config": _recorded(drop=("grader.blend_high",))},
+        {"meta": {"run_id": "recorded"}, "events": sample_run("recorded"), "config": _recorded()},
+        {"meta": {"run_id": "bad"}, "events": sample_run("bad"),
+         "config": _recorded(grader__blend_low=0.8, grader__blend_high=0.5)},
+    ]
+    for high, low in ((0.95, 0.5), (0.7, 0.3)):
+        swept = {"high_threshold": high, "low_threshold": low, "gray_zone_mode": "blend"}
+        rows = regrade(records, swept, live=BLEND_STRICT)
+        for record, row in zip(records, rows):
+            alone = sweep([sweep_input(record, "v", positive=True, unanswerable=False)], BLEND_STRICT,
+                          highs=[high], lows=[low], modes=["blend"])
+            if row.new_tier == "":
+                assert alone.skipped == 1 and alone.runs == 0, record["meta"]["run_id"]
+            else:
+                assert alone.point(high, low, "blend").high_count == (row.new_tier == "HIGH"), (high, row)
+        assert [r.new_tier == "" for r in rows] == [False, False, False, True]

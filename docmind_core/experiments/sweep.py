@@ -24,10 +24,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
-from pydantic import ValidationError
-
-from docmind_core.compare import flat_config, graded_input
+from docmind_core.compare import graded_input, recorded_grader_settings, regrade_settings
 from docmind_core.answer.grade import CoverageReport, CragGrader, chunk_score, coverage_report
+from docmind_core.errors import ConfigError
 from docmind_core.models import Tier
 from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
 
@@ -117,11 +116,10 @@ def sweep_input(record: Any, variant: str, positive: bool, unanswerable: bool) -
 
 
 def recorded_grader(record: Any) -> tuple[tuple[str, Any], ...]:
-    """The grader keys of the run's config snapshot that the sweep does not sweep, sorted."""
-    config = flat_config(record.config if hasattr(record, "config") else record.get("config"))
-    return tuple(sorted((key.removeprefix("grader."), value) for key, value in config.items()
-                        if key.startswith("grader.") and key.removeprefix("grader.") in GraderSettings.model_fields
-                        and key.removeprefix("grader.") not in SWEPT_KEYS))
+    """The run's recorded grader settings (``compare.recorded_grader_settings``) less the swept keys, sorted."""
+    config = record.config if hasattr(record, "config") else record.get("config")
+    return tuple(sorted((name, value) for name, value in recorded_grader_settings(config).items()
+                        if name not in SWEPT_KEYS))
 
 
 def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[float] = HIGH_GRID,
@@ -133,14 +131,13 @@ def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[fl
     valid grader settings is left out and counted in ``skipped``.
     """
     grader = CragGrader()
-    base = live.model_dump()
     bases: dict[tuple[tuple[str, Any], ...], GraderSettings] = {}
     usable: list[SweepInput] = []
     for x in inputs:
         if x.recorded not in bases:
             try:  # once per distinct recording; each grid point then only replaces the swept keys
-                bases[x.recorded] = GraderSettings.model_validate({**base, **dict(x.recorded)})
-            except ValidationError:
+                bases[x.recorded] = regrade_settings(dict(x.recorded), live)
+            except ConfigError:
                 bases[x.recorded] = None  # type: ignore[assignment]
         if bases[x.recorded] is None:
             skipped += 1
