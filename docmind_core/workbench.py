@@ -69,6 +69,14 @@ class ConfigView:
 
 
 @dataclass(frozen=True)
+class TraceBatch:
+    """Runs read together (``Workbench.get_traces``)."""
+
+    records: list[TraceRecord]  # the ones this user may read, in the order asked
+    refused: list[AccessDenied]  # one per other run id (someone else's, or missing), as get_trace raises it
+
+
+@dataclass(frozen=True)
 class ToolScope:
     """One MCP call's context: the KBs it may search and the tool state."""
 
@@ -410,22 +418,36 @@ class Workbench(ExperimentMethods):
         except NotFound:
             record = None
         if record is None or not can_read_trace(user, record.meta.user_id):
-            raise AccessDenied(f"run {run_id} is not one {user.username} may read (or it does not exist)")
+            raise self._trace_refused(run_id)
         return record
 
+    def get_traces(self, run_ids: Sequence[str]) -> TraceBatch:
+        """Several runs from batched reads, each decided as :meth:`get_trace` decides it: the readable ones in
+        the order asked, and for every other one the refusal ``get_trace`` would raise."""
+        user = self._signed_in()
+        wanted = list(dict.fromkeys(run_ids))
+        readable = {r.run_id: r for r in self._engine.traces.iter_many(wanted) if can_read_trace(user, r.meta.user_id)}
+        return TraceBatch([readable[r] for r in wanted if r in readable],
+                          [self._trace_refused(r) for r in wanted if r not in readable])
+
+    def _trace_refused(self, run_id: str) -> AccessDenied:
+        return AccessDenied(f"run {run_id} is not one {self.user.username} may read (or it does not exist)")
+
     def pair_runs(self, pair_id: str) -> list[TraceRecord]:
-        """The readable runs of one side-by-side pair."""
-        readable = {t.run_id for t in self.list_traces(pair_id=pair_id)}
-        return [r for r in self._engine.traces.pair(pair_id) if r.meta.run_id in readable]
+        """The readable runs of one side-by-side pair, in the order they started."""
+        listed = self.list_traces(pair_id=pair_id)  # newest first: the pair's order reversed
+        return self.get_traces([t.run_id for t in reversed(listed)]).records
 
     def new_pair_id(self) -> str:
         self._signed_in()
         return self._engine.traces.new_pair_id()
 
     def export_traces(self, run_ids: Sequence[str]) -> str:
-        for run_id in run_ids:
-            self.get_trace(run_id)
-        return self._engine.traces.export_json(list(run_ids))
+        """Every run asked for, or the refusal of the first one this user may not read."""
+        batch = self.get_traces(run_ids)
+        if batch.refused:
+            raise batch.refused[0]
+        return self._engine.traces.export_records(batch.records)
 
     def import_traces(self, text: str) -> list[str]:
         """Imported runs belong to the importing user."""

@@ -33,7 +33,6 @@ with st.container(border=True):
 
 summaries = bench.list_traces(kb_id=kb_filter, since=since.isoformat() if since else None, mode=modes, tier=tiers,
                               stop_reason=stop.strip() or None, limit=500)
-visible = {s.run_id for s in summaries}
 if not summaries:
     st.info("No run matches. Ask something in Chat, or import a trace below.")
 
@@ -59,17 +58,23 @@ pair_ids = sorted({s.pair_id for s in summaries if s.pair_id})
 if pair_ids:
     pair = st.selectbox("…or pick a side-by-side pair", [None, *pair_ids], key="dm_tr_pair",
                         format_func=lambda p: "—" if p is None else p)
-    if pair:
-        picked = [r.meta.run_id for r in bench.pair_runs(pair) if r.meta.run_id in visible][:2]
+    if pair:  # the listed runs of the pair in the order they started (the list is newest first)
+        picked = [s.run_id for s in reversed(summaries) if s.pair_id == pair][:2]
 st.caption("Select one run to replay it, two to compare them. Selected: "
            + escape_markdown(", ".join(p[:8] for p in picked) or "none"))
 
-records = []
-for run_id in picked:
-    try:
-        records.append(bench.get_trace(run_id))
-    except DocMindError as exc:
-        st.error(escape_markdown(exc))
+
+def readable_traces(run_ids: list[str]) -> list:
+    """The runs in one batched read; each one this user may not read (any more) is named in an error."""
+    if not run_ids:
+        return []
+    batch = bench.get_traces(run_ids)
+    for refusal in batch.refused:
+        st.error(escape_markdown(refusal))
+    return batch.records
+
+
+records = readable_traces(picked)
 
 # -- replay / compare -----------------------------------------------------------
 if len(records) == 1:
@@ -123,7 +128,7 @@ with st.form("dm_regrade"):
                         key="dm_rg_mode")
     regrade_clicked = st.form_submit_button("Regrade", icon=":material/calculate:")
 if regrade_clicked:
-    targets = records or [bench.get_trace(s.run_id) for s in summaries[:200]]
+    targets = records or readable_traces([s.run_id for s in summaries[:200]])
     try:
         rows = regrade(targets, {"high_threshold": high, "low_threshold": low, "coverage_high": cov_high,
                                  "coverage_low": cov_low, "gray_zone_mode": gray}, live=g)

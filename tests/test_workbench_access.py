@@ -140,6 +140,15 @@ def _tool_scope(w: World, b: Workbench, v: str) -> bool:
     return kb.id in b.tool_scope([kb.id]).context.kb_ids
 
 
+def _get_traces(w: World, b: Workbench, v: str) -> bool:
+    run_id = w.trace()
+    batch = b.get_traces(["no-such-run", run_id])
+    # every run not given back is refused by name, as get_trace refuses it; none is silently dropped
+    assert [str(e).split()[:2] for e in batch.refused][:1] == [["run", "no-such-run"]]
+    assert len(batch.records) + len(batch.refused) == 2
+    return [r.run_id for r in batch.records] == [run_id]
+
+
 def _run_tool(w: World, b: Workbench, v: str) -> bool:
     kb = w.kb(v)
     scope = b.tool_scope([kb.id])
@@ -274,6 +283,7 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     # traces: the owner and admins
     ("list_traces", False, owner_or_admin, lambda w, b, v: (t := w.trace()) in {x.run_id for x in b.list_traces()}),
     ("get_trace", False, owner_or_admin, lambda w, b, v: b.get_trace(w.trace()) is not None),
+    ("get_traces", False, owner_or_admin, _get_traces),
     ("export_traces", False, owner_or_admin, lambda w, b, v: (t := w.trace()) in b.export_traces([t])),
     ("pair_runs", False, signed_in, lambda w, b, v: b.pair_runs("pair-none") == []),
     ("new_pair_id", False, signed_in, lambda w, b, v: b.new_pair_id().startswith("pair-")),

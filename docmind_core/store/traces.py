@@ -251,7 +251,7 @@ class TraceStore:
         """The runs of one side-by-side pair, in the order they started."""
         rows = self._db.db.execute("SELECT run_id FROM traces WHERE pair_id = ? ORDER BY started_at, rowid",
                                    [pair_id]).fetchall()
-        return [self.get(r[0]) for r in rows]
+        return list(self.iter_many(r[0] for r in rows))
 
     def sources_by_run(self, run_ids: Iterable[str]) -> dict[str, list[RetrievedChunk]]:
         """Each run's numbered answer sources (from its done event), for the Markdown export."""
@@ -277,11 +277,19 @@ class TraceStore:
         """One run as a trace, or several as a comparison, in a form :meth:`import_json` reads back."""
         if not run_ids:
             raise ValueError("export_json needs at least one run id")
-        runs = []
-        for run_id in run_ids:
-            record = self.get(run_id)
-            runs.append({"meta": record.meta.model_dump(mode="json"), "config": record.config,
-                         "events": [event_to_dict(e) for e in record.events]})
+        found = {r.run_id: r for r in self.iter_many(run_ids)}
+        missing = next((r for r in run_ids if r not in found), None)
+        if missing is not None:
+            raise NotFound(f"trace {missing} does not exist")
+        return self.export_records([found[r] for r in run_ids])
+
+    @staticmethod
+    def export_records(records: Sequence[TraceRecord]) -> str:
+        """:meth:`export_json` of runs already read."""
+        if not records:
+            raise ValueError("an export needs at least one run")
+        runs = [{"meta": record.meta.model_dump(mode="json"), "config": record.config,
+                 "events": [event_to_dict(e) for e in record.events]} for record in records]
         document = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
                     "kind": "trace" if len(runs) == 1 else "comparison", "exported_at": utcnow(), "runs": runs}
         return json.dumps(document, ensure_ascii=False, indent=1)

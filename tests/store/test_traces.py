@@ -212,3 +212,26 @@ def test_sources_by_run_for_the_markdown_export(store):
     done = events[-1]
     assert isinstance(done, Done)
     assert store.sources_by_run(["run-1", "missing", ""]) == {"run-1": done.sources}
+
+
+def _counting_statements(db) -> list[str]:
+    """The SQL statements run on this thread's connection from now on."""
+    statements: list[str] = []
+    db.db.conn.set_trace_callback(statements.append)
+    return statements
+
+
+def test_a_pair_and_an_export_read_their_runs_in_one_batch_not_a_query_pair_per_run(store, db):
+    pair = store.new_pair_id()
+    for i in range(5):
+        record_run(store, f"side-{i}", mode="RULE_PLANNER", pair_id=pair, tokens=3)
+    statements = _counting_statements(db)
+    assert [r.run_id for r in store.pair(pair)] == [f"side-{i}" for i in range(5)]
+    assert len(statements) == 3, statements  # the pair's run ids, then the runs and their events
+    statements.clear()
+    document = json.loads(store.export_json(["side-3", "side-1"]))
+    assert [r["meta"]["run_id"] for r in document["runs"]] == ["side-3", "side-1"]  # in the order asked
+    assert len(statements) == 2, statements
+    db.db.conn.set_trace_callback(None)
+    with pytest.raises(NotFound, match="missing"):
+        store.export_json(["side-1", "missing"])

@@ -1,4 +1,5 @@
-"""The Traces page filters mode and tier in the trace store, not in the 500 rows it shows (AppTest on app.py)."""
+"""The Traces page filters mode and tier in the trace store, not in the 500 rows it shows, and reads the runs it
+shows or regrades in batches, never one query pair per run (AppTest on app.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingeste
 APP = str(ROOT / "app.py")
 OLD_AGENTIC_LOW = 12
 NEWER_RULE_HIGH = 510  # more than the page lists, all newer than the runs asked for
+PAIR = "pair-of-two"
 
 
-def _record(engine, run_id: str, mode: Mode, tier: Tier) -> None:
-    with engine.traces.recorder(run_id=run_id, question=f"question {run_id}") as rec:
+def _record(engine, run_id: str, mode: Mode, tier: Tier, pair_id: str | None = None) -> None:
+    with engine.traces.recorder(run_id=run_id, question=f"question {run_id}", pair_id=pair_id) as rec:
         rec.record(RunStarted(run_id=run_id, question=f"question {run_id}", kb_ids=[], requested_mode="auto",
                               backends=[], t_ms=0.0))
         rec.record(Done(run_id=run_id, answer="an answer", mode=mode.value, stop_reason="model_done", t_ms=5.0,
@@ -32,6 +34,8 @@ def engine(app_engine):
         _record(engine, f"old-{i:03d}", Mode.AGENTIC, Tier.LOW)
     for i in range(NEWER_RULE_HIGH):
         _record(engine, f"new-{i:03d}", Mode.RULE_PLANNER, Tier.HIGH)
+    for side in ("a", "b"):  # the newest runs: a side-by-side pair
+        _record(engine, f"pair-{side}", Mode.RULE_PLANNER, Tier.HIGH, pair_id=PAIR)
     yield engine
 
 
@@ -51,3 +55,58 @@ def test_old_runs_that_match_are_listed_behind_many_newer_ones(engine, label, va
     next(m for m in at.multiselect if m.label == label).set_value([value.value]).run()
     assert not at.exception, at.exception
     assert sorted(_listed(at)) == [f"old-{i:03d}" for i in range(OLD_AGENTIC_LOW)]
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Every read of whole runs from the trace store: ("get", run_id) per single read, ("iter_many", n) per
+    batched call with the number of runs it yielded."""
+    from docmind_core.store.traces import TraceStore
+
+    calls: list[tuple[str, object]] = []
+    one, many = TraceStore.get, TraceStore.iter_many
+
+    def get(self, run_id):
+        calls.append(("get", run_id))
+        return one(self, run_id)
+
+    def iter_many(self, run_ids, *args, **kwargs):
+        at = len(calls)
+        calls.append(("iter_many", 0))
+        for n, record in enumerate(many(self, run_ids, *args, **kwargs), start=1):
+            calls[at] = ("iter_many", n)
+            yield record
+
+    monkeypatch.setattr(TraceStore, "get", get)
+    monkeypatch.setattr(TraceStore, "iter_many", iter_many)
+    return calls
+
+
+def _traces_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception, at.exception
+    at.switch_page("pages/traces.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_picked_pair_is_compared_from_one_batched_read(engine, reads):
+    at = _traces_page()
+    reads.clear()
+    at.selectbox(key="dm_tr_pair").set_value(PAIR).run()
+    assert not at.exception, at.exception
+    assert "Comparison" in [h.value for h in at.subheader]
+    sides = [m.value for m in at.markdown if m.value.startswith(("**A ·", "**B ·"))]
+    assert len(sides) == 2 and "pair\\-a" in sides[0] and "pair\\-b" in sides[1], sides  # oldest first: A, B
+    assert [kind for kind, _ in reads].count("get") == 0, reads
+    # the two records the page shows, and the two it offers as an export: each read once per use, batched
+    assert reads == [("iter_many", 2), ("iter_many", 2)], reads
+
+
+def test_regrading_the_listed_runs_reads_them_in_batches(engine, reads):
+    at = _traces_page()
+    reads.clear()
+    next(b for b in at.button if b.label == "Regrade").click().run()
+    assert not at.exception, at.exception
+    assert any("of 200 run(s) change tier" in m.value for m in at.markdown)
+    assert reads == [("iter_many", 200)], reads[:5]
