@@ -7,7 +7,8 @@ tokens and configuration, plus a diff of the two answers (word by word, CJK
 character by character, citation numbers left out since each run numbers its
 own sources) and of their sources (which chunk each side used and cited).  ``regrade`` answers "what if the grader thresholds
 had been different?" by running the CRAG grader again on the rerank scores a
-trace already holds.
+trace already holds, with the settings ``regrade_settings`` gives the run (the
+threshold sweep uses the same rule).
 
 The view helpers the pages share (``timeline``, ``citation_html``,
 ``source_card_html``) live in their own modules and are re-exported here.

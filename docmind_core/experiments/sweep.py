@@ -4,8 +4,9 @@
 Each run's graded input (the query and the chunks its first grading saw, ``compare.graded_input``) is
 read once; its top score and lexical coverage do not depend on the thresholds, so every grid point asks
 the CRAG grader itself (``CragGrader.tier_for``) for the tier: one grader, as in the what-if regrade.
-As there, each run keeps the grader settings it was recorded with (its trace's config snapshot) for every
-key the sweep does not sweep; only a key the snapshot lacks comes from the live settings.
+As there (one rule, ``compare.regrade_settings``), each run keeps the grader settings it was recorded with
+(its trace's config snapshot) for every key the sweep does not sweep; only a key the snapshot lacks comes from
+the live settings, and a recorded key that is no longer a grader setting is ignored.
 
 For each point: precision and recall of HIGH for the positives (answerable questions with their gold in
 context), and the not-HIGH rate on unanswerable questions (labelled so, or asked with their gold left
