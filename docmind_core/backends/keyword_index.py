@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import sqlite3
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -126,6 +127,11 @@ class Fts5KeywordIndex:
     # -- schema ------------------------------------------------------------
     def _ensure_layout(self) -> None:
         wanted = {"stem": "1" if self.stem else "0", "layout": _LAYOUT}
+        try:  # every start after the first finds the layout it wants: a read, no write lock to wait for
+            if dict(self.db.db.execute(f"SELECT key, value FROM {_META_TABLE}").fetchall()) == wanted:
+                return
+        except sqlite3.OperationalError:  # no such table yet
+            pass
         with self.db.transaction() as db:
             db.execute(f"CREATE TABLE IF NOT EXISTS {_META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             db.execute(f"CREATE TABLE IF NOT EXISTS {_GENERATIONS_TABLE} "
