@@ -349,7 +349,8 @@ class ToolCallRecord(_Value):
     new_chunks: int = 0
     duplicate_chunks: int = 0
     latency_ms: float = 0.0
-    status: Literal["ok", "error", "deduplicated", "rejected", "unavailable"] = "ok"
+    # "timeout": a one-shot worker that did not answer in time, listed as a call of its tool
+    status: Literal["ok", "error", "deduplicated", "rejected", "unavailable", "timeout"] = "ok"
     message: str = ""  # error text or the observation summary
     repaired_from: RepairedFrom = ""
 

@@ -1,4 +1,8 @@
-"""Fold a run's event stream into one summary (the CLI's ``--json``) and a text timeline."""
+"""A run's summary (the CLI's ``--json``) and its text timeline, both read from what the pages read.
+
+The summary is built from :class:`RunDigest`, the pages' one fold of the events, so the CLI and the
+chat and Traces pages cannot report a run differently.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,9 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from docmind_core import events as ev
-from docmind_core.events import Event, EventFold
+from docmind_core.events import Event
 from docmind_core.safe_text import strip_control
-from docmind_core.timeline import timeline
+from docmind_core.timeline import RunDigest, timeline
 
 
 class SourceSummary(BaseModel):
@@ -57,93 +60,44 @@ class RunSummary(BaseModel):
 
 
 def summarise(events: Iterable[Event]) -> RunSummary:
-    summary_fold = RunSummaryFold()
-    for event in events:
-        summary_fold(event)
-    return summary_fold.summary
+    return summary_of(RunDigest.from_events(list(events)))
 
 
-class RunSummaryFold(EventFold[None]):
-    """Fills one :class:`RunSummary` from a run's events; later events refine earlier ones."""
-
-    def __init__(self) -> None:
-        self.summary = RunSummary()
-
-    def on_run(self, event: ev.RunStarted) -> None:
-        s = self.summary
-        s.run_id, s.question = event.run_id, event.question
-        s.backends = [b.model_dump() for b in event.backends]
-
-    def on_scope(self, event: ev.ScopeDecided) -> None:
-        self.summary.scope = event.scope.value
-
-    def on_understanding(self, event: ev.Understood) -> None:
-        self.summary.understanding = event.understanding.model_dump(mode="json")
-
-    def on_routing(self, event: ev.Routed) -> None:
-        s = self.summary
-        s.mode, s.route_reason = event.decision.mode.value, event.decision.reason
-        s.route_explanation = event.decision.explanation
-        s.planned_tools = list(event.plan.tools) if event.plan else []
-
-    def on_agentic_step(self, event: ev.AgenticStep) -> None:
-        self.summary.rounds = max(self.summary.rounds, event.iteration)
-
-    def on_retrieval(self, event: ev.Retrieved) -> None:
-        s = self.summary
-        s.tool_calls = [{"name": c.name, "args": c.args, "status": c.status, "result_count": c.result_count,
-                         "repaired_from": c.repaired_from} for c in event.tool_calls]
-        if not s.tool_calls and event.workers:
-            s.tool_calls = [{"name": w.name, "args": {}, "status": w.status, "result_count": w.hits}
-                            for w in event.workers]
-        s.stop_reason = event.stop_reason or s.stop_reason
-
-    def on_rerank(self, event: ev.Reranked) -> None:
-        return None  # the candidates reach the summary as the Done event's sources
-
-    def on_grader(self, event: ev.Graded) -> None:
-        s, g = self.summary, event.grade
-        s.tier, s.top_score, s.lex_coverage, s.grade_reason = g.tier.value, g.top_score, g.lex_coverage, g.reason
-
-    def on_web_compensation(self, event: ev.WebCompensated) -> None:
-        self.summary.web_compensated = self.summary.web_compensated or event.ran
-
-    def on_fallback(self, event: ev.Fallback) -> None:
-        self.summary.fallbacks.append({"stage": event.stage, "reason": event.reason, "to": event.to})
-
-    def on_start(self, event: ev.AnswerStarted) -> None:
-        return None  # the sources are the Done event's
-
-    def on_token(self, event: ev.Token) -> None:
-        return None  # the answer is the Done event's
-
-    def on_error(self, event: ev.ErrorRaised) -> None:
-        self.summary.errors.append({"stage": event.stage, "message": event.message})
-
-    def on_index_incomplete(self, event: ev.IndexIncomplete) -> None:
-        self.summary.index_gaps.append({"kb_id": event.kb_id, "missing_vectors": event.missing_vectors,
-                                        "total": event.total})
-
-    def on_done(self, event: ev.Done) -> None:
-        s = self.summary
-        s.answer, s.backend = event.answer, event.backend
-        s.mode = event.mode
-        s.route_reason = event.route_reason or s.route_reason
-        s.scope = event.scope.value
-        s.sources = [SourceSummary(index=i, chunk_id=c.chunk_id, document=c.document, text=c.text,
-                                   origin=c.origin, url=c.url, scores=c.scores.model_dump())
-                     for i, c in enumerate(event.sources, start=1)]
-        s.citations = [u.model_dump() for u in event.citations.used_sources]
-        s.coverage, s.invalid_refs = event.citations.coverage, event.citations.invalid_refs
-        if event.confidence is not None:
-            s.confidence, s.band, s.ungrounded = (event.confidence.score, event.confidence.band,
-                                                  event.confidence.ungrounded)
-        s.stop_reason = event.stop_reason or s.stop_reason
-        s.web_compensated = s.web_compensated or event.web_compensated
-        s.timings_ms = dict(event.timings_ms)
-        s.usage = {"prompt_tokens": sum(c.prompt_tokens for c in event.model_calls),
-                   "completion_tokens": sum(c.completion_tokens for c in event.model_calls),
-                   "model_calls": len(event.model_calls)}
+def summary_of(digest: RunDigest) -> RunSummary:
+    """The digest the pages render, as the CLI's summary: one fold of the events serves both."""
+    done, routed, grade = digest.done, digest.routed, digest.grade
+    summary = RunSummary(
+        run_id=digest.run_id, question=digest.question, answer=digest.answer, mode=digest.mode,
+        route_reason=digest.route_reason, route_explanation=routed.decision.explanation if routed else "",
+        scope=digest.scope_name,
+        understanding=digest.understood.understanding.model_dump(mode="json") if digest.understood else {},
+        planned_tools=list(routed.plan.tools) if routed and routed.plan else [],
+        tool_calls=[{"name": c.name, "args": c.args, "status": c.status, "result_count": c.result_count,
+                     "repaired_from": c.repaired_from} for c in digest.tool_calls],
+        rounds=digest.rounds, tier=digest.tier, web_compensated=digest.web_compensated,
+        sources=[SourceSummary(index=i, chunk_id=c.chunk_id, document=c.document, text=c.text, origin=c.origin,
+                               url=c.url, scores=c.scores.model_dump())
+                 for i, c in enumerate(digest.sources, start=1)],
+        stop_reason=digest.stop_reason, timings_ms=digest.timings_ms,
+        backends=[b.model_dump() for b in digest.started.backends] if digest.started else [],
+        errors=[{"stage": e.stage, "message": e.message} for e in digest.errors],
+        fallbacks=[{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
+        index_gaps=[{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
+                    for g in digest.index_gaps])
+    if grade is not None:
+        summary.top_score, summary.lex_coverage = grade.top_score, grade.lex_coverage
+        summary.grade_reason = grade.reason
+    if done is not None:
+        summary.backend = done.backend
+        summary.citations = [u.model_dump() for u in done.citations.used_sources]
+        summary.coverage, summary.invalid_refs = done.citations.coverage, done.citations.invalid_refs
+        if done.confidence is not None:
+            summary.confidence, summary.band = done.confidence.score, done.confidence.band
+            summary.ungrounded = done.confidence.ungrounded
+        tokens = digest.tokens
+        summary.usage = {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
+                         "model_calls": tokens["calls"]}
+    return summary
 
 
 def timeline_lines(events: Iterable[Event]) -> list[str]:

@@ -244,7 +244,8 @@ class RunDigest:
     understood: ev.Understood | None = None
     routed: ev.Routed | None = None
     agentic_steps: list[ev.AgenticStep] = field(default_factory=list)
-    retrieved: ev.Retrieved | None = None
+    retrieved: ev.Retrieved | None = None  # the last retrieval
+    retrievals: list[ev.Retrieved] = field(default_factory=list)  # an agentic loop and its one-shot fallback
     reranks: list[ev.Reranked] = field(default_factory=list)
     grades: list[ev.Graded] = field(default_factory=list)
     web: ev.WebCompensated | None = None
@@ -292,6 +293,29 @@ class RunDigest:
         return self.routed.decision.mode.value if self.routed is not None else ""
 
     @property
+    def route_reason(self) -> str:
+        if self.done is not None and self.done.route_reason:
+            return self.done.route_reason
+        return self.routed.decision.reason if self.routed is not None else ""
+
+    @property
+    def scope_name(self) -> str:
+        """The run's scope as the Done event settled it (a failed run keeps what the scope step decided)."""
+        if self.done is not None:
+            return self.done.scope.value
+        return self.scope.scope.value if self.scope is not None else ""
+
+    @property
+    def rounds(self) -> int:
+        return max((step.iteration for step in self.agentic_steps), default=0)
+
+    @property
+    def web_compensated(self) -> bool:
+        if self.done is not None:
+            return self.done.web_compensated
+        return self.web is not None and self.web.ran
+
+    @property
     def sources(self) -> list[RetrievedChunk]:
         if self.done is not None and self.done.sources:
             return list(self.done.sources)
@@ -320,17 +344,17 @@ class RunDigest:
 
     @property
     def tool_calls(self) -> list[ToolCallRecord]:
-        """Tool calls of the agentic loop, or the one-shot workers seen as calls of their tool."""
-        calls = [c for step in self.agentic_steps for c in step.tool_calls]
-        if not calls and self.retrieved is not None:
-            calls = list(self.retrieved.tool_calls)
-            if not calls:
-                calls = [ToolCallRecord(name=w.name, args={"query": self.query}, result_count=w.hits,
-                                        latency_ms=w.latency_ms,
-                                        status="ok" if w.status == "ok" else ("unavailable" if w.status ==
-                                                                              "unavailable" else "error"),
-                                        message=w.message)
-                         for w in self.retrieved.workers]
+        """Every tool call of the run, in order: the agentic loop's, then one-shot workers seen as calls of
+        their tool (a plain one-shot run's, or the fallback's after the loop)."""
+        loop = [r for r in self.retrievals if r.mode == "agentic_loop"]
+        # the loop's Retrieved lists every call it made, a round cut short included; without it (the loop
+        # failed and fell back) its rounds hold what is known
+        calls = list(loop[-1].tool_calls) if loop else [c for step in self.agentic_steps for c in step.tool_calls]
+        for retrieval in self.retrievals:
+            if retrieval.mode == "one_shot":  # every worker ran its tool on the run's query
+                calls += [ToolCallRecord(name=w.name, args={"query": self.query}, result_count=w.hits,
+                                         latency_ms=w.latency_ms, status=w.status, message=w.message)
+                          for w in retrieval.workers]
         return calls
 
     @property
@@ -372,6 +396,7 @@ class _Digester(EventFold[None]):
 
     def on_retrieval(self, event: ev.Retrieved) -> None:
         self.digest.retrieved = event
+        self.digest.retrievals.append(event)
 
     def on_rerank(self, event: ev.Reranked) -> None:
         self.digest.reranks.append(event)

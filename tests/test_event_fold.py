@@ -9,13 +9,13 @@ import pytest
 
 from docmind_core.backends.tracing import ObservationPlanner, plan_observations
 from docmind_core.events import EVENT_CLASSES, EVENT_KINDS, Event, EventFold, fold
-from docmind_core.run_summary import RunSummaryFold, summarise
+from docmind_core.run_summary import summarise
 from docmind_core.timeline import RunDigest, TimelineBuilder, _Digester, timeline
 from docmind_core.events import _Event
 from docmind_core.store.traces import TraceMeta, TraceRecord
 from tests.fakes.sample_events import sample_events
 
-CONSUMERS = (TimelineBuilder, _Digester, RunSummaryFold, ObservationPlanner)
+CONSUMERS = (TimelineBuilder, _Digester, ObservationPlanner)  # the CLI summary reads _Digester's RunDigest
 
 
 def _kind_echo_fold() -> EventFold[str]:
