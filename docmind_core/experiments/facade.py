@@ -282,8 +282,13 @@ class ExperimentMethods:
         return self._experiments.request_cancel(experiment_id)
 
     def experiment_progress(self, experiment_id: int) -> Progress:
-        self._own_experiment(experiment_id)
-        return self._experiments.progress(experiment_id, self.settings().experiments.max_parallel)  # type: ignore[attr-defined]
+        experiment = self._own_experiment(experiment_id)
+        return self._progress(experiment)
+
+    def _progress(self, experiment: Experiment) -> Progress:
+        """Of an experiment this call has just read (and decided access to)."""
+        return self._experiments.progress(experiment.id, self.settings().experiments.max_parallel,  # type: ignore[attr-defined]
+                                          state=experiment.state)
 
     def experiment_results(self, experiment_id: int, reuse: ExperimentResults | None = None) -> ExperimentResults:
         """The experiment's scored runs, report, sweeps and export, from one batched load of its traces.
@@ -293,7 +298,7 @@ class ExperimentMethods:
         """
         experiment = self._own_experiment(experiment_id)
         items = self._datasets.items(experiment.dataset_id)
-        progress = self._experiments.progress(experiment_id, self.settings().experiments.max_parallel)  # type: ignore[attr-defined]
+        progress = self._progress(experiment)
         revision = revision_of(self._engine.db, experiment, progress, items_digest(items))
         if reuse is not None and reuse.experiment.id == experiment.id and reuse.revision == revision:
             return reuse

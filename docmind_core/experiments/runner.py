@@ -206,16 +206,25 @@ class ExperimentStore:
                                   [int(experiment_id)]).fetchone()
         if row is None:
             raise NotFound(f"experiment #{experiment_id} does not exist")
-        variants = [Variant(id=v[0], name=v[1], mode=v[2], overrides=json.loads(v[3] or "{}"))
-                    for v in self._db.db.execute("SELECT id, name, mode, overrides FROM experiment_variants "
-                                                 "WHERE experiment_id = ? ORDER BY position", [row[0]]).fetchall()]
-        return Experiment(id=row[0], name=row[1], dataset_id=row[2], owner_id=row[3], leave_gold_out=bool(row[4]),
-                          item_limit=row[5], state=row[6], runner=row[7], heartbeat_at=row[8], created_at=row[9],
-                          updated_at=row[10], variants=variants)
+        return _experiment(row, self._variants([row[0]]).get(row[0], []))
 
     def list(self) -> list[Experiment]:
-        ids = [r[0] for r in self._db.db.execute("SELECT id FROM experiments ORDER BY id DESC").fetchall()]
-        return [self.get(i) for i in ids]
+        """Every experiment, newest first: two queries however many there are."""
+        rows = self._db.db.execute(f"SELECT {_EXP_COLUMNS} FROM experiments ORDER BY id DESC").fetchall()
+        variants = self._variants([r[0] for r in rows]) if rows else {}
+        return [_experiment(r, variants.get(r[0], [])) for r in rows]
+
+    def _variants(self, experiment_ids: Sequence[int]) -> dict[int, list[Variant]]:
+        """Experiment id -> its variants in order, from one query."""
+        marks = ", ".join("?" for _ in experiment_ids)
+        out: dict[int, list[Variant]] = {}
+        for exp_id, vid, name, mode, overrides in self._db.db.execute(
+                f"SELECT experiment_id, id, name, mode, overrides FROM experiment_variants "
+                f"WHERE experiment_id IN ({marks}) ORDER BY experiment_id, position",
+                [int(i) for i in experiment_ids]).fetchall():
+            out.setdefault(exp_id, []).append(Variant(id=vid, name=name, mode=mode,
+                                                      overrides=json.loads(overrides or "{}")))
+        return out
 
     def delete(self, experiment_id: int) -> None:
         with self._db.transaction() as db:
@@ -232,22 +241,30 @@ class ExperimentStore:
         return [ExperimentRun(id=r[0], variant_id=r[1], item_id=r[2], gold_left_out=bool(r[3]), state=r[4],
                               run_id=r[5], error=r[6], started_at=r[7], finished_at=r[8]) for r in rows]
 
-    def progress(self, experiment_id: int, parallel: int = 1) -> Progress:
-        state = self.get(experiment_id).state
-        counts = dict(self._db.db.execute("SELECT state, COUNT(*) FROM experiment_runs WHERE experiment_id = ? "
-                                          "GROUP BY state", [int(experiment_id)]).fetchall())
-        spent = self._db.db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(finished_at - started_at), 0) FROM experiment_runs "
-            "WHERE experiment_id = ? AND state IN ('done', 'failed') AND started_at IS NOT NULL "
-            "AND finished_at IS NOT NULL", [int(experiment_id)]).fetchone()
+    def progress(self, experiment_id: int, parallel: int = 1, state: ExperimentState | None = None) -> Progress:
+        """The rows' counts and timing in one query; ``state``: the experiment's state when the caller has
+        just read it (else it is read here)."""
+        if state is None:
+            row = self._db.db.execute("SELECT state FROM experiments WHERE id = ?", [int(experiment_id)]).fetchone()
+            if row is None:
+                raise NotFound(f"experiment #{experiment_id} does not exist")
+            state = row[0]
+        # per row state: rows, rows with both times, their summed wall time (a reset row may keep old times,
+        # so only finished states count)
+        by_state = {r[0]: r[1:] for r in self._db.db.execute(
+            "SELECT state, COUNT(*), COUNT(finished_at - started_at), TOTAL(finished_at - started_at) "
+            "FROM experiment_runs WHERE experiment_id = ? GROUP BY state", [int(experiment_id)]).fetchall()}
+        counts = {k: v[0] for k, v in by_state.items()}
+        timed = sum(by_state[k][1] for k in ("done", "failed") if k in by_state)
+        spent = sum(by_state[k][2] for k in ("done", "failed") if k in by_state)
         total = sum(counts.values())
         finished = counts.get("done", 0) + counts.get("failed", 0)
         remaining = total - finished
         parallel = max(1, parallel)
-        per_run = spent[1] / spent[0] if spent[0] else None
+        per_run = spent / timed if timed else None
         return Progress(state=state, total=total, done=counts.get("done", 0), failed=counts.get("failed", 0),
                         running=counts.get("running", 0), pending=counts.get("pending", 0),
-                        elapsed_s=round(spent[1] / parallel, 2),
+                        elapsed_s=round(spent / parallel, 2),
                         eta_s=round(per_run * remaining / parallel, 1) if per_run is not None else None)
 
     # -- state changes ------------------------------------------------------------
@@ -315,6 +332,12 @@ class ExperimentStore:
             db.execute("UPDATE experiment_runs SET state = ?, run_id = COALESCE(?, run_id), error = ?, "
                        "finished_at = ? WHERE id = ?",
                        [state, run_id, error[:2000], time.time() if state != "pending" else None, int(row_id)])
+
+
+def _experiment(row: Sequence[Any], variants: list[Variant]) -> Experiment:
+    return Experiment(id=row[0], name=row[1], dataset_id=row[2], owner_id=row[3], leave_gold_out=bool(row[4]),
+                      item_limit=row[5], state=row[6], runner=row[7], heartbeat_at=row[8], created_at=row[9],
+                      updated_at=row[10], variants=variants)
 
 
 # --------------------------------------------------------------------------
