@@ -201,3 +201,12 @@ def test_the_json_keys_of_the_summary_are_pinned(bench):
     assert all(set(e) == {"stage", "message"} for e in dumped["errors"])
     types = {name: field.annotation for name, field in RunSummary.model_fields.items()}
     assert types["rounds"] is int and types["web_compensated"] is bool and types["confidence"] == float | None
+
+
+def test_a_run_cancelled_in_the_agentic_loop_reports_the_grade_the_run_ended_with(bench):
+    cancel = threading.Event()
+    cancel.set()  # the loop sees it before its first round: no Graded event, the Done event holds the grade
+    events = _ask(bench, "What is the zephyr budget?", mode="agentic", cancel=cancel)
+    summary = _assert_summary_is_the_digest(events)
+    assert summary.stop_reason == "cancelled" and summary.tier == "LOW"
+    assert summary.grade_reason == "cancelled before the evidence was graded"
