@@ -447,7 +447,8 @@ class Workbench(ExperimentMethods):
         batch = self.get_traces(run_ids)
         if batch.refused:
             raise batch.refused[0]
-        return self._engine.traces.export_records(batch.records)
+        by_id = {r.run_id: r for r in batch.records}
+        return self._engine.traces.export_records([by_id[r] for r in run_ids])  # a run named twice: twice
 
     def import_traces(self, text: str) -> list[str]:
         """Imported runs belong to the importing user."""
