@@ -86,22 +86,25 @@ if st.session_state.get("dm_ex_pick") not in ids:
     st.session_state["dm_ex_pick"] = ids[0]
 names = {e.id: f"#{e.id} {e.name}" for e in experiments}
 picked = st.selectbox("Experiment", ids, format_func=lambda i: names[i], key="dm_ex_pick")
-experiment = bench.get_experiment(picked)
 if st.session_state.get(STARTED_KEY) == picked:
     # said here, not after the form: a run that finishes at once reruns the page and would drop the message
     st.success(f"Experiment #{picked} was started from this page")
 # Every run's trace is loaded and scored once: the results are kept across reruns and handed back, so a
-# rerun with nothing new loads nothing and one with new runs loads only those.
+# rerun with nothing new loads nothing and one with new runs loads only those.  They carry the experiment
+# and its progress as this run read them: the page reads the experiment once per run.
 results = bench.experiment_results(picked, reuse=st.session_state.get(RESULTS_KEY))
 st.session_state[RESULTS_KEY] = results
+experiment = results.experiment
 shown = results.progress
-polling = experiment.state in ("running", "cancelling") or (
-    experiment.state == "pending" and st.session_state.get(STARTED_KEY) == picked)
+polling = shown.state in ("running", "cancelling") or (
+    shown.state == "pending" and st.session_state.get(STARTED_KEY) == picked)
+# the panel's first call, in this script run, shows the progress just read; its timed reruns read it anew
+handed = [shown]
 
 
 @st.fragment(run_every=2.0 if polling else None)
 def progress_panel() -> None:
-    progress = bench.experiment_progress(picked)
+    progress = handed.pop() if handed else bench.experiment_progress(picked)
     finished = progress.done + progress.failed
     if progress.state != shown.state or finished != shown.done + shown.failed:
         # new runs finished: redraw the metrics below now and then while it runs, at once when it stops

@@ -110,6 +110,25 @@ def test_page_loads_each_run_once_and_reruns_load_none(engine, trace_loads):
     assert _frame(at, "metric") is not None and len(at.get("plotly_chart")) == 2
 
 
+def test_one_page_run_reads_the_experiment_once(engine, monkeypatch):
+    """A page run fetched the picked experiment five times (get_experiment, experiment_results twice,
+    experiment_progress twice) and listed the experiments one by one."""
+    from docmind_core.experiments.runner import ExperimentStore
+
+    at = _page()
+    calls: list[str] = []
+    for name in ("get", "list", "progress"):
+        def counted(self, *args, _name=name, _original=getattr(ExperimentStore, name), **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(ExperimentStore, name, counted)
+    at.run()
+    assert not at.exception, at.exception
+    assert sorted(calls) == ["get", "list", "progress"], calls
+    assert any(p.proto.text.startswith("done: ") for p in at.get("progress"))
+
+
 def test_page_creates_and_runs_an_experiment(engine):
     at = _page()
     at.text_area(key="dm_ex_variants").set_value("only-rule:rule")
