@@ -84,7 +84,9 @@ def test_an_experiment_runs_and_its_metrics_and_differences_appear(page):
     assert done.count() == 1, f"the experiment did not finish in {RUN_TIMEOUT_S} s: {progress}"
     assert "0 failed" in progress
 
-    metrics = _settled_table(page, "gold-in-context recall", "measured on", "agentic")
+    # wait for what is asserted, an interval over the three questions: the labels alone are also in the table
+    # drawn before any run was done (every metric n/a), which can still be on screen
+    metrics = _settled_table(page, "gold-in-context recall", "measured on", "agentic", "(n=3)")
     cells = _grid_text(metrics)
     assert "rule" in cells and "agentic" in cells
     assert re.search(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] \(n=3\)", cells), cells  # an interval over 3 questions
