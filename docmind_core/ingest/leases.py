@@ -135,6 +135,33 @@ class Lease:
         self.book.remove(self.id)
 
 
+class LeaseOnDemand:
+    """A lease for work that often finds nothing to do (the start-up repairs): taking a lease is a write, and a
+    start that only looks must not wait behind another process's write transaction."""
+
+    def __init__(self, book: "LeaseBook", operation: str):
+        self.book = book
+        self.operation = operation
+        self.lease: Lease | None = None
+
+    @property
+    def held_id(self) -> int | None:
+        """The lease's id once taken; None before (nothing this work owns yet)."""
+        return self.lease.id if self.lease is not None else None
+
+    def take(self) -> Lease:
+        if self.lease is None:
+            self.lease = self.book.acquire(self.operation)
+        return self.lease
+
+
+def _release(lease: Lease) -> None:
+    try:
+        lease.release()
+    except Exception:  # the row is then judged by its heartbeat and pid at the next start
+        log.exception("could not release lease %s", lease.id)
+
+
 class LeaseBook:
     """The ``ingest_leases`` table: take, refresh, judge and remove leases."""
 
@@ -153,10 +180,17 @@ class LeaseBook:
         try:
             yield lease
         finally:
-            try:
-                lease.release()
-            except Exception:  # the row is then judged by its heartbeat and pid at the next start
-                log.exception("could not release lease %s", lease.id)
+            _release(lease)
+
+    @contextmanager
+    def on_demand(self, operation: str) -> Iterator["LeaseOnDemand"]:
+        """A lease taken only when the work first needs one (``take()``), released at the end if it was."""
+        pending = LeaseOnDemand(self, operation)
+        try:
+            yield pending
+        finally:
+            if pending.lease is not None:
+                _release(pending.lease)
 
     def acquire(self, operation: str) -> Lease:
         now = time.time()

@@ -45,7 +45,7 @@ from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled,
 from docmind_core.ingest.check import KbCheckReport, KbChecker
 from docmind_core.ingest.chunking import TextChunk, chunk_document, iter_stream_blocks
 from docmind_core.ingest.indexing import IndexWriter
-from docmind_core.ingest.leases import Lease, LeaseBook
+from docmind_core.ingest.leases import Lease, LeaseBook, LeaseOnDemand
 from docmind_core.ingest.loaders import STREAMED_EXTENSIONS, load_document, mime_for, open_text_file, too_large
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase
@@ -403,30 +403,31 @@ class Ingestor:
         * knowledge bases with fewer vectors than chunks: reported (``docmind kb check NAME --repair``).
         """
         repairs: list[str] = []
-        with self.leases.hold("reconcile") as lease:
+        # The lease is taken at the first repair: a start that finds everything in order only reads.
+        with self.leases.on_demand("reconcile") as lease:
             live_chunks: dict[int, int] = {}  # kb id -> chunk rows of documents live operations own
             for doc, owner in self.store.pending_documents():
-                reason = self.leases.owner_gone(owner) if owner != lease.id else None
+                reason = self.leases.owner_gone(owner) if owner is None or owner != lease.held_id else None
                 if reason is None:
                     live_chunks[doc.kb_id] = live_chunks.get(doc.kb_id, 0) + doc.chunk_count
                     continue
                 # (False: another process judged it at the same moment and took it)
-                if self.writer.remove_interrupted(doc.kb_id, doc.id, lease.id, owner):
+                if self.writer.remove_interrupted(doc.kb_id, doc.id, lease.take().id, owner):
                     repairs.append(f"removed interrupted document '{doc.name}' (kb {doc.kb_id}): {reason}")
             for doc in self.store.incomplete_documents():
-                if doc.status == "failed" and self.writer.clear_failed(doc, lease.id):
+                if doc.status == "failed" and doc.chunk_count and self.writer.clear_failed(doc, lease.take().id):
                     repairs.append(f"removed the chunks of failed document '{doc.name}' (kb {doc.kb_id})")
             for run in self.store.reindex_runs(state="running"):
                 reason = self.leases.owner_gone(run["lease_id"])
-                if reason is not None and self.store.claim_reindex(run["id"], lease.id, run["lease_id"]):
+                if reason is not None and self.store.claim_reindex(run["id"], lease.take().id, run["lease_id"]):
                     repairs.append(self._resume_reindex(run, reason))
             repairs += self._remove_stray_entries(lease, live_chunks)
-            self.leases.sweep()
+            self.leases.sweep()  # writes only when a gone owner left a row
         for line in repairs:
             log.warning("reconcile: %s", line)
         return repairs
 
-    def _remove_stray_entries(self, lease: Lease, live_chunks: dict[int, int]) -> list[str]:
+    def _remove_stray_entries(self, lease: LeaseOnDemand, live_chunks: dict[int, int]) -> list[str]:
         repairs: list[str] = []
         kbs = self.store.list_kbs()
         known_kbs = {kb.id for kb in kbs}
@@ -448,8 +449,10 @@ class Ingestor:
                 states = self.store.document_states(kb_id)
                 for doc_id in sorted(indexed):
                     status, owner = states.get(doc_id, ("gone", None))
-                    if status == "complete" or (status == "pending" and (owner == lease.id or self.leases.alive(owner))):
+                    if status == "complete" or (status == "pending" and owner is not None
+                                                and (owner == lease.held_id or self.leases.alive(owner))):
                         continue
+                    lease.take()  # a repair: from here this start owns what it does
                     self.vector_store.delete_document(kb_id, doc_id)
                     self.keyword_index.delete_document(kb_id, doc_id)
                     repairs.append(f"removed stray index entries of document {doc_id} (kb {kb_id})")
@@ -461,6 +464,7 @@ class Ingestor:
         for store in (self.vector_store, self.keyword_index):
             listed = getattr(store, "kb_ids", None)
             for kb_id in sorted(set(listed()) - known_kbs) if listed is not None else []:
+                lease.take()
                 store.delete_kb(kb_id)
                 repairs.append(f"dropped {store.name} entries of deleted knowledge base {kb_id}")
         return repairs
