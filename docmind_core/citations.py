@@ -173,7 +173,9 @@ def _parse(answer: str, sources: Sequence[RetrievedChunk], min_len: int) -> Cita
         if not _is_substantive(text, min_len):
             continue
         substantive += 1
-        if any(_holds(t_start, t_end, m_start, m_end, s, e) for s, e in valid_positions):
+        # "the sources do not mention X [1]" claims no evidence: its marker grounds nothing
+        if not ABSENCE_RE.search(text) and any(_holds(t_start, t_end, m_start, m_end, s, e)
+                                               for s, e in valid_positions):
             cited += 1
         else:
             uncited.append((t_start, t_end))
@@ -288,13 +290,18 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
                     settings: CitationSettings) -> Confidence:
     """confidence = clamp(coverage) x top rerank score (or the top score alone), with a band.
 
-    Unknown coverage falls back to the top score.  ``ungrounded`` marks an answer
-    that cites (almost) nothing while the grader found the evidence weak.
+    An answer without a substantive sentence ("Sorry.") counts as grounded only when it cites a valid source
+    (coverage 1, else 0); unknown citations (parsing failed) count as 0, so an answer that claims no
+    evidence never gets a high band.  ``ungrounded`` marks an answer that cites (almost) nothing while the
+    grader found the evidence weak.
     """
     top = min(1.0, max(0.0, float(top_score or 0.0)))
     coverage = citations.coverage if citations is not None else None
-    if settings.confidence_uses_coverage and coverage is not None:
-        score = min(1.0, max(0.0, coverage)) * top
+    claimed = coverage
+    if claimed is None:
+        claimed = 1.0 if citations is not None and any(o.valid for o in citations.occurrences) else 0.0
+    if settings.confidence_uses_coverage:
+        score = min(1.0, max(0.0, claimed)) * top
     else:
         score = top
     if score >= settings.band_high:

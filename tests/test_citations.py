@@ -109,8 +109,8 @@ SETTINGS = CitationSettings()
     (0.0, 0.2, Tier.LOW, 0.0, "LOW", True),
     (0.0, 0.9, Tier.HIGH, 0.0, "LOW", False),  # uncited but not LOW evidence: not flagged
     (0.04, 0.2, "LOW", 0.008, "LOW", True),
-    (None, 0.7, Tier.HIGH, 0.7, "HIGH", False),  # unknown coverage: the top score
-    (None, 0.2, Tier.LOW, 0.2, "LOW", False),
+    (None, 0.7, Tier.HIGH, 0.0, "LOW", False),  # no substantive sentence and no citation: claims no evidence
+    (None, 0.2, Tier.LOW, 0.0, "LOW", False),
     (1.5, 0.5, Tier.HIGH, 0.5, "MEDIUM", False),  # coverage is clamped
 ])
 def test_confidence_bands(coverage, top, tier, score, band, ungrounded):

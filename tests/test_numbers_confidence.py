@@ -1,0 +1,48 @@
+"""The answer's confidence (citations.confidence_from over parse_citations) checked against its definition:
+coverage x top rerank score, in [0, 1], and never a high band for an answer that claims no evidence."""
+
+from __future__ import annotations
+
+import pytest
+
+from docmind_core.citations import confidence_from, parse_citations
+from docmind_core.models import RetrievedChunk, StageScores, Tier
+from docmind_core.settings import CitationSettings
+
+SOURCES = [RetrievedChunk(chunk_id="c1", document="orion_specs.md", scores=StageScores(rerank=0.9),
+                          text="The Orion O3 sensor samples at 250 Hz. The Orion O3 battery lasts 36 hours.")]
+
+
+def _confidence(answer: str, top: float = 0.9, tier: Tier = Tier.HIGH):
+    return confidence_from(parse_citations(answer, SOURCES), top, tier, CitationSettings())
+
+
+def test_a_cited_grounded_answer_is_coverage_times_top_score():
+    conf = _confidence("The Orion O3 battery lasts 36 hours [1].", top=0.9)
+    assert (conf.score, conf.band) == (0.9, "HIGH")  # coverage 1 x 0.9
+    half = _confidence("The Orion O3 battery lasts 36 hours [1]. It also comes in a lovely red colour.", top=0.9)
+    assert half.score == pytest.approx(0.45)  # one of two substantive sentences cited
+
+
+def test_a_nothing_relevant_answer_with_a_marker_is_not_high():
+    # "the sources do not mention X [1]" claims no evidence: its marker grounds nothing (it was 0.9 / HIGH)
+    conf = _confidence("The sources do not mention the colour options of the Orion O3 [1].")
+    assert conf.band == "LOW" and conf.score == 0.0
+
+
+def test_an_answer_without_a_substantive_sentence_claims_no_evidence_unless_it_cites():
+    # "Sorry." has no sentence long enough to count: coverage is unknown, and confidence was the top score
+    assert _confidence("Sorry.").band == "LOW"
+    assert _confidence("Sorry.").score == 0.0
+    cited = _confidence("Yes [1].")  # too short to count, but it cites a valid source
+    assert cited.score == pytest.approx(0.9) and cited.band == "HIGH"
+
+
+@pytest.mark.parametrize("top", [-0.5, 0.0, 0.3, 1.0, 7.0])
+def test_confidence_is_bounded_and_monotone_in_coverage(top):
+    answers = ["It comes in a lovely red colour. It comes in a lovely blue colour.",
+               "The Orion O3 battery lasts 36 hours [1]. It comes in a lovely blue colour.",
+               "The Orion O3 battery lasts 36 hours [1]. The Orion O3 sensor samples at 250 Hz [1]."]
+    scores = [_confidence(a, top=top).score for a in answers]
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    assert scores == sorted(scores)
