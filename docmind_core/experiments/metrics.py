@@ -242,6 +242,8 @@ class Interval:
     def text(self, digits: int = 3) -> str:
         if self.mean is None:
             return "n/a"
+        if self.low is None or self.high is None:
+            return f"{self.mean:.{digits}f} (n={self.n}, no interval)"
         return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}] (n={self.n})"
 
 
@@ -252,8 +254,8 @@ def bootstrap_interval(values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES
     if data.size == 0:
         return Interval(None, None, None, 0)
     mean = float(data.mean())
-    if data.size == 1:
-        return Interval(mean, mean, mean, 1)
+    if data.size == 1:  # one value says nothing of the spread: no interval rather than a zero-width one
+        return Interval(round(mean, 6), None, None, 1)
     rng = np.random.default_rng(seed)
     means = data[rng.integers(0, data.size, size=(samples, data.size))].mean(axis=1)
     tail = (1.0 - confidence) / 2.0
@@ -272,7 +274,8 @@ class PairedDifference:
     def significant(self) -> bool:
         """The interval excludes zero."""
         d = self.difference
-        return d.mean is not None and d.n > 1 and (d.low > 0 or d.high < 0)
+        return d.mean is not None and d.low is not None and d.high is not None and d.n > 1 \
+            and (d.low > 0 or d.high < 0)
 
 
 def paired_difference(metric: str, a: Sequence[RunScore], b: Sequence[RunScore], name_a: str, name_b: str,
