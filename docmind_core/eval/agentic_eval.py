@@ -119,6 +119,8 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
         started = time.perf_counter()
         for n, q in enumerate(dataset.queries, 1):
             gold = set(dataset.qrels.get(q.id, {}))
+            if not gold:  # judged, nothing relevant: no gold paragraph to find
+                continue
             understanding = Understanding(rewritten_query=q.text)
             for mode in MODES:
                 ctx = ToolContext.for_run([index.kb_id], None, settings)

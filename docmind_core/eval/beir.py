@@ -69,8 +69,10 @@ def load_beir(folder: Path, limit: int | None = None) -> BeirDataset:
             parts = line.rstrip("\n").split("\t")
             if len(parts) < 3 or (n == 0 and not parts[2].strip().lstrip("-").isdigit()):
                 continue  # header or blank line
+            # a query judged only non-relevant is still judged: it scores 0, as in BEIR (its qrels keep it)
+            judged = qrels.setdefault(parts[0], {})
             if int(parts[2]) > 0:
-                qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+                judged[parts[1]] = int(parts[2])
     queries: list[BeirQuery] = []
     with paths["queries.jsonl"].open(encoding="utf-8") as fh:
         for line in fh:

@@ -12,7 +12,7 @@ each system over every judged query:
                     ``retrieval.rerank_top_n`` fused chunks (the rest keep fusion order)
 
 Chunks are ranked; a document's rank is that of its best chunk.  Metrics:
-nDCG@10 (graded gains, log2 discount, ideal from the qrels), Recall@5/10/100,
+nDCG@10 (gain = the grade, as trec_eval and BEIR; log2 discount, ideal from the qrels), Recall@5/10/100,
 MRR@10, and with answers, chunk-level answer recall@k: a top-k chunk contains
 one of the gold answer strings.
 """
@@ -41,22 +41,30 @@ SYSTEMS = ("bm25", "vector", "hybrid", "hybrid_rerank")
 # Metrics
 # --------------------------------------------------------------------------
 
+def _positive(relevant: dict[str, int]) -> dict[str, int]:
+    return {d: g for d, g in relevant.items() if g > 0}
+
+
 def ndcg_at_k(ranked: Sequence[str], relevant: dict[str, int], k: int) -> float:
-    dcg = sum((2 ** relevant.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    """Gains are the grades themselves (trec_eval's ndcg_cut, which BEIR reports), not 2^grade - 1."""
+    gains = _positive(relevant)
+    dcg = sum(gains.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(gains.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
     return dcg / idcg if idcg > 0 else 0.0
 
 
 def recall_at_k(ranked: Sequence[str], relevant: dict[str, int], k: int) -> float:
-    if not relevant:
+    gains = _positive(relevant)
+    if not gains:
         return 0.0
-    return len(set(ranked[:k]) & set(relevant)) / len(relevant)
+    return len(set(ranked[:k]) & set(gains)) / len(gains)
 
 
 def mrr_at_k(ranked: Sequence[str], relevant: dict[str, int], k: int) -> float:
+    gains = _positive(relevant)
     for i, d in enumerate(ranked[:k]):
-        if d in relevant:
+        if d in gains:
             return 1.0 / (i + 1)
     return 0.0
 

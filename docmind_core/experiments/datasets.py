@@ -133,7 +133,7 @@ def read_beir(folder: Path | str, limit: int | None = None) -> list[DatasetItem]
                     types[str(row["id"])] = str(row["type"])
     return [DatasetItem(external_id=q.id, question=q.text, gold_doc_ids=sorted(dataset.qrels.get(q.id, {})),
                         answers=list(q.answers), answerable=True, type=types.get(q.id, ""))
-            for q in dataset.queries]
+            for q in dataset.queries if dataset.qrels.get(q.id)]  # a query with nothing relevant has no gold
 
 
 def beir_corpus_files(folder: Path | str, out_dir: Path, doc_ids: Iterable[str] | None = None) -> list[Path]:

@@ -31,7 +31,7 @@ def test_metric_functions_hand_computed():
     assert ndcg_at_k(["d5", "d2"], rel, 10) == pytest.approx(1.0)
     assert ndcg_at_k(["x"] * 10 + ["d5"], rel, 10) == 0.0
     assert ndcg_at_k(["a", "b", "g2"], {"g2": 2, "g1": 1}, 10) == pytest.approx(
-        (3 / math.log2(4)) / (3 + 1 / math.log2(3)))  # graded gains 2^g - 1
+        (2 / math.log2(4)) / (2 + 1 / math.log2(3)))  # gain = the grade (trec_eval / BEIR)
     assert recall_at_k(["d1", "d5", "d2"], rel, 2) == 0.5
     assert mrr_at_k(["d1", "d9", "d2"], rel, 10) == pytest.approx(1 / 3)
     assert mrr_at_k(["d1"], rel, 10) == 0.0
