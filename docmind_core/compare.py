@@ -243,9 +243,11 @@ def chunk_overlap(sources_a: Sequence[RetrievedChunk], sources_b: Sequence[Retri
 
 
 def score_distribution(candidates: Sequence[RetrievedChunk]) -> ScoreDistribution:
-    scores = sorted((c.scores.rerank for c in candidates if c.scores.rerank is not None), reverse=True)
+    """Over the candidates the reranker scored (those drawn): counts and statistics describe the same set."""
+    scored = [c for c in candidates if c.scores.rerank is not None]
+    scores = sorted((c.scores.rerank for c in scored), reverse=True)
     return ScoreDistribution(
-        scores=scores, kept=sum(1 for c in candidates if c.kept), web=sum(1 for c in candidates if c.origin == "web"),
+        scores=scores, kept=sum(1 for c in scored if c.kept), web=sum(1 for c in scored if c.origin == "web"),
         top=scores[0] if scores else None, mean=statistics.fmean(scores) if scores else None,
         median=statistics.median(scores) if scores else None)
 
