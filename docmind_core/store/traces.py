@@ -105,14 +105,15 @@ class TraceRecorder:
         self._started = time.perf_counter()
         self._finished = False
         self._done: Done | None = None
-        # The row exists from the start, so a run that crashes is still listed.
+        # The row exists from the start, so a run that crashes is still listed; it says "incomplete" until the
+        # done event's flush overwrites it, since a killed process never runs finish().
         with db.transaction() as conn:
             conn.execute(
                 "INSERT INTO traces (run_id, conversation_id, user_id, question, requested_mode, kb_ids, config, "
-                "started_at, pair_id, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "started_at, pair_id, label, stop_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [meta.run_id, meta.conversation_id, meta.user_id, meta.question, meta.requested_mode,
                  json.dumps(meta.kb_ids), json.dumps(config, ensure_ascii=False), meta.started_at, meta.pair_id,
-                 meta.label])
+                 meta.label, StopReason.INCOMPLETE.value])
 
     def record(self, event: Event) -> None:
         with self._lock:
