@@ -395,8 +395,19 @@ def what_if_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+SELECTED_DOC_NOT_REGRADED = ("not regraded: the user selected these documents, so their tier is that choice, "
+                             "not the grader's thresholds")
+
+
+def _selected_documents(digest: RunDigest) -> bool:
+    return any(r.mode == "selected_doc" for r in digest.retrievals)
+
+
 def _graded_input(digest: RunDigest) -> list[RetrievedChunk] | None:
-    """The chunks the first grading saw: the kept candidates of the rerank just before it, best first."""
+    """The chunks the first grading saw: the kept candidates of the rerank just before it, best first.  None
+    when nothing was graded by thresholds (a selected-documents run is HIGH by the user's choice)."""
+    if _selected_documents(digest):
+        return None
     rerank: Reranked | None = None
     for ev in digest.events:
         if isinstance(ev, Reranked):
@@ -434,8 +445,9 @@ def regrade(records: Sequence[Any], grader_overrides: Mapping[str, Any], live: G
         old = digest.grades[0].grade if digest.grades else None
         chunks = _graded_input(digest)
         if chunks is None or old is None:
+            reason = SELECTED_DOC_NOT_REGRADED if _selected_documents(digest) else "no retrieval was graded in this run"
             rows.append(RegradeRow(digest.run_id, digest.question, digest.mode, old.tier.value if old else "", "",
-                                   None, None, "no retrieval was graded in this run"))
+                                   None, None, reason))
             continue
         try:
             settings = regrade_settings(recorded_grader_settings(_part(record, "config")), live, overrides)

@@ -11,6 +11,7 @@ from docmind_core.compare import (
     RunDigest,
     compare_runs,
     config_differences,
+    graded_input,
     regrade,
     timeline,
 )
@@ -325,3 +326,21 @@ def test_the_sweep_and_the_regrade_grade_a_stored_run_with_the_same_settings():
             else:
                 assert alone.point(high, low, "blend").high_count == (row.new_tier == "HIGH"), (high, row)
         assert [r.new_tier == "" for r in rows] == [False, False, False, True]
+
+
+def _selected_doc_run(run_id: str = "sel") -> list:
+    """A SELECTED_DOC run: the user picked the documents; they are read, scored and HIGH by that choice."""
+    events = [e for e in sample_run(run_id) if e.kind not in ("retrieval", "fallback")]
+    at = next(i for i, e in enumerate(events) if e.kind == "rerank")
+    events.insert(at, Retrieved(mode="selected_doc", candidate_count=2, kb_chunks=2, t_ms=20.0))
+    return events
+
+
+def test_a_selected_document_run_is_not_regraded_by_thresholds():
+    """Its tier is the user's choice of documents, not the grader's: a what-if threshold must not turn it into a
+    grader tier (stricter values made it AMBIGUOUS or LOW before), and the sweep leaves it out the same way."""
+    record = {"meta": {"run_id": "sel"}, "config": Settings().flat(), "events": _selected_doc_run()}
+    (row,) = regrade([record], {"grader.high_threshold": 0.95, "grader.low_threshold": 0.9}, live=GraderSettings())
+    assert (row.old_tier, row.new_tier, row.changed) == ("HIGH", "", False)
+    assert "selected" in row.reason
+    assert graded_input(record)[1] is None
