@@ -167,8 +167,10 @@ def keep_group_best(result: SearchResult, groups: Sequence[Sequence[str]], setti
     if kept_ids == {c.chunk_id for c in result.chunks}:
         return result
     kept.sort(key=lambda c: -score.get(c.chunk_id, -1.0))
-    candidates = [c.model_copy(update={"kept": c.chunk_id in kept_ids,
-                                       "cut_by": None if c.chunk_id in kept_ids else (c.cut_by or CutBy.COVERAGE)})
+    # a kept chunk is recorded as the grader and the answer see it (shortened to fit, if it was)
+    kept_by_id = {c.chunk_id: c for c in kept}
+    candidates = [kept_by_id[c.chunk_id] if c.chunk_id in kept_by_id
+                  else c.model_copy(update={"kept": False, "cut_by": c.cut_by or CutBy.COVERAGE})
                   for c in result.candidates]
     return result.model_copy(update={"chunks": kept, "candidates": candidates,
                                      "used_tokens": sum(count_tokens(c.text) for c in kept)})

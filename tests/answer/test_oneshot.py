@@ -169,3 +169,24 @@ def test_keep_group_best_gives_every_search_its_best_chunk_within_the_budget():
     cut = {c.chunk_id: c.cut_by for c in out.candidates}
     assert cut["w0"] is None and cut["s3"] == "coverage"
     assert keep_group_best(result, [], cfg) is result
+
+
+def test_a_chunk_shortened_to_fit_is_recorded_as_the_grader_saw_it():
+    """keep_group_best may shorten a search's best chunk to the room left; the candidates (what the rerank event
+    records, and what a what-if regrade or a threshold sweep grades again) must hold that same shortened text."""
+    from docmind_core.models import SearchResult, StageScores
+    from docmind_core.answer.finish import keep_group_best
+    from tests.agentic_world import chunk
+
+    def scored(cid, text, score, kept=True, cut=None):
+        return chunk(cid, text).model_copy(update={"scores": StageScores(rerank=score), "kept": kept, "cut_by": cut})
+
+    strong = [scored(f"s{i}", f"short text of s{i} " * 6, 0.9 - i * 0.05) for i in range(3)]
+    long_weak = scored("w0", "a long bridge paragraph about the second entity " * 40, 0.5, kept=False, cut="rerank")
+    result = SearchResult(query="q", chunks=strong, candidates=strong + [long_weak])
+    cfg = settings(**{"retrieval.final_top_k": 4, "rag.context_max_tokens": 120})
+    out = keep_group_best(result, [["s0", "s1", "s2"], ["w0"]], cfg)
+    shown = {c.chunk_id: c.text for c in out.chunks}
+    assert "w0" in shown and len(shown["w0"]) < len(long_weak.text)  # it was shortened to fit
+    recorded = {c.chunk_id: c.text for c in out.candidates if c.kept}
+    assert recorded == shown
