@@ -101,7 +101,7 @@ def hotpot_rows(eval_dir, cache, embedder, rng):
     rows = []
     for qi in HOTPOT_HELD_OUT:
         q = ds.queries[qi]
-        rel = ds.qrels[q.id]
+        rel = {d for d, grade in ds.qrels.get(q.id, {}).items() if grade > 0}  # a grade-0 judgment is not relevant
         own = cands[q.id]
         others = [d for d in rng.sample(all_docs, 12) if d not in own][:8]
         idx, labels, kinds = [], [], []
@@ -123,7 +123,9 @@ def cmrc_rows(eval_dir, cache, embedder, rng):
     rows = []
     for qi in CMRC_HELD_OUT:
         q = ds.queries[qi]
-        gold = next(iter(ds.qrels[q.id]))
+        gold = next((d for d, grade in ds.qrels.get(q.id, {}).items() if grade > 0), None)
+        if gold is None:  # judged only non-relevant: no gold passage to label chunks from
+            continue
         answers = [a for a in q.answers if a.strip()]
         own = by_doc[gold]
         labels = [1 if any(a in chunks[i].text for a in answers) else 0 for i in own]
