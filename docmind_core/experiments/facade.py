@@ -262,7 +262,7 @@ class ExperimentMethods:
     def start_experiment(self, experiment_id: int) -> threading.Thread:
         """``run_experiment`` in a daemon thread (the page polls ``experiment_progress``)."""
         experiment = self._own_experiment(experiment_id)
-        if ExperimentStore.runner_alive(experiment.state, experiment.heartbeat_at):
+        if ExperimentStore.runner_alive(experiment.state, experiment.heartbeat_at, experiment.runner):
             raise ExperimentError(f"experiment #{experiment_id} is already running")
         thread = threading.Thread(target=self._run_quietly, args=(experiment_id,), daemon=True,
                                   name=f"docmind-experiment-{experiment_id}")

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, field_validator
 from docmind_core.errors import ConfigError, DocMindError, NotFound
 from docmind_core.events import Done, Event
 from docmind_core.experiments.datasets import DatasetItem, DatasetStore, gold_document_ids
+from docmind_core.ingest.leases import process_start
 from docmind_core.settings import Settings, is_personal_key
 from docmind_core.store.db import Database, utcnow
 
@@ -123,6 +124,25 @@ class Progress(BaseModel):
     @property
     def fraction(self) -> float:
         return (self.done + self.failed) / self.total if self.total else 1.0
+
+
+def runner_identity() -> str:
+    """``host:pid:thread:start`` of the calling thread; ``start`` (``process_start``) tells this process from a
+    later one given the same pid."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{process_start(os.getpid()) or ''}"
+
+
+def runner_exited(runner: str) -> bool:
+    """The runner named ``runner`` ran on this host and its process is gone (killed, crashed): its heartbeat
+    may still look fresh, but nobody is at work.  A runner on another host, or a name in another form,
+    is judged by its heartbeat only."""
+    host, _, rest = runner.partition(":")
+    pid_text, _, rest = rest.partition(":")
+    _thread, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    now = process_start(int(pid_text))
+    return now is None or bool(start and now and now != start)
 
 
 def parse_variant(text: str) -> Variant:
@@ -278,9 +298,11 @@ class ExperimentStore:
                            "WHERE id = ?", [state, runner, time.time(), utcnow(), int(experiment_id)])
 
     @staticmethod
-    def runner_alive(state: str, heartbeat_at: float | None) -> bool:
-        """A runner is at work: the experiment is running or being cancelled, with a fresh heartbeat."""
-        return state in ("running", "cancelling") and time.time() - float(heartbeat_at or 0) < STALE_AFTER_S
+    def runner_alive(state: str, heartbeat_at: float | None, runner: str = "") -> bool:
+        """A runner is at work: the experiment is running or being cancelled, with a fresh heartbeat, and
+        ``runner``'s process has not exited (when it ran on this host)."""
+        return (state in ("running", "cancelling") and time.time() - float(heartbeat_at or 0) < STALE_AFTER_S
+                and not runner_exited(runner))
 
     def take_over(self, experiment_id: int, runner: str, retry_failed: bool) -> None:
         """Become the experiment's runner (refused while another one is alive); interrupted rows go back
@@ -291,7 +313,7 @@ class ExperimentStore:
             if row is None:
                 raise NotFound(f"experiment #{experiment_id} does not exist")
             state, other, beat = row
-            if other and other != runner and self.runner_alive(state, beat):
+            if other and other != runner and self.runner_alive(state, beat, other):
                 raise ExperimentError(f"experiment #{experiment_id} is already being run by {other}; cancel it "
                                       f"first or wait until it stops")
             db.execute("UPDATE experiment_runs SET state = 'pending', started_at = NULL WHERE experiment_id = ? "
@@ -310,12 +332,12 @@ class ExperimentStore:
 
     def request_cancel(self, experiment_id: int) -> ExperimentState:
         with self._db.transaction() as db:
-            row = db.execute("SELECT state, heartbeat_at FROM experiments WHERE id = ?",
+            row = db.execute("SELECT state, heartbeat_at, runner FROM experiments WHERE id = ?",
                              [int(experiment_id)]).fetchone()
             if row is None:
                 raise NotFound(f"experiment #{experiment_id} does not exist")
             # A live runner must see "cancelling" and stop by itself, however often cancel is pressed.
-            new = "cancelling" if self.runner_alive(row[0], row[1]) else ("cancelled" if row[0] in ("running", "cancelling", "pending")
+            new = "cancelling" if self.runner_alive(row[0], row[1], row[2] or "") else ("cancelled" if row[0] in ("running", "cancelling", "pending")
                                               else row[0])
             db.execute("UPDATE experiments SET state = ?, updated_at = ? WHERE id = ?",
                        [new, utcnow(), int(experiment_id)])
@@ -355,7 +377,7 @@ class ExperimentRunner:
         self.store = store
         self.datasets = datasets
         self.max_parallel = max(1, int(max_parallel))
-        self.runner_id = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        self.runner_id = runner_identity()
         self._kb_cache: dict[str, tuple[int, dict[str, int]]] = {}
         self._lock = threading.Lock()
 
