@@ -186,6 +186,8 @@ class IngestJobQueue:
             if p.stage in ("done", "skipped"):
                 self.jobs.file_finished(f.id, "done", outcome="unchanged" if p.stage == "skipped" else "",
                                         doc_id=None)
+                if f.owned_copy:  # its document is complete: the copy goes now, not after the whole job (a
+                    _remove_copy(Path(f.path), self.uploads_dir)  # process killed before that left it forever)
             elif p.stage == "failed":
                 self.jobs.file_finished(f.id, "failed", outcome="failed", error=p.message)
             else:
