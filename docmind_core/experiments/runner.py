@@ -357,8 +357,13 @@ class ExperimentStore:
 
 
 def _experiment(row: Sequence[Any], variants: list[Variant]) -> Experiment:
+    state = row[6]
+    if state in ("running", "cancelling") and not ExperimentStore.runner_alive(state, row[8], row[7] or ""):
+        # its runner was killed or stopped without a word: what is left waits for a resume (or was cancelled),
+        # and saying "running" would have the page poll and the list promise progress that never comes
+        state = "pending" if state == "running" else "cancelled"
     return Experiment(id=row[0], name=row[1], dataset_id=row[2], owner_id=row[3], leave_gold_out=bool(row[4]),
-                      item_limit=row[5], state=row[6], runner=row[7], heartbeat_at=row[8], created_at=row[9],
+                      item_limit=row[5], state=state, runner=row[7], heartbeat_at=row[8], created_at=row[9],
                       updated_at=row[10], variants=variants)
 
 
