@@ -6,6 +6,7 @@ same event list, so a replay looks exactly like the answer did in the chat.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import streamlit as st
@@ -36,8 +37,17 @@ def thresholds(config: Any = None) -> tuple[float, float]:
     """(high, low) grader thresholds of a run's config snapshot, or the defaults."""
     flat = flat_config(config) if config else {}
     default = Settings().grader
-    return (float(flat.get("grader.high_threshold", default.high_threshold)),
-            float(flat.get("grader.low_threshold", default.low_threshold)))
+    return (_number(flat.get("grader.high_threshold"), default.high_threshold),
+            _number(flat.get("grader.low_threshold"), default.low_threshold))
+
+
+def _number(value: Any, default: float) -> float:
+    """A recorded threshold, or the default when the snapshot (an imported file) holds no finite number there."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if math.isfinite(number) else default
 
 
 def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:

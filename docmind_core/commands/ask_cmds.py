@@ -140,9 +140,12 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def config_import(path, personal, as_user):
         """Set many keys at once from a JSON object {"group.key": value}; validated together."""
+        if path.stat().st_size > CONFIG_IMPORT_MAX_BYTES:  # every key's value fits in a few KB
+            raise DocMindError(f"{path.name} is {path.stat().st_size / 1048576:.1f} MB; a config file to import "
+                               f"may hold at most {CONFIG_IMPORT_MAX_BYTES // 1024} KB")
         try:
             changes = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: JSON's, or a huge integer
             raise DocMindError(f"{path.name} is not a JSON object of config keys: {exc}") from None
         if not isinstance(changes, dict):
             raise DocMindError(f"{path.name} must hold one JSON object of config keys")
@@ -196,8 +199,16 @@ def register(cli: click.Group, get_engine) -> None:
     @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
     @as_user_option
     def traces_import(path, as_user):
-        ids = cli_workbench(get_engine(), as_user).import_traces(path.read_text(encoding="utf-8"))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocMindError(f"{path.name} is not a DocMind trace export (not UTF-8 text: {exc.reason} at byte "
+                               f"{exc.start})") from None
+        ids = cli_workbench(get_engine(), as_user).import_traces(text)
         echo("imported: " + ", ".join(ids))
+
+
+CONFIG_IMPORT_MAX_BYTES = 1 << 20
 
 
 def _doc_ids(bench, kb_ids: list[int], names: tuple[str, ...]) -> list[int]:

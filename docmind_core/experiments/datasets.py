@@ -92,19 +92,30 @@ _ALIASES = {"gold_docs": "gold_doc_ids", "gold_chunks": "gold_chunk_ids", "id": 
 def parse_jsonl(text: str, origin: str = "file") -> list[DatasetItem]:
     """Items of a JSONL file; a bad line is refused with its number and the reason."""
     items: list[DatasetItem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    first_line: dict[str, int] = {}  # external id -> the line that gave it
+    # Lines end at \n only: str.splitlines also splits at U+2028, U+0085 ..., which JSON strings may hold.
+    for number, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{origin} line {number}: not JSON ({exc.msg})") from None
+        except (ValueError, RecursionError):  # an integer of thousands of digits, or nesting too deep
+            raise DatasetError(f"{origin} line {number}: not JSON DocMind can read (a number too long or "
+                               f"nesting too deep)") from None
         if not isinstance(row, dict):
             raise DatasetError(f"{origin} line {number}: expected a JSON object")
         row = {_ALIASES.get(k, k): v for k, v in row.items()}
         row.pop("notes", None)
         if "external_id" in row:
+            if not isinstance(row["external_id"], (str, int)) or isinstance(row["external_id"], bool):
+                raise DatasetError(f"{origin} line {number}: id: expected a string or a number")
             row["external_id"] = str(row["external_id"])
+            if row["external_id"] in first_line:
+                raise DatasetError(f"{origin} line {number}: id {row['external_id']!r} was already used on line "
+                                   f"{first_line[row['external_id']]}")
+            first_line[row["external_id"]] = number
         try:
             items.append(DatasetItem.model_validate(row))
         except ValidationError as exc:
@@ -116,6 +127,16 @@ def parse_jsonl(text: str, origin: str = "file") -> list[DatasetItem]:
     if not items:
         raise DatasetError(f"{origin} holds no question")
     return items
+
+
+def read_jsonl_file(path: Path) -> list[DatasetItem]:
+    """:func:`parse_jsonl` of a UTF-8 file (a byte-order mark allowed), refusing other bytes with their place."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise DatasetError(f"{path.name} line {line}: not UTF-8 text ({exc.reason})") from None
+    return parse_jsonl(text, origin=path.name)
 
 
 def read_beir(folder: Path | str, limit: int | None = None) -> list[DatasetItem]:

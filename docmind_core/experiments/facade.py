@@ -24,7 +24,7 @@ from docmind_core.access import KbAccessGuard, can_read_trace
 from docmind_core.compare import RunComparison, compare_runs
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.experiments.datasets import (
-    VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, parse_jsonl, read_beir,
+    VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, read_beir, read_jsonl_file,
 )
 from docmind_core.experiments.metrics import ExperimentReport
 from docmind_core.experiments.results import (
@@ -154,7 +154,7 @@ class ExperimentMethods:
                     files = beir_corpus_files(path, Path(tmp))
                     self.ingest(target.id, files)  # type: ignore[attr-defined]  # the KB's owner or an admin
         elif path.is_file():
-            items = parse_jsonl(path.read_text(encoding="utf-8"), origin=path.name)
+            items = read_jsonl_file(path)
             if limit:
                 items = items[:limit]
             source = "jsonl"

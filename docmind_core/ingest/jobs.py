@@ -23,6 +23,7 @@ page, every browser session and ``docmind jobs`` see the same state.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import threading
 import time
@@ -81,20 +82,28 @@ class IngestJobQueue:
                               "(ingest.max_queued_jobs); wait for one to finish or cancel one")
         folder = self.uploads_dir / uuid.uuid4().hex
         rows = []
-        for i, item in enumerate(inputs):
-            name = Path(item.name).name or f"upload-{i}"  # a name, never a path
-            size = len(item.data) if item.data is not None else _size(item.path)
-            refusal = file_limit_refusal(name, size, settings)
-            row = {"name": name, "size": size, "path": str(item.path or ""), "owned_copy": False}
-            if refusal:
-                row.update(state="failed", error=refusal)
-            elif item.data is not None:
-                target = folder / str(i) / name  # an index folder: two uploads may share a name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(item.data)
-                row.update(path=str(target), owned_copy=True)
-            rows.append(row)
-        job_id = self.jobs.create(kb_id, user_id, rows)
+        try:
+            for i, item in enumerate(inputs):
+                name = upload_name(item.name, i)
+                size = len(item.data) if item.data is not None else _size(item.path)
+                refusal = file_limit_refusal(name, size, settings)
+                row = {"name": name, "size": size, "path": str(item.path or ""), "owned_copy": False}
+                if refusal:
+                    row.update(state="failed", error=refusal)
+                elif item.data is not None:
+                    target = folder / str(i) / _copy_name(name)  # an index folder: two uploads may share a name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        target.write_bytes(item.data)
+                    except OSError as exc:
+                        raise IngestError(f"{name}: could not keep the upload for the job "
+                                          f"({exc.strerror or exc})") from None
+                    row.update(path=str(target), owned_copy=True)
+                rows.append(row)
+            job_id = self.jobs.create(kb_id, user_id, rows)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # no job: none of its copies stays behind
+            raise
         self.start()
         return self.jobs.get(job_id)
 
@@ -234,6 +243,24 @@ class IngestJobQueue:
             self.jobs.finish(job_id, "done", note=f"{failed} file(s) failed" if failed else "")
 
 
+def upload_name(raw: str, index: int) -> str:
+    """The document name of an upload: the last part of what the browser sent, never a path, "." or ".."."""
+    name = Path(raw.replace("\x00", "")).name
+    return name if name.strip() not in ("", ".", "..") else f"upload-{index}"
+
+
+def _copy_name(name: str) -> str:
+    """The file name of an upload's copy: its own name, or "file" plus its extension (which picks the loader)
+    when the name is longer than a file system allows or cannot be encoded as a path."""
+    try:
+        if len(name.encode("utf-8")) <= 200:
+            return name
+    except UnicodeEncodeError:  # a lone surrogate
+        pass
+    suffix = Path(name).suffix
+    return "file" + (suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,16}", suffix) else "")
+
+
 def _size(path: Path | None) -> int:
     if path is None:
         raise ValueError("a JobInput needs data or a path")
@@ -248,7 +275,8 @@ def _remove_copy(path: Path, uploads_dir: Path) -> None:
     try:
         path.unlink(missing_ok=True)
         folder = path.parent
-        while folder != uploads_dir and uploads_dir in folder.parents and not any(folder.iterdir()):
+        while (folder != uploads_dir and uploads_dir in folder.parents
+               and (not folder.is_dir() or not any(folder.iterdir()))):  # already gone: a copy removed twice
             shutil.rmtree(folder, ignore_errors=True)
             folder = folder.parent
     except OSError:

@@ -12,6 +12,7 @@ import csv
 import hashlib
 import io
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -43,27 +44,46 @@ def mime_for(path: Path | str) -> str:
     return MIME_TYPES.get(Path(path).suffix.lower(), "application/octet-stream")
 
 
-def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = MAX_FILE_BYTES) -> LoadedDocument:
-    """Read ``path`` (or the given bytes of it) and extract its text."""
+def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = MAX_FILE_BYTES,
+                  name: str = "") -> LoadedDocument:
+    """Read ``path`` (or the given bytes of it) and extract its text; ``name`` (default: the file's name)
+    is what messages call it."""
     path = Path(path)
+    name = name or path.name
     ext = path.suffix.lower()
     parser = _PARSERS.get(ext)
     if parser is None:
         supported = ", ".join(sorted(set(MIME_TYPES)))
-        raise IngestError(f"{path.name}: unsupported file type {ext or '(no extension)'!r}; supported: {supported}")
+        raise IngestError(f"{name}: unsupported file type {ext or '(no extension)'!r}; supported: {supported}")
     if data is None:
-        checked_size(path, max_bytes, path.name)
-        data = path.read_bytes()
-    refusal = too_large(path.name, len(data), max_bytes)
+        data = read_limited(path, max_bytes, name)
+    refusal = too_large(name, len(data), max_bytes)
     if refusal:
         raise IngestError(refusal)
     if not data.strip():
-        raise IngestError(f"{path.name}: the file is empty")
-    text = parser(path.name, data)
+        raise IngestError(f"{name}: the file is empty")
+    if ext == ".docx":
+        _check_unpacked_size(name, data, max_bytes)
+    text = parser(name, data)
     text = _tidy(text)
     if not text.strip():
-        raise IngestError(f"{path.name}: no text could be extracted (scanned images or an empty document?)")
+        raise IngestError(f"{name}: no text could be extracted (scanned images or an empty document?)")
     return LoadedDocument(text=text, mime=MIME_TYPES[ext])
+
+
+def read_limited(path: Path, max_bytes: int, name: str) -> bytes:
+    """The bytes of a regular file, refusing an unreadable or too large one; never more than ``max_bytes`` + 1
+    are read, so a file that grows while it is read cannot take the memory."""
+    checked_size(path, max_bytes, name)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise IngestError(f"{name}: cannot read the file ({exc.strerror or exc})") from None
+    refusal = too_large(name, len(data), max_bytes)
+    if refusal:
+        raise IngestError(refusal)
+    return data
 
 
 def too_large(name: str, size: int, max_bytes: int) -> str | None:
@@ -77,9 +97,12 @@ def too_large(name: str, size: int, max_bytes: int) -> str | None:
 def checked_size(path: Path, max_bytes: int, name: str) -> int:
     """The file's size, refusing an unreadable or too large file (before reading it) with an IngestError."""
     try:
-        size = path.stat().st_size
+        status = path.stat()
     except OSError as exc:
         raise IngestError(f"{name}: cannot read the file ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(status.st_mode):  # a FIFO would block the read forever, /dev/zero never ends
+        raise IngestError(f"{name}: not a regular file (a device, pipe or socket), so it is not read")
+    size = status.st_size
     refusal = too_large(name, size, max_bytes)
     if refusal:
         raise IngestError(refusal)
@@ -329,6 +352,21 @@ def _unwrap_lines(text: str) -> str:
     return _SOFT_WRAP_ZH.sub("", text)
 
 
+def _check_unpacked_size(name: str, data: bytes, max_bytes: int) -> None:
+    """Refuse a .docx whose parts unpack to more than the file limit: python-docx reads every part whole,
+    so a small zip of one huge XML part (a zip bomb) would otherwise take gigabytes."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(max(0, info.file_size) for info in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise IngestError(f"{name}: corrupt or unreadable DOCX ({exc})") from None
+    if unpacked > max_bytes:
+        raise IngestError(f"{name}: unpacks to {unpacked / 1048576:.1f} MB, over the limit of "
+                          f"{max_bytes / 1048576:g} MB (ingest.max_file_mb)")
+
+
 def _parse_docx(name: str, data: bytes) -> str:
     import zipfile
 
@@ -364,15 +402,26 @@ def _parse_csv(name: str, data: bytes) -> str:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
     except csv.Error:
         dialect = csv.excel
-    rows = [row for row in csv.reader(io.StringIO(text), dialect) if any(c.strip() for c in row)]
+    # A cell may be as long as the file (the csv module's default cap is 128 KiB); the cap only ever grows.
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
+    reader = csv.reader(io.StringIO(text), dialect)
+    try:
+        rows = [row for row in reader if any(c.strip() for c in row)]
+    except csv.Error as exc:
+        raise IngestError(f"{name}: line {reader.line_num}: not readable as CSV ({exc})") from None
     if not rows:
         return ""
     header, body = rows[0], rows[1:]
     if not body:
         return " | ".join(header)
-    # One line per row with its column names, so a row read alone still says what its values are.
-    return "\n".join("; ".join(f"{h.strip()}: {v.strip()}" for h, v in zip(header, row) if v.strip()) + "."
+    # One line per row with its column names, so a row read alone still says what its values are; a row
+    # longer than the header keeps its extra values under "column N".
+    return "\n".join("; ".join(f"{_column(header, i)}: {v.strip()}" for i, v in enumerate(row) if v.strip()) + "."
                      for row in body)
+
+
+def _column(header: list[str], index: int) -> str:
+    return header[index].strip() if index < len(header) else f"column {index + 1}"
 
 
 _PARSERS: dict[str, Callable[[str, bytes], str]] = {

@@ -185,7 +185,7 @@ class Ingestor:
             if opened is not None:
                 pieces, mime = opened.pieces, opened.mime
             else:
-                loaded = load_document(source.path, data=data, max_bytes=max_bytes)
+                loaded = load_document(source.path, data=data, max_bytes=max_bytes, name=source.name)
                 del data  # the text is what is kept from here on
                 pieces, mime = functools.partial(iter, [loaded.text]), loaded.mime
             reporter("chunking", 0.1)
@@ -211,6 +211,8 @@ class Ingestor:
             children = [replace(c, terms=stored_terms(c.text)) for c in children]
         except Exception as exc:
             message = _describe(exc)
+            if not isinstance(exc, DocMindError):  # a library's own error (MemoryError, csv.Error ...): say which file
+                message = f"{source.name}: {message}"
             current = self.store.find_document(kb.id, source.name)
             if current is None or current.status != "complete":
                 # Keep a row with the reason; an earlier good version, if any, stays untouched.

@@ -7,7 +7,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Sequence
 
-from docmind_core.ingest.loaders import MAX_FILE_BYTES, checked_size
+from docmind_core.ingest.loaders import MAX_FILE_BYTES, read_limited
 
 
 @dataclass(frozen=True)
@@ -57,5 +57,4 @@ def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES, name: str = "") -> b
 
     ``name``: the document name to put in messages (defaults to the file's name).
     """
-    checked_size(path, max_bytes, name or path.name)
-    return path.read_bytes()
+    return read_limited(path, max_bytes, name or path.name)

@@ -17,6 +17,7 @@ or several (``kind="comparison"``) as a self-describing JSON document that
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from docmind_core.store.db import Database, utcnow
 FLUSH_EVERY = 200  # buffered events written in one executemany
 EXPORT_FORMAT = "docmind-traces"
 EXPORT_VERSION = 1
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")  # what an imported run may keep as its id
 
 
 class TraceFormatError(DocMindError):
@@ -308,14 +310,16 @@ class TraceStore:
         with self._db.transaction() as conn:
             for run in document.runs:
                 run_id = run.meta.run_id
+                if not run.events:
+                    raise TraceFormatError(f"run {run_id[:80]} has no events: there is nothing to replay")
                 exists = conn.execute("SELECT 1 FROM traces WHERE run_id = ?", [run_id]).fetchone()
-                if exists or run_id in imported:
-                    run_id = uuid.uuid4().hex
+                if exists or run_id in imported or not _RUN_ID_RE.fullmatch(run_id):
+                    run_id = uuid.uuid4().hex  # taken, or not an id a page, link or command can name
                 events = [_with_run_id(e, run_id) for e in run.events]
                 try:
                     rebuilt = [event_from_dict(e) for e in events]
                 except ValidationError as exc:
-                    raise TraceFormatError(f"run {run.meta.run_id} has an event DocMind cannot read: "
+                    raise TraceFormatError(f"run {run.meta.run_id[:80]} has an event DocMind cannot read: "
                                            f"{exc.errors()[0]['msg']}") from None
                 meta = run.meta.model_copy(update={"run_id": run_id, "label": "imported",
                                                    "pair_id": pair_id, "user_id": user_id,
@@ -362,7 +366,7 @@ def _with_run_id(event: dict[str, Any], run_id: str) -> dict[str, Any]:
 def _parse_export(text: str) -> _ExportDocument:
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply to read
         raise TraceFormatError(f"not a JSON file: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
         raise TraceFormatError("not a DocMind trace export (expected \"format\": \"docmind-traces\")")
