@@ -94,6 +94,7 @@ class IngestProgress(_Value):
     stage: Literal["parsing", "chunking", "embedding", "indexing", "done", "failed", "skipped"]
     fraction: float = 0.0  # within this file, 0..1
     message: str = ""
+    outcome: IngestOutcome | None = None  # with "done": what landed, as soon as it landed
 
 
 # --------------------------------------------------------------------------

@@ -193,8 +193,12 @@ class IngestJobQueue:
         def on_progress(p: IngestProgress) -> None:
             f = files[p.file_index]
             if p.stage in ("done", "skipped"):
-                self.jobs.file_finished(f.id, "done", outcome="unchanged" if p.stage == "skipped" else "",
-                                        doc_id=None)
+                # what landed is recorded now, not only when the whole run returns: a process killed after this
+                # file still shows it as added (or replaced) with its document and chunks
+                landed = p.outcome
+                self.jobs.file_finished(f.id, "done", outcome=landed.status if landed else
+                                        ("unchanged" if p.stage == "skipped" else ""),
+                                        doc_id=landed.doc_id if landed else None, chunks=landed.chunks if landed else 0)
                 if f.owned_copy:  # its document is complete: the copy goes now, not after the whole job (a
                     _remove_copy(Path(f.path), self.uploads_dir)  # process killed before that left it forever)
             elif p.stage == "failed":

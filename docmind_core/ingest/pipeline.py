@@ -253,13 +253,13 @@ class Ingestor:
         write_seconds = time.perf_counter() - write_started
         total_chunks = max(1, sum(d.chunk_count for d in group))
         for doc in group:
-            doc.reporter("done", 1.0, f"{doc.chunk_count} chunks")
             status = "replaced" if doc.existing is not None and doc.existing.status == "complete" else "added"
             # A grouped document's time: its own parsing plus its share of the group's writing.
             seconds = doc.prepare_seconds + write_seconds * doc.chunk_count / total_chunks
             outcomes[doc.position] = IngestOutcome(path=str(doc.source.path), name=doc.source.name, status=status,
                                                    doc_id=doc.doc_id, chunks=doc.chunk_count,
                                                    seconds=round(seconds, 3))
+            doc.reporter("done", 1.0, f"{doc.chunk_count} chunks", outcome=outcomes[doc.position])
 
     def _write_streamed(self, kb: KnowledgeBase, doc: "_Prepared", settings: Settings, lease: Lease,
                         cancel: threading.Event | None) -> None:
@@ -683,12 +683,13 @@ class _Reporter:
     def __init__(self, callback: ProgressCallback | None, index: int, count: int, name: str):
         self.callback, self.index, self.count, self.name = callback, index, count, name
 
-    def __call__(self, stage: str, fraction: float, message: str = "") -> None:
+    def __call__(self, stage: str, fraction: float, message: str = "", outcome: IngestOutcome | None = None) -> None:
         if self.callback is None:
             return
         try:
             self.callback(IngestProgress(file_index=self.index, file_count=self.count, name=self.name,
-                                         stage=stage, fraction=min(1.0, max(0.0, fraction)), message=message))
+                                         stage=stage, fraction=min(1.0, max(0.0, fraction)), message=message,
+                                         outcome=outcome))
         except Exception:
             log.exception("ingest progress callback failed")
 

@@ -23,3 +23,17 @@ def test_uploaded_copies_of_files_done_before_the_kill_are_removed(tmp_path):
     docs = engine.store.list_documents(job.kb_id)
     assert len(docs) == 24 and all(d.status == "complete" for d in docs)
     assert engine.check_kb(job.kb_id).ok
+
+
+def test_files_done_before_the_kill_keep_what_landed(tmp_path):
+    """A file finished before its process was killed shows how it landed (added, its document, its chunks), as a
+    file finished by a run that returned does: its outcome was written only when the whole run returned."""
+    home = tmp_path / "home"
+    job_id, _ = _killed_mid_job(home, count=24)
+    engine = Engine.open(home, env={"DOCMIND_NO_RESUME": "1"}, overrides={"ingest.resume_interrupted": False},
+                         warm=False)
+    done = [f for f in engine.jobs.jobs.get(job_id).files if f.state == "done"]
+    assert done, "no file was done before the kill"
+    documents = {d.id: d for d in engine.store.list_documents(engine.jobs.jobs.get(job_id).kb_id)}
+    for f in done:
+        assert f.outcome == "added" and f.doc_id in documents and f.chunks == documents[f.doc_id].chunk_count > 0, f
