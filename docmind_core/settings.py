@@ -21,6 +21,22 @@ from docmind_core.errors import ConfigError
 class _Group(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_silent_coercion(cls, data: Any) -> Any:
+        """Refuse what lax validation would quietly turn into something else: JSON ``true`` for a number
+        (stored as 1) and control characters in a text value (a NUL in a model name, an escape sequence)."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name)
+                if field is None:
+                    continue
+                if isinstance(value, bool) and field.annotation in (int, float):
+                    raise ValueError(f"{name}: {value!r} is true/false, not a number")
+                if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
+                    raise ValueError(f"{name}: control characters are not allowed in a text value")
+        return data
+
 
 def http_url(value: str, example: str, scheme_optional: bool = False) -> str:
     """An empty value, or an http(s) URL with a host (and a valid port); a value that can never work is refused

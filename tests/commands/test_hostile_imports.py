@@ -79,3 +79,17 @@ def test_dataset_import_keeps_a_line_separator_inside_a_question_and_reads_a_bom
     result = run("dataset", "import", str(path), "--name", "d")
     assert result.exit_code == 0, result.output
     assert "2 questions" in result.output
+
+
+@pytest.mark.parametrize(("values", "needle"), [
+    ({"agentic.max_iterations": True}, "true/false, not a number"),  # was stored as 1
+    ({"grader.high_threshold": False}, "true/false, not a number"),  # was stored as 0.0
+    ({"llm.model": "qwen\u0000evil"}, "control characters"),  # was stored, NUL and all
+    ({"llm.model": "qwen\u001b]0;title\u0007"}, "control characters"),
+])
+def test_config_import_refuses_values_lax_validation_would_quietly_change(run, tmp_path, values, needle):
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps({"grader.low_threshold": 0.2, **values}))
+    _refused(run("config", "import", str(path)), needle)
+    listed = run("config", "list", "--changed")
+    assert listed.exit_code == 0 and "grader.low_threshold" not in listed.output  # nothing half imported
