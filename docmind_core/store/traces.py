@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 from pydantic import BaseModel, Field, ValidationError
 
 from docmind_core.errors import DocMindError, NotFound
-from docmind_core.events import Done, Event, event_from_dict, event_to_dict
+from docmind_core.events import Done, Event, RunStarted, event_from_dict, event_to_dict
 from docmind_core.models import RetrievedChunk, StopReason
 from docmind_core.store.db import Database, utcnow
 
@@ -154,15 +154,23 @@ class TraceRecorder:
                     "INSERT INTO trace_events (run_id, seq, kind, t_ms, payload) VALUES (?, ?, ?, ?, ?)", self._buffer)
                 self._buffer = []
             if done is not None:
+                mode, tier, stop_reason = outcome_columns(done)
                 duration = done.t_ms or round((time.perf_counter() - self._started) * 1000, 2)
-                tier = done.grade.tier.value if done.grade is not None else ""
                 conn.execute("UPDATE traces SET mode = ?, tier = ?, stop_reason = ?, duration_ms = ? WHERE run_id = ?",
-                             [done.mode, tier, done.stop_reason, duration, self.meta.run_id])
+                             [mode, tier, stop_reason, duration, self.meta.run_id])
             elif self._finished:  # the stream ended without done: keep how long it ran
                 duration = round((time.perf_counter() - self._started) * 1000, 2)
                 conn.execute("UPDATE traces SET duration_ms = ?, stop_reason = CASE WHEN stop_reason = '' "
                              "THEN ? ELSE stop_reason END WHERE run_id = ?",
                              [duration, StopReason.INCOMPLETE.value, self.meta.run_id])
+
+
+def outcome_columns(done: Done | None) -> tuple[str, str, str]:
+    """(mode, tier, stop reason) of a run as its list row shows them: from its done event, the one place they
+    are read from (a recorded run and an imported one alike); a run without one is incomplete."""
+    if done is None:
+        return "", "", StopReason.INCOMPLETE.value
+    return done.mode, done.grade.tier.value if done.grade is not None else "", done.stop_reason
 
 
 class TraceStore:
@@ -321,9 +329,16 @@ class TraceStore:
                 except ValidationError as exc:
                     raise TraceFormatError(f"run {run.meta.run_id[:80]} has an event DocMind cannot read: "
                                            f"{exc.errors()[0]['msg']}") from None
-                meta = run.meta.model_copy(update={"run_id": run_id, "label": "imported",
-                                                   "pair_id": pair_id, "user_id": user_id,
-                                                   "conversation_id": None})
+                # what the list shows is read from the events, never taken from the file's own claims
+                done = next((e for e in reversed(rebuilt) if isinstance(e, Done)), None)
+                started = next((e for e in rebuilt if isinstance(e, RunStarted)), None)
+                mode, tier, stop_reason = outcome_columns(done)
+                meta = run.meta.model_copy(update={
+                    "run_id": run_id, "label": "imported", "pair_id": pair_id, "user_id": user_id,
+                    "conversation_id": None, "mode": mode, "tier": tier, "stop_reason": stop_reason,
+                    "duration_ms": done.t_ms if done is not None else rebuilt[-1].t_ms,
+                    **({"question": started.question, "requested_mode": started.requested_mode,
+                        "kb_ids": list(started.kb_ids)} if started is not None else {})})
                 conn.execute(
                     "INSERT INTO traces (run_id, conversation_id, user_id, question, requested_mode, mode, tier, "
                     "stop_reason, kb_ids, config, started_at, duration_ms, pair_id, label) "

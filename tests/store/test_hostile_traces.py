@@ -80,3 +80,19 @@ def test_an_imported_trace_with_markup_in_every_field_replays_inert_on_the_trace
     strings = _markdown_strings(at)
     _assert_nothing_fetches_or_links_out(strings)
     assert any(IMAGE in text_of(s) for s in strings), "the imported question is shown, as text"
+
+
+def test_an_imported_runs_listing_is_read_from_its_events_not_from_what_the_file_claims(traces):
+    """The list, its filters and the pair view show mode, tier, stop reason, question and duration; a file could
+    claim tier HIGH for a run whose events ended otherwise, and the Traces list showed the claim."""
+    document = _export(traces, mode="AGENTIC", tier="HIGH", stop_reason="model_done", question="a made-up claim",
+                       duration_ms=1.0)
+    (new_id,) = traces.import_json(json.dumps(document))
+    meta = traces.get(new_id).meta
+    assert (meta.mode, meta.tier, meta.stop_reason, meta.question) == ("NONE", "", "model_done", "q?")
+    assert [r.run_id for r in traces.list(tier="HIGH")] == []
+    # a run whose events stop before its done event is incomplete, whatever the file says
+    cut = _export(traces, tier="HIGH", stop_reason="model_done")
+    cut["runs"][0]["events"] = [e for e in cut["runs"][0]["events"] if e["kind"] != "done"]
+    (cut_id,) = traces.import_json(json.dumps(cut))
+    assert (traces.get(cut_id).meta.tier, traces.get(cut_id).meta.stop_reason) == ("", "incomplete")
