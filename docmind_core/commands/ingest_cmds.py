@@ -65,8 +65,8 @@ def register(cli: click.Group, get_engine) -> None:
     def ingest(paths, kb_name, description, if_missing, progress, as_json, as_user):
         """Add files or folders to a knowledge base (unchanged files are skipped, changed ones replaced).
 
-        Exit code 0 when at least one file landed or was already there (failures
-        are listed), 2 when nothing could be ingested.
+        Exit code 0 when every file landed or was already there, 1 when some failed
+        (each listed with its reason; the others landed), 2 when nothing could be ingested.
         """
         bench = cli_workbench(get_engine(), as_user)
         kb = bench.find_kb(kb_name)
@@ -93,6 +93,8 @@ def register(cli: click.Group, get_engine) -> None:
             raise DocMindError("no files found under the given paths")
         if all(o.status == "failed" for o in outcomes):
             sys.exit(2)
+        if any(o.status == "failed" for o in outcomes):
+            sys.exit(1)  # a script must not read a partial ingest as a complete one
 
     @cli.group()
     def kb() -> None:
