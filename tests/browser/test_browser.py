@@ -127,6 +127,26 @@ def _lit_card(pg, card_id: str, timeout_ms: int = 60_000) -> dict:
         return pg.evaluate(_CARD_STATE, card_id) or {"missing": card_id}
 
 
+_SELECTION_SHOWN = """el => [...el.querySelectorAll('.point path')].some(p => {
+    const o = parseFloat(p.style.opacity || getComputedStyle(p).opacity); return o < 1; })"""
+
+
+def _click_bar_until_lit(pg, chart, bar, card_id: str, tries: int = 3) -> dict:
+    """Click ``bar`` and wait for its card to light up.  On a busy machine a click can land before plotly
+    listens; it is lost then, and plotly shows no selection (it dims the other bars once one is picked).  Only
+    then is the bar clicked again: a second click on a selected bar would deselect it."""
+    state: dict = {}
+    for attempt in range(tries):
+        box = bar.bounding_box()
+        pg.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        state = _lit_card(pg, card_id, timeout_ms=10_000)
+        if state.get("jumped"):
+            return state
+        if chart.evaluate(_SELECTION_SHOWN):  # the click was taken: its rerun is slow, wait for it
+            return _lit_card(pg, card_id)
+    return state
+
+
 def test_clicking_a_bar_of_an_answers_chart_jumps_to_its_source_card(page):
     chart = page.locator(ANSWER_CHART).last
     chart.scroll_into_view_if_needed()
@@ -138,10 +158,7 @@ def test_clicking_a_bar_of_an_answers_chart_jumps_to_its_source_card(page):
         return [-1, -1, '']; }""")
     assert card_id.startswith("src-"), "no bar of the answer's chart carries a card id"
     bar = chart.locator("g.trace.bars").nth(t).locator(".point path").nth(i)
-    box = bar.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    # one click (a second on the same bar would deselect it); the rerun it causes can be slow on a busy machine
-    state = _lit_card(page, card_id)
+    state = _click_bar_until_lit(page, chart, bar, card_id)
     assert state.get("jumped") and state["top"] < state["height"] and state["bottom"] > 0 and state["lit"] == 1, state
     _shot(page, page.locator(f"#{card_id}"), "chat_bar_jump.png")
 
@@ -247,12 +264,12 @@ def test_hit_testing_searches_the_page_kb_when_the_sidebar_selects_none(page):
     bar = page.locator(".st-key-dm_hit_chart .bars .point path").nth(2)
     rank = bar.evaluate("el => el.parentNode.__data__.x")
     bar.scroll_into_view_if_needed()
-    box = bar.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     card_id = f"src-hits-{rank}"
-    state = _lit_card(page, card_id)
+    state = _click_bar_until_lit(page, page.locator(".st-key-dm_hit_chart").first, bar, card_id)
     assert state["top"] < state["height"] and state["bottom"] > 0, f"the card was not scrolled into view: {state}"
     assert state.get("jumped") and state["shadow"] != "none" and state["lit"] == 1, state
+    # what _click_bar_until_lit reads to tell a lost click from a slow one: a picked bar dims the others
+    assert page.locator(".st-key-dm_hit_chart").first.evaluate(_SELECTION_SHOWN)
     _shot(page, page.locator(f"#{card_id}"), "kb_bar_jump.png")
 
 
