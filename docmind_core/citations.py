@@ -68,11 +68,24 @@ MAX_SUPPORTING_SOURCES = 3
 _FACT_WEIGHT = 1.6  # salient_terms weight of numbers, codes and names: a source adding one of them is kept
 _ADDED_SOURCE_MIN_GAIN = 0.2  # otherwise a further source must add this share of the sentence's weight
 _TRAILING_PUNCTUATION = frozenset("。！？；…!?;.．:：”’」』\"'")
-ABSENCE_RE = re.compile(  # "the sources do not mention ...": a claim about the sources, not one they support
-    r"\b(?:sources?|documents?|context|passages?|knowledge bases?|materials?|texts?)\b[^.!?。！？]{0,100}?"
-    r"(?:\b(?:do|does|did)\s*(?:not|n't)\b|\bcontains?\s+(?:nothing|no)\b)"
-    r"|\bnot\s+(?:found|mentioned|specified|stated|given|provided|listed|available|covered)\s+in\s+the\b"
-    r"|\bno\s+(?:information|mention|details?)\b"
+# "the sources do not mention ...": a claim about the sources, not one they support.  The sources must be the
+# subject ("the/provided ... sources", "in the documents") and the verb one of saying, so a fact that merely
+# holds such words ("Identity documents do not expire [1]", "the page gives no details") stays a cited fact.
+_SOURCES = r"(?:sources?|documents?|context|passages?|knowledge bases?|materials?|texts?|excerpts?|search results?)"
+_THE = r"\b(?:the|these|those|provided|given|retrieved|selected|available|above|cited|supplied)\s+(?:\w+\s+){0,2}?"
+_SAYS = (r"(?:mention|contain|say|state|specifie|specify|include|cover|provide|address|discuss|describe|list|give|"
+         r"offer|indicate|explain|answer|report|show|name|detail)\w*")
+_NAMES = r"(?:\s*[(（][^)）]{0,200}[)）])?"  # "the retrieved sources (a.md, b.md) do not ..."
+ABSENCE_RE = re.compile(
+    _THE + _SOURCES + r"\b" + _NAMES + r"[^.!?。！？]{0,100}?\b(?:do|does|did)\s*(?:not|n't)\s+" + _SAYS + r"\b"
+    r"|" + _THE + _SOURCES + r"\b" + _NAMES + r"[^.!?。！？]{0,60}?\b(?:contains?|gives?|provides?|has|have|offers?|"
+    r"holds?)\s+(?:nothing|no\s+(?:information|mention|details?|data|answer|reference|indication)\b)"
+    r"|\bnot\s+(?:found|mentioned|specified|stated|given|provided|listed|available|covered|described|addressed)\s+"
+    r"(?:anywhere\s+)?in\s+(?:the|these|any\s+of\s+the)\s+(?:\w+\s+){0,2}?" + _SOURCES + r"\b"
+    r"|\bno\s+(?:information|mention|details?|data)\b[^.!?。！？]{0,80}?\b(?:in|from)\s+(?:the|these)\s+"
+    r"(?:\w+\s+){0,2}?" + _SOURCES + r"\b"
+    r"|\b(?:cannot|can't|could\s+not|couldn't)\s+(?:be\s+)?(?:determined|answered|found|find|determine|answer)\b"
+    r"[^.!?。！？]{0,60}?\b(?:from|in)\s+(?:the|these)\s+(?:\w+\s+){0,2}?" + _SOURCES + r"\b"
     r"|(?:资料|文档|来源|知识库|上下文|材料|原文)[^。！？]{0,40}?(?:没有|未|并未|不|无)"
     r"(?:提及|提到|包含|说明|涉及|找到|给出|列出|记载|相关|能回答)",
     re.IGNORECASE)

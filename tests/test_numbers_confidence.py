@@ -46,3 +46,36 @@ def test_confidence_is_bounded_and_monotone_in_coverage(top):
     scores = [_confidence(a, top=top).score for a in answers]
     assert all(0.0 <= s <= 1.0 for s in scores)
     assert scores == sorted(scores)
+
+
+FACTS_THAT_HOLD_SUCH_WORDS = [  # cited facts about the world, not claims about the sources
+    ("Identity documents do not expire for citizens over 70 [1].", "Identity documents do not expire for citizens over 70."),
+    ("In this context the server does not retry failed uploads [1].", "In this context the server does not retry failed uploads."),
+    ("The error page gives no details about the cause [1].", "The error page gives no details about the cause."),
+    ("Minors are not listed in the register [1].", "Minors are not listed in the register."),
+]
+
+
+@pytest.mark.parametrize(("answer", "source"), FACTS_THAT_HOLD_SUCH_WORDS)
+def test_a_cited_fact_that_holds_words_like_documents_or_no_details_stays_cited(answer, source):
+    """Only a sentence whose subject is the sources and whose verb is one of saying claims no evidence: these
+    facts were counted uncited (coverage 0, confidence 0, band LOW) while their source says exactly that."""
+    chunk = SOURCES[0].model_copy(update={"text": source})
+    conf = confidence_from(parse_citations(answer, [chunk]), 0.95, Tier.HIGH, CitationSettings())
+    assert (conf.score, conf.band) == (0.95, "HIGH")
+
+
+@pytest.mark.parametrize("answer", [
+    "The sources do not mention the colour options.",
+    "The retrieved sources (aurora.md, nimbus.md) do not contain an answer to this question.",  # the offline engine's
+    "The provided documents don't say when it was released.",
+    "There is no information about the warranty in the provided sources.",
+    "The warranty period is not mentioned in the documents.",
+    "The documents contain no information about pricing.",
+    "This cannot be determined from the provided sources.",
+    "资料中没有提及颜色选项。",
+])
+def test_claims_about_the_sources_are_recognised(answer):
+    from docmind_core.citations import ABSENCE_RE
+
+    assert ABSENCE_RE.search(answer)
