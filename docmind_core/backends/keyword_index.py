@@ -128,7 +128,10 @@ class Fts5KeywordIndex:
     def _ensure_layout(self) -> None:
         wanted = {"stem": "1" if self.stem else "0", "layout": _LAYOUT}
         try:  # every start after the first finds the layout it wants: a read, no write lock to wait for
-            if dict(self.db.db.execute(f"SELECT key, value FROM {_META_TABLE}").fetchall()) == wanted:
+            laid_out = dict(self.db.db.execute(f"SELECT key, value FROM {_META_TABLE}").fetchall()) == wanted
+            # (the generations table came later under the same layout number: an older database lacks it)
+            if laid_out and self.db.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                               [_GENERATIONS_TABLE]).fetchone():
                 return
         except sqlite3.OperationalError:  # no such table yet
             pass

@@ -202,3 +202,18 @@ def test_opening_an_index_already_laid_out_takes_no_write_lock(tmp_path):
         writer.rollback()
         writer.close()
         thread.join(60)
+
+
+def test_a_database_laid_out_before_the_generations_table_gets_it_at_open(tmp_path):
+    """The generations table came later under the same layout number: opening such a database must still create
+    it (the read-only open path skipped it, and every ingest then failed with 'no such table')."""
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "k.db")
+    conn.execute("CREATE TABLE keyword_index_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    index = Fts5KeywordIndex(Database(tmp_path / "k.db"), stem=True)  # lays out meta as it wants it
+    conn.execute("DROP TABLE keyword_index_generations")  # as an older version left it
+    conn.commit()
+    conn.close()
+    reopened = Fts5KeywordIndex(Database(tmp_path / "k.db"), stem=True)
+    assert reopened.generation(1) == index.generation(1) == 0
