@@ -65,11 +65,16 @@ def streamlit_address(args: Sequence[str], env: Mapping[str, str], config_files:
     ``[server] address``.  ``None`` when none does: Streamlit then listens on every interface.
 
     A config file that cannot be read is an error, not "unset": Streamlit would refuse it too."""
+    flagged = None
     for i, arg in enumerate(args):
+        if arg == "--":  # what follows goes to the script, not to Streamlit
+            break
         if arg == "--server.address" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--server.address="):
-            return arg.split("=", 1)[1]
+            flagged = args[i + 1]  # the last one given wins, as in Streamlit's own option parsing
+        elif arg.startswith("--server.address="):
+            flagged = arg.split("=", 1)[1]
+    if flagged is not None:
+        return flagged
     if env.get("STREAMLIT_SERVER_ADDRESS"):
         return env["STREAMLIT_SERVER_ADDRESS"]
     address = None

@@ -77,6 +77,10 @@ def test_the_address_is_read_where_streamlit_reads_it(tmp_path):
     assert streamlit_address([], {"STREAMLIT_SERVER_ADDRESS": "10.0.0.5"}, files) == "10.0.0.5"
     assert streamlit_address(["--server.address", "::"], {"STREAMLIT_SERVER_ADDRESS": "10.0.0.5"}, files) == "::"
     assert streamlit_address(["--server.port", "1", "--server.address=localhost"], {}, files) == "localhost"
+    # the last flag wins, as Streamlit reads them; after "--" the arguments are the script's
+    assert streamlit_address(["--server.address", "127.0.0.1", "--server.address", "0.0.0.0"], {}, files) == "0.0.0.0"
+    assert streamlit_address(["--", "--server.address", "127.0.0.1"], {"STREAMLIT_SERVER_ADDRESS": "0.0.0.0"},
+                             files) == "0.0.0.0"
     assert streamlit_address([], {}, [tmp_path / "missing.toml"]) is None  # unset: every interface
     broken = tmp_path / "broken.toml"
     broken.write_text("[server\naddress = ", encoding="utf-8")
