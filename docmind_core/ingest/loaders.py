@@ -133,9 +133,11 @@ class TextFile:
     def pieces(self) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder(self.encoding)("strict")
         tidier = _PieceTidier()
+        left = self.size  # the bytes that were hashed and checked, never more (a log being appended to grows)
         with self.path.open("rb") as handle:
             while True:
-                block = handle.read(self.piece_bytes)
+                block = handle.read(min(self.piece_bytes, left))
+                left -= len(block)
                 try:
                     text = decoder.decode(block, final=not block)
                 except UnicodeDecodeError:
@@ -165,9 +167,13 @@ def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
     decoder = None
     encoding = "utf-8"
     blank = binary = True
+    read = 0
     with path.open("rb") as handle:
         while True:
             block = handle.read(_HASH_BLOCK)
+            read += len(block)
+            if read > size:  # it grew since its size was checked: what would be hashed is not what was checked
+                raise IngestError(f"{name}: the file changed while it was being read; try again once it is written")
             if decoder is None:  # the first block (or an empty file)
                 bom = _bom_encoding(block)
                 binary = bom is None and _looks_binary(block)

@@ -183,3 +183,22 @@ def test_a_streamed_document_stores_the_text_and_chunks_of_the_whole_path(tmp_pa
     assert world.ingestor.check_kb(world.kb().id).ok
     again = world.ingest([path])[0]  # hashed in pieces the same way: unchanged
     assert again.status == "unchanged"
+
+
+def test_a_text_file_growing_while_it_is_ingested_is_read_only_as_far_as_it_was_checked(tmp_path, monkeypatch):
+    """A log still being appended to: its checked size bounds every read (the size limit holds for what is read,
+    and the text chunked is the text hashed), and a file longer than checked when hashed is refused."""
+    import docmind_core.ingest.loaders as loaders
+
+    path = tmp_path / "growing.txt"
+    path.write_text("first line of the log\n" * 20_000, encoding="utf-8")
+    checked = path.stat().st_size
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("appended after the check\n" * 20_000)
+    monkeypatch.setattr(loaders, "checked_size", lambda p, max_bytes, name: checked)  # the check saw it shorter
+    with pytest.raises(loaders.IngestError, match="changed while it was being read"):
+        loaders.open_text_file(path, "growing.txt")
+    text_file = loaders.TextFile(path=path, name="growing.txt", digest="", size=checked, encoding="utf-8",
+                                 mime="text/plain", piece_bytes=4096)
+    text = "".join(text_file.pieces())
+    assert "appended" not in text and text.count("first line of the log") == 20_000
