@@ -149,8 +149,13 @@ left, right = st.columns(2)
 with left:
     if picked:
         kind = "trace" if len(picked) == 1 else "comparison"
-        st.download_button(f"Export selected {kind} as JSON", bench.export_traces(picked[:2]),
-                           file_name=f"docmind-{kind}.json", mime="application/json", icon=":material/download:")
+        try:
+            exported = bench.export_traces(picked[:2])
+        except DocMindError as exc:  # a picked run deleted (or no longer readable) since the list was drawn
+            st.error(escape_markdown(exc))
+        else:
+            st.download_button(f"Export selected {kind} as JSON", exported, file_name=f"docmind-{kind}.json",
+                               mime="application/json", icon=":material/download:")
     else:
         st.caption("Select runs above to export them.")
 with right:

@@ -110,3 +110,19 @@ def test_regrading_the_listed_runs_reads_them_in_batches(engine, reads):
     assert not at.exception, at.exception
     assert any("of 200 run(s) change tier" in m.value for m in at.markdown)
     assert reads == [("iter_many", 200)], reads[:5]
+
+
+def test_a_picked_run_that_can_no_longer_be_exported_is_an_error_on_the_page(engine, monkeypatch):
+    """A run deleted (or no longer readable) between the list and the export: the page says so instead of
+    stopping with a traceback."""
+    from docmind_core.errors import NotFound
+    from docmind_core.workbench import Workbench
+
+    def gone(self, run_ids):
+        raise NotFound(f"trace {run_ids[0]} does not exist")
+
+    monkeypatch.setattr(Workbench, "export_traces", gone)
+    at = _traces_page()
+    at.selectbox(key="dm_tr_pair").set_value(PAIR).run()
+    assert not at.exception, at.exception
+    assert any("does not exist" in e.value for e in at.error)
