@@ -102,6 +102,8 @@ def hotpot_rows(eval_dir, cache, embedder, rng):
     for qi in HOTPOT_HELD_OUT:
         q = ds.queries[qi]
         rel = {d for d, grade in ds.qrels.get(q.id, {}).items() if grade > 0}  # a grade-0 judgment is not relevant
+        if not rel:  # judged only non-relevant: nothing to label as relevant
+            continue
         own = cands[q.id]
         others = [d for d in rng.sample(all_docs, 12) if d not in own][:8]
         idx, labels, kinds = [], [], []
