@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import os
 import socket
 
@@ -57,18 +59,19 @@ def app_engine(tmp_path_factory, request):
 @pytest.fixture
 def ast_parse_overlap(monkeypatch) -> dict[str, int]:
     """Counts, from now on, how many threads were inside ast.parse at once at most (``most``; Python 3.11.7 can
-    fail with two) and how many parses other threads than the main one made (``off_main``)."""
+    fail with two) and how many parses the main thread (``main``) and the other threads (``off_main``) made."""
     import ast
     import threading
     import time
 
-    seen = {"inside": 0, "most": 0, "off_main": 0}
+    seen = {"inside": 0, "most": 0, "off_main": 0, "main": 0}
     real_parse = ast.parse
 
     def counting(*args, **kwargs):
         seen["inside"] += 1
         seen["most"] = max(seen["most"], seen["inside"])
-        seen["off_main"] += threading.current_thread() is not threading.main_thread()
+        on_main = threading.current_thread() is threading.main_thread()
+        seen["off_main" if not on_main else "main"] += 1
         try:
             time.sleep(0.0005)  # hand the GIL over mid-parse, as a long parse may
             return real_parse(*args, **kwargs)
@@ -77,3 +80,24 @@ def ast_parse_overlap(monkeypatch) -> dict[str, int]:
 
     monkeypatch.setattr(ast, "parse", counting)
     return seen
+
+
+_WRITE_SQL = re.compile(r"\s*(?:BEGIN\s+IMMEDIATE|INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
+
+@pytest.fixture
+def sql_writes(monkeypatch) -> list[str]:
+    """Every statement that writes or takes SQLite's write lock, on the connections DocMind's databases open from
+    now on (every write of ours begins with BEGIN IMMEDIATE): a start that only reads leaves this empty."""
+    from docmind_core.store.db import Database
+
+    statements: list[str] = []
+    real_connect = Database._connect
+
+    def connect(self):
+        conn = real_connect(self)
+        conn.set_trace_callback(lambda sql: statements.append(sql) if _WRITE_SQL.match(sql) else None)
+        return conn
+
+    monkeypatch.setattr(Database, "_connect", connect)
+    return statements

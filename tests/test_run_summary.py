@@ -69,9 +69,11 @@ def _one_shot_with_failing_workers() -> list[Event]:
     """The one-shot path with one worker down and one too slow for its timeout."""
     retriever = FixtureRetriever(CORPUS)
     retriever.fail = {"keyword_candidates"}
-    retriever.delay_s = {"candidates": 0.5}
+    retriever.delay_s = {"candidates": 4.0}
     one_shot = OneShotRetrieval(Toolbox(retriever), make_refiner(), CragGrader())
-    cfg = settings(**{"retrieval.worker_timeout_ms": 150})
+    # wide apart: the failing worker raises well within the timeout and the slow one sleeps well past it, even
+    # on a starved machine
+    cfg = settings(**{"retrieval.worker_timeout_ms": 1500})
     ctx = ToolContext.for_run([1], 7, cfg)
     question = "DM-3000 filter maintenance hours"
     events, _ = drain(one_shot.run(question, Understanding(rewritten_query=question),
