@@ -7,25 +7,18 @@ the right chunk of a one-document KB searched together with the demo KB.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from docmind_core.engine import Engine
 from docmind_core.events import Graded, Reranked
 from docmind_core.models import Tier
-from tests.paths import ROOT
+from tests.demo_world import open_demo_engine
 
-DEMO = ROOT / "data" / "demo"
 ORION = "The Orion launch budget is 4.2 million dollars."
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    home = tmp_path_factory.mktemp("grader-defaults-home")
-    engine = Engine.open(home, env={})
-    demo = engine.create_kb("demo", description="Halcyon Data product documents: Aurora and Nimbus")
-    assert all(o.status == "added" for o in engine.ingest(demo.id, [DEMO]))
+    engine, _ = open_demo_engine(tmp_path_factory.mktemp("grader-defaults-home"))
     projects = engine.create_kb("projects")
     plan = tmp_path_factory.mktemp("projects") / "plan.txt"
     plan.write_text(ORION, encoding="utf-8")

@@ -15,21 +15,17 @@ from docmind_core.events import (
 from docmind_core.models import Scope, Tier
 from docmind_core.users import UserStore
 from tests.fakes.openai_server import FakeOpenAIServer, status, text
-from tests.paths import ROOT
+from tests.demo_world import open_demo_engine
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
 
-DEMO = ROOT / "data" / "demo"
 
 
 @pytest.fixture(scope="module")
 def demo_home(tmp_path_factory):
     """A home with the demo corpus ingested once for the whole module (ingestion encodes every chunk)."""
     home = tmp_path_factory.mktemp("pipeline-home")
-    engine = Engine.open(home, env={})
-    kb = engine.create_kb("demo", description="Halcyon Data product documents: Aurora and Nimbus")
-    outcomes = engine.ingest(kb.id, [DEMO])
-    assert outcomes and all(o.status == "added" for o in outcomes), [o.error for o in outcomes]
+    open_demo_engine(home)
     return home
 
 

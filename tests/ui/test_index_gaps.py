@@ -11,10 +11,10 @@ pytest.importorskip("docmind_core.engine")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.markdown_probe import text_of  # noqa: E402
-from tests.paths import ROOT, write_texts  # noqa: E402
+from tests.paths import write_texts  # noqa: E402
+from tests.ui.app_support import started_app  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) on a real engine
-APP = str(ROOT / "app.py")
 QUESTION = "How long does the Aurora X2 battery last?"
 DOCS = {
     "aurora.md": "# Aurora X2\n\nThe Aurora X2 battery lasts 18 hours on a single charge. It charges over USB-C "
@@ -39,12 +39,6 @@ def gap_home(app_engine):
     yield engine, kb
 
 
-def _app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
 
 def _gap_warnings(at: AppTest) -> list[str]:
     return [text_of(w.value) for w in at.warning if "have no vector" in text_of(w.value)]
@@ -53,7 +47,7 @@ def _gap_warnings(at: AppTest) -> list[str]:
 def test_hit_testing_warns_about_missing_vectors(gap_home):
     engine, kb = gap_home
     total = engine.store.get_kb(kb.id).chunk_count
-    at = _app()
+    at = started_app()
     at.switch_page("pages/knowledge_bases.py").run()
     assert not at.exception, at.exception
     at.selectbox(key="dm_manage_kb").set_value(kb.id).run()
@@ -68,7 +62,7 @@ def test_hit_testing_warns_about_missing_vectors(gap_home):
 def test_a_chat_answer_over_a_kb_with_missing_vectors_warns_on_screen(gap_home):
     engine, kb = gap_home
     total = engine.store.get_kb(kb.id).chunk_count
-    at = _app()
+    at = started_app()
     at.sidebar.multiselect(key="dm_kb_ids").set_value([kb.id]).run()
     at.chat_input[0].set_value(QUESTION).run()
     assert not at.exception, at.exception

@@ -11,10 +11,9 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.markdown_probe import text_of  # noqa: E402  (alerts hold escaped Markdown: compare what they show)
 from tests.paths import ROOT, write_texts
+from tests.ui.app_support import TIMEOUT, started_app
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
-APP = str(ROOT / "app.py")
-TIMEOUT = 90
 
 NOT_DOCUMENTS = {"QUESTIONS.md", "README.md"}  # the demo folder's question list is not part of the corpus
 # Used only when the repository's demo corpus (data/demo) is not there.
@@ -53,19 +52,13 @@ def demo_home(app_engine):
     yield engine
 
 
-def _app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
 
 def _markdown(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
 def test_chat_question_shows_badge_timeline_chart_and_citations(demo_home):
-    at = _app()
+    at = started_app()
     assert at.sidebar.multiselect[0].value, "the demo KB is selected by default"
     at.chat_input[0].set_value(english_question()).run()
     assert not at.exception, at.exception
@@ -88,7 +81,7 @@ def test_plotly_js_is_not_preloaded_with_a_page_draw(demo_home):
     """The browser parses plotly.js for ~1 s when the first chart appears: drawn on a return to Chat it stalled the
     next page switch, in a question's run the answer's text (bench/page_speed.py).  A timed fragment draws it once
     the page has been shown for a while (tests/test_browser.py)."""
-    at = _app()
+    at = started_app()
     assert _preloads(at) == 0
     at.switch_page("pages/config.py").run()
     at.switch_page("pages/chat.py").run()
@@ -100,7 +93,7 @@ def test_plotly_js_is_not_preloaded_with_a_page_draw(demo_home):
 
 
 def test_side_by_side_runs_both_paths_and_compares(demo_home):
-    at = _app()
+    at = started_app()
     at.segmented_control(key="dm_chat_mode").set_value("Side by side").run()
     at.chat_input[0].set_value("Compare the Aurora X2 and the Nimbus battery life").run()
     assert not at.exception, at.exception
@@ -112,7 +105,7 @@ def test_side_by_side_runs_both_paths_and_compares(demo_home):
 
 
 def test_config_refuses_low_at_or_above_high(demo_home):
-    at = _app()
+    at = started_app()
     at.switch_page("pages/config.py").run()
     assert not at.exception, at.exception
     at.number_input(key="cfg::grader.low_threshold").set_value(0.95)  # above the default high_threshold (0.9)
@@ -132,7 +125,7 @@ def test_config_builds_only_the_groups_that_are_open_and_every_key_has_a_group(d
     """~100 widgets made the first switch to Config slow: a collapsed group's form is built when it is opened."""
     from docmind_core.settings import key_specs
 
-    at = _app()
+    at = started_app()
     at.switch_page("pages/config.py").run()
     assert not at.exception, at.exception
     drawn = {w.key for kind in ("number_input", "checkbox", "selectbox", "text_input") for w in at.get(kind)
@@ -154,7 +147,7 @@ def test_config_builds_only_the_groups_that_are_open_and_every_key_has_a_group(d
 
 
 def test_kb_upload_reports_good_and_bad_files(demo_home):
-    at = _app()
+    at = started_app()
     at.switch_page("pages/knowledge_bases.py").run()
     assert not at.exception, at.exception
     evil = b"# Notes\n\nSafe text <script>alert('x')</script> and <img src=x onerror=alert(1)> stays text.\n"
@@ -197,7 +190,7 @@ def test_traces_page_replays_and_regrades(demo_home):
         demo_home_ask = list(demo_home.ask(english_question(),
                                            [demo_home.store.list_kbs()[0].id]))
         assert demo_home_ask[-1].kind == "done"
-    at = _app()
+    at = started_app()
     at.switch_page("pages/traces.py").run()
     assert not at.exception, at.exception
     next(b for b in at.button if b.label == "Regrade").click().run()
@@ -244,7 +237,7 @@ def test_run_pump_stop_sets_the_cancel_event_and_the_run_still_finishes():
 
 
 def test_a_new_kb_joins_the_sidebar_and_hit_testing_searches_the_page_kb(demo_home):
-    at = _app()
+    at = started_app()
     at.switch_page("pages/knowledge_bases.py").run()
     next(t for t in at.text_input if t.label == "Name").set_value("fresh-kb")
     next(b for b in at.button if b.label == "Create").click().run()

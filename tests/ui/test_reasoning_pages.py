@@ -8,18 +8,13 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.ui.test_pages import APP, TIMEOUT, demo_home, has_demo_corpus  # noqa: F401 - demo_home is a fixture
+from tests.ui.app_support import started_app
+from tests.ui.test_pages import demo_home, has_demo_corpus  # noqa: F401 - demo_home is a fixture
 
 pytestmark = pytest.mark.slow
 
 COMPARISON = "Compare the maximum power draw of the Nimbus N1 and the Nimbus N2."
 
-
-def _app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _outside_expanders(at: AppTest) -> str:
@@ -33,7 +28,7 @@ def _column_config(frame) -> dict:
 
 @pytest.mark.skipif(not has_demo_corpus(), reason="needs the repository's demo corpus (data/demo)")
 def test_chat_shows_the_route_sentence_and_each_rounds_calls_outside_the_timeline(demo_home):
-    at = _app()
+    at = started_app()
     at.chat_input[0].set_value(COMPARISON).run()
     assert not at.exception, at.exception
     visible = _outside_expanders(at)
@@ -46,7 +41,7 @@ def test_chat_shows_the_route_sentence_and_each_rounds_calls_outside_the_timelin
 
 @pytest.mark.skipif(not has_demo_corpus(), reason="needs the repository's demo corpus (data/demo)")
 def test_side_by_side_shows_answer_and_source_diffs_and_one_tool_call_table(demo_home):
-    at = _app()
+    at = started_app()
     at.segmented_control(key="dm_chat_mode").set_value("Side by side").run()
     at.chat_input[0].set_value(COMPARISON).run()
     assert not at.exception, at.exception
@@ -66,7 +61,7 @@ def test_traces_table_keeps_the_label_column_in_view(demo_home):
     if not demo_home.traces.list():
         assert list(demo_home.ask("What uptime does Aurora Cloud guarantee?",
                                   [demo_home.store.list_kbs()[0].id]))[-1].kind == "done"
-    at = _app()
+    at = started_app()
     at.switch_page("pages/traces.py").run()
     assert not at.exception, at.exception
     table = next(f for f in at.dataframe if "label" in f.value.columns and "run id" in f.value.columns)
@@ -83,7 +78,7 @@ def test_chat_score_bars_carry_the_anchor_of_their_source_card(demo_home):
     """Every source card of an answer has a bar that jumps to it (the same helper as hit testing)."""
     import re
 
-    at = _app()
+    at = started_app()
     at.chat_input[0].set_value("What is the maximum power draw of the Nimbus N2?").run()
     assert not at.exception, at.exception
     charts = [c for c in at.get("plotly_chart") if c.proto.id and "dm_chart_preload" not in c.proto.id]

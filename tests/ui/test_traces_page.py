@@ -9,10 +9,9 @@ from streamlit.testing.v1 import AppTest
 
 from docmind_core.events import Done, RunStarted
 from docmind_core.models import GradeResult, Mode, Tier
-from tests.paths import ROOT
+from tests.ui.app_support import started_app
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
-APP = str(ROOT / "app.py")
 OLD_AGENTIC_LOW = 12
 NEWER_RULE_HIGH = 510  # more than the page lists, all newer than the runs asked for
 PAIR = "pair-of-two"
@@ -47,10 +46,7 @@ def _listed(at: AppTest) -> list[str]:
 
 @pytest.mark.parametrize(("label", "value"), [("Mode", Mode.AGENTIC), ("Tier", Tier.LOW)])
 def test_old_runs_that_match_are_listed_behind_many_newer_ones(engine, label, value):
-    at = AppTest.from_file(APP, default_timeout=90).run()
-    assert not at.exception, at.exception
-    at.switch_page("pages/traces.py").run()
-    assert not at.exception, at.exception
+    at = _traces_page()
     assert len(_listed(at)) == 500  # the page's cap, filled by the newer runs
     next(m for m in at.multiselect if m.label == label).set_value([value.value]).run()
     assert not at.exception, at.exception
@@ -83,8 +79,7 @@ def reads(monkeypatch):
 
 
 def _traces_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90).run()
-    assert not at.exception, at.exception
+    at = started_app()
     at.switch_page("pages/traces.py").run()
     assert not at.exception, at.exception
     return at

@@ -32,8 +32,9 @@ from docmind_core.backends.protocols import AgentTranscript, Observation
 from docmind_core.models import RetrievedChunk
 from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens
 from docmind_core.tools import loop_tool_specs
+from tests.demo_world import DEMO, open_demo_engine
 from tests.paths import ROOT
-DEMO = ROOT / "data" / "demo"
+
 SHARED = ROOT.parent / "shared" / "eval"
 QUESTION_WORDS = frozenset(
     "什么 意思 哪里 哪儿 多少 多久 怎么 怎么办 怎样 如何 为什么 是否 哪个 哪些 谁 几 吗 呢 应该 是 有 的 了 报 "
@@ -139,13 +140,7 @@ def test_the_fragment_definition_rejects_what_the_issue_saw_and_keeps_good_queri
 
 @pytest.fixture(scope="module")
 def demo_engine(tmp_path_factory):
-    from docmind_core.engine import Engine
-
-    home = tmp_path_factory.mktemp("agentic-queries")
-    engine = Engine.open(home, env={})
-    kb = engine.create_kb("demo", description="Halcyon Data product documents: Aurora and Nimbus")
-    assert all(o.status == "added" for o in engine.ingest(kb.id, [DEMO]))
-    return engine, kb.id
+    return open_demo_engine(tmp_path_factory.mktemp("agentic-queries"))
 
 
 @pytest.mark.slow
