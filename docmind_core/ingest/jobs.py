@@ -189,6 +189,7 @@ class IngestJobQueue:
             return
         cancel = threading.Event()
         last_poll = [0.0]
+        landed_ids: set[int] = set()  # files whose whole outcome the progress already wrote
 
         def on_progress(p: IngestProgress) -> None:
             f = files[p.file_index]
@@ -196,6 +197,8 @@ class IngestJobQueue:
                 # what landed is recorded now, not only when the whole run returns: a process killed after this
                 # file still shows it as added (or replaced) with its document and chunks
                 landed = p.outcome
+                if landed is not None:
+                    landed_ids.add(f.id)
                 self.jobs.file_finished(f.id, "done", outcome=landed.status if landed else
                                         ("unchanged" if p.stage == "skipped" else ""),
                                         doc_id=landed.doc_id if landed else None, chunks=landed.chunks if landed else 0)
@@ -223,7 +226,7 @@ class IngestJobQueue:
             log.warning("ingest job %s failed: %s", job_id, message)
             outcomes, state, note = [], "failed", message
         for f, outcome in zip(files, outcomes):
-            if outcome is None:
+            if outcome is None or f.id in landed_ids:
                 continue
             failed = outcome.status == "failed"
             self.jobs.file_finished(f.id, "failed" if failed else "done", outcome=outcome.status,
