@@ -32,7 +32,3 @@ def install() -> None:
 
         parse.docmind_parse_lock = True  # type: ignore[attr-defined]
         ast.parse = parse  # ast.literal_eval looks the name up in this same module, so it is covered too
-
-
-def installed() -> bool:
-    return bool(getattr(ast.parse, "docmind_parse_lock", False))

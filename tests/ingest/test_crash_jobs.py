@@ -30,8 +30,8 @@ def test_files_done_before_the_kill_keep_what_landed(tmp_path):
     file finished by a run that returned does: its outcome was written only when the whole run returned."""
     home = tmp_path / "home"
     job_id, _ = _killed_mid_job(home, count=40)
-    engine = Engine.open(home, env={"DOCMIND_NO_RESUME": "1"}, overrides={"ingest.resume_interrupted": False},
-                         warm=False)
+    # not resumed: what stands is what the killed process wrote
+    engine = Engine.open(home, env={}, overrides={"ingest.resume_interrupted": False}, warm=False)
     done = [f for f in engine.jobs.jobs.get(job_id).files if f.state == "done"]
     assert done, "no file was done before the kill"
     documents = {d.id: d for d in engine.store.list_documents(engine.jobs.jobs.get(job_id).kb_id)}
