@@ -56,32 +56,66 @@ _COMPARISON_WORDS = frozenset("对比 比较 区别 差异 异同 分别 各自 
                               "versus vs both same".split())
 
 
-_END = r"[\s!！。.~～?？,，…]*$"
 
 
 @dataclass(frozen=True)
 class ScopeDecision:
     scope: Scope
     confidence: float
-    reason: str  # machine-readable, e.g. "regex:greeting"
+    reason: str  # in words, for the timeline ("the message is only a greeting, so nothing is searched")
     memory_text: str = ""  # for MEMORY_COMMAND: what to store
 
 
-_GREETING = re.compile(
-    r"^\s*(?:(?:你好|您好|嗨|哈喽|哈啰|早上好|早安|下午好|晚上好|晚安|在吗|在不在|谢谢|多谢|感谢|谢啦|谢谢你|"
-    r"谢谢您|非常感谢|辛苦了|再见|拜拜|好的谢谢)(?:呀|啊|哈|了|啦|你|您)*"
-    r"|(?:hi|hello|hey|hiya|good (?:morning|afternoon|evening)|thanks|thank you(?: (?:so|very) much)?|"
-    r"thx|cheers|bye|goodbye|see you)(?: there| docmind| again)?)" + _END,
-    re.IGNORECASE,
-)
+# Conversation acts: a message made only of these (one or several: "hello, who are you?") needs no retrieval.
+# Each pattern matches one whole clause; clauses are split on punctuation, so "hello world program in python"
+# or "what can you do with the DM-3000 remote?" never match.
+_GREETING_ACT = re.compile(
+    r"(?:你好|您好|嗨|哈喽|哈啰|早上好|早安|下午好|晚上好|晚安|在吗|在不在|再见|拜拜)(?:呀|啊|哈|了|啦|你|您)*"
+    r"|(?:hi|hello|hey|hiya|good (?:morning|afternoon|evening)|bye|goodbye|see you)(?: there| docmind| again)?",
+    re.IGNORECASE)
+_THANKS_ACT = re.compile(
+    r"(?:谢谢|多谢|感谢|谢啦|谢谢你|谢谢您|非常感谢|辛苦了|好的谢谢)(?:呀|啊|哈|了|啦|你|您)*"
+    r"|(?:thanks|thank you(?: (?:so|very) much)?|thx|cheers)(?: docmind)?",
+    re.IGNORECASE)
+_ACKNOWLEDGEMENT_ACT = re.compile(r"(?:好的|明白了|知道了|收到)(?:呀|啊|哈|了|啦)*|ok(?:ay)?|got it|great|perfect",
+                                  re.IGNORECASE)
+_CAPABILITY_ACT = re.compile(
+    r"(?:请问)?(?:你|您)(?:能|可以|会)(?:做|干|帮我做|帮我)?(?:些)?(?:什么|啥)(?:事情|事)?"
+    r"|(?:你|您)(?:有|都有)(?:什么|哪些)(?:功能|能力|本事)|(?:请)?(?:介绍一下|介绍下)(?:你|您)自己"
+    r"|(?:你|您)(?:是)?(?:谁|什么|哪位)(?:呀|啊)?|(?:你|您)叫什么(?:名字)?"
+    r"|what can you do(?: for me)?|what do you do|who are you|what are you|who am i talking to"
+    r"|what(?:'s| is) your name|(?:please )?introduce yourself|tell me about yourself"
+    r"|how can you help(?: me)?|what are your (?:capabilities|features)|help",
+    re.IGNORECASE)
+_ACT_SPLIT = re.compile(r"[\s]*[,，。.!！?？;；~～…、]+[\s]*|\s+(?=and\s)", re.IGNORECASE)
+_ACT_FILLER = re.compile(r"^(?:and|so|well|oh|um|嗯|那|那么|请问)\s*", re.IGNORECASE)
+_ACT_WORDS = {"greeting": "a greeting", "thanks": "thanks", "acknowledgement": "an acknowledgement",
+              "capability": "a question about DocMind itself"}
 
-_CAPABILITY = re.compile(
-    r"^\s*(?:(?:请问)?(?:你|您)(?:能|可以|会)(?:做|干|帮我做)?(?:些)?(?:什么|啥)(?:事情|事)?|"
-    r"(?:你|您)(?:有|都有)(?:什么|哪些)(?:功能|能力|本事)|(?:你|您)是(?:谁|什么)|"
-    r"what can you do(?: for me)?|what do you do|who are you|what are you|how can you help(?: me)?|"
-    r"what are your (?:capabilities|features)|help)" + _END,
-    re.IGNORECASE,
-)
+
+def conversation_acts(text: str) -> list[str] | None:
+    """The conversation acts a whole message is made of (greeting, thanks, acknowledgement, capability), or None when any
+    part of it is something else (a question about the documents, a request, a name we do not know)."""
+    acts: list[str] = []
+    for clause in _ACT_SPLIT.split(text.strip()):
+        clause = _ACT_FILLER.sub("", clause.strip())
+        if not clause:
+            continue
+        for name, pattern in (("greeting", _GREETING_ACT), ("thanks", _THANKS_ACT),
+                              ("acknowledgement", _ACKNOWLEDGEMENT_ACT), ("capability", _CAPABILITY_ACT)):
+            if pattern.fullmatch(clause):
+                acts.append(name)
+                break
+        else:
+            return None
+    return acts or None
+
+
+def _act_reason(acts: list[str]) -> str:
+    named = list(dict.fromkeys(_ACT_WORDS[a] for a in acts))
+    said = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return f"the message is only {said}, so nothing is searched"
+
 
 _MEMORY_ZH = re.compile(r"^\s*(?:请|麻烦)?(?:帮我)?(?:记住|记一下|记下|记好)[:：,，\s]*(?P<text>.+?)\s*$")
 _MEMORY_EN = re.compile(r"^\s*(?:please\s+)?(?:remember|note|keep in mind)\s+(?:that\s+)?(?P<text>.+?)\s*$",
@@ -117,10 +151,10 @@ def fast_scope(question: str, history: Sequence[Turn] | None = None) -> ScopeDec
                             (_RECALL_CHAT, "recall_conversation")):
         if pattern.search(text):
             return ScopeDecision(Scope.META_DIALOGUE, 0.95, f"regex:{reason}")
-    if _GREETING.match(text):
-        return ScopeDecision(Scope.CHITCHAT, 0.95, "regex:greeting")
-    if _CAPABILITY.match(text):
-        return ScopeDecision(Scope.CAPABILITY, 0.9, "regex:capability")
+    acts = conversation_acts(text)
+    if acts:
+        scope = Scope.CAPABILITY if "capability" in acts else Scope.CHITCHAT
+        return ScopeDecision(scope, 0.95 if scope is Scope.CHITCHAT else 0.9, _act_reason(acts))
     if not _QUESTION_LIKE.search(text):
         memory = memory_text(text)
         if memory:

@@ -68,7 +68,7 @@ def summary_of(digest: RunDigest) -> RunSummary:
     done, routed, grade = digest.done, digest.routed, digest.grade
     summary = RunSummary(
         run_id=digest.run_id, question=digest.question, answer=digest.answer, mode=digest.mode,
-        route_reason=digest.route_reason, route_explanation=routed.decision.explanation if routed else "",
+        route_reason=digest.route_reason, route_explanation=routed.decision.explanation if routed else (digest.scope.reason if digest.scope else ""),
         scope=digest.scope_name,
         understanding=digest.understood.understanding.model_dump(mode="json") if digest.understood else {},
         planned_tools=list(routed.plan.tools) if routed and routed.plan else [],
