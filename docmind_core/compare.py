@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
+from docmind_core.answer.direct_read import QUESTION_GRADED
 from docmind_core.answer.grade import CragGrader
 from docmind_core.models import CitationResult, RetrievedChunk
 from docmind_core.settings import GraderSettings, Settings
@@ -400,7 +401,10 @@ SELECTED_DOC_NOT_REGRADED = ("not regraded: the user selected these documents, s
 
 
 def _selected_documents(digest: RunDigest) -> bool:
-    return any(r.mode == "selected_doc" for r in digest.retrievals)
+    """A selected-documents run whose tier is the user's choice (a summary); a question asked of the selected
+    documents is graded by thresholds and regrades like any other run."""
+    graded_question = digest.grade is not None and digest.grade.reason.startswith(QUESTION_GRADED)
+    return any(r.mode == "selected_doc" for r in digest.retrievals) and not graded_question
 
 
 def _graded_input(digest: RunDigest) -> list[RetrievedChunk] | None:

@@ -315,7 +315,8 @@ class Engine:
         agentic = AgenticSearch(b.llm, self.toolbox, self.refiner, self.grader, self.prompts, one_shot)
         self.pipeline = AnswerPipeline(
             llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, reranker=b.reranker,
-            one_shot=one_shot, agentic=agentic, memory=self.memory_store, tool_context_factory=ToolContext.for_run)
+            one_shot=one_shot, agentic=agentic, grader=self.grader, memory=self.memory_store,
+            tool_context_factory=ToolContext.for_run)
 
     def refresh(self) -> Settings:
         """Re-read the settings and rebuild the backends if a backend key changed; returns the settings."""

@@ -344,3 +344,22 @@ def test_a_selected_document_run_is_not_regraded_by_thresholds():
     assert (row.old_tier, row.new_tier, row.changed) == ("HIGH", "", False)
     assert "selected" in row.reason
     assert graded_input(record)[1] is None
+
+
+def test_a_question_asked_of_selected_documents_is_regraded():
+    """A question asked of the selected documents is graded by thresholds, so a what-if regrades it."""
+    from docmind_core.answer.direct_read import QUESTION_GRADED
+    from docmind_core.events import Done, Graded
+
+    def graded(event):
+        if isinstance(event, (Graded, Done)) and event.grade is not None:
+            grade = event.grade.model_copy(update={"reason": f"{QUESTION_GRADED}: rerank_high"})
+            return event.model_copy(update={"grade": grade})
+        return event
+
+    record = {"meta": {"run_id": "selq"}, "config": Settings().flat(),
+              "events": [graded(e) for e in _selected_doc_run("selq")]}
+    (row,) = regrade([record], {"grader.high_threshold": 0.999, "grader.low_threshold": 0.998},
+                     live=GraderSettings())
+    assert row.old_tier == "HIGH" and row.new_tier in ("AMBIGUOUS", "LOW"), row
+    assert graded_input(record)[1] is not None

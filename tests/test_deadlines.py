@@ -42,7 +42,7 @@ def make_pipeline(llm, retriever) -> AnswerPipeline:
     one_shot = OneShotRetrieval(toolbox, refiner, grader)
     agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
     return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
-                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, memory=None,
+                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, grader=grader, memory=None,
                           tool_context_factory=ToolContext.for_run)
 
 

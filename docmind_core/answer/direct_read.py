@@ -3,8 +3,11 @@
 Chunks come in document order; when a document does not fit its share of the
 token budget, chunks are sampled evenly so the head, the middle and the tail are
 all represented (a summary needs every part, not just the best-matching one).
-The chunks are scored so the UI can still show relevance, but all are kept: the
-user chose these documents, so their relevance is given (tier HIGH).
+All chunks are kept: the user chose these documents.  A request about the
+documents as a whole (a summary, an overview) has its relevance given by that
+choice (tier HIGH).  A question asked of them is graded like retrieved evidence
+(top rerank score and lexical coverage): the chosen document may simply not hold
+the answer, and the tier must say so.  Neither asks for web compensation.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator, Sequence
 
+from docmind_core.answer.grade import CragGrader
 from docmind_core.backends.protocols import Reranker
 from docmind_core.events import Event, Graded, Reranked, Retrieved
 from docmind_core.models import ChunkRecord, GradeResult, RetrievedChunk, StageScores, Tier
@@ -20,6 +24,10 @@ from docmind_core.text import truncate_to_tokens
 
 if TYPE_CHECKING:
     from docmind_core.store.kb_store import KnowledgeStore
+
+
+# How a graded question's reason starts, so a stored run tells a graded tier from a given one.
+QUESTION_GRADED = "a question about the selected documents, graded on what they hold"
 
 
 @dataclass
@@ -31,12 +39,15 @@ class DirectReading:
 class DirectReader:
     """Reads the selected documents (minus excluded ones) within the context budget, scores and grades them."""
 
-    def __init__(self, store: KnowledgeStore | None, reranker: Reranker):
+    def __init__(self, store: KnowledgeStore | None, reranker: Reranker, grader: CragGrader):
         self.store = store  # None: the pipeline has no documents to read (evaluation over bare chunks)
         self.reranker = reranker
+        self.grader = grader
 
     def read(self, query: str, doc_ids: Sequence[int], exclude_doc_ids: Sequence[int],
-             settings: Settings) -> Generator[Event, None, DirectReading]:
+             settings: Settings, question: bool = False) -> Generator[Event, None, DirectReading]:
+        """``question``: the user asks something of the documents (graded); otherwise a request about them
+        as a whole (a summary), whose relevance the choice of documents gives."""
         excluded = set(exclude_doc_ids)
         wanted = [d for d in doc_ids if d not in excluded][: settings.rag.selected_doc_max]
         chunks = read_selected_documents(self.store, wanted, settings.rag.context_max_tokens)
@@ -45,11 +56,17 @@ class DirectReader:
         scored = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s})})
                   for c, s in zip(chunks, scores)]
         yield Reranked(candidates=scored, reranker=self.reranker.name)
-        grade = GradeResult(
-            tier=Tier.HIGH if scored else Tier.LOW, top_score=max(scores, default=0.0),
-            lex_coverage=1.0 if scored else 0.0, kb_entity_weak=False, web_compensation_needed=False,
-            reason="the selected documents are read directly; their relevance is given by the user's choice"
-            if scored else "the selected documents have no text")
+        if question and scored:
+            graded = self.grader.grade(query, scored, settings.grader, web_compensation_on_low=False)
+            grade = graded.model_copy(update={
+                "web_compensation_needed": False,
+                "reason": f"{QUESTION_GRADED}: {graded.reason}"})
+        else:
+            grade = GradeResult(
+                tier=Tier.HIGH if scored else Tier.LOW, top_score=max(scores, default=0.0),
+                lex_coverage=1.0 if scored else 0.0, kb_entity_weak=False, web_compensation_needed=False,
+                reason="the selected documents are read directly; their relevance is given by the user's choice"
+                if scored else "the selected documents have no text")
         yield Graded(grade=grade)
         return DirectReading(scored, grade)
 

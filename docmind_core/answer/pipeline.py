@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from docmind_core.answer.direct_read import DirectReader
 from docmind_core.answer.generate import AnswerWriter, choose_template
+from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
@@ -102,13 +103,13 @@ class AnswerPipeline:
 
     def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary,
                  store: KnowledgeStore | None, reranker: Reranker, one_shot: OneShotRetrieval,
-                 agentic: AgenticSearch, memory: MemoryStore | None,
+                 agentic: AgenticSearch, grader: CragGrader, memory: MemoryStore | None,
                  tool_context_factory: Callable[..., ToolContext]):
         # store None: no SELECTED_DOC reading; memory None: no "remember ..." (evaluation and unit tests)
         self.llm = llm
         self.prompts = prompts
         self.store = store
-        self.direct_reader = DirectReader(store, reranker)
+        self.direct_reader = DirectReader(store, reranker, grader)
         self.writer = AnswerWriter(llm, fallback_llm, prompts)
         self.one_shot = one_shot
         self.agentic = agentic
@@ -202,7 +203,8 @@ class AnswerPipeline:
                                            if request.exclude_doc_ids else {}))
         if decision.mode == Mode.SELECTED_DOC:
             reading = yield from self.direct_reader.read(understanding.rewritten_query or request.question,
-                                                         request.selected_doc_ids, request.exclude_doc_ids, settings)
+                                                         request.selected_doc_ids, request.exclude_doc_ids, settings,
+                                                         question=decision.reason == "selected_doc_question")
             state.sources, state.grade = reading.sources, reading.grade
         else:
             if decision.mode == Mode.AGENTIC:

@@ -135,6 +135,28 @@ def test_selected_document_is_read_directly(engine):
     assert indices == sorted(indices) and indices[0] == 0  # document order, head included
 
 
+def test_a_question_the_selected_document_cannot_answer_is_not_graded_high(engine):
+    """Issue 23: security_whitepaper.txt selected, "What is the price of the Nimbus N2?" showed tier HIGH at
+    top score 0.007 beside confidence 0.00 (LOW). A question is graded on what the documents hold."""
+    kb_id = demo_kb(engine)
+    doc = next(d for d in engine.store.list_documents(kb_id) if d.name == "security_whitepaper.txt")
+    events = list(engine.ask("What is the price of the Nimbus N2?", [kb_id], selected_doc_ids=[doc.id]))
+    assert next(e for e in events if isinstance(e, Routed)).decision.reason == "selected_doc_question"
+    done = done_of(events)
+    assert done.grade.tier.value != "HIGH", done.grade
+    assert not done.grade.web_compensation_needed  # the user chose the documents: no web round
+    assert done.grade.reason.startswith("a question about the selected documents")
+
+
+def test_a_question_the_selected_document_answers_is_high(engine):
+    kb_id = demo_kb(engine)
+    doc = next(d for d in engine.store.list_documents(kb_id) if d.name == "nimbus_n2_datasheet.pdf")
+    events = list(engine.ask("What is the maximum power draw of the Nimbus N2?", [kb_id], selected_doc_ids=[doc.id]))
+    done = done_of(events)
+    assert done.grade.tier.value == "HIGH", done.grade
+    assert "45" in done.answer
+
+
 def test_greeting_answers_without_retrieval_or_model(engine):
     events = run(engine, "你好")
     scope = next(e for e in events if isinstance(e, ScopeDecided))
