@@ -333,8 +333,13 @@ class RunDigest:
         return self.grades[-1].grade if self.grades else None
 
     @property
+    def cancelled(self) -> bool:
+        return self.done is not None and self.done.cancelled
+
+    @property
     def tier(self) -> str:
-        return self.grade.tier.value if self.grade is not None else ""
+        """The CRAG tier, or "" when nothing was graded or the run was stopped (a stopped run has no tier)."""
+        return self.grade.tier.value if self.grade is not None and not self.cancelled else ""
 
     @property
     def stop_reason(self) -> str:

@@ -82,8 +82,11 @@ def esc(value: object, newlines: str = "<br>") -> str:
     return escape_html(value, newlines)
 
 
-def tier_badge_html(grade: GradeResult | None, web_compensated: bool = False) -> str:
-    """Coloured CRAG badge with the numbers behind it."""
+def tier_badge_html(grade: GradeResult | None, web_compensated: bool = False, cancelled: bool = False) -> str:
+    """Coloured CRAG badge with the numbers behind it; a stopped run shows that it was stopped, never a tier."""
+    if cancelled:
+        return ('<div class="dm-gradebar"><span class="dm-tier dm-tier-NONE" data-tier="CANCELLED">STOPPED</span>'
+                '<span class="dm-kv">stopped before it finished: no tier and no confidence</span></div>')
     if grade is None:
         return '<div class="dm-gradebar"><span class="dm-tier dm-tier-NONE">NO RETRIEVAL</span></div>'
     tier = grade.tier.value

@@ -1,21 +1,18 @@
-"""Running ``engine.ask`` in a background thread so a page can stream it and stop it.
+"""Running ``engine.ask`` in a background thread so a page can stream it, come back to it and stop it.
 
-The pump consumes the core's event iterator in its own thread and hands the
-events to the page through a queue.  Because the run lives outside the script
-thread, pressing Stop (which reruns the page and abandons the old script run)
-does not abandon the run: the cancel event is set, the core ends it with a
-``done`` event marked cancelled, and the trace and conversation are saved.
+The pump consumes the core's event iterator in its own thread and keeps every event.  Because the run lives
+outside the script thread, a rerun of the page (a Stop click, or a question typed while this one streams)
+does not abandon the run: a Stop sets the cancel event and the core ends the run with a ``done`` event marked
+cancelled; a rerun for any other reason finds the pump in the session and streams it again from its first
+event (:meth:`RunPump.stream` replays what is already there, then follows the run).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 from typing import Callable, Iterator
 
 from docmind_core.events import ErrorRaised, Event
-
-_END = object()
 
 
 class RunPump:
@@ -25,35 +22,44 @@ class RunPump:
         self.events: list[Event] = []
         self.finished = threading.Event()
         self._start = start
-        self._queue: queue.Queue = queue.Queue()
+        self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"docmind-run-{label}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             for event in self._start(self.cancel):
-                self.events.append(event)
-                self._queue.put(event)
+                with self._changed:
+                    self.events.append(event)
+                    self._changed.notify_all()
         except Exception as exc:  # noqa: BLE001 - shown to the user as an error row, never swallowed silently
-            error = ErrorRaised(stage="ui", message=f"the run failed: {exc}")
-            self.events.append(error)
-            self._queue.put(error)
+            with self._changed:
+                self.events.append(ErrorRaised(stage="ui", message=f"the run failed: {exc}"))
         finally:
-            self.finished.set()
-            self._queue.put(_END)
+            with self._changed:
+                self.finished.set()
+                self._changed.notify_all()
 
     def stream(self, idle: Callable[[], None] | None = None, poll_s: float = 0.2) -> Iterator[Event]:
-        """Events as they arrive; ``idle`` is called while waiting (it lets Streamlit notice a Stop click)."""
+        """Every event from the first, then each new one as it arrives, until the run ends; ``idle`` is called
+        while waiting (it lets Streamlit notice a click)."""
+        seen = 0
         while True:
-            try:
-                item = self._queue.get(timeout=poll_s)
-            except queue.Empty:
-                if idle is not None:
-                    idle()
-                continue
-            if item is _END:
+            with self._changed:
+                if seen >= len(self.events) and not self.finished.is_set():
+                    self._changed.wait(poll_s)
+                fresh = self.events[seen:]
+                done = self.finished.is_set() and seen + len(fresh) >= len(self.events)
+            seen += len(fresh)
+            yield from fresh
+            if done and not fresh:
                 return
-            yield item
+            if not fresh and idle is not None:
+                idle()
+
+    @property
+    def stopped(self) -> bool:
+        return self.cancel.is_set()
 
     def stop(self) -> None:
         self.cancel.set()

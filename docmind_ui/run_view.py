@@ -55,7 +55,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
     run_key = key or digest.run_id or "run"
     web_compensated = bool(digest.done and digest.done.web_compensated) or bool(digest.web and digest.web.ran)
     with st.container(key=f"run-{run_key}"):
-        st.markdown(tier_badge_html(digest.grade, web_compensated) + confidence_html(digest), unsafe_allow_html=True)
+        st.markdown(tier_badge_html(digest.grade, web_compensated, digest.cancelled) + confidence_html(digest),
+                    unsafe_allow_html=True)
         citations = digest.done.citations if digest.done else None
         st.markdown(citation_html(digest.answer, citations, digest.sources, run_id=run_key), unsafe_allow_html=True)
         for error in digest.errors:

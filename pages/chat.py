@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -23,16 +24,50 @@ MODES = {"Auto": RequestedMode.AUTO.value, "RULE_PLANNER": RequestedMode.RULE.va
          "AGENTIC": RequestedMode.AGENTIC.value, "Side by side": SIDE_BY_SIDE}
 CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted run (Stop) cannot lose it
 CONV_PICK_KEY = "dm_conv_pick"  # the sidebar picker widget, synced from CONV_KEY before it is drawn
-PUMPS_KEY = "dm_active_pumps"
+ACTIVE_KEY = "dm_active_run"  # the ActiveRun being answered; kept across reruns of the page
+QUEUE_KEY = "dm_question_queue"  # questions typed while an answer is written: (question, requested mode)
 TRACE_CACHE = "dm_trace_cache"
 PRELOADED_KEY = "dm_plotly_preloaded"  # this browser tab was given plotly.js
 IDLE_RUN_KEY = "dm_preload_idle_run"  # the preload fragment's runs: the page's own run is not one
 PRELOAD_AFTER_S = 2.0  # on the page this long: the browser is most likely idle (the user reads or types)
 
 
+@dataclass
+class ActiveRun:
+    """The question this tab is answering: it outlives a rerun of the page, so a question typed meanwhile waits."""
+
+    question: str
+    mode: str
+    pumps: list[RunPump]
+    pair_id: str | None = None
+
+
+def _active() -> ActiveRun | None:
+    return st.session_state.get(ACTIVE_KEY)
+
+
+def _queue() -> list[tuple[str, str]]:
+    return st.session_state.setdefault(QUEUE_KEY, [])
+
+
 def _stop_runs() -> None:
-    for pump in st.session_state.get(PUMPS_KEY, []):
+    active = _active()
+    for pump in active.pumps if active else []:
         pump.stop()
+
+
+def _ask_now(index: int) -> None:
+    """Stop the answer being written and move a waiting question to the front."""
+    queue = _queue()
+    if 0 <= index < len(queue):
+        queue.insert(0, queue.pop(index))
+    _stop_runs()
+
+
+def _drop_queued(index: int) -> None:
+    queue = _queue()
+    if 0 <= index < len(queue):
+        queue.pop(index)
 
 
 def _new_conversation() -> None:
@@ -44,13 +79,19 @@ def _pick_conversation() -> None:
 
 
 def _settle_stopped_runs() -> None:
-    """A run abandoned by Stop keeps going in its thread until the core ends it; wait for it to be saved."""
-    pumps = st.session_state.pop(PUMPS_KEY, [])
-    if pumps:
-        for pump in pumps:
+    """A run stopped by the user keeps going in its thread until the core ends it; wait for it to be saved.  A
+    run that finished while the page was away is in the conversation's history already."""
+    active = _active()
+    if active is None:
+        return
+    if any(p.stopped for p in active.pumps):
+        for pump in active.pumps:
             pump.stop()
             pump.wait(15)
+        st.session_state.pop(ACTIVE_KEY, None)
         st.toast("Run stopped; what was produced so far is saved.")
+    elif all(p.finished.is_set() for p in active.pumps):
+        st.session_state.pop(ACTIVE_KEY, None)
 
 
 def _trace(run_id: str):
@@ -126,7 +167,7 @@ def _stream_into(pump: RunPump) -> RunDigest:
     return RunDigest.from_events(pump.events)
 
 
-def _ask(question: str, mode: str) -> None:
+def _start(question: str, mode: str) -> ActiveRun:
     kb_ids, doc_ids = selected_kb_ids(), selected_doc_ids()
     conv_id = st.session_state.get(CONV_KEY)
     if not conv_id:
@@ -137,34 +178,55 @@ def _ask(question: str, mode: str) -> None:
         return lambda cancel: bench.ask(question, kb_ids, conversation_id=conv_id, mode=requested,
                                         selected_doc_ids=doc_ids or None, cancel=cancel, pair_id=pair_id)
 
+    if mode == SIDE_BY_SIDE:
+        pair_id = bench.new_pair_id()
+        pumps = [RunPump(start(m.value, pair_id), m.value) for m in (RequestedMode.RULE, RequestedMode.AGENTIC)]
+        active = ActiveRun(question, mode, pumps, pair_id)
+    else:
+        active = ActiveRun(question, mode, [RunPump(start(mode), mode)])
+    st.session_state[ACTIVE_KEY] = active
+    return active
+
+
+def _waiting_list(key: str) -> None:
+    """The questions typed while an answer is written: they run in turn, or one can stop the current answer."""
+    queue = _queue()
+    if not queue:
+        return
+    st.caption(f"{len(queue)} question{'s' if len(queue) != 1 else ''} waiting for this answer to finish:")
+    for index, (question, _mode) in enumerate(queue):
+        text, now, drop = st.columns([6, 2, 1], vertical_alignment="center")
+        text.text(f"{index + 1}. {question}")
+        now.button("Stop this answer, ask now", key=f"dm_ask_now_{key}_{index}", on_click=_ask_now, args=(index,))
+        drop.button("Remove", key=f"dm_drop_{key}_{index}", on_click=_drop_queued, args=(index,))
+
+
+def _show(active: ActiveRun) -> None:
+    """Stream the active run (from its first event, also after a rerun of the page) and then render it."""
+    key = str(id(active.pumps[0]))  # one script run may show several runs: their widgets need their own keys
     with st.chat_message("user"):
-        st.text(question)
+        st.text(active.question)
     with st.chat_message("assistant"):
-        if mode == SIDE_BY_SIDE:
-            pair_id = bench.new_pair_id()
-            pumps = [RunPump(start(m.value, pair_id), m.value) for m in (RequestedMode.RULE, RequestedMode.AGENTIC)]
-        else:
-            pumps = [RunPump(start(mode), mode)]
-        st.session_state[PUMPS_KEY] = pumps
         live = st.empty()
-        with live.container():  # the Stop button lives with the stream and goes away when the run ends
-            st.button("Stop", key="dm_stop", icon=":material/stop_circle:", on_click=_stop_runs)
-            if mode == SIDE_BY_SIDE:
+        with live.container():  # the Stop button and the waiting list live with the stream
+            st.button("Stop", key=f"dm_stop_{key}", icon=":material/stop_circle:", on_click=_stop_runs)
+            _waiting_list(key)
+            if active.mode == SIDE_BY_SIDE:
                 left, right = st.columns(2)
                 with left:
-                    _stream_into(pumps[0])
+                    _stream_into(active.pumps[0])
                 with right:
-                    _stream_into(pumps[1])
+                    _stream_into(active.pumps[1])
             else:
-                _stream_into(pumps[0])
+                _stream_into(active.pumps[0])
         live.empty()
         with live.container():
             settings = bench.settings().flat()
-            if mode == SIDE_BY_SIDE:
-                render_pair(pumps[0].events, pumps[1].events, settings, settings, key=pair_id)
+            if active.mode == SIDE_BY_SIDE:
+                render_pair(active.pumps[0].events, active.pumps[1].events, settings, settings, key=active.pair_id)
             else:
-                render_run(RunDigest.from_events(pumps[0].events), settings)
-    st.session_state.pop(PUMPS_KEY, None)
+                render_run(RunDigest.from_events(active.pumps[0].events), settings)
+    st.session_state.pop(ACTIVE_KEY, None)
 
 
 # -- page ------------------------------------------------------------------
@@ -207,8 +269,13 @@ else:
     _preload_when_idle()
 
 question = st.chat_input("Ask about your documents…")
-if question:
-    _ask(question, MODES[mode_label or "Auto"])
+if question:  # never cancels the answer being written: it waits its turn (the user may stop the first)
+    _queue().append((question, MODES[mode_label or "Auto"]))
+active = _active()
+if active is not None:
+    _show(active)
+while _queue():
+    _show(_start(*_queue().pop(0)))
 
 # -- conversation picker and export (drawn last so a new conversation can be selected above) --
 with st.sidebar:

@@ -42,8 +42,8 @@ from docmind_core.prompts import PromptLibrary
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
-from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
-                              Tier, Understanding)
+from docmind_core.models import (RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
+                              Understanding)
 from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalOutcome
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.settings import Settings
@@ -344,9 +344,8 @@ class AgenticSearch:
     def _cancelled_outcome(self, query: str, ctx: ToolContext, rounds: int, loop_ms: float) -> EventStream:
         yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), stop_reason=StopReason.CANCELLED,
                         rounds=rounds, dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
-        grade = GradeResult(tier=Tier.LOW, top_score=0.0, lex_coverage=0.0, kb_entity_weak=False,
-                            web_compensation_needed=False, reason="cancelled before the evidence was graded")
-        return RetrievalOutcome(result=SearchResult(query=query, chunks=[], candidates=[]), grade=grade,
+        # nothing was graded: a cancelled run has no tier (a LOW here read as "the evidence was weak")
+        return RetrievalOutcome(result=SearchResult(query=query, chunks=[], candidates=[]), grade=None,
                                 mode="agentic_loop", stop_reason=StopReason.CANCELLED, tool_calls=list(ctx.records),
                                 rounds=rounds, dedupe_hits=ctx.dedupe_hits, memories=list(ctx.memories),
                                 timings_ms={"agentic_loop": loop_ms})

@@ -27,7 +27,7 @@ class RetrievalOutcome:
     """What retrieval hands to generation, whichever path produced it."""
 
     result: SearchResult  # chunks = the sources, in order; candidates = every candidate with its scores
-    grade: GradeResult
+    grade: GradeResult | None  # None: stopped before the evidence was graded
     mode: Literal["one_shot", "agentic_loop"]
     stop_reason: str = ""
     web_compensated: bool = False

@@ -271,7 +271,7 @@ class AnswerPipeline:
               cancel: threading.Event) -> Done:
         citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
         confidence = None
-        if state.grade is not None:
+        if state.grade is not None and not cancel.is_set():  # a stopped answer is partial: no confidence
             confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation)
         decision = state.decision
         return Done(

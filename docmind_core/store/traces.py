@@ -170,7 +170,9 @@ def outcome_columns(done: Done | None) -> tuple[str, str, str]:
     are read from (a recorded run and an imported one alike); a run without one is incomplete."""
     if done is None:
         return "", "", StopReason.INCOMPLETE.value
-    return done.mode, done.grade.tier.value if done.grade is not None else "", done.stop_reason
+    # a cancelled run has its own state (stop reason "cancelled"), never a tier, whatever was graded before
+    tier = done.grade.tier.value if done.grade is not None and not done.cancelled else ""
+    return done.mode, tier, done.stop_reason
 
 
 class TraceStore:
