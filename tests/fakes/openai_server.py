@@ -157,6 +157,7 @@ class FakeOpenAIServer:
     def __init__(self, model: str = "fake-model"):
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.dropped = 0  # replies the client hung up on before they were fully sent
         self._queue: deque[Reply] = deque()
         self._default: Reply | None = None
         self._responder: Callable[[dict[str, Any]], Reply] | None = None
@@ -254,7 +255,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, _completion(self.fake.model, reply), reply)
         except OSError:  # BrokenPipe, ConnectionReset: the client gave up (timeout and deadline tests)
-            pass  # the client gave up (timeout test)
+            with self.fake._lock:
+                self.fake.dropped += 1
 
     def _json(self, code: int, payload: dict[str, Any], reply: Reply | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
