@@ -184,7 +184,7 @@ class AnswerPipeline:
                                  "the understanding step failed")
                 yield ErrorRaised(stage="understanding", message=why)
                 yield Fallback(stage="understanding", reason=f"the model's understanding was not used: {why}",
-                               to="offline rules (conservative classification)")
+                               to="conservative classification (offline rules: the question searched as asked)")
             state.scope, why = trusted_scope(understanding, settings)
             yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence, via=via, reason=why)
             yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"])

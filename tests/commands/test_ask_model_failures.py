@@ -91,7 +91,8 @@ def test_a_trickled_understanding_reply_is_cut_by_the_run_deadline(world):
     assert took < 3 * DEADLINE_MS / 1000, f"ask took {took:.1f}s with run.deadline_ms {DEADLINE_MS}"
     cut = [e for e in summary["errors"] if e["stage"] == "understanding"]
     assert cut and "cut after" in cut[0]["message"] and "run.deadline_ms" in cut[0]["message"], summary["errors"]
-    assert any(f["stage"] == "understanding" and "offline rules" in f["to"] for f in summary["fallbacks"])
+    assert any(f["stage"] == "understanding" and "conservative classification" in f["to"]
+               for f in summary["fallbacks"]), summary["fallbacks"]
     # the model is not called again in this run: the offline engine answers, and says so
     assert summary["answer"].strip() and FACT in summary["answer"] and "Note:" in summary["answer"]
     assert any(f["stage"] == "generation" and "cut" in f["reason"] for f in summary["fallbacks"])
@@ -134,11 +135,12 @@ def test_a_stream_chunk_cut_mid_json_is_an_incomplete_answer(world):
     fell_back_visibly(summary, "generation", "IncompleteReply", "not complete JSON")
 
 
-def test_a_truncated_understanding_body_falls_back_to_the_offline_rules_visibly(world):
+def test_a_truncated_understanding_body_falls_back_to_the_conservative_rules_visibly(world):
     summary, _ = ask_json(world, truncated(text(UNDERSTANDING)), text(MODEL_ANSWER))
     errors = [e for e in summary["errors"] if e["stage"] == "understanding"]
     assert errors and "not complete JSON" in errors[0]["message"], summary["errors"]
-    assert any(f["stage"] == "understanding" and "offline rules" in f["to"] for f in summary["fallbacks"])
+    assert any(f["stage"] == "understanding" and "conservative classification" in f["to"]
+               for f in summary["fallbacks"]), summary["fallbacks"]
     assert summary["understanding"]["is_fallback"] is True
     # a broken reply is not a slow one: the model still writes the answer
     assert summary["answer"].startswith(MODEL_ANSWER.split(" [")[0]), summary["answer"]
