@@ -169,7 +169,8 @@ def test_a_trickled_reply_is_cut_by_the_clock_and_its_connection_closed(server):
 
 
 def test_a_trickled_stream_is_cut_at_the_run_deadline_and_opens_the_breaker(server):
-    server.always(trickle(text("A long answer that arrives one byte at a time."), interval=0.002))
+    # the first chunks arrive at once, then one byte every 0.1 s
+    server.always(trickle(text("A long answer that arrives one byte at a time."), interval=0.1, head=600))
     guard = guard_for(1.5)
     meter = UsageMeter()
     received: list[str] = []

@@ -80,6 +80,7 @@ class Reply:
     # "cut" (a stream that stops mid-way), "truncated" (JSON cut mid-way)
     wire: Literal["whole", "trickle", "cut", "truncated"] = "whole"
     interval: float = 0.5
+    head: int = 0  # bytes a trickle sends at once before it slows down
 
 
 def call(name: str, arguments: dict | str, id: str | None = None) -> ScriptedCall:
@@ -100,9 +101,10 @@ def status(code: int, message: str = "scripted failure", delay: float = 0.0) -> 
     return Reply(status=code, message=message, delay=delay)
 
 
-def trickle(reply: Reply, interval: float = 0.5) -> Reply:
-    """``reply`` sent as headers and then one byte every ``interval`` seconds: a read timeout never fires."""
-    return replace(reply, wire="trickle", interval=interval)
+def trickle(reply: Reply, interval: float = 0.5, head: int = 0) -> Reply:
+    """``reply`` sent as headers and then one byte every ``interval`` seconds: a read timeout never fires.
+    The first ``head`` bytes of the body go at once (a stream that starts well, then slows to a trickle)."""
+    return replace(reply, wire="trickle", interval=interval, head=head)
 
 
 def empty_stream(usage: tuple[int, int] = (12, 0)) -> Reply:
@@ -227,6 +229,7 @@ class FakeOpenAIServer:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
+    _sent = 0  # body bytes of the current reply written so far (a trickle's head goes at once)
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
@@ -244,6 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.fake.requests.append(body)
         reply = self.fake._next_reply(body)
+        self._sent = 0
         if reply.delay:
             time.sleep(reply.delay)
         try:
@@ -278,7 +282,9 @@ class _Handler(BaseHTTPRequestHandler):
         for i in range(len(data)):  # each byte restarts the client's read timeout
             self.wfile.write(data[i:i + 1])
             self.wfile.flush()
-            time.sleep(reply.interval)
+            if self._sent >= reply.head:
+                time.sleep(reply.interval)
+            self._sent += 1
 
     def _stream(self, body: dict[str, Any], reply: Reply) -> None:
         self.send_response(200)
