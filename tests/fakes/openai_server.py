@@ -33,6 +33,14 @@ content::
     printed("searchDocs", '{"query": "x"}')            # "arguments" as a JSON string
     printed("searchDocs", {"query": "x"}, key="parameters")
 
+Misbehaving servers, for deadline and honesty tests::
+
+    server.script(trickle(text("...")))           # headers, then one byte every 0.5 s (JSON body or stream)
+    server.script(empty_stream())                 # a well-formed reply with no content at all
+    server.script(cut_stream("The answer is"))    # streams some content, then closes: no finish_reason, no [DONE]
+    server.script(truncated(text("...")))         # a JSON body cut mid-way (Content-Length matches the cut);
+                                                  # on a stream, a last chunk cut mid-JSON and no [DONE]
+
 Reply builders: ``text(content, usage=(prompt, completion), delay=0)``,
 ``tool_calls(*calls, content="", usage=..., delay=0)`` with
 ``call(name, arguments_dict_or_raw_string, id=None)``, and
@@ -48,7 +56,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Literal
 
@@ -68,6 +76,11 @@ class Reply:
     message: str = ""
     usage: tuple[int, int] = (12, 7)
     delay: float = 0.0
+    # how the reply goes over the wire: "whole" (well-formed), "trickle" (one byte per ``interval``),
+    # "cut" (a stream that stops mid-way), "truncated" (JSON cut mid-way)
+    wire: Literal["whole", "trickle", "cut", "truncated"] = "whole"
+    interval: float = 0.5
+    head: int = 0  # bytes a trickle sends at once before it slows down
 
 
 def call(name: str, arguments: dict | str, id: str | None = None) -> ScriptedCall:
@@ -86,6 +99,27 @@ def tool_calls(*calls: ScriptedCall, content: str = "", usage: tuple[int, int] =
 
 def status(code: int, message: str = "scripted failure", delay: float = 0.0) -> Reply:
     return Reply(status=code, message=message, delay=delay)
+
+
+def trickle(reply: Reply, interval: float = 0.5, head: int = 0) -> Reply:
+    """``reply`` sent as headers and then one byte every ``interval`` seconds: a read timeout never fires.
+    The first ``head`` bytes of the body go at once (a stream that starts well, then slows to a trickle)."""
+    return replace(reply, wire="trickle", interval=interval, head=head)
+
+
+def empty_stream(usage: tuple[int, int] = (12, 0)) -> Reply:
+    """A well-formed reply with no content: a stream of only the role delta, ``stop`` and [DONE]."""
+    return Reply(content="", usage=usage)
+
+
+def cut_stream(content: str) -> Reply:
+    """A stream that sends ``content`` and then closes the connection, without finish_reason or [DONE]."""
+    return Reply(content=content, wire="cut")
+
+
+def truncated(reply: Reply) -> Reply:
+    """``reply``'s JSON cut in the middle (the declared length matches the cut body, so HTTP is clean)."""
+    return replace(reply, wire="truncated")
 
 
 def printed(name: str, arguments: dict | str, key: str = "arguments") -> dict[str, Any]:
@@ -125,6 +159,7 @@ class FakeOpenAIServer:
     def __init__(self, model: str = "fake-model"):
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.dropped = 0  # replies the client hung up on before they were fully sent
         self._queue: deque[Reply] = deque()
         self._default: Reply | None = None
         self._responder: Callable[[dict[str, Any]], Reply] | None = None
@@ -194,6 +229,7 @@ class FakeOpenAIServer:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
+    _sent = 0  # body bytes of the current reply written so far (a trickle's head goes at once)
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
@@ -211,6 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.fake.requests.append(body)
         reply = self.fake._next_reply(body)
+        self._sent = 0
         if reply.delay:
             time.sleep(reply.delay)
         try:
@@ -220,19 +257,34 @@ class _Handler(BaseHTTPRequestHandler):
             elif body.get("stream"):
                 self._stream(body, reply)
             else:
-                self._json(200, _completion(self.fake.model, reply))
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout test)
+                self._json(200, _completion(self.fake.model, reply), reply)
+        except OSError:  # BrokenPipe, ConnectionReset: the client gave up (timeout and deadline tests)
+            with self.fake._lock:
+                self.fake.dropped += 1
 
-    def _json(self, code: int, payload: dict[str, Any]) -> None:
+    def _json(self, code: int, payload: dict[str, Any], reply: Reply | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
+        if reply is not None and reply.wire == "truncated":
+            data = data[:len(data) * 3 // 5]
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         if code >= 400:
             self.send_header("retry-after-ms", "10")  # the SDK honours it; keeps retry tests fast
         self.end_headers()
-        self.wfile.write(data)
+        self._write(data, reply)
+
+    def _write(self, data: bytes, reply: Reply | None) -> None:
+        if reply is None or reply.wire != "trickle":
+            self.wfile.write(data)
+            self.wfile.flush()
+            return
+        for i in range(len(data)):  # each byte restarts the client's read timeout
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+            if self._sent >= reply.head:
+                time.sleep(reply.interval)
+            self._sent += 1
 
     def _stream(self, body: dict[str, Any], reply: Reply) -> None:
         self.send_response(200)
@@ -248,12 +300,18 @@ class _Handler(BaseHTTPRequestHandler):
             chunk = dict(base, choices=choices)
             if usage is not None:
                 chunk["usage"] = usage
-            self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
-            self.wfile.flush()
+            self._write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode(), reply)
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         for piece in _pieces(reply.content):
             send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+        if reply.wire == "cut":
+            return  # the connection closes here: no finish_reason, no usage, no [DONE]
+        if reply.wire == "truncated":
+            last = json.dumps(dict(base, choices=[{"index": 0, "delta": {"content": " more"}, "finish_reason": None}]))
+            self.wfile.write(f"data: {last[:len(last) // 2]}\n\n".encode())
+            self.wfile.flush()
+            return
         for i, c in enumerate(reply.calls):
             half = len(c.arguments) // 2
             send([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": c.id, "type": "function",
@@ -265,8 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
         send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if reply.calls else "stop"}])
         if (body.get("stream_options") or {}).get("include_usage"):
             send([], usage=_usage(reply))
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        self._write(b"data: [DONE]\n\n", reply)
 
 
 def _pieces(content: str, size: int = 4) -> list[str]:
