@@ -228,6 +228,8 @@ def register(cli: click.Group, get_engine) -> None:
             if as_json:
                 echo_json(comparison.to_json())
                 return
+            echo(f"question (item #{compare_item}): {comparison.a.question}", single_line=True)
+            echo(f"gold left out: {'yes: asked without its gold documents' if gold_left_out else 'no'}")
             for row in comparison.summary_rows():
                 echo(f"  {row['metric']:<26} {row['A']:<14} {row['B']}", single_line=True)
             for step in comparison.steps:

@@ -71,6 +71,14 @@ def test_import_run_show_sweep_apply_rerun(home):
     cmp = _json(home, "experiment", "show", str(exp_id), "--compare", str(item), "--a", "rule", "--b", "strict")
     assert cmp["type"] == "docmind.comparison" and cmp["steps"]
     assert any(c["key"] == "grader.high_threshold" for c in cmp["config_differences"])
+    # the text names the question it compares and whether its gold was left out
+    question = report["questions"][0]["question"]
+    text = _run(home, "experiment", "show", str(exp_id), "--compare", str(item), "--a", "rule", "--b", "strict")
+    assert f"question (item #{item}): {question}" in text and "gold left out: no" in text
+    left_out = next(q for q in report["questions"] if q["gold_left_out"])
+    text = _run(home, "experiment", "show", str(exp_id), "--compare", str(left_out["item_id"]), "--gold-left-out")
+    assert f"question (item #{left_out['item_id']}): {left_out['question']}" in text
+    assert "gold left out: yes" in text
 
     # runs are ordinary traces, tagged with the experiment
     engine = Engine.open(home, warm=False)
