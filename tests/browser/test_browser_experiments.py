@@ -68,7 +68,10 @@ def test_an_experiment_runs_and_its_metrics_and_differences_appear(page):
     form = page.locator('[data-testid="stForm"]', has_text="Create and run")
     form.wait_for(timeout=30_000)
     variants = form.get_by_label("Variants, one per line: NAME:MODE[:key=value,...]")
-    assert variants.input_value() == "rule:rule\nagentic:agentic"
+    assert variants.input_value() == "rule:RULE_PLANNER\nagentic:AGENTIC"
+    # the label as drawn: Markdown once swallowed the override syntax and showed "NAME:MODE"
+    label = form.locator('[data-testid="stWidgetLabel"]', has_text="Variants, one per line").first.inner_text()
+    assert "NAME:MODE[:key=value,...]" in label, label
     form.get_by_text("Also ask with the gold documents left out").click()  # three questions, six runs
     form.get_by_label("Questions (0 = all)").fill(str(QUESTIONS))
     form.get_by_role("button", name="Create and run").click()
