@@ -171,10 +171,11 @@ class SweepResult:
                                   "is recommended. Add unanswerable questions or ask with the gold left out.")
         safe = [p for p in self.points if p.meets(floor)]
         if not safe:
+            same = live is not None and live.unanswerable_not_high == safest.unanswerable_not_high
             return Recommendation(objective, floor, None, safest, live,
                                   f"No threshold point keeps unanswerable questions not HIGH in {floor:.0%} of "
-                                  f"their runs (the best reaches {safest.unanswerable_not_high:.0%}): nothing is "
-                                  f"recommended.")
+                                  f"their runs (the best reaches {safest.unanswerable_not_high:.1%}"
+                                  f"{', as the live thresholds do' if same else ''}): nothing is recommended.")
         best = max(safe, key=lambda p: (round(p.objective(objective), 9), near_live(p)))
         return Recommendation(objective, floor, best, safest, live,
                               f"The best {objective} among points keeping unanswerable questions not HIGH in at "
