@@ -225,6 +225,9 @@ class MemorySettings(_Group):
 class ExperimentSettings(_Group):
     max_parallel: int = Field(2, ge=1, le=16, description="Runs of one experiment in flight at once (each is a "
                                                             "whole question: understanding, retrieval, answer)")
+    sweep_floor: float = Field(0.9, ge=0, le=1, description="A threshold sweep recommends only points that keep "
+                                                             "unanswerable questions not HIGH in at least this "
+                                                             "share of their runs")
 
 
 class SandboxSettings(_Group):

@@ -11,8 +11,8 @@ import streamlit as st
 
 from docmind_core.errors import DocMindError
 from docmind_core.experiments.metrics import METRICS, TIERS
-from docmind_core.experiments.runner import parse_variant
-from docmind_core.experiments.sweep import OBJECTIVES
+from docmind_core.experiments.runner import MODE_NAMES, parse_variant
+from docmind_core.experiments.sweep import OBJECTIVE_HELP, OBJECTIVES
 from docmind_core.safe_text import escape_markdown
 from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
@@ -23,6 +23,20 @@ RESULTS_KEY = "dm_ex_results"  # the picked experiment's results, handed back to
 STARTED_KEY = "dm_ex_started"  # the experiment this session last started
 REDRAWN_KEY = "dm_ex_redrawn"
 REDRAW_EVERY_S = 10.0
+APPLIED_KEY = "dm_ex_applied"  # what Apply set, said after the rerun that redraws the sweep with it
+VARIANT_SYNTAX = "NAME:MODE[:key=value,...]"
+VARIANT_EXAMPLE = "strict:RULE_PLANNER:grader.high_threshold=0.95,agentic.max_iterations=2"
+
+
+def _rate_change(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return f"{_pct(before)} → {_pct(after)}"
+    return f"{_pct(before)} → {_pct(after)} ({(after - before) * 100:+.1f} points)"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
 
 ensure_frame()
 bench = workbench()
@@ -43,7 +57,8 @@ with st.expander(f"Datasets ({len(datasets)})", expanded=not datasets):
         default_kb = c2.selectbox("Default knowledge base", ["", *kb_names], key="dm_ex_ds_kb")
         if st.form_submit_button("Import", icon=":material/upload_file:") and upload is not None:
             with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "items.jsonl"
+                # the copy keeps the uploaded file's name: an error names the file the user chose
+                path = Path(tmp) / (Path(upload.name).name or "upload.jsonl")
                 path.write_bytes(upload.getvalue())
                 try:
                     made = bench.import_dataset(name or Path(upload.name).stem, path, kb=default_kb)
@@ -59,15 +74,20 @@ if datasets:
         with st.form("dm_ex_new"):
             ds = st.selectbox("Dataset", datasets, format_func=lambda d: f"{d.name} ({d.item_count})",
                               key="dm_ex_new_ds")
-            variants_text = st.text_area("Variants, one per line: NAME:MODE[:key=value,...]",
-                                         "rule:rule\nagentic:agentic", key="dm_ex_variants")
+            name = st.text_input("Experiment name (empty: the dataset and variant names)", key="dm_ex_name")
+            # code spans: Markdown would read ":MODE[...]" as a directive and swallow the override syntax
+            variants_text = st.text_area(f"Variants, one per line: `{VARIANT_SYNTAX}`",
+                                         "rule:RULE_PLANNER\nagentic:AGENTIC", key="dm_ex_variants")
+            st.caption(f"MODE is AUTO, RULE_PLANNER or AGENTIC (any case; `rule` and `agentic` too); the "
+                       f"overrides are grader.\\*, agentic.\\*, retrieval.\\* or rag.\\* keys for this "
+                       f"variant's runs only. Example: `{VARIANT_EXAMPLE}`")
             c1, c2 = st.columns(2)
             leave_gold_out = c1.checkbox("Also ask with the gold documents left out", value=True, key="dm_ex_lgo")
             limit = c2.number_input("Questions (0 = all)", 0, 100_000, 0, key="dm_ex_limit")
             if st.form_submit_button("Create and run", icon=":material/play_arrow:"):
                 try:
                     variants = [parse_variant(line) for line in variants_text.splitlines() if line.strip()]
-                    made = bench.create_experiment("", ds.id, variants, leave_gold_out=leave_gold_out,
+                    made = bench.create_experiment(name, ds.id, variants, leave_gold_out=leave_gold_out,
                                                    limit=int(limit) or None)
                     bench.start_experiment(made.id)
                 except DocMindError as exc:
@@ -86,6 +106,8 @@ if st.session_state.get("dm_ex_pick") not in ids:
     st.session_state["dm_ex_pick"] = ids[0]
 names = {e.id: f"#{e.id} {e.name}" for e in experiments}
 picked = st.selectbox("Experiment", ids, format_func=lambda i: names[i], key="dm_ex_pick")
+if experiments[ids.index(picked)].description:
+    st.caption(escape_markdown(experiments[ids.index(picked)].description))
 if st.session_state.get(STARTED_KEY) == picked:
     # said here, not after the form: a run that finishes at once reruns the page and would drop the message
     st.success(f"Experiment #{picked} was started from this page")
@@ -113,14 +135,19 @@ def progress_panel() -> None:
         if not quiet:
             st.session_state[REDRAWN_KEY] = time.monotonic()
             st.rerun()
-    eta = f" · ETA {progress.eta_s:.0f} s" if progress.eta_s is not None and progress.pending + progress.running \
-        else ""
+    # an ETA only while a runner works: a cancelled, cancelling or paused experiment ends at no set time
+    eta = f" · ETA {progress.eta_s:.0f} s" if progress.eta_s is not None and progress.state == "running" \
+        and progress.pending + progress.running else ""
     st.progress(progress.fraction, text=f"{progress.state}: {progress.done + progress.failed} of {progress.total} "
                                         f"runs ({progress.failed} failed){eta}")
     c1, c2 = st.columns(2)
-    if progress.state in ("running", "cancelling"):
+    # only the control that applies: Cancel while it runs, nothing while it stops, Resume once it stopped
+    if progress.state == "running":
         if c1.button("Cancel", icon=":material/stop:", key="dm_ex_cancel"):
             bench.cancel_experiment(picked)
+            st.rerun()
+    elif progress.state == "cancelling":
+        c1.caption("Stopping: the runs in flight are being cancelled.")
     elif progress.pending or progress.failed:
         if c1.button("Resume", icon=":material/play_arrow:", key="dm_ex_resume"):
             try:
@@ -142,7 +169,8 @@ st.subheader("Metrics (95% bootstrap intervals)")
 st.dataframe(pd.DataFrame([{"metric": label, "measured on": on,
                             **{v.name: v.metrics[m].text() for v in report.variants}}
                            for m, (label, on) in METRICS.items()]), hide_index=True, key="dm_ex_metrics")
-st.dataframe(pd.DataFrame([{"variant": v.name, "mode": v.mode, "runs": v.runs, "failed": v.failed,
+st.dataframe(pd.DataFrame([{"variant": v.name, "mode": MODE_NAMES.get(v.mode, v.mode), "runs": v.runs,
+                            "failed": v.failed,
                             "with errors": v.runs_with_errors,
                             "cited but unsupported": f"{v.cited_unsupported} of {v.citations_checked}",
                             "tool calls / run": v.tool_calls_mean, "rounds / run": v.rounds_mean,
@@ -177,6 +205,9 @@ if report.questions and len(variant_names) >= 2:
         c1, c2 = st.columns(2)
         a = c1.selectbox("A", variant_names, index=0, key="dm_ex_a")
         b = c2.selectbox("B", variant_names, index=len(variant_names) - 1, key="dm_ex_b")
+        gold = "yes: asked without its gold documents" if q.gold_left_out else "no"
+        st.markdown(f"**Question** (item #{q.item_id}): {escape_markdown(q.question)}  \n"
+                    f"**Gold left out:** {gold}")
         try:
             cmp = bench.compare_experiment_runs(picked, q.item_id, a, b, q.gold_left_out)
         except DocMindError as exc:
@@ -186,28 +217,45 @@ if report.questions and len(variant_names) >= 2:
 
 # -- threshold sweep -----------------------------------------------------------------------------
 st.subheader("Threshold sweep")
-st.caption("The stored runs re-graded over a grid of high x low thresholds and gray-zone modes; no model is called.")
-c1, c2, c3 = st.columns(3)
+st.caption("The stored runs re-graded over a grid of high x low thresholds and gray-zone modes; no model is called. "
+           "Only points that keep unanswerable questions not HIGH at or above the safety floor are recommended.")
+c1, c2, c3, c4 = st.columns(4)
 objective = c1.selectbox("Objective", list(OBJECTIVES), key="dm_ex_objective")
-only = c2.selectbox("Runs of", [None, *variant_names], format_func=lambda n: "every variant" if n is None else n,
+floor = c2.number_input("Safety floor: not HIGH on unanswerable ≥", 0.0, 1.0,
+                        float(bench.settings().experiments.sweep_floor), 0.05, format="%.2f", key="dm_ex_floor")
+only = c3.selectbox("Runs of", [None, *variant_names], format_func=lambda n: "every variant" if n is None else n,
                     key="dm_ex_sweep_variant")
+st.markdown("\n".join(f"- **{name}**{' (chosen)' if name == objective else ''}: {text}"
+                       for name, text in OBJECTIVE_HELP.items()))
+applied = st.session_state.pop(APPLIED_KEY, None)
+if applied:
+    st.success(applied)
 sweep = results.sweep(bench.settings().grader, only)
 live_mode = sweep.live["grader.gray_zone_mode"]
-mode = c3.selectbox("Gray-zone mode", GRAY_ZONE_MODES, index=GRAY_ZONE_MODES.index(live_mode), key="dm_ex_mode")
+mode = c4.selectbox("Gray-zone mode", GRAY_ZONE_MODES, index=GRAY_ZONE_MODES.index(live_mode), key="dm_ex_mode")
 if not sweep.runs:
     st.info("No graded run yet.")
 else:
-    st.plotly_chart(sweep_heatmap(sweep, mode, objective), key="dm_ex_heatmap")
-    st.plotly_chart(sweep_curves(sweep, mode), key="dm_ex_curves")
-    best = sweep.recommend(objective)
-    live = next((p for p in sweep.points if p.live), None)
+    advice = sweep.recommendation(objective, floor)
+    best = advice.point
+    st.plotly_chart(sweep_heatmap(sweep, mode, objective, floor), key="dm_ex_heatmap")
+    st.plotly_chart(sweep_curves(sweep, mode, floor), key="dm_ex_curves")
+    rows = [("live", advice.live), ("recommended", best)]
+    if best is None:
+        rows.append(("safest (below the floor, not recommended)", advice.safest))
     st.dataframe(pd.DataFrame([{"": label, "high": p.high, "low": p.low, "mode": p.mode, "precision": p.precision,
                                 "recall": p.recall, "not HIGH on unanswerable": p.unanswerable_not_high}
-                               for label, p in (("live", live), ("recommended", best)) if p is not None]),
+                               for label, p in rows if p is not None]),
                  hide_index=True, key="dm_ex_best")
-    if best is not None:
+    if best is None:
+        st.warning(advice.reason)
+    else:
+        st.caption(advice.reason)
+        st.markdown("**Predicted change if applied** (live → recommended)  \n" + "  \n".join(
+            f"{rate}: {_rate_change(before, after)}" for rate, (before, after) in advice.change().items()))
         scope = "globally" if bench.user.is_admin else "as your personal values"
         if st.button(f"Apply recommended thresholds {scope}", icon=":material/check:", key="dm_ex_apply"):
             bench.apply_thresholds(best)
-            st.success(f"grader.high_threshold = {best.high}, grader.low_threshold = {best.low}, "
-                       f"grader.gray_zone_mode = {best.mode}")
+            st.session_state[APPLIED_KEY] = (f"Applied grader.high_threshold = {best.high}, "
+                                             f"grader.low_threshold = {best.low}, grader.gray_zone_mode = {best.mode}")
+            st.rerun()  # the sweep's live row and marks are drawn again with the applied thresholds

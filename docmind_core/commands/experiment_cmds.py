@@ -3,10 +3,11 @@
 A tuning session on the command line::
 
     docmind dataset import data/demo_labelled.jsonl --name demo-set --kb demo
-    docmind experiment run --dataset demo-set --variant rule:rule --variant agentic:agentic --leave-gold-out
+    docmind experiment run --dataset demo-set --name "rule vs agentic" --variant rule:RULE_PLANNER \
+        --variant agentic:AGENTIC --leave-gold-out
     docmind experiment show 1                 # metrics with 95% intervals, paired differences
-    docmind experiment sweep 1 --objective safe_recall --apply
-    docmind experiment run --dataset demo-set --variant rule:rule     # re-run with the applied thresholds
+    docmind experiment sweep 1 --objective safe_recall --floor 0.9 --apply
+    docmind experiment run --dataset demo-set --variant rule:RULE_PLANNER   # re-run with the applied thresholds
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import click
 from docmind_core.commands import echo, echo_json, write_or_echo_json
 from docmind_core.commands.user_cmds import as_user_option, cli_workbench
 from docmind_core.experiments.metrics import METRICS, TIERS, ExperimentReport
-from docmind_core.experiments.runner import Progress, parse_variant
-from docmind_core.experiments.sweep import OBJECTIVES
+from docmind_core.experiments.runner import MODE_NAMES, Progress, parse_variant
+from docmind_core.experiments.sweep import OBJECTIVE_HELP, OBJECTIVES
 
 
 def _progress_line(p: Progress) -> str:
-    eta = f", ETA {p.eta_s:.0f} s" if p.eta_s is not None and p.pending + p.running else ""
+    # an ETA only while a runner works on it: a cancelled or paused experiment finishes at no time
+    eta = f", ETA {p.eta_s:.0f} s" if p.eta_s is not None and p.state == "running" and p.pending + p.running \
+        else ""
     return (f"[{p.done + p.failed}/{p.total}] done {p.done}, failed {p.failed}, pending {p.pending}"
             f"{eta}")
 
@@ -34,10 +37,12 @@ def _fmt(value) -> str:
     return "n/a" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
 
 
-def print_report(report: ExperimentReport) -> None:
+def print_report(report: ExperimentReport, description: str = "") -> None:
     echo(f"experiment #{report.experiment_id}: {report.name}", single_line=True)
+    if description:
+        echo(description, single_line=True)
     for v in report.variants:
-        echo(f"\n== {v.name} (mode {v.mode}{', ' + json.dumps(v.overrides) if v.overrides else ''}): "
+        echo(f"\n== {v.name} (mode {MODE_NAMES.get(v.mode, v.mode)}{', ' + json.dumps(v.overrides) if v.overrides else ''}): "
              f"{v.runs} runs, {v.failed} failed, {v.runs_with_errors} with errors", single_line=True)
         for metric, (label, _on) in METRICS.items():
             click.echo(f"  {label:<28} {v.metrics[metric].text()}")
@@ -148,8 +153,9 @@ def register(cli: click.Group, get_engine) -> None:
     @click.argument("experiment_id", type=int, required=False)
     @click.option("--dataset", "dataset_name", default=None, help="Create a new experiment on this dataset.")
     @click.option("--variant", "variants", multiple=True,
-                  help="NAME:MODE[:key=value,...], e.g. agentic:agentic:agentic.max_iterations=2 (repeatable)")
-    @click.option("--name", default="", help="Name of the new experiment.")
+                  help="NAME:MODE[:key=value,...] with MODE AUTO, RULE_PLANNER or AGENTIC (any case; rule and "
+                       "agentic too), e.g. deep:AGENTIC:agentic.max_iterations=2 (repeatable)")
+    @click.option("--name", default="", help="Name of the new experiment (default: the dataset and variant names).")
     @click.option("--leave-gold-out", is_flag=True, help="Also ask each question with its gold documents excluded.")
     @click.option("--limit", type=int, default=None, help="Only the first N questions.")
     @click.option("--parallel", type=int, default=None, help="Runs in flight (at most experiments.max_parallel).")
@@ -164,12 +170,12 @@ def register(cli: click.Group, get_engine) -> None:
             if not dataset_name or not variants:
                 raise click.UsageError("give EXPERIMENT_ID to resume, or --dataset and at least one --variant")
             found = bench.get_dataset(dataset_name)
-            created = bench.create_experiment(name or f"{found.name}: {' vs '.join(v.split(':')[0] for v in variants)}",
-                                              found.id, [parse_variant(v) for v in variants],
+            created = bench.create_experiment(name, found.id, [parse_variant(v) for v in variants],
                                               leave_gold_out=leave_gold_out, limit=limit)
             experiment_id = created.id
             if not as_json:
-                click.echo(f"experiment #{experiment_id}", err=True)
+                echo(f"experiment #{experiment_id} {created.name}", err=True, single_line=True)
+                echo(created.description, err=True, single_line=True)
 
         def show(p: Progress) -> None:
             if not as_json:
@@ -200,6 +206,8 @@ def register(cli: click.Group, get_engine) -> None:
             p = bench.experiment_progress(e.id)
             echo(f"#{e.id:<4} {e.state:<10} {p.done}/{p.total} dataset #{e.dataset_id} "
                  f"{', '.join(v.name for v in e.variants)}  {e.name}", single_line=True)
+            if e.description:
+                echo(f"      {e.description}", single_line=True)
 
     @experiment.command("show")
     @click.argument("experiment_id", type=int)
@@ -220,6 +228,8 @@ def register(cli: click.Group, get_engine) -> None:
             if as_json:
                 echo_json(comparison.to_json())
                 return
+            echo(f"question (item #{compare_item}): {comparison.a.question}", single_line=True)
+            echo(f"gold left out: {'yes: asked without its gold documents' if gold_left_out else 'no'}")
             for row in comparison.summary_rows():
                 echo(f"  {row['metric']:<26} {row['A']:<14} {row['B']}", single_line=True)
             for step in comparison.steps:
@@ -233,7 +243,7 @@ def register(cli: click.Group, get_engine) -> None:
                                   "progress": bench.experiment_progress(experiment_id).model_dump(mode="json")},
                                  ensure_ascii=False, indent=1, default=str))
             return
-        print_report(report)
+        print_report(report, bench.get_experiment(experiment_id).description)
 
     @experiment.command("cancel")
     @click.argument("experiment_id", type=int)
@@ -252,32 +262,48 @@ def register(cli: click.Group, get_engine) -> None:
 
     @experiment.command("sweep")
     @click.argument("experiment_id", type=int)
-    @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default="f1", show_default=True)
+    @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default="f1", show_default=True,
+                  help="; ".join(f"{k}: {v}" for k, v in OBJECTIVE_HELP.items()))
+    @click.option("--floor", type=click.FloatRange(0, 1), default=None,
+                  help="Recommend only points keeping unanswerable questions not HIGH in at least this share of "
+                       "their runs (default: experiments.sweep_floor, 0.9).")
     @click.option("--variant", default=None, help="Only this variant's runs (default: all).")
     @click.option("--apply", "apply_it", is_flag=True,
                   help="Apply the recommended thresholds (your personal values; global for an admin).")
     @click.option("--json", "as_json", is_flag=True)
     @as_user_option
-    def experiment_sweep(experiment_id, objective, variant, apply_it, as_json, as_user):
-        """Re-grade the stored runs over a threshold grid (no model call) and recommend thresholds."""
+    def experiment_sweep(experiment_id, objective, floor, variant, apply_it, as_json, as_user):
+        """Re-grade the stored runs over a threshold grid (no model call) and recommend thresholds that keep
+        unanswerable questions not HIGH at or above the safety floor."""
         bench = cli_workbench(get_engine(), as_user)
         result = bench.sweep_experiment(experiment_id, variant)
-        best = result.recommend(objective)
-        live = next((p for p in result.points if p.live), None)
+        floor = bench.settings().experiments.sweep_floor if floor is None else floor
+        advice = result.recommendation(objective, floor)
+        best = advice.point
         if apply_it and best is not None:
             bench.apply_thresholds(best)
         if as_json:
-            echo_json(json.dumps({**result.to_dict(), "objective": objective,
-                                  "recommended": best.__dict__ if best else None,
+            echo_json(json.dumps({**result.to_dict(), **advice.to_dict(), "objective_help": OBJECTIVE_HELP[objective],
                                   "applied": bool(apply_it and best)}, ensure_ascii=False, default=str))
-            return
-        click.echo(f"{result.runs} runs ({result.positives} answerable with gold in context, "
-                   f"{result.unanswerable} unanswerable, {result.skipped} not graded); {len(result.points)} points")
-        for label, point in (("live", live), (f"best ({objective})", best)):
-            if point is not None:
-                click.echo(f"{label:<20} high={point.high:.2f} low={point.low:.2f} {point.mode:<15} "
-                           f"precision={_fmt(point.precision)} recall={_fmt(point.recall)} "
-                           f"unanswerable not-HIGH={_fmt(point.unanswerable_not_high)}")
-        if apply_it and best is not None:
-            click.echo(f"applied: grader.high_threshold={best.high} grader.low_threshold={best.low} "
-                       f"grader.gray_zone_mode={best.mode}")
+        else:
+            click.echo(f"{result.runs} runs ({result.positives} answerable with gold in context, "
+                       f"{result.unanswerable} unanswerable, {result.skipped} not graded); {len(result.points)} points")
+            click.echo(f"objective {objective}: {OBJECTIVE_HELP[objective]}")
+            click.echo(f"safety floor: not HIGH on unanswerable >= {floor:.2f}")
+            rows = [("live", advice.live), (f"recommended ({objective})", best)]
+            if best is None and advice.safest is not None:
+                rows.append(("safest (below floor)", advice.safest))
+            for label, point in rows:
+                if point is not None:
+                    click.echo(f"{label:<26} high={point.high:.2f} low={point.low:.2f} {point.mode:<15} "
+                               f"precision={_fmt(point.precision)} recall={_fmt(point.recall)} "
+                               f"unanswerable not-HIGH={_fmt(point.unanswerable_not_high)}")
+            echo(advice.reason, single_line=True)
+            if best is not None:
+                for rate, (before, after) in advice.change().items():
+                    click.echo(f"predicted {rate}: {_fmt(before)} -> {_fmt(after)}")
+            if apply_it and best is not None:
+                click.echo(f"applied: grader.high_threshold={best.high} grader.low_threshold={best.low} "
+                           f"grader.gray_zone_mode={best.mode}")
+        if apply_it and best is None:
+            raise click.ClickException(f"nothing applied: {advice.reason}")

@@ -121,7 +121,8 @@ def parse_jsonl(text: str, origin: str = "file") -> list[DatasetItem]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise DatasetError(f"{origin} line {number}: {where}: {first['msg']}") from None
+            reason = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix says nothing to a reader
+            raise DatasetError(f"{origin} line {number}: {where}: {reason}") from None
         if len(items) > MAX_ITEMS:
             raise DatasetError(f"{origin}: more than {MAX_ITEMS} items")
     if not items:

@@ -31,7 +31,7 @@ from docmind_core.experiments.results import (
     ExperimentResults, compute_results, items_digest, revision_of, stored_run_ids,
 )
 from docmind_core.experiments.runner import (
-    Experiment, ExperimentError, ExperimentRunner, ExperimentStore, Progress, Variant,
+    Experiment, ExperimentError, ExperimentRunner, ExperimentStore, Progress, Variant, describe_experiment,
 )
 from docmind_core.experiments.sweep import SweepPoint, SweepResult
 from docmind_core.settings import Settings
@@ -229,12 +229,19 @@ class ExperimentMethods:
     # -- experiments --------------------------------------------------------------------
     def create_experiment(self, name: str, dataset_id: int, variants: Sequence[Variant],
                           leave_gold_out: bool = False, limit: int | None = None) -> Experiment:
-        """One readable dataset x these variants; owned by this user.  Nothing runs yet."""
+        """One readable dataset x these variants; owned by this user.  Nothing runs yet.
+
+        ``name`` "" is made from the dataset and the variants ("orion-set: rule vs agentic"); the
+        description is generated from the variants, this user's grader thresholds and the questions."""
         user = self._signed_in()  # type: ignore[attr-defined]
-        self._readable_dataset(dataset_id)
+        dataset = self._readable_dataset(dataset_id)
         items = self._datasets.items(dataset_id, limit)
-        return self._experiments.create(name, dataset_id, list(variants), items, owner_id=user.owner_key,
-                                        leave_gold_out=leave_gold_out, item_limit=limit)
+        variants = list(variants)
+        name = name.strip() or f"{dataset.name}: {' vs '.join(v.name for v in variants)}"
+        description = describe_experiment(variants, self.settings().grader, leave_gold_out, limit,  # type: ignore[attr-defined]
+                                          dataset.name)
+        return self._experiments.create(name, dataset_id, variants, items, owner_id=user.owner_key,
+                                        leave_gold_out=leave_gold_out, item_limit=limit, description=description)
 
     def list_experiments(self) -> list[Experiment]:
         user = self._signed_in()  # type: ignore[attr-defined]

@@ -1,6 +1,7 @@
 """Experiments: one dataset x N variants, each run through the normal pipeline and stored as a trace.
 
-A variant is a requested mode (auto / rule / agentic) plus config overrides laid over the acting user's
+A variant is a requested mode (AUTO / RULE_PLANNER / AGENTIC: the ``Mode`` names the traces show; the
+short spellings auto / rule / agentic are accepted too, in any case) plus config overrides laid over the acting user's
 settings for its runs only (``Workbench.ask(overrides=...)``: nothing is written to the config store).
 With ``leave_gold_out`` every item with gold documents is asked a second time with those documents
 excluded from retrieval: an unanswerable question with strong distractors.
@@ -29,6 +30,7 @@ from docmind_core.errors import ConfigError, DocMindError, NotFound
 from docmind_core.events import Done, Event
 from docmind_core.experiments.datasets import DatasetItem, DatasetStore, gold_document_ids
 from docmind_core.ingest.leases import process_start
+from docmind_core.models import Mode, RequestedMode
 from docmind_core.settings import Settings, is_personal_key
 from docmind_core.store.db import Database, utcnow
 
@@ -47,7 +49,17 @@ class ExperimentAsker(Protocol):
 
     def list_documents(self, kb_id: int) -> "list[DocumentRecord]": ...
 
-RunMode = Literal["auto", "rule", "agentic"]
+RunMode = Literal["auto", "rule", "agentic"]  # stored and asked as RequestedMode values
+# Every spelling of a variant's mode (lower case) -> the RequestedMode value its runs ask with.
+_MODE_SPELLINGS: dict[str, str] = {
+    "auto": RequestedMode.AUTO.value,
+    "rule": RequestedMode.RULE.value, Mode.RULE_PLANNER.value.lower(): RequestedMode.RULE.value,
+    "agentic": RequestedMode.AGENTIC.value, Mode.AGENTIC.value.lower(): RequestedMode.AGENTIC.value,
+}
+# The name a variant's mode is shown with: the Mode the forced path runs (AUTO: the router decides).
+MODE_NAMES: dict[str, str] = {RequestedMode.AUTO.value: "AUTO", RequestedMode.RULE.value: Mode.RULE_PLANNER.value,
+                              RequestedMode.AGENTIC.value: Mode.AGENTIC.value}
+MODE_CHOICES = "AUTO, RULE_PLANNER or AGENTIC"
 ExperimentState = Literal["pending", "running", "cancelling", "cancelled", "done"]
 STALE_AFTER_S = 30.0  # a runner whose heartbeat is older than this is gone: its rows may be taken over
 HEARTBEAT_EVERY_S = 5.0
@@ -63,6 +75,27 @@ class Variant(BaseModel):
     name: str
     mode: RunMode = "auto"
     overrides: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _one_vocabulary(cls, value: Any) -> Any:
+        key = value.value if isinstance(value, (Mode, RequestedMode)) else value
+        if isinstance(key, str):
+            found = _MODE_SPELLINGS.get(key.strip().lower())
+            if found is None:
+                raise ValueError(f"mode {key!r} is not one of {MODE_CHOICES} (or auto, rule, agentic)")
+            return found
+        return value
+
+    @property
+    def mode_name(self) -> str:
+        """AUTO, RULE_PLANNER or AGENTIC: the mode as the rest of DocMind names it."""
+        return MODE_NAMES[self.mode]
+
+    def describe(self) -> str:
+        """``name: MODE`` and its overrides, e.g. ``strict: RULE_PLANNER, grader.high_threshold=0.95``."""
+        extra = "".join(f", {k}={v}" for k, v in self.overrides.items())
+        return f"{self.name}: {self.mode_name}{extra}"
 
     @field_validator("overrides")
     @classmethod
@@ -81,6 +114,7 @@ class Variant(BaseModel):
 class Experiment(BaseModel):
     id: int
     name: str
+    description: str = ""  # generated at creation: variants, thresholds, questions (describe_experiment)
     dataset_id: int
     owner_id: int | None = None
     leave_gold_out: bool = False
@@ -151,7 +185,7 @@ def parse_variant(text: str) -> Variant:
 
     parts = text.split(":", 2)
     if len(parts) < 2 or not parts[0].strip():
-        raise ExperimentError(f"variant {text!r}: expected NAME:MODE[:key=value,...] (MODE auto, rule or agentic)")
+        raise ExperimentError(f"variant {text!r}: expected NAME:MODE[:key=value,...] (MODE {MODE_CHOICES})")
     overrides: dict[str, Any] = {}
     if len(parts) == 3 and parts[2].strip():
         for pair in parts[2].split(","):
@@ -160,9 +194,23 @@ def parse_variant(text: str) -> Variant:
                 raise ExperimentError(f"variant {text!r}: override {pair!r} is not key=value")
             overrides[key.strip()] = coerce(key.strip(), value.strip())
     try:
-        return Variant(name=parts[0].strip(), mode=parts[1].strip().lower(), overrides=overrides)  # type: ignore[arg-type]
+        return Variant(name=parts[0].strip(), mode=parts[1].strip(), overrides=overrides)  # type: ignore[arg-type]
     except ValueError as exc:
         raise ExperimentError(f"variant {text!r}: {_first_error(exc)}") from None
+
+
+def describe_experiment(variants: Sequence[Variant], grader: Any, leave_gold_out: bool, limit: int | None,
+                        dataset_name: str) -> str:
+    """One paragraph on what an experiment compares: each variant's mode and overrides, the grader
+    thresholds its runs start from (``grader``: the creator's settings; a variant's overrides win), and
+    the questions asked."""
+    questions = f"the first {limit} questions of {dataset_name}" if limit else f"every question of {dataset_name}"
+    if leave_gold_out:
+        questions += ", each answerable one asked again with its gold documents left out"
+    thresholds = (f"grader.high_threshold={grader.high_threshold}, grader.low_threshold={grader.low_threshold}, "
+                  f"grader.gray_zone_mode={grader.gray_zone_mode}")
+    return (f"Variants: {'; '.join(v.describe() for v in variants)}. Thresholds: {thresholds}. "
+            f"Questions: {questions}.")
 
 
 def _first_error(exc: Exception) -> str:
@@ -178,7 +226,7 @@ def _first_error(exc: Exception) -> str:
 # --------------------------------------------------------------------------
 
 _EXP_COLUMNS = ("id, name, dataset_id, owner_id, leave_gold_out, item_limit, state, runner, heartbeat_at, "
-                "created_at, updated_at")
+                "created_at, updated_at, description")
 _RUN_COLUMNS = "id, variant_id, item_id, gold_left_out, state, run_id, error, started_at, finished_at"
 
 
@@ -189,7 +237,8 @@ class ExperimentStore:
         self._db = db
 
     def create(self, name: str, dataset_id: int, variants: Sequence[Variant], items: Sequence[DatasetItem],
-               owner_id: int | None, leave_gold_out: bool = False, item_limit: int | None = None) -> Experiment:
+               owner_id: int | None, leave_gold_out: bool = False, item_limit: int | None = None,
+               description: str = "") -> Experiment:
         if not variants:
             raise ExperimentError("an experiment needs at least one variant")
         if len(variants) > MAX_VARIANTS:
@@ -203,9 +252,9 @@ class ExperimentStore:
         with self._db.transaction() as db:
             cursor = db.execute(
                 "INSERT INTO experiments (name, dataset_id, owner_id, leave_gold_out, item_limit, state, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                "updated_at, description) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
                 [name.strip() or f"experiment on dataset #{dataset_id}", int(dataset_id), owner_id,
-                 int(leave_gold_out), item_limit, now, now])
+                 int(leave_gold_out), item_limit, now, now, description])
             exp_id = int(cursor.lastrowid)
             rows: list[tuple] = []
             for position, variant in enumerate(variants):
@@ -364,7 +413,7 @@ def _experiment(row: Sequence[Any], variants: list[Variant]) -> Experiment:
         state = "pending" if state == "running" else "cancelled"
     return Experiment(id=row[0], name=row[1], dataset_id=row[2], owner_id=row[3], leave_gold_out=bool(row[4]),
                       item_limit=row[5], state=state, runner=row[7], heartbeat_at=row[8], created_at=row[9],
-                      updated_at=row[10], variants=variants)
+                      updated_at=row[10], description=row[11] or "", variants=variants)
 
 
 # --------------------------------------------------------------------------

@@ -10,12 +10,18 @@ the live settings, and a recorded key that is no longer a grader setting is igno
 
 For each point: precision and recall of HIGH for the positives (answerable questions with their gold in
 context), and the not-HIGH rate on unanswerable questions (labelled so, or asked with their gold left
-out).  ``recommend`` picks the best point under an objective:
+out).  ``recommend`` picks the best point under an objective (``OBJECTIVE_HELP`` says each in one line)
+among the points that keep the not-HIGH rate on unanswerable questions at or above a safety floor
+(``experiments.sweep_floor``, default 0.90, or the floor the caller gives):
 
 * ``f1``          F1 of HIGH for the positives;
-* ``safe_recall`` highest HIGH recall while unanswerable questions stay not-HIGH in >= 90% of runs
-                  (ties: higher precision);
+* ``safe_recall`` highest HIGH recall (ties: higher precision);
 * ``balanced``    mean of precision, recall and the unanswerable not-HIGH rate.
+
+No objective trades safety for recall: when no grid point reaches the floor, or no unanswerable run
+was swept (the floor cannot be checked), nothing is recommended and ``Recommendation.reason`` says why;
+``Recommendation.safest`` is then the point with the highest not-HIGH rate, for the user to read, not to
+apply blindly.
 
 Ties go to the point nearest the live thresholds, so a flat objective does not move them.
 """
@@ -33,7 +39,13 @@ from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
 
 Objective = Literal["f1", "safe_recall", "balanced"]
 OBJECTIVES: tuple[str, ...] = ("f1", "safe_recall", "balanced")
-SAFE_NOT_HIGH = 0.9
+# What each objective maximises, in one line an analyst reads beside the choice (page and CLI).
+OBJECTIVE_HELP: dict[str, str] = {
+    "f1": "F1 of HIGH on answerable questions with their gold in context: precision and recall together",
+    "safe_recall": "as many answerable questions HIGH as possible (recall); ties go to higher precision",
+    "balanced": "mean of precision, recall and the not-HIGH rate on unanswerable questions",
+}
+DEFAULT_FLOOR = 0.9  # the settings default of experiments.sweep_floor
 SWEPT_KEYS = frozenset({"high_threshold", "low_threshold", "gray_zone_mode"})
 HIGH_GRID = tuple(round(0.30 + 0.05 * i, 2) for i in range(14))  # 0.30 .. 0.95
 LOW_GRID = tuple(round(0.05 + 0.05 * i, 2) for i in range(12))  # 0.05 .. 0.60
@@ -66,13 +78,58 @@ class SweepPoint:
     live: bool = False
 
     def objective(self, objective: Objective) -> float:
+        """The objective's value at this point, whatever its safety (``meets`` tells that)."""
         p, r = self.precision or 0.0, self.recall or 0.0
         nh = self.unanswerable_not_high if self.unanswerable_not_high is not None else 1.0
         if objective == "f1":
             return self.f1 or 0.0
         if objective == "safe_recall":
-            return r + 0.001 * p if nh >= SAFE_NOT_HIGH else -1.0 + nh
+            return r + 0.001 * p
         return (p + r + nh) / 3.0
+
+    def meets(self, floor: float) -> bool:
+        """Unanswerable questions stay not-HIGH in at least ``floor`` of their runs here (unknown: no)."""
+        return self.unanswerable_not_high is not None and self.unanswerable_not_high >= floor - 1e-9
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A sweep's answer under one objective and safety floor, with the change it predicts."""
+
+    objective: str
+    floor: float
+    point: SweepPoint | None  # the best point at or above the floor; None: nothing is recommended
+    safest: SweepPoint | None  # the highest not-HIGH rate on unanswerable (below the floor when point is None)
+    live: SweepPoint | None
+    reason: str  # one line in words: what was picked, or why nothing was
+
+    def change(self) -> dict[str, tuple[float | None, float | None]]:
+        """Rate -> (live, recommended) of answerable-with-gold -> HIGH and unanswerable -> not HIGH."""
+        target = self.point
+        return {"answerable with gold in context: HIGH": (_rate(self.live, "recall"), _rate(target, "recall")),
+                "unanswerable: not HIGH": (_rate(self.live, "unanswerable_not_high"),
+                                           _rate(target, "unanswerable_not_high"))}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"objective": self.objective, "floor": self.floor, "reason": self.reason,
+                "recommended": asdict(self.point) if self.point else None,
+                "safest": asdict(self.safest) if self.safest else None,
+                "change": {k: {"live": a, "recommended": b} for k, (a, b) in self.change().items()}}
+
+
+def _rate(point: SweepPoint | None, attr: str) -> float | None:
+    return None if point is None else getattr(point, attr)
+
+
+def check_floor(floor: float) -> float:
+    """The floor as a float in [0, 1]; anything else is refused."""
+    try:
+        value = float(floor)
+    except (TypeError, ValueError):
+        raise ConfigError(f"the sweep's safety floor must be a number from 0 to 1, got {floor!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"the sweep's safety floor must be from 0 to 1, got {value}")
+    return value
 
 
 @dataclass
@@ -88,13 +145,41 @@ class SweepResult:
         return next((p for p in self.points if abs(p.high - high) < 1e-9 and abs(p.low - low) < 1e-9
                      and p.mode == mode), None)
 
-    def recommend(self, objective: Objective = "f1") -> SweepPoint | None:
-        if not self.points:
-            return None
+    def recommend(self, objective: Objective = "f1", floor: float = DEFAULT_FLOOR) -> SweepPoint | None:
+        """The best point under ``objective`` that keeps unanswerable questions not-HIGH >= ``floor``."""
+        return self.recommendation(objective, floor).point
+
+    def recommendation(self, objective: Objective = "f1", floor: float = DEFAULT_FLOOR) -> Recommendation:
+        if objective not in OBJECTIVES:
+            raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        floor = check_floor(floor)
+        live = next((p for p in self.points if p.live), None)
         lh, ll = float(self.live["grader.high_threshold"]), float(self.live["grader.low_threshold"])
         lm = self.live["grader.gray_zone_mode"]
-        return max(self.points, key=lambda p: (round(p.objective(objective), 9),
-                                               -(abs(p.high - lh) + abs(p.low - ll) + (0 if p.mode == lm else 0.5))))
+
+        def near_live(p: SweepPoint) -> float:
+            return -(abs(p.high - lh) + abs(p.low - ll) + (0 if p.mode == lm else 0.5))
+
+        known = [p for p in self.points if p.unanswerable_not_high is not None]
+        safest = max(known, key=lambda p: (p.unanswerable_not_high, round(p.objective(objective), 9),
+                                           near_live(p))) if known else None
+        if not self.points:
+            return Recommendation(objective, floor, None, None, live, "No graded run: nothing to recommend.")
+        if not known:
+            return Recommendation(objective, floor, None, None, live,
+                                  "No unanswerable run was swept, so the safety floor cannot be checked: nothing "
+                                  "is recommended. Add unanswerable questions or ask with the gold left out.")
+        safe = [p for p in self.points if p.meets(floor)]
+        if not safe:
+            same = live is not None and live.unanswerable_not_high == safest.unanswerable_not_high
+            return Recommendation(objective, floor, None, safest, live,
+                                  f"No threshold point keeps unanswerable questions not HIGH in {floor:.0%} of "
+                                  f"their runs (the best reaches {safest.unanswerable_not_high:.1%}"
+                                  f"{', as the live thresholds do' if same else ''}): nothing is recommended.")
+        best = max(safe, key=lambda p: (round(p.objective(objective), 9), near_live(p)))
+        return Recommendation(objective, floor, best, safest, live,
+                              f"The best {objective} among points keeping unanswerable questions not HIGH in at "
+                              f"least {floor:.0%} of their runs.")
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "docmind.threshold_sweep", "live": self.live, "runs": self.runs, "positives": self.positives,

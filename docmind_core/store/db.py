@@ -468,3 +468,11 @@ def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
         CREATE INDEX ingest_job_files_job ON ingest_job_files (job_id, position);
         """
     )
+
+
+@migration
+def m015_experiment_description(db: sqlite_utils.Database) -> None:
+    # An experiment's description, generated when it is created: its variants (mode and overrides), the
+    # grader thresholds it runs with and its question set, so two experiments read apart before and after
+    # a sweep is applied.
+    db.execute("ALTER TABLE experiments ADD COLUMN description TEXT NOT NULL DEFAULT ''")

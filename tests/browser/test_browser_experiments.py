@@ -9,6 +9,7 @@ import re
 import time
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser_support import (
     ARTIFACTS, ROOT, browser_page, prepare_demo_home, require_chromium, streamlit_server,
@@ -67,8 +68,12 @@ def test_an_experiment_runs_and_its_metrics_and_differences_appear(page):
     page.get_by_text("New experiment").click()
     form = page.locator('[data-testid="stForm"]', has_text="Create and run")
     form.wait_for(timeout=30_000)
-    variants = form.get_by_label("Variants, one per line: NAME:MODE[:key=value,...]")
-    assert variants.input_value() == "rule:rule\nagentic:agentic"
+    variants = form.locator("textarea").first  # the form's one text area: the variants
+    # a loaded machine draws the widgets' skeletons first: wait for the value, do not read it at once
+    expect(variants).to_have_value("rule:RULE_PLANNER\nagentic:AGENTIC", timeout=PAGE_TIMEOUT_MS)
+    # the label as drawn: Markdown once swallowed the override syntax and showed "NAME:MODE"
+    label = form.locator('[data-testid="stWidgetLabel"]', has_text="Variants, one per line").first.inner_text()
+    assert "NAME:MODE[:key=value,...]" in label, label
     form.get_by_text("Also ask with the gold documents left out").click()  # three questions, six runs
     form.get_by_label("Questions (0 = all)").fill(str(QUESTIONS))
     form.get_by_role("button", name="Create and run").click()
