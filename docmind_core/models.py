@@ -255,9 +255,16 @@ class CutBy(StrEnum):
 
 
 class RequestedMode(str, Enum):
+    """The path a user asks for; the path names (RULE_PLANNER, AGENTIC) are accepted too, in any case."""
+
     AUTO = "auto"
     RULE = "rule"
     AGENTIC = "agentic"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "RequestedMode | None":
+        name = str(value).strip().lower()
+        return {"auto": cls.AUTO, "rule": cls.RULE, "rule_planner": cls.RULE, "agentic": cls.AGENTIC}.get(name)
 
 
 class PathDecision(_Value):

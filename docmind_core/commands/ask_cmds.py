@@ -26,7 +26,9 @@ def register(cli: click.Group, get_engine) -> None:
     @cli.command()
     @click.argument("question")
     @click.option("--kb", "kbs", multiple=True, help="Knowledge base name (repeatable). Default: all.")
-    @click.option("--mode", type=click.Choice(["auto", "rule", "agentic"]), default="auto", show_default=True)
+    @click.option("--mode", type=click.Choice(["auto", "rule", "agentic", "RULE_PLANNER", "AGENTIC", "AUTO"],
+                                              case_sensitive=False),
+                  default="auto", show_default=True, help="The path: auto, RULE_PLANNER (rule) or AGENTIC.")
     @click.option("--doc", "docs", multiple=True, help="Select a document by name: read it directly (SELECTED_DOC).")
     @click.option("--conversation", default=None, help="Conversation id to continue (history is used for rewriting).")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")

@@ -125,3 +125,13 @@ def test_docmind_ask_prints_the_sentence_and_json_has_it(notes_home):
     data = json.loads(out.output)
     assert data["route_reason"] == "agentic"
     assert data["route_explanation"] == "comparison of 2 entities (Nimbus N1, Nimbus N2) -> AGENTIC"
+
+
+@pytest.mark.parametrize("spelling, mode", [("RULE_PLANNER", "RULE_PLANNER"), ("rule_planner", "RULE_PLANNER"),
+                                            ("AGENTIC", "AGENTIC"), ("rule", "RULE_PLANNER")])
+def test_docmind_ask_takes_the_path_names_the_pages_show(notes_home, spelling, mode):
+    """One mode vocabulary: the path names shown everywhere are accepted wherever a mode is asked for."""
+    out = CliRunner().invoke(cli, ["--home", str(notes_home), "ask", "What does the Nimbus N2 draw?", "--kb", "notes",
+                                   "--mode", spelling, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["mode"] == mode
