@@ -179,3 +179,20 @@ def test_ingest_into_a_private_name_reveals_nothing(home, tmp_path):
     operator = Workbench(engine, LOCAL_USER)
     for name in ("alice_private", "alice_public"):
         assert [d.name for d in operator.list_documents(operator.kb_by_name(name).id)] == ["f.md"]
+
+
+# -- item 8: single-user conversations once sign-in is on -----------------------------------------
+
+
+def test_single_user_conversations_go_to_the_admin_created_after_the_switch(tmp_path):
+    home = tmp_path / "home"
+    engine = Engine.open(home, env={}, warm=False)
+    notes = Workbench(engine, LOCAL_USER, channel="cli").start_conversation("before sign-in")
+    assert invoke(home, "config", "set", "auth.enabled", "true").exit_code == 0
+    add_user(home, "alice")
+    add_user(home, "boss", "--role", "admin")  # the first admin, created after the switch
+    add_user(home, "second", "--role", "admin")
+    engine = Engine.open(home, env={}, warm=False)
+    assert [c.id for c in Workbench(engine, engine.account("boss")).list_conversations()] == [notes]
+    assert Workbench(engine, engine.account("alice")).list_conversations() == []
+    assert Workbench(engine, engine.account("second")).list_conversations() == []
