@@ -530,7 +530,7 @@ class Workbench(ExperimentMethods):
         heir = self._user_named(transfer_to) if transfer_to else None
         return self._engine.remove_account(target, heir, removed_by=self.changed_by)
 
-    def retired_user_ids(self) -> list[RetiredId]:
+    def list_retired_accounts(self) -> list[RetiredId]:
         """Ids of removed accounts (never handed out again) and what still carries each."""
         self._admin("list removed accounts")
         return self._engine.retired_user_ids()

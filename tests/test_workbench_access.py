@@ -313,7 +313,7 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("add_user", False, admin_only, _add_user),
     ("update_user", False, admin_only, lambda w, b, v: b.update_user("alice", department="research") is not None),
     ("remove_user", False, admin_only, _remove_user),
-    ("retired_user_ids", False, admin_only, lambda w, b, v: isinstance(b.retired_user_ids(), list)),
+    ("list_retired_accounts", False, admin_only, lambda w, b, v: isinstance(b.list_retired_accounts(), list)),
     ("user_count", False, admin_only, lambda w, b, v: b.user_count() >= 4),
     ("set_password", False, owner_or_admin, _set_password),
     ("create_api_key", False, owner_or_admin, lambda w, b, v: b.create_api_key("alice").startswith("dm_")),

@@ -152,7 +152,7 @@ def register(cli: click.Group, get_engine) -> None:
     @as_user_option
     def user_retired(as_json: bool, as_user: str | None) -> None:
         """Ids of removed accounts (never handed out again), why, and what still carries each."""
-        found = acting(as_user).retired_user_ids()
+        found = acting(as_user).list_retired_accounts()
         if as_json:
             echo_json(json.dumps([r.__dict__ for r in found], ensure_ascii=False, indent=2))
             return
