@@ -112,6 +112,8 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
             with db.conn:
                 if rebuilding:
                     db.execute("BEGIN IMMEDIATE")
+                    if db.execute("SELECT 1 FROM _migrations WHERE name = ?", [fn.__name__]).fetchone():
+                        continue  # another process starting at the same time applied it while we waited
                 report = fn(db)
                 db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [fn.__name__, utcnow()])
                 if report:

@@ -120,3 +120,27 @@ def test_m012_keeps_rows_indexes_and_foreign_keys(old_database):
     with pytest.raises(sqlite3.IntegrityError):
         conn.execute("INSERT INTO users (username, password_hash, created_at) VALUES ('boss', 'x', 'now')")
     Database(old_database)  # a second open applies nothing again
+
+
+def test_processes_starting_at_once_apply_m012_once(old_database):
+    """Every start runs the migrations: the ones that waited for the first one's lock find m012 applied."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            Database(old_database)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    starts = [threading.Thread(target=start) for _ in range(4)]
+    for thread in starts:
+        thread.start()
+    for thread in starts:
+        thread.join()
+    assert errors == []
+    conn = Database(old_database).db.conn
+    assert conn.execute("SELECT COUNT(*) FROM _migrations WHERE name = 'm012_ids_never_reused'").fetchone()[0] == 1
+    assert conn.execute("SELECT COUNT(*) FROM retired_user_ids WHERE reason LIKE 'an earlier account%'"
+                        ).fetchone()[0] == 1  # dave's rows were moved once, to one retired id
