@@ -65,6 +65,16 @@ class KbAccessGuard:
         """Delete the KB, change its visibility, add or remove documents: owner or admin."""
         return user.is_signed_in and (user.is_admin or _owns(user, kb))
 
+    def is_default_for(self, user: User, kb: KnowledgeBase) -> bool:
+        """Selected for ``user`` before they choose: what they would read without an admin's reach (their
+        own, public, their department's), plus KBs owned by nobody (made by the operator)."""
+        if not kb.owner_id or _owns(user, kb) or kb.visibility == "public":
+            return True
+        if kb.visibility == "department":
+            department = self._department_of(kb)
+            return bool(department) and department == user.department
+        return False
+
     # -- many KBs ----------------------------------------------------------
     def readable_kbs(self, user: User) -> list[KnowledgeBase]:
         return [kb for kb in self.store.list_kbs() if self.can_read(user, kb)]
@@ -137,6 +147,13 @@ def denied_message(user: User, kb_ids: Sequence[int]) -> str:
     noun = "knowledge base" if len(kb_ids) == 1 else "knowledge bases"
     return (f"{user.username} may not read {noun} {ids} (or it does not exist); "
             "ask its owner to share it or choose another knowledge base")
+
+
+def name_unavailable_message(user: User, name: str) -> str:
+    """One refusal for every KB name a user may not create or write to: taken by a KB they may not read,
+    or by one they read but may not change (the two must not be told apart)."""
+    return (f"{user.username} may not use the knowledge base name '{name.strip()}': it is taken by a knowledge "
+            f"base {user.username} may not change; choose another name")
 
 
 def _owns(user: User, kb: KnowledgeBase) -> bool:

@@ -45,7 +45,8 @@ class SessionStore:
 
     def resolve(self, token: str | None) -> User | None:
         """The signed-in user for this token, or None (bad signature, unknown, expired, user removed)."""
-        if not token or token.count(".") != 1 or len(token) > 200:
+        # A real token is URL-safe base64 (ASCII only): anything else is refused before it is signed or hashed.
+        if not token or not token.isascii() or token.count(".") != 1 or len(token) > 200:
             return None
         session_id, signature = token.split(".")
         if not hmac.compare_digest(signature, self._sign(session_id)):

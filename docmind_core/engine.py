@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from docmind_core import parse_lock
+from docmind_core.accounts import RemovalReport, adopt_single_user_rows, remove_account
 from docmind_core.query_signals import question_entities
 from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.backends.embedders import build_embedder
@@ -53,6 +54,7 @@ from docmind_core.store.conversations import ConversationStore
 from docmind_core.store.db import Database
 from docmind_core.ingest.job_store import JobStore
 from docmind_core.store.kb_store import KnowledgeStore
+from docmind_core.store.retired_ids import RetiredId, list_retired
 from docmind_core.store.traces import TraceStore
 from docmind_core.text import keyword_tokens
 from docmind_core.apikeys import ApiKeyStore, ResolvedKey
@@ -388,6 +390,17 @@ class Engine:
     def ensure_admin_from_env(self) -> User | None:
         """Create the admin named by DOCMIND_ADMIN_USER / DOCMIND_ADMIN_PASSWORD when none exists."""
         return self.users.ensure_admin_from_env()
+
+    def remove_account(self, target: User, transfer_to: User | None, removed_by: str) -> RemovalReport:
+        """Remove the account; what it owned goes to ``transfer_to`` or is deleted (KBs through the ingestor)."""
+        return remove_account(self.db, self.users, target, transfer_to, self.delete_kb, removed_by)
+
+    def adopt_single_user_rows(self) -> dict[str, int]:
+        """Single-user mode's conversations, traces and memories become the first admin's."""
+        return adopt_single_user_rows(self.db, self.users)
+
+    def retired_user_ids(self) -> list[RetiredId]:
+        return list_retired(self.db.db)
 
     def has_accounts(self) -> bool:
         return self.users.count() > 0

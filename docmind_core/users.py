@@ -7,7 +7,9 @@ anywhere: the first admin comes from ``DOCMIND_ADMIN_USER`` /
 
 Single-user mode (``auth.enabled = false``) does not touch the users table at
 all; every call runs as :data:`LOCAL_USER`, an admin with id 0 that no stored
-account can collide with (SQLite row ids start at 1).
+account can collide with (SQLite row ids start at 1).  Account ids are never
+handed out twice (``AUTOINCREMENT``, migration m012): a new account never
+inherits a removed one's rows.
 """
 
 from __future__ import annotations
@@ -136,13 +138,24 @@ class UserStore:
                        [user.department if department is None else department.strip(), role or user.role, user_id])
         return self.get(user_id)
 
-    def remove(self, user_id: int) -> None:
-        """Delete the account; its API keys go with it (foreign key cascade)."""
+    def check_removable(self, user_id: int) -> User:
+        """The account, when it may be removed (it is not the last admin while other accounts exist)."""
         user = self.get(user_id)
         if user.is_admin and self.count("admin") == 1 and self.count() > 1:
             raise UserError(f"{user.username} is the last admin; make another user admin before removing it")
+        return user
+
+    def remove(self, user_id: int) -> None:
+        """Delete the account row alone (its API keys go with it by foreign key cascade).  Entry points remove
+        accounts with ``accounts.remove_account``, which also deletes or transfers what the account owned."""
+        self.check_removable(user_id)
         with self.db.transaction() as db:
             db.execute("DELETE FROM users WHERE id = ?", [user_id])
+
+    def first_admin(self) -> User | None:
+        """The earliest admin account (ids are never reused, so the lowest id is the earliest)."""
+        row = self._row("role = 'admin' ORDER BY id LIMIT 1", [])
+        return _to_user(row) if row else None
 
     # -- signing in --------------------------------------------------------
     def authenticate(self, username: str, password: str) -> User | None:

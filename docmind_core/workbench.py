@@ -30,9 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
-from docmind_core.access import KbAccessGuard, can_read_conversation, can_read_trace, denied_message
+from docmind_core.access import (
+    KbAccessGuard, can_read_conversation, can_read_trace, denied_message, name_unavailable_message,
+)
+from docmind_core.accounts import RemovalReport
 from docmind_core.apikeys import ApiKey
-from docmind_core.errors import AccessDenied, ConfigError, NotFound, SignInRequired
+from docmind_core.errors import AccessDenied, ConfigError, DocMindError, NotFound, SignInRequired
 from docmind_core.events import Event
 from docmind_core.experiments.facade import ExperimentMethods
 from docmind_core.memory import Memory
@@ -43,6 +46,7 @@ from docmind_core.models import (
 from docmind_core.settings import Settings, is_personal_key
 from docmind_core.store.config_store import ConfigChange, ConfigProblem
 from docmind_core.store.conversations import Conversation, Message
+from docmind_core.store.retired_ids import RetiredId
 from docmind_core.store.traces import TraceRecord, TraceSummary
 from docmind_core.tools import ToolContext, ToolOutput
 from docmind_core.users import ROLES, User, UserError
@@ -143,6 +147,7 @@ class Workbench(ExperimentMethods):
         if scope == "global":
             self._require_global_config(list(changes))
             self._engine.config.set_many(changes, by=self.changed_by, user_id=user.id)
+            self._hand_over_single_user_rows()
         else:
             if not user.owner_key:
                 raise ConfigError("the local operator has no personal values: change the global config instead")
@@ -188,6 +193,12 @@ class Workbench(ExperimentMethods):
         return self._engine.config.promote(member.id, list(keys) if keys else None, by=self.changed_by,
                                            acting_user_id=admin.id)
 
+    def _hand_over_single_user_rows(self) -> None:
+        # With sign-in on nobody acts as the local operator: its conversations, traces and memories go to the
+        # first admin (at the switch, or when that admin is created), never left visible to nobody.
+        if self._engine.settings.auth.enabled:
+            self._engine.adopt_single_user_rows()
+
     def _require_global_config(self, keys: Sequence[str]) -> None:
         if self.user.is_admin:
             return
@@ -226,10 +237,41 @@ class Workbench(ExperimentMethods):
 
     def create_kb(self, name: str, description: str = "", visibility: str = "private",
                   department: str = "") -> KnowledgeBase:
-        """A new KB owned by this user, in their department unless given (single-user mode: no owner)."""
+        """A new KB owned by this user, in their department unless given (single-user mode: no owner).
+
+        A name taken by a KB this user may not change is refused with the words every such name gets,
+        whether or not they may read it: the name of a KB you may not read is itself private.
+        """
         user = self._signed_in()
-        return self._engine.create_kb(name, description=description, owner_id=user.owner_key,
-                                      department=department or user.department, visibility=visibility)
+        taken = self._engine.store.find_kb(name.strip())
+        if taken is not None and not self._guard.can_manage(user, taken):
+            raise AccessDenied(name_unavailable_message(user, name))
+        try:
+            return self._engine.create_kb(name, description=description, owner_id=user.owner_key,
+                                          department=department or user.department, visibility=visibility)
+        except DocMindError:
+            raced = self._engine.store.find_kb(name.strip())  # created by someone else in between
+            if raced is not None and not self._guard.can_manage(user, raced):
+                raise AccessDenied(name_unavailable_message(user, name)) from None
+            raise
+
+    def kb_to_write(self, name: str, description: str = "") -> tuple[KnowledgeBase, bool]:
+        """The KB named ``name`` that this user may add documents to, created when no KB has the name;
+        returns it and whether it was created.  Any other name (a KB someone else owns, readable or not) is
+        refused with one message, so the answer does not tell which."""
+        user = self._signed_in()
+        kb = self._engine.store.find_kb(name.strip())
+        if kb is not None:
+            if not self._guard.can_manage(user, kb):
+                raise AccessDenied(name_unavailable_message(user, name))
+            return kb, False
+        return self.create_kb(name, description=description), True
+
+    def default_kbs(self) -> list[KnowledgeBase]:
+        """The KBs a chat selects before the user picks: their own, shared ones (public, their department)
+        and those owned by nobody; never another member's private KB, even for an admin who may read it."""
+        user = self._signed_in()
+        return [kb for kb in self._guard.readable_kbs(user) if self._guard.is_default_for(user, kb)]
 
     def set_visibility(self, kb_id: int, visibility: str) -> KnowledgeBase:
         return self._guard.set_visibility(self._signed_in(), kb_id, visibility)
@@ -461,7 +503,10 @@ class Workbench(ExperimentMethods):
 
     def add_user(self, username: str, password: str, department: str = "", role: str = "member") -> User:
         self._admin("create user accounts")
-        return self._engine.users.add(username, password, department=department, role=role)  # type: ignore[arg-type]
+        added = self._engine.users.add(username, password, department=department, role=role)  # type: ignore[arg-type]
+        if added.is_admin:
+            self._hand_over_single_user_rows()
+        return added
 
     def update_user(self, username: str, department: str | None = None, role: str | None = None) -> User:
         self._admin("change user accounts")
@@ -478,11 +523,17 @@ class Workbench(ExperimentMethods):
         self._engine.users.set_password(target.id, password)
         self._engine.sessions.end_all(target.id)  # a new password signs every browser out
 
-    def remove_user(self, username: str) -> None:
+    def remove_user(self, username: str, transfer_to: str | None = None) -> RemovalReport:
+        """Remove the account: what it owned goes to ``transfer_to``, or is deleted; the report says which."""
         self._admin("remove user accounts")
         target = self._user_named(username)
-        self._engine.sessions.end_all(target.id)
-        self._engine.users.remove(target.id)
+        heir = self._user_named(transfer_to) if transfer_to else None
+        return self._engine.remove_account(target, heir, removed_by=self.changed_by)
+
+    def list_retired_accounts(self) -> list[RetiredId]:
+        """Ids of removed accounts (never handed out again) and what still carries each."""
+        self._admin("list removed accounts")
+        return self._engine.retired_user_ids()
 
     def user_count(self, role: str | None = None) -> int:
         self._admin("count user accounts")

@@ -157,8 +157,8 @@ def draw_sidebar(bench: Workbench) -> None:
     with st.sidebar:
         kbs = bench.list_kbs()
         names = {kb.id: f"{kb.name} ({kb.document_count} docs)" for kb in kbs}
-        if KB_KEY not in st.session_state:
-            st.session_state[KB_KEY] = [kb.id for kb in kbs]
+        if KB_KEY not in st.session_state:  # an admin's default leaves out members' private KBs
+            st.session_state[KB_KEY] = [kb.id for kb in bench.default_kbs()]
         else:  # drop KBs deleted since they were selected
             st.session_state[KB_KEY] = [k for k in st.session_state[KB_KEY] if k in names]
         new_kb = st.session_state.pop(NEW_KB_KEY, None)

@@ -55,3 +55,13 @@ def test_an_engine_start_reads_the_signing_key_without_a_write(tmp_path, sql_wri
     db = Database(home / "docmind.db")
     assert SessionStore(db, UserStore(db))._key == first_key
     assert sql_writes == []
+
+
+@pytest.mark.parametrize("token", ["caf\u00e9.x", "abc.\u2603", "\u00e9", "a.b\udcff"])
+def test_a_token_with_a_non_ascii_character_is_refused(tmp_path, token):
+    engine = Engine.open(tmp_path / "home", env={}, warm=False)
+    UserStore(engine.db, hasher=FAST_HASHER).add("alice", PASSWORD)
+    _, valid = engine.sign_in("alice", PASSWORD)
+    assert engine.user_for_session(token) is None
+    assert engine.user_for_session(valid + token) is None
+    assert engine.user_for_session(valid).username == "alice"

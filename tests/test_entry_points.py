@@ -27,7 +27,8 @@ STORE_MODULE_NAMES = {m.rsplit(".", 1)[1] for m in STORE_MODULES}
 # What the engine holds or does without an access check: only the facade may touch these.
 UNCHECKED = {"store", "db", "config", "conversations", "traces", "users", "api_keys", "sessions", "memory_store",
              "ingestor", "retriever", "refiner", "toolbox", "pipeline", "ask", "search", "ingest", "create_kb",
-             "delete_kb", "delete_document", "reindex_kb", "check_kb", "settings_for", "readable_kbs", "jobs"}
+             "delete_kb", "delete_document", "reindex_kb", "check_kb", "settings_for", "readable_kbs", "jobs",
+             "remove_account", "adopt_single_user_rows", "retired_user_ids"}
 # Names from the modules above that are plain values, not stores.
 ALLOWED_IMPORTS = {"LOCAL_USER", "SIGNED_OUT", "User", "ROLES", "ADMIN_USER_ENV", "ADMIN_PASSWORD_ENV",
                    "ResolvedKey"}

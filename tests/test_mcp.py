@@ -249,6 +249,48 @@ def test_real_engine_behind_mcp_keeps_private_kbs_private(home, tmp_path):
         running.stop()
 
 
+@pytest.mark.slow  # a real engine behind a real MCP server
+def test_a_new_accounts_key_reaches_nothing_of_a_removed_account(home, tmp_path):
+    """Issue 19: user ids were handed out again, so the next account's key read a removed one's KB and memories."""
+    from docmind_core.users import LOCAL_USER, UserStore
+    from docmind_core.workbench import Workbench
+    from tests.access_world import FAST_HASHER, PASSWORD
+
+    engine, *_ = build_engine_world(home, tmp_path)
+    users = UserStore(engine.db, hasher=FAST_HASHER)
+    dave = users.add("dave", PASSWORD)  # the newest account: its id was the one handed out again
+    salaries = tmp_path / "salaries.txt"
+    salaries.write_text("Dave salary list: CEO 900k. Codename REDFOX.", encoding="utf-8")
+    dave_kb = Workbench(engine, dave).create_kb("dave_private")
+    engine.ingest(dave_kb.id, [salaries])
+    keys = ApiKeyStore(engine.db)
+    dave_key = keys.create(dave.id)
+    running = _RunningServer(engine)
+    try:
+        async def remember(session):
+            return await session.call_tool("store_memory", {"text": "dave's bonus of 50k is paid in March"})
+
+        assert _payload(run(running.url, dave_key, remember))["status"] == "ok"
+        Workbench(engine, LOCAL_USER).remove_user("dave")
+        mallory = users.add("mallory", PASSWORD)
+        mallory_key = keys.create(mallory.id)
+
+        async def look(session):
+            meta = await session.call_tool("kb_meta", {})
+            recalled = await session.call_tool("recall_memory", {"query": "when is dave's bonus paid"})
+            found = await session.call_tool("searchDocs", {"query": "REDFOX salary"})
+            return meta, recalled, found
+
+        meta, recalled, found = run(running.url, mallory_key, look)
+        assert "dave_private" not in {kb["name"] for kb in _payload(meta)["knowledge_bases"]}
+        assert _payload(recalled)["memories"] == []
+        assert "900k" not in json.dumps(_payload(found))
+        # the removed account's own key is refused
+        assert httpx2.post(running.url, json=_INIT, headers={**_HEADERS, "X-API-Key": dave_key}).status_code == 401
+    finally:
+        running.stop()
+
+
 def test_api_key_header_parsing():
     assert api_key_from_headers([(b"x-api-key", b" dm_a ")]) == "dm_a"
     assert api_key_from_headers([(b"authorization", b"Bearer dm_b")]) == "dm_b"

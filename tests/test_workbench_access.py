@@ -53,6 +53,12 @@ def admin_only(actor: str, visibility: str) -> bool:
     return actor == "admin"
 
 
+def default_selection(actor: str, visibility: str) -> bool:
+    # root (the admin) is in no department: alice's department KB is not among the admin's defaults
+    return {"admin": visibility == "public", "owner": True, "signed_out": False,
+            "same_dept": visibility in ("department", "public"), "other_dept": visibility == "public"}[actor]
+
+
 def signed_in(actor: str, visibility: str) -> bool:
     return actor != "signed_out"
 
@@ -254,6 +260,10 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("tool_scope", True, may_read_kb, _tool_scope),
     ("run_tool", True, may_read_kb, _run_tool),
     ("create_kb", False, signed_in, lambda w, b, v: b.create_kb(f"own-{uuid.uuid4().hex[:6]}") is not None),
+    # a KB name to ingest into: only one this user may change (any other is refused alike, read or not)
+    ("kb_to_write", True, may_manage_kb, lambda w, b, v: b.kb_to_write(w.kb(v).name)[1] is False),
+    # the chat's default selection: what the actor reads without an admin's reach
+    ("default_kbs", True, default_selection, lambda w, b, v: (kb := w.kb(v)).id in {k.id for k in b.default_kbs()}),
     ("set_visibility", True, may_manage_kb,
      lambda w, b, v: b.set_visibility(w.kb(v).id, "private").visibility == "private"),
     ("delete_kb", True, may_manage_kb, lambda w, b, v: b.delete_kb(w.kb(v).id) is None),
@@ -303,6 +313,7 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("add_user", False, admin_only, _add_user),
     ("update_user", False, admin_only, lambda w, b, v: b.update_user("alice", department="research") is not None),
     ("remove_user", False, admin_only, _remove_user),
+    ("list_retired_accounts", False, admin_only, lambda w, b, v: isinstance(b.list_retired_accounts(), list)),
     ("user_count", False, admin_only, lambda w, b, v: b.user_count() >= 4),
     ("set_password", False, owner_or_admin, _set_password),
     ("create_api_key", False, owner_or_admin, lambda w, b, v: b.create_api_key("alice").startswith("dm_")),

@@ -73,10 +73,9 @@ def register(cli: click.Group, get_engine) -> None:
         if kb is not None and if_missing and kb.document_count > 0:
             click.echo(f"knowledge base '{kb_name}' already has {kb.document_count} documents; nothing to do")
             return
-        if kb is None:
-            kb = bench.create_kb(kb_name, description=description)
-            if not as_json:
-                click.echo(f"created knowledge base '{kb_name}' ({kb.embedder_id})")
+        kb, created = bench.kb_to_write(kb_name, description=description)
+        if created and not as_json:
+            click.echo(f"created knowledge base '{kb_name}' ({kb.embedder_id})")
         bar = _ProgressBar(progress and not as_json)
         try:
             outcomes = bench.ingest(kb.id, list(paths), progress=bar)

@@ -1,14 +1,15 @@
 """``docmind user ...``, ``docmind apikey ...`` and ``docmind mcp serve``.
 
-These are operator commands: whoever can run them can open the database, so
-they act without signing in.  Passwords are read by a hidden prompt (typed
-twice) or, for scripts, as one line on stdin with ``--password-stdin``; they
-are never taken as an argument, where they would land in shell history and
-``ps`` output.
+Passwords are read by a hidden prompt (typed twice) or, for scripts, as one
+line on stdin with ``--password-stdin``; they are never taken as an argument,
+where they would land in shell history and ``ps`` output.
 
 ``get_engine()`` returns the composition root.  Every command goes through
-the access facade (``Workbench(engine, user, "cli")``): the user and key
-commands as the operator (``LOCAL_USER``, an admin), the others as ``--as``.
+the access facade (``Workbench(engine, user, "cli")``) of one acting user,
+read the same way everywhere: ``--as USERNAME``, else ``DOCMIND_USER``, else
+the operator at the server's shell (``LOCAL_USER``, an admin).  So
+``DOCMIND_USER=bob docmind user add eve --role admin`` is bob's request, and
+refused.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import click
 
 from docmind_core.commands import echo, echo_json
-from docmind_core.errors import DocMindError
+from docmind_core.errors import AccessDenied, DocMindError
 from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
 from docmind_core.workbench import Workbench
 
@@ -70,9 +71,9 @@ def ensure_first_admin(engine, interactive: bool) -> User | None:
 
 
 def register(cli: click.Group, get_engine) -> None:
-    def operator():
-        """The operator at the server's shell: may manage every account."""
-        return Workbench(get_engine(), LOCAL_USER, channel="cli")
+    def acting(as_user: str | None) -> Workbench:
+        """The facade of ``--as`` / ``DOCMIND_USER``, else of the operator (who may manage every account)."""
+        return cli_workbench(get_engine(), as_user)
 
     # -- users ---------------------------------------------------------------
     @cli.group("user")
@@ -84,17 +85,22 @@ def register(cli: click.Group, get_engine) -> None:
     @click.option("--department", default="", help="Department, for KBs shared with a department")
     @click.option("--role", type=click.Choice(ROLES), default="member", show_default=True)
     @click.option("--password-stdin", is_flag=True, help="Read the password as one line from stdin")
-    def user_add(username: str, department: str, role: str, password_stdin: bool) -> None:
+    @as_user_option
+    def user_add(username: str, department: str, role: str, password_stdin: bool, as_user: str | None) -> None:
         """Create an account (the password is asked for, never passed as an argument)."""
-        added = operator().add_user(username, read_password(password_stdin), department=department, role=role)
+        bench = acting(as_user)
+        if not bench.user.is_admin:  # refused before a password is asked for (the facade refuses it too)
+            raise AccessDenied("only an admin may create user accounts")
+        added = bench.add_user(username, read_password(password_stdin), department=department, role=role)
         click.echo(f"added {added.role} '{added.username}' (id {added.id})"
                    + (f" in department '{added.department}'" if added.department else ""))
 
     @user_group.command("list")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
-    def user_list(as_json: bool) -> None:
+    @as_user_option
+    def user_list(as_json: bool, as_user: str | None) -> None:
         """List accounts."""
-        found = operator().list_users()
+        found = acting(as_user).list_users()
         if as_json:
             echo_json(json.dumps([u.model_dump() for u in found], ensure_ascii=False, indent=2))
             return
@@ -106,31 +112,67 @@ def register(cli: click.Group, get_engine) -> None:
     @user_group.command("passwd")
     @click.argument("username")
     @click.option("--password-stdin", is_flag=True, help="Read the new password as one line from stdin")
-    def user_passwd(username: str, password_stdin: bool) -> None:
-        """Set a new password."""
-        operator().set_password(username, read_password(password_stdin))
+    @as_user_option
+    def user_passwd(username: str, password_stdin: bool, as_user: str | None) -> None:
+        """Set a new password (an admin's for anyone, yours for yourself)."""
+        bench = acting(as_user)
+        if not bench.user.is_admin and username != bench.user.username:
+            raise AccessDenied("only an admin may change another user's password")  # before asking for one
+        bench.set_password(username, read_password(password_stdin))
         click.echo(f"password changed for '{username}' (signed out of every browser)")
 
     @user_group.command("remove")
     @click.argument("username")
+    @click.option("--transfer-to", "transfer_to", default=None, metavar="USER",
+                  help="Give the account's knowledge bases, datasets, experiments, conversations and traces to "
+                       "USER; without it they are deleted")
     @click.option("--yes", is_flag=True, help="Do not ask for confirmation")
-    def user_remove(username: str, yes: bool) -> None:
-        """Delete an account and its API keys (its knowledge bases stay, owned by nobody: admins only)."""
-        bench = operator()
+    @as_user_option
+    def user_remove(username: str, transfer_to: str | None, yes: bool, as_user: str | None) -> None:
+        """Delete an account: what it owned is transferred (--transfer-to) or deleted, with counts.
+
+        Its sessions, API keys, memories and personal config values are always deleted; its id is
+        never handed out again.
+        """
+        bench = acting(as_user)
         if not any(u.username == username for u in bench.list_users()):
             raise DocMindError(f"no user named '{username}' (see: docmind user list)")
+        if transfer_to is not None and not any(u.username == transfer_to for u in bench.list_users()):
+            raise DocMindError(f"no user named '{transfer_to}' to transfer to (see: docmind user list)")
         if not yes:
-            click.confirm(f"Remove '{username}' and revoke its API keys?", abort=True)
-        bench.remove_user(username)
-        click.echo(f"removed '{username}'")
+            fate = (f"transfer what it owns to '{transfer_to}'" if transfer_to
+                    else "DELETE its knowledge bases, datasets, experiments, conversations and traces")
+            click.confirm(f"Remove '{username}', {fate}, and delete its API keys, memories and personal config?",
+                          abort=True)
+        report = bench.remove_user(username, transfer_to=transfer_to)
+        click.echo(report.summary())
+
+    @user_group.command("retired")
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
+    @as_user_option
+    def user_retired(as_json: bool, as_user: str | None) -> None:
+        """Ids of removed accounts (never handed out again), why, and what still carries each."""
+        found = acting(as_user).list_retired_accounts()
+        if as_json:
+            echo_json(json.dumps([r.__dict__ for r in found], ensure_ascii=False, indent=2))
+            return
+        if not found:
+            click.echo("no removed accounts")
+        for r in found:
+            rows = ", ".join(f"{t}: {n}" for t, n in r.rows.items()) or "no rows"
+            echo(f"{r.id:>4}  {r.username or '(unknown)':<16} {r.retired_at}  {rows}\n      {r.reason}")
 
     @user_group.command("init-admin")
-    def user_init_admin() -> None:
+    @as_user_option
+    def user_init_admin(as_user: str | None) -> None:
         """Create the first admin from DOCMIND_ADMIN_USER/DOCMIND_ADMIN_PASSWORD, or by asking."""
+        bench = acting(as_user)
+        if not bench.user.is_admin:
+            raise AccessDenied("only an admin may create the first admin")
         created = ensure_first_admin(get_engine(), interactive=sys.stdin.isatty())
         if created is not None:
             click.echo(f"created admin '{created.username}'")
-        elif operator().user_count("admin"):
+        elif bench.user_count("admin"):
             click.echo("an admin already exists")
         else:
             raise DocMindError(f"no admin: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or run this on a terminal")
@@ -143,18 +185,20 @@ def register(cli: click.Group, get_engine) -> None:
     @apikey_group.command("create")
     @click.argument("username")
     @click.option("--label", default="", help="What the key is for, shown in listings")
-    def apikey_create(username: str, label: str) -> None:
+    @as_user_option
+    def apikey_create(username: str, label: str, as_user: str | None) -> None:
         """Issue a key acting as USERNAME; it is printed once and cannot be shown again."""
-        key = operator().create_api_key(username, label=label)
+        key = acting(as_user).create_api_key(username, label=label)
         click.echo(key)
         click.echo(f"(API key for '{username}'; store it now: only its hash is kept)", err=True)
 
     @apikey_group.command("list")
     @click.option("--user", "username", default=None, help="Only this user's keys")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
-    def apikey_list(username: str | None, as_json: bool) -> None:
+    @as_user_option
+    def apikey_list(username: str | None, as_json: bool, as_user: str | None) -> None:
         """List keys (prefix, owner, label, state); never the keys themselves."""
-        found = operator().list_api_keys(username)
+        found = acting(as_user).list_api_keys(username)
         if as_json:
             echo_json(json.dumps([k.model_dump() for k in found], ensure_ascii=False, indent=2))
             return
@@ -164,9 +208,10 @@ def register(cli: click.Group, get_engine) -> None:
 
     @apikey_group.command("revoke")
     @click.argument("key_id", type=int)
-    def apikey_revoke(key_id: int) -> None:
+    @as_user_option
+    def apikey_revoke(key_id: int, as_user: str | None) -> None:
         """Revoke a key by its id (see: docmind apikey list); it stops working at once."""
-        revoked = operator().revoke_api_key(key_id)
+        revoked = acting(as_user).revoke_api_key(key_id)
         click.echo(f"revoked key {revoked.id} ({revoked.prefix}...) of '{revoked.username}'")
 
     # -- MCP -----------------------------------------------------------------

@@ -78,27 +78,65 @@ class Database:
 # Migrations
 # --------------------------------------------------------------------------
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+MIGRATIONS: list[Callable[[sqlite_utils.Database], Any]] = []
 
 
-def migration(fn: Callable[[sqlite_utils.Database], None]) -> Callable[[sqlite_utils.Database], None]:
+def migration(fn: Callable[[sqlite_utils.Database], Any]) -> Callable[[sqlite_utils.Database], Any]:
     MIGRATIONS.append(fn)
     return fn
 
 
+def rebuilds_tables(fn: Callable[[sqlite_utils.Database], Any]) -> Callable[[sqlite_utils.Database], Any]:
+    """Mark a migration that drops and recreates tables: it runs in one explicit transaction with foreign keys
+    off (SQLite ignores that pragma inside a transaction, and a DROP of a parent table would cascade)."""
+    fn.rebuilds_tables = True  # type: ignore[attr-defined]
+    return fn
+
+
 def migrate(db: sqlite_utils.Database) -> list[str]:
-    """Apply pending migrations in order; returns the names applied."""
+    """Apply pending migrations in order; returns the names applied.
+
+    A migration may return lines saying what it repaired; they are logged by the migration and kept in
+    ``_migrations.report``.
+    """
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()}
     applied = []
     for fn in MIGRATIONS:
         if fn.__name__ in done:
             continue
-        with db.conn:
-            fn(db)
-            db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [fn.__name__, utcnow()])
+        rebuilding = getattr(fn, "rebuilds_tables", False)
+        if rebuilding:
+            db.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with db.conn:
+                if rebuilding:
+                    db.execute("BEGIN IMMEDIATE")
+                    if db.execute("SELECT 1 FROM _migrations WHERE name = ?", [fn.__name__]).fetchone():
+                        continue  # another process starting at the same time applied it while we waited
+                report = fn(db)
+                db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [fn.__name__, utcnow()])
+                if report:
+                    _keep_report(db, fn.__name__, report)
+        finally:
+            if rebuilding:
+                db.execute("PRAGMA foreign_keys=ON")
         applied.append(fn.__name__)
     return applied
+
+
+def _keep_report(db: sqlite_utils.Database, name: str, report: list[str]) -> None:
+    if "report" not in {row[1] for row in db.execute("PRAGMA table_info(_migrations)").fetchall()}:
+        db.execute("ALTER TABLE _migrations ADD COLUMN report TEXT NOT NULL DEFAULT ''")
+    db.execute("UPDATE _migrations SET report = ? WHERE name = ?", ["\n".join(report), name])
+
+
+def migration_reports(db: sqlite_utils.Database) -> dict[str, list[str]]:
+    """What each applied migration reported repairing (only those that reported something)."""
+    if "report" not in {row[1] for row in db.execute("PRAGMA table_info(_migrations)").fetchall()}:
+        return {}
+    rows = db.execute("SELECT name, report FROM _migrations WHERE report != '' ORDER BY applied_at, name")
+    return {name: report.split("\n") for name, report in rows.fetchall()}
 
 
 @migration
@@ -468,6 +506,17 @@ def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
         CREATE INDEX ingest_job_files_job ON ingest_job_files (job_id, position);
         """
     )
+
+
+@migration
+@rebuilds_tables
+def m012_ids_never_reused(db: sqlite_utils.Database) -> list[str]:
+    # User, KB, dataset, experiment and API-key ids were reused after a delete (SQLite hands out the highest
+    # id plus one), so a new account inherited a removed one's rows.  AUTOINCREMENT, and a repair of the rows
+    # an earlier holder of a reused id left: see docmind_core/store/retired_ids.py.
+    from docmind_core.store.retired_ids import make_ids_never_reused
+
+    return make_ids_never_reused(db)
 
 
 @migration
