@@ -7,6 +7,7 @@ are small named functions applied in order and recorded in ``_migrations``.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from datetime import datetime, timezone
@@ -15,6 +16,11 @@ from typing import Any, Callable, Iterator
 
 import sqlite_utils
 from contextlib import contextmanager
+
+try:
+    import fcntl
+except ImportError:  # not on POSIX: migrations are not serialised between processes there
+    fcntl = None  # type: ignore[assignment]
 
 
 def utcnow() -> str:
@@ -39,7 +45,9 @@ class Database:
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._keepalive = self._connect() if self.path is None else None  # keeps a shared in-memory db alive
-        migrate(self.db)
+        if pending_migrations(self.db):
+            with _migration_lock(self.path):  # processes starting at once migrate one after the other
+                migrate(self.db)
 
     def _connect(self) -> sqlite3.Connection:
         if self.path is None:
@@ -91,6 +99,28 @@ def rebuilds_tables(fn: Callable[[sqlite_utils.Database], Any]) -> Callable[[sql
     off (SQLite ignores that pragma inside a transaction, and a DROP of a parent table would cascade)."""
     fn.rebuilds_tables = True  # type: ignore[attr-defined]
     return fn
+
+
+def pending_migrations(db: sqlite_utils.Database) -> list[str]:
+    """Names of the migrations not applied yet (a read: a start with nothing to migrate writes nothing)."""
+    has_table = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone()
+    done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()} if has_table else set()
+    return [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in done]
+
+
+@contextlib.contextmanager
+def _migration_lock(path: Path | None) -> Iterator[None]:
+    """An exclusive lock beside the database file while migrating.  Some migrations run scripts that commit
+    on their own, so a transaction cannot hold other processes off; an OS file lock can."""
+    if path is None or fcntl is None:  # in-memory (one process), or a platform without flock
+        yield
+        return
+    with open(path.with_name(path.name + ".migrate-lock"), "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
