@@ -468,3 +468,21 @@ def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
         CREATE INDEX ingest_job_files_job ON ingest_job_files (job_id, position);
         """
     )
+
+
+@migration
+def m013_config_versions(db: sqlite_utils.Database) -> None:
+    # One version per stored key and scope, for compare-and-set from a form: a write names the version its
+    # form was drawn from and is refused when the key changed since.  Rows stay when a value is reset to
+    # its default, so a version never repeats (a reset and a new value cannot look like the old one).
+    db.executescript(
+        """
+        CREATE TABLE config_versions (
+            owner_id INTEGER NOT NULL,           -- 0: the global value; else the user whose personal value
+            key TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            changed_by TEXT NOT NULL DEFAULT '', -- who made the change that gave this version
+            PRIMARY KEY (owner_id, key)
+        );
+        """
+    )
