@@ -135,6 +135,20 @@ def workbench() -> Workbench:
     return Workbench(engine, current_user(engine), channel="web")
 
 
+def live_workbench() -> Workbench:
+    """The facade for a part of a page that reruns on its own (a fragment, a timer) or acts later (a callback).
+
+    Such a run does not pass the frame's sign-in check: when the session ended since the page was drawn
+    (signed out in another tab, expired, sign-in switched on), the whole page reruns instead, and the frame
+    shows the sign-in screen.  The part never runs as a signed-out user, so nothing raises and nothing is
+    logged at every refresh.
+    """
+    bench = workbench()
+    if not bench.user.is_signed_in:
+        st.rerun(scope="app")
+    return bench
+
+
 def select_new_kb(kb_id: int) -> None:
     """Add a KB just created to the sidebar's selection (the sidebar applies it at its next draw)."""
     st.session_state[NEW_KB_KEY] = kb_id
