@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.errors import DocMindError
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_rows
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
 from docmind_ui.session import live_workbench, workbench
 
@@ -76,8 +76,8 @@ def _draw_job(bench, job: IngestJob) -> None:
         for f in job.files:
             if f.state == "failed":
                 st.error(escape_markdown(f.message or f"{f.name}: could not be ingested"))
-        st.dataframe(pd.DataFrame([{"file": f.name, "status": f.outcome or f.state, "chunks": f.chunks,
-                                    "error": f.message} for f in job.files]),
+        st.dataframe(pd.DataFrame(visible_rows([{"file": f.name, "status": f.outcome or f.state, "chunks": f.chunks,
+                                                 "error": f.message} for f in job.files])),
                      hide_index=True, key=f"dm_job_files_{job.id}", width="stretch")
         if any(f.state in RETRYABLE_FILE_STATES for f in job.files):
             if st.button("Retry failed files", key=f"dm_job_retry_{job.id}", icon=":material/refresh:"):

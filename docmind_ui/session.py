@@ -18,7 +18,7 @@ import streamlit as st
 
 from docmind_core.engine import Engine, default_home
 from docmind_core.errors import DocMindError
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_text
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
 from docmind_ui.charts import warm_charts
@@ -170,7 +170,7 @@ def draw_sidebar(bench: Workbench) -> None:
     """Knowledge base and document selection, then the live backends with a health dot each."""
     with st.sidebar:
         kbs = bench.list_kbs()
-        names = {kb.id: f"{kb.name} ({kb.document_count} docs)" for kb in kbs}
+        names = {kb.id: visible_text(f"{kb.name} ({kb.document_count} docs)") for kb in kbs}
         if KB_KEY not in st.session_state:
             st.session_state[KB_KEY] = [kb.id for kb in kbs]
         else:  # drop KBs deleted since they were selected
@@ -184,7 +184,7 @@ def draw_sidebar(bench: Workbench) -> None:
         for kb_id in st.session_state[KB_KEY]:
             for doc in bench.list_documents(kb_id):
                 if doc.status == "complete":
-                    docs[doc.id] = doc.name
+                    docs[doc.id] = visible_text(doc.name)
         if DOC_KEY in st.session_state:
             st.session_state[DOC_KEY] = [d for d in st.session_state[DOC_KEY] if d in docs]
         st.multiselect("Documents (optional)", list(docs), format_func=lambda d: docs.get(d, str(d)), key=DOC_KEY,

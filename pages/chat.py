@@ -8,7 +8,7 @@ import streamlit as st
 
 from docmind_core.errors import DocMindError
 from docmind_core.models import RequestedMode
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_text
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.charts import preload_figure
 from docmind_ui.live import RunPump
@@ -75,14 +75,14 @@ def _history(conv_id: str) -> None:
             questions[message.run_id] = message.content
         elif message.role == "user":
             with st.chat_message("user"):
-                st.text(message.content)
+                st.text(visible_text(message.content))
     shown: set[str] = set()
     for run_id in run_order:
         if run_id in shown:
             continue
         record = _trace(run_id)
         with st.chat_message("user"):
-            st.text(questions.get(run_id, record.meta.question if record else ""))
+            st.text(visible_text(questions.get(run_id, record.meta.question if record else "")))
         with st.chat_message("assistant"):
             if record is None:
                 st.warning("The trace of this answer is missing.")
@@ -138,7 +138,7 @@ def _ask(question: str, mode: str) -> None:
                                         selected_doc_ids=doc_ids or None, cancel=cancel, pair_id=pair_id)
 
     with st.chat_message("user"):
-        st.text(question)
+        st.text(visible_text(question))
     with st.chat_message("assistant"):
         if mode == SIDE_BY_SIDE:
             pair_id = bench.new_pair_id()
@@ -220,7 +220,7 @@ with st.sidebar:
         st.session_state[CONV_KEY] = None
     st.session_state[CONV_PICK_KEY] = st.session_state.get(CONV_KEY)
     st.selectbox("Conversation", options, key=CONV_PICK_KEY, on_change=_pick_conversation,
-                 format_func=lambda c: "— new conversation —" if c is None else titles.get(c, c))
+                 format_func=lambda c: "— new conversation —" if c is None else visible_text(titles.get(c, c)))
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)
     if conv_id:

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.errors import ConfigConflict, DocMindError
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_rows
 from docmind_core.settings import PERSONAL_GROUPS, KeySpec, Settings, key_specs
 from docmind_core.store.config_store import KeyVersion
 from docmind_ui.session import ensure_frame, workbench
@@ -253,8 +253,10 @@ def _reset_controls(keys: list[str], pick_label: str, one_label: str, all_label:
 if not is_admin:
     st.subheader("Your personal values")
     if view.personal:
-        st.dataframe(pd.DataFrame([{"key": k, "yours": _json(v), "global": _json(view.global_settings.get(k))}
-                                   for k, v in view.personal.items()]), hide_index=True, key="dm_cfg_personal")
+        st.dataframe(pd.DataFrame(visible_rows([{"key": k, "yours": _json(v),
+                                                 "global": _json(view.global_settings.get(k))}
+                                                for k, v in view.personal.items()])),
+                     hide_index=True, key="dm_cfg_personal")
         _reset_controls(list(view.personal), "Keys back to the global value", "Use the global value",
                         "Drop all my values")
     else:
@@ -266,7 +268,7 @@ if diff:
     rows = [{"key": k, "default": _json(d), "current": _json(v)} for k, (d, v) in diff.items()]
     if not is_admin:  # a member sees whose value each one is; only admins reset global keys
         rows = [{**row, "whose": "yours" if row["key"] in view.personal else "global"} for row in rows]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="dm_cfg_diff")
+    st.dataframe(pd.DataFrame(visible_rows(rows)), hide_index=True, key="dm_cfg_diff")
     if is_admin:
         _reset_controls(list(diff), "Keys to reset", "Reset selected to default", "Reset everything")
 else:
@@ -275,10 +277,11 @@ else:
 st.subheader("Change history")
 history = bench.config_history(100)
 if history:
-    st.dataframe(pd.DataFrame([{"when": h.changed_at[:19].replace("T", " "), "scope": h.scope, "key": h.key,
-                                "from": "default" if h.old_value is None else json.dumps(h.old_value),
-                                "to": "default" if h.new_value is None else json.dumps(h.new_value),
-                                "by": h.changed_by} for h in history]), hide_index=True, key="dm_cfg_history")
+    st.dataframe(pd.DataFrame(visible_rows([
+        {"when": h.changed_at[:19].replace("T", " "), "scope": h.scope, "key": h.key,
+         "from": "default" if h.old_value is None else json.dumps(h.old_value),
+         "to": "default" if h.new_value is None else json.dumps(h.new_value),
+         "by": h.changed_by} for h in history])), hide_index=True, key="dm_cfg_history")
 else:
     st.caption("No change yet.")
 
@@ -290,7 +293,9 @@ if is_admin:
     for username, values in by_user.items():
         with st.container(border=True):
             st.markdown(f"**{escape_markdown(username)}**")
-            st.dataframe(pd.DataFrame([{"key": k, "theirs": _json(v), "global": _json(view.global_settings.get(k))}
-                                       for k, v in values.items()]), hide_index=True, key=f"dm_cfg_pv_{username}")
+            st.dataframe(pd.DataFrame(visible_rows([{"key": k, "theirs": _json(v),
+                                                     "global": _json(view.global_settings.get(k))}
+                                                    for k, v in values.items()])),
+                         hide_index=True, key=f"dm_cfg_pv_{username}")
             st.button(f"Promote {escape_markdown(username)}'s values to global", key=f"dm_cfg_promote_{username}",
                       on_click=_promote, args=(username, list(values)))
