@@ -190,12 +190,14 @@ class Workbench(ExperimentMethods):
         return {names.get(uid, f"#{uid}"): values
                 for uid, values in self._engine.config.users_with_overrides().items()}
 
-    def promote_config(self, username: str, keys: Sequence[str] | None = None) -> Settings:
-        """Make a member's personal values global (admins only)."""
+    def promote_config(self, username: str, keys: Sequence[str] | None = None,
+                       expected_values: dict[str, Any] | None = None) -> Settings:
+        """Make a member's personal values global (admins only); ``expected_values``: what a page showed (a
+        value changed since is refused with ``ConfigConflict``)."""
         admin = self._admin("promote personal config to global")
         member = self._user_named(username)
         return self._engine.config.promote(member.id, list(keys) if keys else None, by=self.changed_by,
-                                           acting_user_id=admin.id)
+                                           acting_user_id=admin.id, expected_values=expected_values)
 
     def _require_global_config(self, keys: Sequence[str]) -> None:
         if self.user.is_admin:

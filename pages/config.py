@@ -34,6 +34,7 @@ GROUP_TITLES = {
 }
 ERRORS_KEY = "dm_cfg_errors"
 NOTICE_KEY = "dm_cfg_notice"
+FAILED_KEY = "dm_cfg_failed"  # a reset or promote that was refused: shown as an error, not a notice
 OPEN_KEY = "dm_cfg_open"  # groups whose form is built (open expanders), kept across reruns
 OPEN_AT_FIRST = ("grader", "agentic")
 # What each drawn widget started from: {key: (value as the widget holds it, KeyVersion)}.  Apply writes only
@@ -150,7 +151,7 @@ def _reset(keys: list[str], scope: str | None = None) -> None:
             acting.reset_config(key, scope=scope)
             st.session_state.pop(widget_key(key), None)  # let the widget show the default again
     except DocMindError as exc:
-        st.session_state[NOTICE_KEY] = f"Not reset: {exc}"
+        st.session_state[FAILED_KEY] = f"Not reset: {exc}"
         return
     target = "default" if acting.user.is_admin and scope != "personal" else "global value"
     st.session_state[NOTICE_KEY] = f"Back to the {target}: " + ", ".join(keys)
@@ -161,7 +162,7 @@ def _reset_all() -> None:
     try:
         acting.reset_config(None)
     except DocMindError as exc:
-        st.session_state[NOTICE_KEY] = f"Not reset: {exc}"
+        st.session_state[FAILED_KEY] = f"Not reset: {exc}"
         return
     for spec in key_specs():
         st.session_state.pop(widget_key(spec.key), None)
@@ -169,11 +170,12 @@ def _reset_all() -> None:
                                     else "Every personal value is gone: your runs use the global config.")
 
 
-def _promote(username: str, keys: list[str]) -> None:
+def _promote(username: str, shown: dict) -> None:
+    keys = list(shown)
     try:
-        workbench().promote_config(username, keys)
+        workbench().promote_config(username, keys, expected_values=shown)  # what this page showed, or nothing
     except DocMindError as exc:
-        st.session_state[NOTICE_KEY] = f"Not promoted: {exc}"
+        st.session_state[FAILED_KEY] = f"Not promoted: {exc}"
         return
     for key in keys:
         st.session_state.pop(widget_key(key), None)
@@ -190,6 +192,8 @@ else:
                "own runs only, shown as 'yours' next to the global value. Every other key is set by an admin.")
 if notice := st.session_state.pop(NOTICE_KEY, None):
     st.success(escape_markdown(notice))  # it quotes values and names people typed
+if failed := st.session_state.pop(FAILED_KEY, None):
+    st.error(escape_markdown(failed))
 
 # Stored values that are skipped (not readable, or no longer valid): named, with their reset.  The stored
 # text is not shown: a global value is not every member's to read.
@@ -298,4 +302,4 @@ if is_admin:
                                                     for k, v in values.items()])),
                          hide_index=True, key=f"dm_cfg_pv_{username}")
             st.button(f"Promote {escape_markdown(username)}'s values to global", key=f"dm_cfg_promote_{username}",
-                      on_click=_promote, args=(username, list(values)))
+                      on_click=_promote, args=(username, dict(values)))

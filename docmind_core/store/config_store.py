@@ -256,13 +256,22 @@ class ConfigStore:
         return self.load_for(user_id)
 
     def promote(self, user_id: int, keys: list[str] | None = None, by: str = "",
-                acting_user_id: int | None = None) -> Settings:
-        """Make a user's personal values global (all, or ``keys``); they stop being personal."""
+                acting_user_id: int | None = None, expected_values: dict[str, Any] | None = None) -> Settings:
+        """Make a user's personal values global (all, or ``keys``); they stop being personal.
+
+        With ``expected_values`` (what a page showed), a value changed since is refused (:class:`ConfigConflict`).
+        """
         personal = self.personal_overrides(user_id)
         keys = list(personal) if keys is None else keys
         missing = [k for k in keys if k not in personal]
         if missing:
             raise ConfigError(f"user #{user_id} has no personal value for {', '.join(missing)}")
+        if expected_values is not None:
+            moved = [k for k in keys if k not in expected_values or personal[k] != expected_values[k]]
+            if moved:
+                who = self._version_rows(self._db.db, moved, user_id)
+                text = "; ".join(f"{k} was changed by {who[k][3] or 'someone'}" for k in moved)
+                raise ConfigConflict(f"{text} since you opened this page: nothing was promoted", moved)
         if not keys:
             return self.load()
         settings = self.set_many({k: personal[k] for k in keys}, by=by, user_id=acting_user_id)

@@ -133,3 +133,17 @@ def test_an_unreadable_stored_value_is_named_on_the_page_and_reset_there(engine)
     assert not at.exception, at.exception
     assert engine.config.overrides() == {"auth.enabled": True}
     assert "not readable" not in " ".join(text_of(w.value) for w in at.warning)
+
+
+def test_promote_refuses_a_value_changed_since_the_page_showed_it(engine):
+    alice = Workbench(engine, engine.account("alice"), channel="cli")
+    alice.set_config({HIGH: 0.8})
+    at = config_page(engine, "boss")
+    alice.set_config({HIGH: 0.6})  # alice changes her value while boss's page shows 0.8
+    next(b for b in at.button if b.label.startswith("Promote alice")).click().run()
+    assert not at.exception, at.exception
+    errors = " ".join(text_of(e.value) for e in at.error)
+    assert "grader.high_threshold was changed by alice (cli) since you opened this page" in errors, errors
+    assert engine.settings.grader.high_threshold == Settings().grader.high_threshold  # nothing promoted
+    next(b for b in at.button if b.label.startswith("Promote alice")).click().run()  # now showing 0.6
+    assert engine.settings.grader.high_threshold == 0.6
