@@ -10,6 +10,9 @@ signed in.
 
 from __future__ import annotations
 
+import streamlit as st
+
+from docmind_core.errors import SignInRequired
 from docmind_ui.nav import navigate
 from docmind_ui.session import draw_frame, draw_sign_in_screen, frame_run, warm_server
 
@@ -17,5 +20,8 @@ with frame_run():
     page = navigate()
     if not draw_frame().user.is_signed_in:
         draw_sign_in_screen()
-    page.run()
+    try:
+        page.run()
+    except SignInRequired:  # the session ended while the page ran: the next run shows the sign-in screen
+        st.rerun()
 warm_server()  # once per server, after the first page is drawn

@@ -7,6 +7,7 @@ instant and every subcommand shares the same composition root as the UI.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -44,6 +45,19 @@ class _EngineHolder:
 _holder = _EngineHolder()
 
 
+class _StderrWarnings(logging.Handler):
+    """The config store's warnings (a stored value skipped, naming its key) on stderr, without escapes."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        echo(f"warning: {record.getMessage()}", err=True, single_line=True)
+
+
+def _warn_on_stderr() -> None:
+    logger = logging.getLogger("docmind_core.store.config_store")
+    if not any(isinstance(h, _StderrWarnings) for h in logger.handlers):
+        logger.addHandler(_StderrWarnings(logging.WARNING))
+
+
 class _FriendlyGroup(click.Group):
     """Show DocMindError messages as they are, without a traceback."""
 
@@ -64,6 +78,7 @@ def cli(home: Path | None) -> None:
     if home is not None:
         os.environ["DOCMIND_HOME"] = str(home)
     _holder.home = home
+    _warn_on_stderr()
 
 
 @cli.command()

@@ -16,6 +16,14 @@ class ConfigError(DocMindError):
     """A config key or value was refused."""
 
 
+class ConfigConflict(ConfigError):
+    """A form's write was refused: keys it changes were changed by someone else since it was drawn."""
+
+    def __init__(self, message: str, keys: list[str]):
+        super().__init__(message)
+        self.keys = keys
+
+
 class BackendUnavailable(DocMindError):
     """A configured backend (model, server, key) cannot be used right now."""
 

@@ -44,7 +44,7 @@ from docmind_core.models import (
     SearchResult,
 )
 from docmind_core.settings import Settings, is_personal_key
-from docmind_core.store.config_store import ConfigChange, ConfigProblem
+from docmind_core.store.config_store import ConfigChange, ConfigProblem, KeyVersion
 from docmind_core.store.conversations import Conversation, Message
 from docmind_core.store.retired_ids import RetiredId
 from docmind_core.store.traces import TraceRecord, TraceSummary
@@ -68,7 +68,7 @@ class ConfigView:
     global_settings: Settings  # every user's runs start from these
     effective: Settings  # this user's runs: global + their personal values
     personal: dict[str, Any]  # this user's personal values (always empty for admins' global edits)
-    problems: list[ConfigProblem]  # stored global overrides skipped because they no longer validate
+    problems: list[ConfigProblem]  # stored global overrides and this user's personal ones that were skipped
     can_edit_global: bool
 
 
@@ -133,20 +133,29 @@ class Workbench(ExperimentMethods):
     def config_view(self) -> ConfigView:
         user = self._signed_in()
         report = self._engine.config.load_report()
+        mine = self._engine.config.load_for_report(user.owner_key)
         personal = self._engine.config.personal_overrides(user.id) if user.owner_key else {}
-        return ConfigView(global_settings=report.settings, effective=self._engine.settings_for(user),
-                          personal=personal, problems=report.problems, can_edit_global=user.is_admin)
+        return ConfigView(global_settings=report.settings, effective=mine.settings, personal=personal,
+                          problems=report.problems + mine.problems, can_edit_global=user.is_admin)
 
-    def set_config(self, changes: dict[str, Any], scope: ConfigScope | None = None) -> Settings:
+    def config_versions(self, keys: Sequence[str]) -> dict[str, KeyVersion]:
+        """The version of each key this user's values come from, for a form's ``expected``."""
+        user = self._signed_in()
+        return self._engine.config.versions(list(keys), user.owner_key)
+
+    def set_config(self, changes: dict[str, Any], scope: ConfigScope | None = None,
+                   expected: dict[str, KeyVersion] | None = None) -> Settings:
         """Change keys: globally (admins), or as personal values (members; only grader/agentic/retrieval/rag).
 
         ``scope=None`` picks global for admins and personal for members.  Returns this user's settings.
+        ``expected``: the versions (:meth:`config_versions`) a form was drawn from; a key changed since is
+        refused with ``ConfigConflict`` naming who changed it, and nothing is written.
         """
         user = self._signed_in()
         scope = scope or ("global" if user.is_admin else "personal")
         if scope == "global":
             self._require_global_config(list(changes))
-            self._engine.config.set_many(changes, by=self.changed_by, user_id=user.id)
+            self._engine.config.set_many(changes, by=self.changed_by, user_id=user.id, expected=expected)
             self._hand_over_single_user_rows()
         else:
             if not user.owner_key:
@@ -155,7 +164,7 @@ class Workbench(ExperimentMethods):
             if global_only:
                 raise AccessDenied(f"only an admin may change {', '.join(global_only)}: it is global config "
                                    "(grader.*, agentic.*, retrieval.* and rag.* can be set as personal values)")
-            self._engine.config.set_personal(user.id, changes, by=self.changed_by)
+            self._engine.config.set_personal(user.id, changes, by=self.changed_by, expected=expected)
         return self._engine.settings_for(user)
 
     def reset_config(self, key: str | None = None, scope: ConfigScope | None = None) -> Settings:
@@ -186,12 +195,14 @@ class Workbench(ExperimentMethods):
         return {names.get(uid, f"#{uid}"): values
                 for uid, values in self._engine.config.users_with_overrides().items()}
 
-    def promote_config(self, username: str, keys: Sequence[str] | None = None) -> Settings:
-        """Make a member's personal values global (admins only)."""
+    def promote_config(self, username: str, keys: Sequence[str] | None = None,
+                       expected_values: dict[str, Any] | None = None) -> Settings:
+        """Make a member's personal values global (admins only); ``expected_values``: what a page showed (a
+        value changed since is refused with ``ConfigConflict``)."""
         admin = self._admin("promote personal config to global")
         member = self._user_named(username)
         return self._engine.config.promote(member.id, list(keys) if keys else None, by=self.changed_by,
-                                           acting_user_id=admin.id)
+                                           acting_user_id=admin.id, expected_values=expected_values)
 
     def _hand_over_single_user_rows(self) -> None:
         # With sign-in on nobody acts as the local operator: its conversations, traces and memories go to the

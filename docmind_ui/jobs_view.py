@@ -12,9 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.errors import DocMindError
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_rows
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
-from docmind_ui.session import workbench
+from docmind_ui.session import live_workbench, workbench
 
 _ACTIVE_KEY = "dm_active_jobs"  # job ids this session saw active: a finished one triggers a page rerun
 _STATE_ICONS = {"queued": "⏳", "running": "🔄", "done": "✅", "failed": "❌", "cancelled": "⏹️",
@@ -37,7 +37,7 @@ def draw_jobs(kb_id: int, limit: int = 5) -> None:
 
     @st.fragment(run_every=1.0 if active else None)
     def panel() -> None:
-        bench = workbench()
+        bench = live_workbench()  # its timed runs skip the frame's sign-in check
         jobs = bench.list_jobs(kb_id, limit=limit)
         seen: set[int] = st.session_state.setdefault(_ACTIVE_KEY, set())
         finished_now = [j.id for j in jobs if j.finished and j.id in seen]
@@ -76,8 +76,8 @@ def _draw_job(bench, job: IngestJob) -> None:
         for f in job.files:
             if f.state == "failed":
                 st.error(escape_markdown(f.message or f"{f.name}: could not be ingested"))
-        st.dataframe(pd.DataFrame([{"file": f.name, "status": f.outcome or f.state, "chunks": f.chunks,
-                                    "error": f.message} for f in job.files]),
+        st.dataframe(pd.DataFrame(visible_rows([{"file": f.name, "status": f.outcome or f.state, "chunks": f.chunks,
+                                                 "error": f.message} for f in job.files])),
                      hide_index=True, key=f"dm_job_files_{job.id}", width="stretch")
         if any(f.state in RETRYABLE_FILE_STATES for f in job.files):
             if st.button("Retry failed files", key=f"dm_job_retry_{job.id}", icon=":material/refresh:"):

@@ -14,7 +14,7 @@ import streamlit as st
 from docmind_core.compare import RunComparison, compare_runs, flat_config
 from docmind_core.citation_html import anchor_id, citation_html, source_card_html
 from docmind_core.models import IndexGap
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_rows
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.charts import distribution_overlay, jump_to_anchor, score_chart
@@ -108,9 +108,9 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
                        "(citation numbers left out: each run numbers its own sources)")
             st.markdown(answer_diff_html(diff), unsafe_allow_html=True)
         with tabs[1]:
-            st.dataframe(pd.DataFrame([{
+            st.dataframe(pd.DataFrame(visible_rows([{
                 "side": r.side, "document": r.document, "A [n]": r.a_index, "B [n]": r.b_index,
-                "cited by A": r.cited_a, "cited by B": r.cited_b, "text": r.preview} for r in cmp.source_diff],
+                "cited by A": r.cited_a, "cited by B": r.cited_b, "text": r.preview} for r in cmp.source_diff]),
                 columns=["side", "document", "A [n]", "B [n]", "cited by A", "cited by B", "text"]),
                 hide_index=True, key=f"cmp-src-{key}", width="stretch", column_config={
                     "side": st.column_config.TextColumn(width="small"),
@@ -128,7 +128,7 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
         with tabs[3]:
             # one full-width table (a "run" column says whose call it is): two half-width ones cut columns off
             calls = [{"run": "A", **c} for c in cmp.a.tool_calls] + [{"run": "B", **c} for c in cmp.b.tool_calls]
-            st.dataframe(pd.DataFrame(calls), hide_index=True, key=f"cmp-tools-{key}", width="stretch",
+            st.dataframe(pd.DataFrame(visible_rows(calls)), hide_index=True, key=f"cmp-tools-{key}", width="stretch",
                          column_config=TOOL_CALL_COLUMNS)
         with tabs[4]:
             high, low = thresholds(config)

@@ -18,7 +18,7 @@ import streamlit as st
 
 from docmind_core.engine import Engine, default_home
 from docmind_core.errors import DocMindError
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_text
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
 from docmind_ui.charts import warm_charts
@@ -135,6 +135,20 @@ def workbench() -> Workbench:
     return Workbench(engine, current_user(engine), channel="web")
 
 
+def live_workbench() -> Workbench:
+    """The facade for a part of a page that reruns on its own (a fragment, a timer) or acts later (a callback).
+
+    Such a run does not pass the frame's sign-in check: when the session ended since the page was drawn
+    (signed out in another tab, expired, sign-in switched on), the whole page reruns instead, and the frame
+    shows the sign-in screen.  The part never runs as a signed-out user, so nothing raises and nothing is
+    logged at every refresh.
+    """
+    bench = workbench()
+    if not bench.user.is_signed_in:
+        st.rerun(scope="app")
+    return bench
+
+
 def select_new_kb(kb_id: int) -> None:
     """Add a KB just created to the sidebar's selection (the sidebar applies it at its next draw)."""
     st.session_state[NEW_KB_KEY] = kb_id
@@ -156,7 +170,7 @@ def draw_sidebar(bench: Workbench) -> None:
     """Knowledge base and document selection, then the live backends with a health dot each."""
     with st.sidebar:
         kbs = bench.list_kbs()
-        names = {kb.id: f"{kb.name} ({kb.document_count} docs)" for kb in kbs}
+        names = {kb.id: visible_text(f"{kb.name} ({kb.document_count} docs)") for kb in kbs}
         if KB_KEY not in st.session_state:  # an admin's default leaves out members' private KBs
             st.session_state[KB_KEY] = [kb.id for kb in bench.default_kbs()]
         else:  # drop KBs deleted since they were selected
@@ -170,7 +184,7 @@ def draw_sidebar(bench: Workbench) -> None:
         for kb_id in st.session_state[KB_KEY]:
             for doc in bench.list_documents(kb_id):
                 if doc.status == "complete":
-                    docs[doc.id] = doc.name
+                    docs[doc.id] = visible_text(doc.name)
         if DOC_KEY in st.session_state:
             st.session_state[DOC_KEY] = [d for d in st.session_state[DOC_KEY] if d in docs]
         st.multiselect("Documents (optional)", list(docs), format_func=lambda d: docs.get(d, str(d)), key=DOC_KEY,

@@ -9,7 +9,7 @@ import streamlit as st
 
 from docmind_core.errors import DocMindError
 from docmind_core.models import RequestedMode
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_text
 from docmind_core.timeline import RunDigest, timeline
 from docmind_ui.charts import preload_figure
 from docmind_ui.live import RunPump
@@ -116,14 +116,14 @@ def _history(conv_id: str) -> None:
             questions[message.run_id] = message.content
         elif message.role == "user":
             with st.chat_message("user"):
-                st.text(message.content)
+                st.text(visible_text(message.content))
     shown: set[str] = set()
     for run_id in run_order:
         if run_id in shown:
             continue
         record = _trace(run_id)
         with st.chat_message("user"):
-            st.text(questions.get(run_id, record.meta.question if record else ""))
+            st.text(visible_text(questions.get(run_id, record.meta.question if record else "")))
         with st.chat_message("assistant"):
             if record is None:
                 st.warning("The trace of this answer is missing.")
@@ -196,7 +196,7 @@ def _waiting_list(key: str) -> None:
     st.caption(f"{len(queue)} question{'s' if len(queue) != 1 else ''} waiting for this answer to finish:")
     for index, (question, _mode) in enumerate(queue):
         text, now, drop = st.columns([6, 2, 1], vertical_alignment="center")
-        text.text(f"{index + 1}. {question}")
+        text.text(f"{index + 1}. {visible_text(question)}")
         now.button("Stop this answer, ask now", key=f"dm_ask_now_{key}_{index}", on_click=_ask_now, args=(index,))
         drop.button("Remove", key=f"dm_drop_{key}_{index}", on_click=_drop_queued, args=(index,))
 
@@ -205,7 +205,7 @@ def _show(active: ActiveRun) -> None:
     """Stream the active run (from its first event, also after a rerun of the page) and then render it."""
     key = str(id(active.pumps[0]))  # one script run may show several runs: their widgets need their own keys
     with st.chat_message("user"):
-        st.text(active.question)
+        st.text(visible_text(active.question))
     with st.chat_message("assistant"):
         live = st.empty()
         with live.container():  # the Stop button and the waiting list live with the stream
@@ -287,7 +287,7 @@ with st.sidebar:
         st.session_state[CONV_KEY] = None
     st.session_state[CONV_PICK_KEY] = st.session_state.get(CONV_KEY)
     st.selectbox("Conversation", options, key=CONV_PICK_KEY, on_change=_pick_conversation,
-                 format_func=lambda c: "— new conversation —" if c is None else titles.get(c, c))
+                 format_func=lambda c: "— new conversation —" if c is None else visible_text(titles.get(c, c)))
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)
     if conv_id:

@@ -17,7 +17,7 @@ from docmind_core.safe_text import escape_markdown
 from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
 from docmind_ui.run_view import render_comparison
-from docmind_ui.session import ensure_frame, workbench
+from docmind_ui.session import ensure_frame, live_workbench, workbench
 
 RESULTS_KEY = "dm_ex_results"  # the picked experiment's results, handed back to the facade at the next rerun
 STARTED_KEY = "dm_ex_started"  # the experiment this session last started
@@ -126,6 +126,7 @@ handed = [shown]
 
 @st.fragment(run_every=2.0 if polling else None)
 def progress_panel() -> None:
+    live_workbench()  # its timed runs skip the frame's sign-in check: an ended session goes to sign-in
     progress = handed.pop() if handed else bench.experiment_progress(picked)
     finished = progress.done + progress.failed
     if progress.state != shown.state or finished != shown.done + shown.failed:

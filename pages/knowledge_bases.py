@@ -10,7 +10,7 @@ import streamlit as st
 from docmind_core.citation_html import anchor_id, source_card_html
 from docmind_core.errors import DocMindError
 from docmind_core.ingest.jobs import JobInput
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_rows, visible_text
 from docmind_ui.charts import jump_to_anchor, score_chart
 from docmind_ui.jobs_view import draw_jobs
 from docmind_ui.session import ensure_frame, select_new_kb, workbench
@@ -51,7 +51,7 @@ if not kbs:
     st.info("No knowledge base yet: create one above.")
     st.stop()
 
-kb_names = {kb.id: kb.name for kb in kbs}
+kb_names = {kb.id: visible_text(kb.name) for kb in kbs}
 kb_id = st.selectbox("Knowledge base", list(kb_names), format_func=kb_names.get, key="dm_manage_kb")
 kb = next(k for k in kbs if k.id == kb_id)
 st.caption(f"{escape_markdown(kb.description or 'No description.')} · {kb.document_count} documents · "
@@ -76,20 +76,21 @@ documents = bench.list_documents(kb_id)
 if not documents:
     st.caption("No documents yet.")
 else:
-    st.dataframe(pd.DataFrame([{"id": d.id, "name": d.name, "status": d.status, "chunks": d.chunk_count,
-                                "size (bytes)": d.size, "type": d.mime, "added": d.created_at[:19],
-                                "error": d.error} for d in documents]), hide_index=True, key="dm_docs")
+    st.dataframe(pd.DataFrame(visible_rows([{"id": d.id, "name": d.name, "status": d.status,
+                                             "chunks": d.chunk_count, "size (bytes)": d.size, "type": d.mime,
+                                             "added": d.created_at[:19], "error": d.error} for d in documents])),
+                 hide_index=True, key="dm_docs")
     # only documents that were ingested have chunks to preview; the newest first
-    doc_names = {d.id: d.name for d in sorted(documents, key=lambda d: d.created_at, reverse=True)
-                 if d.status == "complete"} or {d.id: d.name for d in documents}
+    doc_names = {d.id: visible_text(d.name) for d in sorted(documents, key=lambda d: d.created_at, reverse=True)
+                 if d.status == "complete"} or {d.id: visible_text(d.name) for d in documents}
     doc_id = st.selectbox("Preview a document's chunks", list(doc_names), format_func=doc_names.get,
                           key=f"dm_preview_doc_{kb_id}")
     child_tab, parent_tab = st.tabs(["Child chunks (retrieval units)", "Parent blocks (context units)"])
     for tab, parents in ((child_tab, False), (parent_tab, True)):
         with tab:
             chunks = bench.document_chunks(doc_id, parents=parents)
-            st.dataframe(pd.DataFrame([{"#": c.index, "tokens": c.token_count, "start": c.start, "end": c.end,
-                                        "text": c.text} for c in chunks]), hide_index=True,
+            st.dataframe(pd.DataFrame(visible_rows([{"#": c.index, "tokens": c.token_count, "start": c.start,
+                                                     "end": c.end, "text": c.text} for c in chunks])), hide_index=True,
                          key=f"dm_chunks_{int(parents)}")
     if st.button("Delete this document", icon=":material/delete:"):
         try:
@@ -129,11 +130,11 @@ if result is not None and hit_kb == kb_id:
                             key="dm_hit_chart", on_select="rerun", selection_mode="points",
                             config={"displayModeBar": False, "responsive": True})
     jump_to_anchor(chart)
-    st.dataframe(pd.DataFrame([{
+    st.dataframe(pd.DataFrame(visible_rows([{
         "document": c.document, "kept": c.kept, "cut by": c.cut_by or "", "vector": c.scores.vector,
         "vector rank": c.scores.vector_rank, "keyword": c.scores.keyword, "keyword rank": c.scores.keyword_rank,
         "fused": c.scores.fused, "rerank": c.scores.rerank, "mmr": c.scores.mmr,
-        "found by": ", ".join(c.found_by), "text": c.text} for c in ranked]), hide_index=True, key="dm_hits",
+        "found by": ", ".join(c.found_by), "text": c.text} for c in ranked])), hide_index=True, key="dm_hits",
         width="stretch")
     with st.expander(f"Candidate cards ({len(ranked)})", expanded=True):
         cards = "".join(source_card_html(n, c, "hits", cited=c.kept) for n, c in enumerate(ranked, start=1))

@@ -10,7 +10,7 @@ import streamlit as st
 from docmind_core.compare import compare_runs, regrade
 from docmind_core.errors import DocMindError
 from docmind_core.models import NO_RETRIEVAL_MODE, Mode, Tier
-from docmind_core.safe_text import escape_markdown
+from docmind_core.safe_text import escape_markdown, visible_rows, visible_text
 from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_core.timeline import RunDigest
 from docmind_ui.run_view import render_comparison, render_run
@@ -29,18 +29,18 @@ with st.container(border=True):
     tiers = c3.multiselect("Tier", [t.value for t in Tier], key="dm_tr_tier")
     stop = c4.text_input("Stop reason", key="dm_tr_stop", placeholder="e.g. max_iterations")
     kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
-                             format_func=lambda k: "any" if k is None else kb_names.get(k, str(k)))
+                             format_func=lambda k: "any" if k is None else visible_text(kb_names.get(k, str(k))))
 
 summaries = bench.list_traces(kb_id=kb_filter, since=since.isoformat() if since else None, mode=modes, tier=tiers,
                               stop_reason=stop.strip() or None, limit=500)
 if not summaries:
     st.info("No run matches. Ask something in Chat, or import a trace below.")
 
-table = pd.DataFrame([{
+table = pd.DataFrame(visible_rows([{
     "started": s.started_at[:19].replace("T", " "), "question": s.question, "mode": s.mode,
     "requested": s.requested_mode, "tier": s.tier, "stop reason": s.stop_reason,
     "KBs": ", ".join(kb_names.get(k, str(k)) for k in s.kb_ids), "ms": round(s.duration_ms),
-    "pair": s.pair_id or "", "label": s.label, "run id": s.run_id} for s in summaries])
+    "pair": s.pair_id or "", "label": s.label, "run id": s.run_id} for s in summaries]))
 # the label comes right after the time: imported copies of a run differ only there, so it must stay on screen
 selection = st.dataframe(
     table, hide_index=True, on_select="rerun", selection_mode="multi-row", key="dm_tr_table", width="stretch",
@@ -88,8 +88,8 @@ if len(records) == 1:
         verdict = st.radio("The answer is", ["correct", "wrong", "should_abstain"], horizontal=True,
                            key="dm_tr_verdict", format_func=lambda v: v.replace("_", " "))
         gold = st.multiselect("Gold chunks (the sources that hold the answer)", [c.chunk_id for c in sources],
-                              key="dm_tr_gold", format_func=lambda cid: next(
-                                  f"[{i}] {c.document}" for i, c in enumerate(sources, 1) if c.chunk_id == cid))
+                              key="dm_tr_gold", format_func=lambda cid: visible_text(next(
+                                  f"[{i}] {c.document}" for i, c in enumerate(sources, 1) if c.chunk_id == cid)))
         if st.button("Save label", icon=":material/label:", key="dm_tr_label"):
             try:
                 saved = bench.label_run(record.meta.run_id, verdict, gold)
@@ -137,10 +137,11 @@ if regrade_clicked:
     else:
         changed = sum(1 for r in rows if r.changed)
         st.markdown(f"**{changed} of {len(rows)} run(s) change tier.**")
-        frame = pd.DataFrame([{"changed": "⚠ yes" if r.changed else "", "question": r.question, "mode": r.mode,
-                               "recorded tier": r.old_tier, "new tier": r.new_tier or "—",
-                               "top score": r.top_score, "lexical coverage": r.lex_coverage, "reason": r.reason,
-                               "run id": r.run_id} for r in rows])
+        frame = pd.DataFrame(visible_rows([{"changed": "⚠ yes" if r.changed else "", "question": r.question,
+                                            "mode": r.mode, "recorded tier": r.old_tier,
+                                            "new tier": r.new_tier or "—", "top score": r.top_score,
+                                            "lexical coverage": r.lex_coverage, "reason": r.reason,
+                                            "run id": r.run_id} for r in rows]))
         st.dataframe(frame, hide_index=True, key="dm_rg_table")
 
 # -- export / import -----------------------------------------------------------------

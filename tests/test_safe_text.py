@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import json
+
 import pytest
 
 from docmind_core.citation_html import citation_html, highlighted_html, source_card_html
@@ -132,7 +135,7 @@ def test_normalise_newlines_turns_every_line_separator_into_one_newline():
     ("over\rwrite", "over\nwrite"),
     ("keep\ttabs\nand lines", "keep\ttabs\nand lines"),
     ("\x1bPdcs payload\x1b\\after", "after"),
-    ("bidi \u202eevil\u202c", "bidi evil"),
+    ("bidi \u202eevil\u202c", "bidi <U+202E>evil<U+202C>"),  # shown, not acting
     ("\x1b[3", "3"),  # an escape cut off by truncation leaves no ESC byte
 ])
 def test_strip_control_removes_terminal_sequences_and_controls(text, shown):
@@ -184,3 +187,47 @@ def test_limits_and_the_exposure_key_are_typed_with_ranges():
         settings.with_overrides({"limits.max_kb_ids": 0})
     with pytest.raises(ConfigError, match="max_question_chars"):
         settings.with_overrides({"limits.max_question_chars": 10_000_000})
+
+
+# -- bidi and invisible characters (issue 19 item 8): one sanitiser, shown as markers -------------------------
+
+from docmind_core.safe_text import reveal_invisible, terminal_json, visible_rows, visible_text  # noqa: E402
+
+SPOOFED = "invoice\u202etxt.exe"  # renders "invoiceexe.txt" where the override acts
+
+
+@pytest.mark.parametrize("sink", [escape_markdown, strip_control, visible_text,
+                                  lambda t: escape_html(t, markdown_inert=False)])
+def test_a_bidi_override_is_shown_as_a_marker_in_every_sink(sink):
+    shown = sink(SPOOFED)
+    assert "\u202e" not in shown
+    readable = html.unescape(text_of(shown).strip() if sink is escape_markdown else shown)
+    assert readable == "invoice<U+202E>txt.exe"
+
+
+@pytest.mark.parametrize("char", ["\u200b", "\u2060", "\ufeff", "\u00ad", "\u061c", "\u2066", "\U000e0041",
+                                  "\u200d", "\u200c"])
+def test_invisible_characters_between_latin_letters_are_marked(char):
+    shown = strip_control(f"al{char}ice")
+    assert char not in shown and shown == f"al<U+{ord(char):04X}>ice"
+    assert char not in escape_html(f"al{char}ice") and char not in escape_markdown(f"al{char}ice")
+
+
+def test_joiners_stay_where_scripts_and_emoji_need_them():
+    persian = "می\u200cخواهم"  # ZWNJ inside a Persian word
+    family = "👩\u200d👧"  # an emoji ZWJ sequence
+    assert reveal_invisible(persian) == persian and reveal_invisible(family) == family
+    assert reveal_invisible("\u200dx") == "<U+200D>x"  # at an edge or next to ASCII: marked
+
+
+def test_json_escapes_them_and_the_data_stays_the_same():
+    value = {"name": SPOOFED, "excerpt": "RED\u200bFOX \U000e0041 tag", "persian": "می\u200cخواهم"}
+    text = terminal_json(json.dumps(value, ensure_ascii=False))
+    for char in ("\u202e", "\u200b", "\U000e0041", "\u200c"):
+        assert char not in text
+    assert "\\u202e" in text and "\\u200b" in text
+    assert json.loads(text) == value
+
+
+def test_table_rows_are_made_visible_cell_by_cell():
+    assert visible_rows([{"name": SPOOFED, "chunks": 3}]) == [{"name": "invoice<U+202E>txt.exe", "chunks": 3}]

@@ -302,6 +302,7 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     # config: global keys by admins; grader/agentic/retrieval/rag as anyone's personal values
     ("settings", False, signed_in, lambda w, b, v: b.settings() is not None),
     ("config_view", False, signed_in, lambda w, b, v: b.config_view() is not None),
+    ("config_versions", False, signed_in, lambda w, b, v: b.config_versions(["grader.high_threshold"]) is not None),
     ("set_config", False, admin_only, _set_global),
     ("reset_config", False, signed_in, lambda w, b, v: b.reset_config("grader.coverage_high") is not None),
     ("config_history", False, owner_or_admin, _config_history_of_others),

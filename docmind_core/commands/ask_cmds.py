@@ -92,8 +92,9 @@ def register(cli: click.Group, get_engine) -> None:
             yours = f"  yours (global {view.global_settings.get(spec.key)!r})" if spec.key in view.personal else ""
             click.echo(f"{mark} {spec.key:<38} = {value!r:<24} {rng}{yours}")
         for problem in view.problems:
-            echo(f"! stored {problem.key}={problem.value!r} is ignored: {problem.message} "
-                 f"(docmind config reset {problem.key})")
+            whose, flag = ("your personal", " --personal") if problem.scope == "personal" else ("stored", "")
+            echo(f"! {whose} {problem.key}={problem.value!r} is ignored: {problem.message} "
+                 f"(docmind config reset {problem.key}{flag})")
 
     @config.command("get")
     @click.argument("key")

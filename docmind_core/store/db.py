@@ -550,6 +550,24 @@ def m012_ids_never_reused(db: sqlite_utils.Database) -> list[str]:
 
 
 @migration
+def m013_config_versions(db: sqlite_utils.Database) -> None:
+    # One version per stored key and scope, for compare-and-set from a form: a write names the version its
+    # form was drawn from and is refused when the key changed since.  Rows stay when a value is reset to
+    # its default, so a version never repeats (a reset and a new value cannot look like the old one).
+    db.executescript(
+        """
+        CREATE TABLE config_versions (
+            owner_id INTEGER NOT NULL,           -- 0: the global value; else the user whose personal value
+            key TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            changed_by TEXT NOT NULL DEFAULT '', -- who made the change that gave this version
+            PRIMARY KEY (owner_id, key)
+        );
+        """
+    )
+
+
+@migration
 def m015_experiment_description(db: sqlite_utils.Database) -> None:
     # An experiment's description, generated when it is created: its variants (mode and overrides), the
     # grader thresholds it runs with and its question set, so two experiments read apart before and after

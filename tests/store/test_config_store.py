@@ -169,3 +169,52 @@ def test_setting_a_profile_returns_the_settings_that_are_stored(store):
     assert returned.llm.timeout_s == loaded.llm.timeout_s == 60
     assert returned.run.deadline_ms == loaded.run.deadline_ms == 60_000
     assert returned.flat() == loaded.flat()
+
+
+# -- issue 19: unreadable values and compare-and-set ---------------------------------------------------------
+
+from docmind_core.errors import ConfigConflict  # noqa: E402
+
+
+def test_a_value_that_is_not_json_is_skipped_and_reset(store, db):
+    db.db.execute("INSERT INTO config (key, value, updated_at) VALUES ('grader.high_threshold', '{0.8', 'x')")
+    report = store.load_report()
+    assert report.settings == Settings()
+    assert [(p.key, p.value, p.scope) for p in report.problems] == [("grader.high_threshold", "{0.8", "global")]
+    assert store.overrides() == {}
+    store.set("grader.high_threshold", 0.8, by="alice")  # a set over it replaces it, history and all
+    assert store.overrides() == {"grader.high_threshold": 0.8}
+    assert store.history()[0].old_value == "{0.8"
+    db.db.execute("UPDATE config SET value = 'nope' WHERE key = 'grader.high_threshold'")
+    store.reset_all(by="alice")
+    assert store.overrides() == {} and store.load_report().problems == []
+
+
+def test_a_write_from_a_stale_version_is_refused_and_writes_nothing(store):
+    seen = store.versions(["grader.high_threshold", "grader.low_threshold"])
+    store.set("grader.high_threshold", 0.8, by="root (cli)")
+    with pytest.raises(ConfigConflict, match=r"grader.high_threshold was changed by root \(cli\) since you opened"):
+        store.set_many({"grader.high_threshold": 0.7, "grader.low_threshold": 0.3}, by="boss (web)", expected=seen)
+    assert store.overrides() == {"grader.high_threshold": 0.8}
+    store.set_many({"grader.low_threshold": 0.3}, by="boss (web)", expected=seen)  # untouched since: accepted
+    assert store.load().grader.low_threshold == 0.3
+
+
+def test_a_reset_and_a_new_value_never_repeat_a_version(store):
+    seen = store.versions(["grader.high_threshold"])
+    store.set("grader.high_threshold", 0.8, by="a")
+    store.reset("grader.high_threshold", by="a")  # back to no override at all
+    with pytest.raises(ConfigConflict):
+        store.set_many({"grader.high_threshold": 0.7}, by="b", expected=seen)
+
+
+def test_a_personal_form_sees_a_global_change_and_its_own(store):
+    seen = store.versions(["grader.low_threshold"], user_id=5)
+    store.set("grader.low_threshold", 0.2, by="boss (cli)")
+    with pytest.raises(ConfigConflict, match="changed by boss"):
+        store.set_personal(5, {"grader.low_threshold": 0.3}, by="alice (web)", expected=seen)
+    seen = store.versions(["grader.low_threshold"], user_id=5)
+    store.set_personal(5, {"grader.low_threshold": 0.3}, by="alice (cli)")
+    with pytest.raises(ConfigConflict, match=r"changed by alice \(cli\)"):
+        store.set_personal(5, {"grader.low_threshold": 0.35}, by="alice (web)", expected=seen)
+    assert store.personal_overrides(5) == {"grader.low_threshold": 0.3}
