@@ -36,7 +36,9 @@ content::
 Reply builders: ``text(content, usage=(prompt, completion), delay=0)``,
 ``tool_calls(*calls, content="", usage=..., delay=0)`` with
 ``call(name, arguments_dict_or_raw_string, id=None)``, and
-``status(code, message="...", delay=0)`` for an HTTP error.  With an empty
+``status(code, message="...", delay=0)`` for an HTTP error.  A reply's ``finish_reason`` can be set
+("length": a generation cut by ``max_tokens``); a request's ``stop`` sequences cut the content before the
+first of them, as a real server does.  With an empty
 queue and no default the server answers 500 "no scripted reply", which makes
 a missing script obvious in a test.
 """
@@ -48,7 +50,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Literal
 
@@ -68,6 +70,7 @@ class Reply:
     message: str = ""
     usage: tuple[int, int] = (12, 7)
     delay: float = 0.0
+    finish_reason: str = ""  # "" = what a real server says for this reply ("stop" / "tool_calls"); "length"
 
 
 def call(name: str, arguments: dict | str, id: str | None = None) -> ScriptedCall:
@@ -210,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
             return
         self.fake.requests.append(body)
-        reply = self.fake._next_reply(body)
+        reply = _stopped(self.fake._next_reply(body), body.get("stop"))
         if reply.delay:
             time.sleep(reply.delay)
         try:
@@ -262,15 +265,29 @@ class _Handler(BaseHTTPRequestHandler):
             for part in (c.arguments[:half], c.arguments[half:]):
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": part}}]},
                        "finish_reason": None}])
-        send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if reply.calls else "stop"}])
+        send([{"index": 0, "delta": {}, "finish_reason": _finish(reply)}])
         if (body.get("stream_options") or {}).get("include_usage"):
             send([], usage=_usage(reply))
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
 
+def _stopped(reply: Reply, stop: Any) -> Reply:
+    """The reply as a real server sends it under the request's ``stop``: cut before the first stop sequence
+    (which is not sent), finish reason "stop"."""
+    sequences = [stop] if isinstance(stop, str) else [s for s in (stop or []) if s]
+    cuts = [reply.content.find(s) for s in sequences if s in reply.content]
+    if not cuts or reply.calls:
+        return reply
+    return replace(reply, content=reply.content[:min(cuts)], finish_reason="stop")
+
+
 def _pieces(content: str, size: int = 4) -> list[str]:
     return [content[i:i + size] for i in range(0, len(content), size)]
+
+
+def _finish(reply: Reply) -> str:
+    return reply.finish_reason or ("tool_calls" if reply.calls else "stop")
 
 
 def _usage(reply: Reply) -> dict[str, int]:
@@ -289,6 +306,6 @@ def _completion(model: str, reply: Reply) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if reply.calls else "stop"}],
+                     "finish_reason": _finish(reply)}],
         "usage": _usage(reply),
     }
