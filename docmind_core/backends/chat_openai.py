@@ -108,6 +108,10 @@ class OpenAIChatModel:
                                       timeout=self._budget("agent_round", timeout_s, retrieval=True))
         if tools:
             kwargs.update(tools=[t.openai_schema() for t in tools], tool_choice="auto")
+        if transcript.max_tokens:
+            kwargs["max_tokens"] = min(self.max_tokens, transcript.max_tokens)
+        if transcript.stop and tools:
+            kwargs["stop"] = list(transcript.stop)
         response = self._complete("agent_round", meter, kwargs)
         if not response.choices:
             raise ModelOutputError(f"{self.name} returned no choices for the agent turn")
