@@ -293,7 +293,8 @@ class AgenticSearch:
                        tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
         offered = {t.name for t in tools}
         sandbox = _SANDBOX_SECTION if "executeCode" in offered else ""
-        system = self.prompts.render("agentic_system", sandbox_section=sandbox)
+        template = "agentic_system_compact" if settings.agentic.compact_tools else "agentic_system"
+        system = self.prompts.render(template, sandbox_section=sandbox)
         system = _without_unoffered_lines(system, offered)
         lines = [f"Question: {question}"]
         if query.strip() != question.strip():

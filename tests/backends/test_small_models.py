@@ -278,3 +278,6 @@ def test_the_compact_schema_offers_only_the_query(server):
     assert tools["searchDocs"]["parameters"] == {"type": "object", "properties": {"query": {"type": "string"}},
                                                  "required": ["query"]}
     assert len(tools["searchDocs"]["description"]) < 40
+    system = server.requests[0]["messages"][0]["content"]
+    full = PROMPTS.render("agentic_system", sandbox_section="")
+    assert "searchDocs:" in system and "webSearch" not in system and len(system) < len(full) / 2
