@@ -281,3 +281,50 @@ def test_the_compact_schema_offers_only_the_query(server):
     system = server.requests[0]["messages"][0]["content"]
     full = PROMPTS.render("agentic_system", sandbox_section="")
     assert "searchDocs:" in system and "webSearch" not in system and len(system) < len(full) / 2
+
+
+Q07 = "Nimbus 的默认管理地址是什么？"
+
+
+def _english_rewrite(request):
+    """The 1.5B's q07 run: the understanding rewrote the Chinese question into English; answers quote sources."""
+    if request.get("response_format"):
+        return text(json.dumps({"rewrittenQuery": "What is the default management address of Nimbus?",
+                                "intent": "factoid", "complexity": "SIMPLE", "specificity": "BROAD",
+                                "scope": "knowledge_query", "scopeConfidence": 0.9}))
+    sources = request["messages"][-1]["content"]
+    return text("默认管理地址是 192.168.50.1 [1]。" if "192.168.50.1" in sources else "资料中没有提到。")
+
+
+@pytest.fixture(scope="module")
+def manual_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("small-model-zh")
+    engine = Engine.open(home, env={})
+    kb = engine.create_kb("nimbus", description="Halcyon Data product documents")
+    files = [DEMO / "nimbus_manual_zh.docx", DEMO / "pricing_comparison.html", DEMO / "nimbus_n2_datasheet.pdf",
+             DEMO / "faq.md", DEMO / "release_notes.md"]
+    assert all(o.status == "added" for o in engine.ingest(kb.id, files))
+    return home
+
+
+@pytest.mark.slow  # ingests a KB and runs a whole answer
+def test_a_rewrite_into_english_is_discarded_and_rule_mode_finds_the_chinese_manual(manual_home, server):
+    server.respond_with(_english_rewrite)
+    engine = Engine.open(manual_home, env={})
+    engine.config.set("llm.base_url", server.base_url)
+    engine.config.set("llm.model", "qwen2.5-coder-1.5b-instruct")
+    try:
+        kb_id = engine.store.get_kb_by_name("nimbus").id
+        events = list(engine.ask(Q07, [kb_id], mode="rule"))
+    finally:
+        engine.config.reset("llm.base_url")
+        engine.config.reset("llm.model")
+    from docmind_core.events import Understood
+
+    [understood] = [e for e in events if isinstance(e, Understood)]
+    assert understood.via == "model" and understood.understanding.rewritten_query == Q07
+    assert "switched from Chinese to English" in understood.note
+    done = events[-1]
+    assert isinstance(done, Done) and "192.168.50.1" in done.answer
+    assert done.sources[0].document == "nimbus_manual_zh.docx"
+    assert "time per stage" in [r for r in timeline(events) if r.kind == "done"][0].fields
