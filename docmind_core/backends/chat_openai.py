@@ -194,9 +194,12 @@ class OpenAIChatModel:
             try:
                 return self._client.chat.completions.create(model=self.model, timeout=attempt_s, **kwargs)
             except openai.BadRequestError as exc:
-                if "response_format" in kwargs and "response_format" in str(exc):
-                    # some compatible servers reject JSON mode; the prompt asks for JSON anyway
-                    kwargs.pop("response_format")
+                # some compatible servers reject JSON mode or stop sequences; the prompt asks for JSON anyway,
+                # and a printed call is still read without a stop
+                optional = [key for key in ("response_format", "stop") if key in kwargs and key in str(exc)]
+                if optional:
+                    for key in optional:
+                        kwargs.pop(key)
                     return self._client.chat.completions.create(model=self.model, timeout=attempt_s, **kwargs)
                 raise
 

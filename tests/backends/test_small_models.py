@@ -328,3 +328,19 @@ def test_a_rewrite_into_english_is_discarded_and_rule_mode_finds_the_chinese_man
     assert isinstance(done, Done) and "192.168.50.1" in done.answer
     assert done.sources[0].document == "nimbus_manual_zh.docx"
     assert "time per stage" in [r for r in timeline(events) if r.kind == "done"][0].fields
+
+
+def test_a_server_that_refuses_stop_sequences_is_asked_again_without_them(server):
+    from tests.fakes.openai_server import status
+
+    def refuses_stop(request):
+        if "stop" in request:
+            return status(400, "Unsupported parameter: 'stop' is not supported with this model.")
+        if any(m["role"] == "assistant" for m in request["messages"]):
+            return text("I have enough evidence.")
+        return printed_calls(printed("searchDocs", {"query": "DM-3000 flow rate"}), shape="tags")
+
+    server.respond_with(refuses_stop)
+    events, outcome, _, _ = run_small(server)
+    assert [("stop" in r) for r in server.requests[:2]] == [True, False]
+    assert outcome.stop_reason == "model_done" and [c.name for c in outcome.tool_calls] == ["searchDocs"]
