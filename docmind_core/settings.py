@@ -228,6 +228,9 @@ class AgenticSettings(_Group):
                           "that prints its calls as text stops after the first complete one")
     compact_tools: bool = Field(False, description="Offer the tools with one-line descriptions and only a query "
                                                    "argument (a shorter prompt for small models)")
+    search_question: bool = Field(
+        False, description="After the loop, also search the question as asked when the model never did (a small "
+                           "model's own queries can miss the passage the question names)")
 
     @model_validator(mode="after")
     def _top_k_range(self) -> "AgenticSettings":
@@ -326,7 +329,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "retrieval.worker_timeout_ms": 20_000, "rag.context_max_tokens": 1000, "rag.history_turns": 2,
         # a printed call is ~30-60 tokens: the round stops after it, and top_k never falls under the default
         "agentic.round_max_tokens": 128, "agentic.search_top_k_min": 5, "agentic.search_top_k_max": 8,
-        "agentic.compact_tools": True, "llm.understanding": "rules_when_confident",
+        "agentic.compact_tools": True, "agentic.search_question": True, "llm.understanding": "rules_when_confident",
     },
 }
 

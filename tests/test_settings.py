@@ -17,7 +17,7 @@ def test_local_small_shortens_tool_rounds_and_skips_confident_understanding():
     small = Settings().with_overrides({"llm.profile": "local_small"})
     assert (small.agentic.round_max_tokens, small.agentic.compact_tools, small.llm.understanding) == (
         128, True, "rules_when_confident")
-    assert small.agentic.search_top_k_min == small.agentic.search_top_k == 5
+    assert small.agentic.search_top_k_min == small.agentic.search_top_k == 5 and small.agentic.search_question
     assert small.rag.context_max_tokens < Settings().rag.context_max_tokens
     mine = Settings().with_overrides({"llm.profile": "local_small", "llm.understanding": "model"})
     assert mine.llm.understanding == "model"  # a key set by hand wins over the profile

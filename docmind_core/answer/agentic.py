@@ -42,11 +42,11 @@ from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.models import (GradeResult, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
-                              Tier, Understanding)
+                              Tier, ToolCallRecord, Understanding)
 from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalOutcome
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.settings import Settings
-from docmind_core.text import keyword_tokens
+from docmind_core.text import keyword_tokens, normalise_query
 from docmind_core.backends.openai_parsing import CALL_STOP_SEQUENCES
 from docmind_core.tools import LOOP_TOOLS, ToolContext, Toolbox
 
@@ -153,6 +153,8 @@ class AgenticSearch:
         finally:
             ctx.close()  # the loop is over: nothing may run under this context any more
 
+        if stop_reason != StopReason.CANCELLED and not failure and settings.agentic.search_question:
+            self._search_question(question, ctx)
         loop_ms = elapsed_ms(started)
         if stop_reason == StopReason.CANCELLED:
             return (yield from self._cancelled_outcome(query, ctx, rounds, loop_ms))
@@ -302,6 +304,28 @@ class AgenticSearch:
         lines.append(f"Knowledge bases: {kb_brief or '(none described)'}")
         lines.append("Gather the evidence with the tools, then stop.")
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
+
+    def _search_question(self, question: str, ctx: ToolContext) -> None:
+        """searchDocs on the question as asked, when no search of the loop ran it (``agentic.search_question``):
+        the model's queries only add to it.  Recorded as a call after the loop; a failure leaves the union as
+        the loop made it."""
+        asked = normalise_query(question)
+        if any(r.name == "searchDocs" and r.status == "ok" and normalise_query(str(r.args.get("query", ""))) == asked
+               for r in ctx.records):
+            return
+        started = time.perf_counter()
+        top_k = ctx.settings.agentic.search_top_k
+        try:
+            output = self.toolbox.call(ctx, "searchDocs", {"query": question, "top_k": top_k})
+        except Exception:  # noqa: BLE001 - an addition to the loop's evidence, never a reason to fail it
+            return
+        new, dup = ctx.absorb(output.chunks, "searchDocs")
+        if output.chunks:
+            ctx.add_search_group([c.chunk_id for c in output.chunks])
+        ctx.record(ToolCallRecord(name="searchDocs", args={"query": question, "top_k": top_k},
+                                  result_count=len(output.chunks), new_chunks=len(new), duplicate_chunks=dup,
+                                  status=output.status, latency_ms=elapsed_ms(started),
+                                  message="the question as asked, searched after the loop (agentic.search_question)"))
 
     def _on_one_scale(self, query: str, union: list[RetrievedChunk], ctx: ToolContext) -> list[RetrievedChunk]:
         """Re-derive every chunk's retriever scores against the one finalize query.

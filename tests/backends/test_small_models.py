@@ -344,3 +344,25 @@ def test_a_server_that_refuses_stop_sequences_is_asked_again_without_them(server
     events, outcome, _, _ = run_small(server)
     assert [("stop" in r) for r in server.requests[:2]] == [True, False]
     assert outcome.stop_reason == "model_done" and [c.name for c in outcome.tool_calls] == ["searchDocs"]
+
+
+def test_the_question_is_searched_after_the_loop_when_the_model_never_did(server):
+    """Under local_small the model's queries only add to a search of the question as asked."""
+    question = "How often is the DM-3000 filter cleaned?"
+    server.script(printed_calls(printed("searchDocs", {"query": "DM-4000 litres"}), shape="tags"),
+                  text("I have enough evidence."))
+    events, outcome, ctx, retriever = run_small(server, question, **{"agentic.search_question": True})
+    assert [(r.name, r.args["query"]) for r in outcome.tool_calls] == [("searchDocs", "DM-4000 litres"),
+                                                                       ("searchDocs", question)]
+    assert "agentic.search_question" in outcome.tool_calls[-1].message
+    assert "a3" in {c.chunk_id for c in outcome.result.candidates}  # the filter passage: only the question finds it
+    retrieval = [r for r in timeline(events) if r.kind == "retrieval"][0]
+    assert [item["args"] for item in retrieval.items] == [json.dumps({"query": question, "top_k": 8})]
+
+
+def test_a_question_the_model_searched_itself_is_not_searched_again(server):
+    question = "DM-3000 flow rate"
+    server.script(printed_calls(printed("searchDocs", {"query": "dm-3000  flow rate"}), shape="tags"),
+                  text("I have enough evidence."))
+    _, outcome, _, _ = run_small(server, question, **{"agentic.search_question": True})
+    assert [r.args["query"] for r in outcome.tool_calls] == ["dm-3000  flow rate"]
