@@ -148,6 +148,7 @@ def test_a_configured_model_is_measured_with_its_repairs_and_adjusted_arguments(
     q01 = next(r for r in report["rows"] if r["item"] == "q01")
     assert q01["right"] and q01["route"] == "AGENTIC"
     # the server stopped the round at the first </tool_call>: one call, its top_k 1 raised to the floor
+    # (local_small's search of the question after the loop is not made: the model's query has the same terms)
     assert q01["repairs"] == {"tool_call_tags": 1} and q01["adjusted"] == 1 and q01["tool_calls"] == 1
     assert report["modes"]["agentic"]["right"] == 2 and report["modes"]["agentic"]["repairs"] == {
         "tool_call_tags": 2}
