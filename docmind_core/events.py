@@ -65,6 +65,7 @@ class Understood(_Event):
     understanding: Understanding
     via: Literal["model", "offline", "fallback"]
     duration_ms: float = 0.0
+    note: str = ""  # why the rules answered instead of the model, or why the model's rewrite was discarded
 
 
 class Routed(_Event):
@@ -83,6 +84,11 @@ class AgenticStep(_Event):
     duplicate_chunks: int
     duration_ms: float
     thought: str = ""  # the model's text beside its tool calls, if any
+    offered_tools: list[str] = Field(default_factory=list)  # the tools this round's request offered
+    withheld_tools: dict[str, str] = Field(default_factory=dict)  # loop tools not offered -> why (cannot work)
+    requested_calls: int = 0  # calls the model asked for, before repeats and calls past the cap were dropped
+    repeated_calls: int = 0  # dropped: same tool and normalised arguments as an earlier call of the round
+    over_cap_calls: int = 0  # not run: past agentic.max_tool_calls
 
 
 class Retrieved(_Event):

@@ -347,7 +347,9 @@ class Confidence(_Value):
 
 
 # How a tool call the model printed as text (not as ``tool_calls``) was recovered; "" for a real tool call.
-RepairedFrom = Literal["", "content_json", "fenced_json", "tool_call_tags"]
+# (backends/openai_parsing.py names the dialect it was printed in.)
+RepairedFrom = Literal["", "content_json", "fenced_json", "tool_call_tags", "tools_tags", "function_tags",
+                       "function_parameters"]
 
 
 class ToolCallRecord(_Value):
@@ -361,6 +363,8 @@ class ToolCallRecord(_Value):
     status: Literal["ok", "error", "deduplicated", "rejected", "unavailable", "timeout"] = "ok"
     message: str = ""  # error text or the observation summary
     repaired_from: RepairedFrom = ""
+    # a model's argument the settings overrode, e.g. "top_k 1 -> 5 (agentic.search_top_k_min)"
+    adjusted: list[str] = Field(default_factory=list)
 
 
 class WorkerReport(_Value):

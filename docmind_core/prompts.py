@@ -33,6 +33,7 @@ REQUIRED_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "memory_ack": frozenset({"memories", "question", "language"}),
     "query_understanding": frozenset({"kb_brief", "history", "question"}),
     "agentic_system": frozenset({"sandbox_section"}),
+    "agentic_system_compact": frozenset({"sandbox_section"}),  # agentic.compact_tools: for small models
 }
 
 _SECTION_RE = re.compile(r"^###\s*(system|user)\s*$", re.MULTILINE)

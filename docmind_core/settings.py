@@ -78,6 +78,9 @@ class LLMSettings(_Group):
     profile: Literal["default", "local_small"] = Field(
         "default", description="local_small: limits for a ~1.5B model on a few CPU cores (longer timeouts, no "
                                "retries, a longer run deadline, fewer and shorter calls); keys you set yourself win")
+    understanding: Literal["model", "rules_when_confident"] = Field(
+        "model", description="rules_when_confident: skip the understanding call when the offline rules are sure of "
+                             "the question (a knowledge question, unambiguous, no reference to earlier turns)")
 
     @field_validator("model")
     @classmethod
@@ -215,6 +218,26 @@ class AgenticSettings(_Group):
     search_top_k: int = Field(8, ge=1, le=50, description="Chunks returned per search tool call")
     web_max_results: int = Field(5, ge=1, le=20, description="Results per webSearch call in the loop")
     max_tool_calls: int = Field(12, ge=1, le=100, description="Tool calls per run at most, across rounds")
+    search_top_k_min: int = Field(3, ge=1, le=50, description="A model's top_k below this is raised to it (a small "
+                                                              "model copies the schema's minimum of 1)")
+    search_top_k_max: int = Field(20, ge=1, le=50, description="A model's top_k above this is cut to it")
+    round_max_tokens: int = Field(0, ge=0, le=32768, description="Most tokens one tool round may generate "
+                                                                 "(0: llm.max_tokens); a call needs few")
+    stop_after_printed_call: bool = Field(
+        True, description="Send stop sequences (</tools>, </tool_call>, </function>) with tool rounds, so a model "
+                          "that prints its calls as text stops after the first complete one")
+    compact_tools: bool = Field(False, description="Offer the tools with one-line descriptions and only a query "
+                                                   "argument (a shorter prompt for small models)")
+    search_question: bool = Field(
+        False, description="After the loop, also search the question as asked when the model never did (a small "
+                           "model's own queries can miss the passage the question names)")
+
+    @model_validator(mode="after")
+    def _top_k_range(self) -> "AgenticSettings":
+        if self.search_top_k_min > self.search_top_k_max:
+            raise ValueError(f"agentic.search_top_k_min ({self.search_top_k_min}) must not exceed "
+                             f"agentic.search_top_k_max ({self.search_top_k_max})")
+        return self
 
 
 class MemorySettings(_Group):
@@ -297,7 +320,8 @@ class RunSettings(_Group):
 # llm.profile presets.  A 1.5B model on 2 CPU cores writes ~5-10 tokens/s and needs ~10-30 s to read a
 # 2,000-token prompt: calls get long timeouts and no retries (a retry of a slow call only doubles the wait),
 # every call is short (max_tokens), the loop has two rounds and few tool calls, the evidence is smaller, and the
-# run deadline leaves room for all of it.
+# run deadline leaves room for all of it.  Its prompts are short (compact tool schemas, only the tools that can
+# work, less evidence) and the understanding call is skipped where the offline rules are sure.
 PROFILES: dict[str, dict[str, Any]] = {
     "default": {},
     "local_small": {
@@ -305,7 +329,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "run.deadline_ms": 300_000, "run.answer_reserve_ms": 120_000,
         "agentic.max_iterations": 2, "agentic.iteration_timeout_ms": 90_000, "agentic.total_timeout_ms": 150_000,
         "agentic.max_tool_calls": 4, "agentic.search_top_k": 5,
-        "retrieval.worker_timeout_ms": 20_000, "rag.context_max_tokens": 1200, "rag.history_turns": 2,
+        "retrieval.worker_timeout_ms": 20_000, "rag.context_max_tokens": 1000, "rag.history_turns": 2,
+        # a printed call is ~30-60 tokens: the round stops after it, and top_k never falls under the default
+        "agentic.round_max_tokens": 128, "agentic.search_top_k_min": 5, "agentic.search_top_k_max": 8,
+        "agentic.compact_tools": True, "agentic.search_question": True, "llm.understanding": "rules_when_confident",
     },
 }
 

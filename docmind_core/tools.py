@@ -16,8 +16,10 @@ stays separate for exact codes, versions and quoted names.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
@@ -43,6 +45,16 @@ class ToolExecutionError(DocMindError):
         super().__init__(f"{tool} failed: {cause}")
         self.tool = tool
         self.cause = cause
+
+
+@dataclass
+class RoundDispatch:
+    """What :meth:`Toolbox.dispatch_round` did with one round's calls."""
+
+    observations: list[Observation]  # of the calls that were dispatched, in the model's order
+    printed: int = 0  # calls the model asked for
+    repeated: int = 0  # dropped as the same tool with the same normalised arguments as an earlier call
+    over_cap: int = 0  # not run: past agentic.max_tool_calls
 
 
 @dataclass
@@ -172,6 +184,9 @@ class ToolArgument:
     bounds: tuple[int, int] | None = None  # an integer is clamped into this range (the schema says so too)
     alias: str = ""  # the camelCase spelling models also write
     default_key: str = ""  # the settings key that fills it when the model leaves it out
+    # settings keys of the floor and ceiling a model's value is moved into (recorded in the call's ``adjusted``)
+    floor_key: str = ""
+    ceiling_key: str = ""
 
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "integer" if self.type is int else "string"}
@@ -184,7 +199,8 @@ class ToolArgument:
 
 _QUERY = ToolArgument(str, "What to look for, in the documents' language", required=True)
 _TOP_K = ToolArgument(int, "How many passages to return", bounds=(1, 50), alias="topK",
-                      default_key="agentic.search_top_k")
+                      default_key="agentic.search_top_k", floor_key="agentic.search_top_k_min",
+                      ceiling_key="agentic.search_top_k_max")
 
 TOOL_ARGUMENTS: dict[str, dict[str, ToolArgument]] = {
     "searchDocs": {"query": _QUERY, "top_k": _TOP_K},
@@ -223,13 +239,30 @@ _DESCRIPTIONS = {
 TOOL_SPECS: dict[str, ToolSpec] = {name: ToolSpec(name, _DESCRIPTIONS[name], _parameters(name))
                                    for name in TOOL_ARGUMENTS}
 
+# One line each, and only the arguments a call needs: the compact schema small models read (agentic.compact_tools).
+_COMPACT_DESCRIPTIONS = {
+    "searchDocs": "Search the knowledge bases.",
+    "keywordSearch": "Exact keyword search, for codes and names.",
+    "webSearch": "Search the web.",
+    "recall_memory": "Recall what the user asked to remember.",
+    "executeCode": "Run Python; print the result.",
+}
+
 LOOP_TOOLS = ("searchDocs", "keywordSearch", "webSearch", "recall_memory")
 
 
-def loop_tool_specs(sandbox_enabled: bool) -> list[ToolSpec]:
+def loop_tool_specs(sandbox_enabled: bool, compact: bool = False) -> list[ToolSpec]:
     """The tools the agentic loop may call; write and metadata tools are never among them."""
     names = [*LOOP_TOOLS, "executeCode"] if sandbox_enabled else list(LOOP_TOOLS)
-    return [TOOL_SPECS[n] for n in names]
+    return [compact_spec(n) if compact else TOOL_SPECS[n] for n in names]
+
+
+def compact_spec(name: str) -> ToolSpec:
+    """A tool's schema with a one-line description and only its required arguments (the rest default)."""
+    arguments = {n: a for n, a in TOOL_ARGUMENTS[name].items() if a.required}
+    properties = {n: {"type": "integer" if a.type is int else "string"} for n, a in arguments.items()}
+    return ToolSpec(name, _COMPACT_DESCRIPTIONS.get(name, _DESCRIPTIONS[name]),
+                    {"type": "object", "properties": properties, "required": list(arguments)})
 
 
 # --------------------------------------------------------------------------
@@ -277,6 +310,44 @@ class Toolbox:
             "recall_memory": self.recall_memory, "executeCode": self.execute_code,
             "store_memory": self.store_memory, "kb_meta": self.kb_meta,
         }
+
+    # -- what the loop is offered ------------------------------------------------
+    def offered_specs(self, ctx: ToolContext) -> tuple[list[ToolSpec], dict[str, str]]:
+        """The loop's tools that can work in this run, and why each other one is withheld.
+
+        A tool that can only answer "unavailable" costs a small model a call slot and prompt tokens: web search
+        without a working backend and memory recall for a user with no memories are not offered.
+        """
+        settings = ctx.settings
+        offered: list[ToolSpec] = []
+        withheld: dict[str, str] = {}
+        for spec in loop_tool_specs(settings.sandbox.enabled, settings.agentic.compact_tools):
+            reason = self._unusable(spec.name, ctx)
+            if reason:
+                withheld[spec.name] = reason
+            else:
+                offered.append(spec)
+        return offered, withheld
+
+    def _unusable(self, name: str, ctx: ToolContext) -> str:
+        if name == "webSearch":
+            if self.web is None:
+                return "no web search backend"
+            try:
+                status = self.web.status()
+            except Exception as exc:  # noqa: BLE001 - a backend that cannot say is not offered
+                return f"web search status failed: {exc}"
+            return "" if status.live else f"web search unavailable ({status.detail or status.name})"
+        if name == "recall_memory":
+            if self.memory is None or ctx.user_id is None:
+                return "no memory for this session"
+            listing = getattr(self.memory, "list", None)
+            try:
+                has_any = bool(listing(ctx.user_id)) if callable(listing) else True
+            except Exception:  # noqa: BLE001
+                has_any = False
+            return "" if has_any else "the user has no memories"
+        return ""
 
     # -- the tools ---------------------------------------------------------------
     def search_docs(self, ctx: ToolContext, query: str, top_k: int | None = None) -> ToolOutput:
@@ -353,12 +424,47 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a backend failure becomes one typed error
             raise ToolExecutionError(name, exc) from exc
 
+    def dispatch_round(self, ctx: ToolContext, requests: Sequence[ToolCallRequest],
+                       allowed: Sequence[str] | None = None, workers: int = 4) -> RoundDispatch:
+        """One round's calls in the model's order: repeats dropped, the cap applied in that order, the rest run
+        side by side, and their records kept in the model's order (not in the order the threads finish)."""
+        keys: set[tuple[str, str]] = set()
+        unique: list[ToolCallRequest] = []
+        repeated = 0
+        for request in requests:
+            key = call_key(request)
+            if key in keys:
+                repeated += 1
+                continue
+            keys.add(key)
+            unique.append(request)
+        room = max(0, ctx.settings.agentic.max_tool_calls - ctx.call_count)
+        # calls past the cap are not run; the first of them is recorded as refused (the model learns the budget)
+        run, over = unique[:max(room, 1)], unique[max(room, 1):]
+        sinks: list[list[ToolCallRecord]] = [[] for _ in run]
+        if len(run) == 1:
+            observations = [self.dispatch(ctx, run[0], allowed, sink=sinks[0].append)]
+        else:
+            with ThreadPoolExecutor(max_workers=min(workers, len(run)), thread_name_prefix="docmind-tool") as pool:
+                observations = list(pool.map(lambda i: self.dispatch(ctx, run[i], allowed, sink=sinks[i].append),
+                                             range(len(run))))
+        for sink in sinks:
+            for record in sink:
+                ctx.record(record)
+        if repeated:
+            with ctx._lock:
+                ctx.dedupe_hits += repeated
+        return RoundDispatch(observations=observations, printed=len(requests), repeated=repeated,
+                             over_cap=len(over))
+
     def dispatch(self, ctx: ToolContext, request: ToolCallRequest,
-                 allowed: Sequence[str] | None = None) -> Observation:
+                 allowed: Sequence[str] | None = None,
+                 sink: Callable[[ToolCallRecord], None] | None = None) -> Observation:
         """Run one model-requested call under the context's rules and record it.
 
         Validation problems (unknown tool, bad arguments, cap reached, repeated
-        query) become an observation for the model.  A backend failure raises
+        query) become an observation for the model.  The record goes to ``sink`` when one is
+        given (:meth:`dispatch_round` keeps a round's records in the model's order), else into the context.  A backend failure raises
         :class:`ToolExecutionError`: the loop then falls back to one-shot
         instead of letting the model reason over an error.
         """
@@ -366,6 +472,7 @@ class Toolbox:
                                                             loop_tool_specs(ctx.settings.sandbox.enabled)]
         started = time.perf_counter()
         args, notes = _scrub_session_args(request.arguments)
+        adjusted: list[str] = []
 
         def finish(status: ToolStatus, text: str, message: str = "", output: ToolOutput | None = None,
                    new: list[str] | None = None, dup: int = 0) -> Observation:
@@ -374,8 +481,9 @@ class Toolbox:
                 name=request.name, args=args, result_count=len(chunks) + len(output.memories if output else []),
                 new_chunks=len(new or []), duplicate_chunks=dup, status=status,
                 latency_ms=round((time.perf_counter() - started) * 1000, 2),
-                message="; ".join(x for x in [message, *notes] if x), repaired_from=request.repaired_from)
-            ctx.record(record)
+                message="; ".join(x for x in [message, *notes] if x), repaired_from=request.repaired_from,
+                adjusted=adjusted)
+            (sink or ctx.record)(record)
             return Observation(call=request, text=text, chunks=chunks, new_chunk_ids=new or [])
 
         if ctx.closed or ctx.cancel.is_set():
@@ -392,7 +500,7 @@ class Toolbox:
         problem = request.parse_error or too_large or _check_args(request.name, args)
         if problem:
             return finish("error", f"Invalid arguments for {request.name}: {problem}", problem)
-        args = _with_defaults(request.name, args, ctx.settings)
+        args, adjusted[:] = _with_defaults(request.name, args, ctx.settings)
         query = args.get("query")
         if isinstance(query, str) and not ctx.claim_query(request.name, query):
             return finish("deduplicated", "Already searched; try another angle or stop.", "repeated query")
@@ -434,16 +542,43 @@ def _check_args(name: str, args: dict[str, Any]) -> str:
     return ""
 
 
-def _with_defaults(name: str, args: dict[str, Any], settings: Settings) -> dict[str, Any]:
+def _with_defaults(name: str, args: dict[str, Any], settings: Settings) -> tuple[dict[str, Any], list[str]]:
+    """The arguments with the settings' defaults filled in, and a model's values moved into the settings' floor
+    and ceiling; also says which of the model's values were moved (``top_k 1 -> 5 (agentic.search_top_k_min)``)."""
     args = dict(args)
+    adjusted: list[str] = []
     for key, argument in TOOL_ARGUMENTS.get(name, {}).items():
         if argument.alias in args:
             args[key] = args.pop(argument.alias)
-        if argument.default_key:
-            value = int(args.get(key, settings.get(argument.default_key)))
+        if not argument.default_key:
+            continue
+        if key not in args:
+            value = int(settings.get(argument.default_key))
             low, high = argument.bounds or (value, value)
             args[key] = max(low, min(value, high))
-    return args
+            continue
+        asked = int(args[key])
+        low, high = argument.bounds or (asked, asked)
+        bounds = [(max(low, int(settings.get(argument.floor_key))) if argument.floor_key else low,
+                   argument.floor_key or "schema minimum"),
+                  (min(high, int(settings.get(argument.ceiling_key))) if argument.ceiling_key else high,
+                   argument.ceiling_key or "schema maximum")]
+        (floor, floor_from), (ceiling, ceiling_from) = bounds
+        value = max(floor, min(asked, ceiling))
+        if value != asked:
+            adjusted.append(f"{key} {asked} -> {value} ({floor_from if value > asked else ceiling_from})")
+        args[key] = value
+    return args, adjusted
+
+
+def call_key(request: ToolCallRequest) -> tuple[str, str]:
+    """What makes two calls the same: the tool and its normalised arguments (a query compares normalised, as
+    the context's repeated-query check does)."""
+    arguments = {k: (normalise_query(v) if k == "query" and isinstance(v, str) else v)
+                 for k, v in (request.arguments or {}).items() if k not in _SESSION_ARGS}
+    if "query" in arguments:  # the same query with another top_k is the same search
+        arguments = {"query": arguments["query"]}
+    return request.name, json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _labelled(chunks: Sequence[RetrievedChunk], tool: str) -> list[RetrievedChunk]:

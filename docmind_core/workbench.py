@@ -406,6 +406,17 @@ class Workbench(ExperimentMethods):
                                 cancel=cancel, pair_id=pair_id, notices=notices, exclude_doc_ids=exclude_doc_ids,
                                 label=label)
 
+    def ask_offline(self, question: str, kb_ids: Sequence[int], mode: str | RequestedMode = "auto",
+                    label: str = "") -> Iterator[Event]:
+        """One run with the offline engine as its language model: the baseline ``docmind eval answers`` measures
+        a model against.  Admin only: it rebuilds the backends this process's runs share."""
+        user = self._admin("run questions with the offline engine in place of the configured model")
+        settings = self._engine.settings_for(user).with_overrides({"llm.provider": "offline"})
+        allowed, denied = self._guard.filter_readable(user, kb_ids)
+        notices = [denied_message(user, denied) + "; they were left out of this run"] if denied else []
+        return self._engine.ask(question, allowed, settings=settings, user_id=user.owner_key, mode=mode,
+                                notices=notices, label=label)
+
     # ------------------------------------------------------------------ conversations
     def list_conversations(self) -> list[Conversation]:
         return self._engine.conversations.list(self._signed_in().owner_key)

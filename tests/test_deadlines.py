@@ -206,7 +206,7 @@ def test_every_chat_call_carries_max_tokens(server):
         return text("")  # no tool call: the loop ends
 
     server.respond_with(reply)
-    cfg = settings(**{"llm.profile": "local_small"})
+    cfg = settings(**{"llm.profile": "local_small", "llm.understanding": "model"})  # every kind of call
     pipeline = make_pipeline(stalled_model(server, cfg), FixtureRetriever(CORPUS))
     events, done = ask(pipeline, "What flow rate does the DM-3000 pump have?", cfg, RequestedMode.AGENTIC)
     assert len(server.requests) == 3

@@ -121,7 +121,21 @@ def test_the_call_cap_refuses_further_calls(toolbox, retriever):
 def test_top_k_is_taken_from_settings_and_clamped(toolbox):
     ctx = ToolContext.for_run([1], 7, settings(**{"agentic.search_top_k": 2}))
     assert len(toolbox.dispatch(ctx, call("searchDocs", query="pump DM-3000 DM-4000")).chunks) == 2
-    assert len(toolbox.dispatch(ctx, call("keywordSearch", query="pump", topK=1)).chunks) == 1
+    assert len(toolbox.dispatch(ctx, call("keywordSearch", query="pump", topK=1)).chunks) == 3
+    assert ctx.records[-1].adjusted == ["top_k 1 -> 3 (agentic.search_top_k_min)"]
+
+
+def test_a_models_top_k_is_raised_to_the_floor_and_cut_at_the_ceiling_of_the_settings(toolbox, retriever):
+    """A small model copies the schema's minimum (top_k 1); the settings, not the model, decide the range."""
+    ctx = ToolContext.for_run([1], 7, settings(**{"agentic.search_top_k_min": 2, "agentic.search_top_k_max": 4}))
+    low = toolbox.dispatch(ctx, call("keywordSearch", query="pump", top_k=1))
+    high = toolbox.dispatch(ctx, call("keywordSearch", query="DM-3000", top_k=50))
+    fine = toolbox.dispatch(ctx, call("keywordSearch", query="filter", top_k=3))
+    assert [r.args["top_k"] for r in ctx.records] == [2, 4, 3]
+    assert [r.adjusted for r in ctx.records] == [["top_k 1 -> 2 (agentic.search_top_k_min)"],
+                                                 ["top_k 50 -> 4 (agentic.search_top_k_max)"], []]
+    assert len(low.chunks) == 2 and len(high.chunks) <= 4 and len(fine.chunks) <= 3
+    assert [q for m, q in retriever.queries if m == "keyword_candidates"] == ["pump", "DM-3000", "filter"]
 
 
 def test_union_keeps_first_seen_order_and_counts_duplicates(toolbox):

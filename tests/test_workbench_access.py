@@ -257,6 +257,8 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("document_chunks", True, may_read_kb, lambda w, b, v: bool(b.document_chunks(w.document(v).id))),
     ("search", True, may_read_kb, lambda w, b, v: b.search("zephyr budget", [w.kb(v).id]) is not None),
     ("ask", True, may_read_kb, _ask_sees_kb),
+    # the offline baseline of `eval answers` rebuilds the process's shared backends: admins only
+    ("ask_offline", False, admin_only, lambda w, b, v: list(b.ask_offline("zephyr budget?", []))[-1].backend == "offline"),
     ("tool_scope", True, may_read_kb, _tool_scope),
     ("run_tool", True, may_read_kb, _run_tool),
     ("create_kb", False, signed_in, lambda w, b, v: b.create_kb(f"own-{uuid.uuid4().hex[:6]}") is not None),

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -43,12 +42,13 @@ from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.models import (RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
-                              Understanding)
+                              ToolCallRecord, Understanding)
 from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalOutcome
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.settings import Settings
-from docmind_core.text import keyword_tokens
-from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs
+from docmind_core.text import keyword_tokens, normalise_query
+from docmind_core.backends.openai_parsing import CALL_STOP_SEQUENCES
+from docmind_core.tools import LOOP_TOOLS, ToolContext, Toolbox
 
 _JOIN_GRACE_S = 3.0  # after a timeout, how long to wait for the round's worker to notice and finish
 _POLL_S = 0.05  # how often the waiting loop looks at the cancel flag
@@ -63,6 +63,9 @@ CONSERVATIVE_PLAN = RetrievalPlan(tools=["doc_search", "keyword_search"], conser
 class _Round:
     turn: AgentTurn
     observations: list[Observation] = field(default_factory=list)
+    requested: int = 0  # calls the model asked for
+    repeated: int = 0  # of those, dropped as repeats within the round
+    over_cap: int = 0  # of those, not run: past the tool-call cap
 
 
 @dataclass
@@ -127,15 +130,17 @@ class AgenticSearch:
                                                f"the language model is not called again in this run: "
                                                f"{guard.breaker.reason(LLM)}", StopReason.ERROR, 0, 0.0, guard))
         query = understanding.rewritten_query or question
-        tools = loop_tool_specs(settings.sandbox.enabled)
+        tools, withheld = self.toolbox.offered_specs(ctx)
         transcript = AgentTranscript(question=question, rewritten_query=query, kb_brief=kb_brief,
-                                     messages=self._seed_messages(question, query, kb_brief, settings))
+                                     messages=self._seed_messages(question, query, kb_brief, settings, tools),
+                                     max_tokens=settings.agentic.round_max_tokens,
+                                     stop=CALL_STOP_SEQUENCES if settings.agentic.stop_after_printed_call else ())
         rounds = 0
         stop_reason: str = StopReason.MAX_ITERATIONS
         failure = ""
         end = _LoopEnd()
         try:
-            loop = self._loop(llm, transcript, tools, ctx, cancel, meter, started, guard, end)
+            loop = self._loop(llm, transcript, tools, withheld, ctx, cancel, meter, started, guard, end)
             try:
                 while True:
                     step = next(loop)
@@ -148,6 +153,8 @@ class AgenticSearch:
         finally:
             ctx.close()  # the loop is over: nothing may run under this context any more
 
+        if stop_reason != StopReason.CANCELLED and not failure and settings.agentic.search_question:
+            self._search_question(question, ctx)
         loop_ms = elapsed_ms(started)
         if stop_reason == StopReason.CANCELLED:
             return (yield from self._cancelled_outcome(query, ctx, rounds, loop_ms))
@@ -188,8 +195,9 @@ class AgenticSearch:
             incomplete=incomplete)
 
     # ------------------------------------------------------------------
-    def _loop(self, llm: Any, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext,
-              cancel: threading.Event, meter: UsageMeter, started: float, guard: RunGuard | None, end: _LoopEnd):
+    def _loop(self, llm: Any, transcript: AgentTranscript, tools: Sequence[ToolSpec], withheld: dict[str, str],
+              ctx: ToolContext, cancel: threading.Event, meter: UsageMeter, started: float, guard: RunGuard | None,
+              end: _LoopEnd):
         """Yields one AgenticStep per round and returns the stop reason."""
         settings = ctx.settings
         cfg = settings.agentic
@@ -237,7 +245,10 @@ class AgenticSearch:
                 yield AgenticStep(iteration=iteration, max_iterations=cfg.max_iterations, tool_calls=records,
                                   new_chunks=sum(r.new_chunks for r in records),
                                   duplicate_chunks=sum(r.duplicate_chunks for r in records),
-                                  duration_ms=elapsed_ms(round_started), thought=rnd.turn.text or "")
+                                  duration_ms=elapsed_ms(round_started), thought=rnd.turn.text or "",
+                                  offered_tools=list(allowed), withheld_tools=dict(withheld),
+                                  requested_calls=rnd.requested, repeated_calls=rnd.repeated,
+                                  over_cap_calls=rnd.over_cap)
                 if ctx.call_count >= cfg.max_tool_calls:
                     return StopReason.MAX_TOOL_CALLS
             return StopReason.MAX_ITERATIONS
@@ -258,37 +269,63 @@ class AgenticSearch:
                 call.id = f"call_{len(transcript.rounds) + 1}_{i + 1}"
         if not calls or ctx.cancel.is_set():
             return _Round(turn=turn)
-        if len(calls) == 1:
-            observations = [self.toolbox.dispatch(ctx, calls[0], allowed)]
-        else:  # the calls of one round are independent: run them side by side
-            with ThreadPoolExecutor(max_workers=min(4, len(calls)), thread_name_prefix="docmind-tool") as tools_pool:
-                observations = list(tools_pool.map(lambda c: self.toolbox.dispatch(ctx, c, allowed), calls))
-        return _Round(turn=turn, observations=observations)
+        # in the model's order: repeats dropped, the cap applied in that order, the rest side by side
+        done = self.toolbox.dispatch_round(ctx, calls, allowed)
+        return _Round(turn=turn, observations=done.observations, requested=done.printed, repeated=done.repeated,
+                      over_cap=done.over_cap)
 
     @staticmethod
     def _append(transcript: AgentTranscript, rnd: _Round, iteration: int) -> None:
         """The assistant turn and one tool message per call, in OpenAI format, plus the structured round."""
+        # the transcript carries the calls that ran (each answered by its tool message), not the dropped repeats
+        ran = [obs.call for obs in rnd.observations]
         message = dict(rnd.turn.assistant_message or {})
-        if not message:
+        if not message or len(ran) != len(rnd.turn.tool_calls):
             message = {"role": "assistant", "content": rnd.turn.text or None, "tool_calls": [
                 {"id": c.id, "type": "function",
                  "function": {"name": c.name, "arguments": c.raw_arguments or json.dumps(c.arguments,
                                                                                          ensure_ascii=False)}}
-                for c in rnd.turn.tool_calls]}
+                for c in ran]}
         transcript.messages.append(message)
         for obs in rnd.observations:
             transcript.messages.append({"role": "tool", "tool_call_id": obs.call.id, "content": obs.text})
         transcript.rounds.append(list(rnd.observations))
 
-    def _seed_messages(self, question: str, query: str, kb_brief: str, settings: Settings) -> list[dict[str, Any]]:
-        sandbox = _SANDBOX_SECTION if settings.sandbox.enabled else ""
-        system = self.prompts.render("agentic_system", sandbox_section=sandbox)
+    def _seed_messages(self, question: str, query: str, kb_brief: str, settings: Settings,
+                       tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+        offered = {t.name for t in tools}
+        sandbox = _SANDBOX_SECTION if "executeCode" in offered else ""
+        template = "agentic_system_compact" if settings.agentic.compact_tools else "agentic_system"
+        system = self.prompts.render(template, sandbox_section=sandbox)
+        system = _without_unoffered_lines(system, offered)
         lines = [f"Question: {question}"]
         if query.strip() != question.strip():
             lines.append(f"Rewritten search query: {query}")
         lines.append(f"Knowledge bases: {kb_brief or '(none described)'}")
         lines.append("Gather the evidence with the tools, then stop.")
         return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
+
+    def _search_question(self, question: str, ctx: ToolContext) -> None:
+        """searchDocs on the question as asked, when no search of the loop ran it (``agentic.search_question``):
+        the model's queries only add to it.  Recorded as a call after the loop; a failure leaves the union as
+        the loop made it."""
+        asked = normalise_query(question)
+        if any(r.name == "searchDocs" and r.status == "ok" and normalise_query(str(r.args.get("query", ""))) == asked
+               for r in ctx.records):
+            return
+        started = time.perf_counter()
+        top_k = ctx.settings.agentic.search_top_k
+        try:
+            output = self.toolbox.call(ctx, "searchDocs", {"query": question, "top_k": top_k})
+        except Exception:  # noqa: BLE001 - an addition to the loop's evidence, never a reason to fail it
+            return
+        new, dup = ctx.absorb(output.chunks, "searchDocs")
+        if output.chunks:
+            ctx.add_search_group([c.chunk_id for c in output.chunks])
+        ctx.record(ToolCallRecord(name="searchDocs", args={"query": question, "top_k": top_k},
+                                  result_count=len(output.chunks), new_chunks=len(new), duplicate_chunks=dup,
+                                  status=output.status, latency_ms=elapsed_ms(started),
+                                  message="the question as asked, searched after the loop (agentic.search_question)"))
 
     def _on_one_scale(self, query: str, union: list[RetrievedChunk], ctx: ToolContext) -> list[RetrievedChunk]:
         """Re-derive every chunk's retriever scores against the one finalize query.
@@ -369,3 +406,12 @@ def expanded_rerank_query(query: str, ctx: ToolContext) -> str:
             extra.append(text)
     # sorted: calls of one round finish in any order, and the encoder reads word order
     return " ".join([query, *sorted(extra)]) if extra else query
+
+
+def _without_unoffered_lines(system: str, offered: set[str]) -> str:
+    """The system prompt without the lines that describe a loop tool this round does not offer."""
+    unoffered = [name for name in LOOP_TOOLS if name not in offered]
+    if not unoffered:
+        return system
+    return "\n".join(line for line in system.split("\n")
+                     if not any(line.lstrip("- ").startswith(f"{name}") for name in unoffered))

@@ -1,6 +1,8 @@
 """One-shot retrieval: the planned tools in parallel, then one refine → grade → web-compensation pass.
 
-This is the RULE_PLANNER path and the agentic loop's fallback.  The closing
+This is the RULE_PLANNER path and the agentic loop's fallback.  The KB
+searches run the rewritten query and, when it differs, the question as it
+was asked: the rewrite only adds recall, it never replaces the question.  The closing
 stage (:class:`EvidenceFinisher`) is shared with the loop's finalize step so
 both paths rerank, grade and compensate in exactly the same way.
 
@@ -28,8 +30,10 @@ from docmind_core.deadline import RunGuard, elapsed_ms
 from docmind_core.events import ErrorRaised, Retrieved
 from docmind_core.models import RetrievalPlan, RetrievedChunk, ToolCallRecord, ToolName, Understanding, WorkerReport
 from docmind_core.retrieval.refine import EvidenceRefiner
+from docmind_core.text import normalise_query
 from docmind_core.tools import ToolContext, Toolbox, ToolOutput
 
+_KB_TOOLS = ("searchDocs", "keywordSearch")  # the searches that also run the question beside its rewrite
 # Plan tool name -> (toolbox tool, its arguments besides the query)
 _WORKER_TOOLS: dict[str, str] = {
     "doc_search": "searchDocs", "keyword_search": "keywordSearch", "web_search": "webSearch",
@@ -49,7 +53,9 @@ class OneShotRetrieval:
         """The run's settings are the context's (``ctx.settings``): one copy travels with the run."""
         started = time.perf_counter()
         query = understanding.rewritten_query or question
-        reports, outputs = self._run_workers(query, plan.tools, ctx, cancel, guard)
+        # the rewrite only adds recall: the KB searches also run the question as it was asked
+        extra = [question] if question.strip() and normalise_query(question) != normalise_query(query) else []
+        reports, outputs = self._run_workers(query, plan.tools, ctx, cancel, guard, extra_queries=extra)
         incomplete = [f"{r.name} {'timed out' if r.status == 'timeout' else 'failed'} ({r.message})"
                       for r in reports if r.status in ("timeout", "error")]
         union: list[RetrievedChunk] = []
@@ -75,7 +81,8 @@ class OneShotRetrieval:
                                 incomplete=incomplete)
 
     def _run_workers(self, query: str, tools: Sequence[ToolName], ctx: ToolContext, cancel: threading.Event | None,
-                     guard: RunGuard | None = None) -> tuple[list[WorkerReport], list[ToolOutput]]:
+                     guard: RunGuard | None = None,
+                     extra_queries: Sequence[str] = ()) -> tuple[list[WorkerReport], list[ToolOutput]]:
         """Each planned tool in its own thread; a slow or failing worker is reported and left out."""
         settings = ctx.settings
         configured_ms = settings.retrieval.worker_timeout_ms
@@ -99,7 +106,7 @@ class OneShotRetrieval:
             return reports + [WorkerReport(name=n, status="timeout", message=budget_note) for n in names], []
         pool = ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="docmind-worker")
         starts = {name: time.perf_counter() for name in names}
-        futures = {name: pool.submit(self._work, name, query, ctx) for name in names}
+        futures = {name: pool.submit(self._work, name, query, ctx, extra_queries) for name in names}
         deadline = time.perf_counter() + timeout_s
         pending = set(futures.values())
         while pending:  # wake up early on cancel; otherwise until all finish or the deadline passes
@@ -131,14 +138,25 @@ class OneShotRetrieval:
                 outputs.append(output)
         return reports, outputs
 
-    def _work(self, name: str, query: str, ctx: ToolContext) -> tuple[ToolOutput, float]:
+    def _work(self, name: str, query: str, ctx: ToolContext,
+              extra_queries: Sequence[str] = ()) -> tuple[ToolOutput, float]:
+        """One worker's tool on the query; a KB search also on each extra query (the question as asked), its
+        hits merged after the query's own."""
         t0 = time.perf_counter()
         tool = _WORKER_TOOLS[name]
-        args: dict[str, Any] = {"query": query}
-        if tool in ("searchDocs",):
-            args["top_k"] = None  # the whole fused candidate list; the refiner cuts it
-        output = self.toolbox.call(ctx, tool, args)
-        latency = elapsed_ms(t0)
-        ctx.record(ToolCallRecord(name=tool, args={"query": query}, result_count=len(output.chunks),
-                                  status=output.status, latency_ms=latency, message=output.message))
-        return output, latency
+        queries = [query, *extra_queries] if tool in _KB_TOOLS else [query]
+        merged: ToolOutput | None = None
+        for text in queries:
+            started = time.perf_counter()
+            args: dict[str, Any] = {"query": text}
+            if tool in ("searchDocs",):
+                args["top_k"] = None  # the whole fused candidate list; the refiner cuts it
+            output = self.toolbox.call(ctx, tool, args)
+            ctx.record(ToolCallRecord(name=tool, args={"query": text}, result_count=len(output.chunks),
+                                      status=output.status, latency_ms=elapsed_ms(started), message=output.message))
+            if merged is None:
+                merged = output
+            elif output.status == "ok":
+                merged.chunks = merge_unique(merged.chunks, output.chunks)
+        assert merged is not None
+        return merged, elapsed_ms(t0)

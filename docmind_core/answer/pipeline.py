@@ -175,8 +175,10 @@ class AnswerPipeline:
             state.stage = "understanding"
             t = time.perf_counter()
             kb_brief = self._kb_brief(request.kb_ids)
-            understanding, via = QueryUnderstanding(bind_model(self.llm, guard), self.prompts).run(
-                question, history, kb_brief, meter)
+            understood = QueryUnderstanding(bind_model(self.llm, guard), self.prompts).understand(
+                question, history, kb_brief, meter,
+                rules_first=settings.llm.understanding == "rules_when_confident")
+            understanding, via = understood.understanding, understood.via
             state.timings["understanding"] = elapsed_ms(t)
             if via == "fallback":  # the model's reply was not used: say why, and what classified instead
                 failed = _failed_call(meter, "understanding")
@@ -188,7 +190,8 @@ class AnswerPipeline:
                                to="conservative classification (offline rules: the question searched as asked)")
             state.scope, why = trusted_scope(understanding, settings)
             yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence, via=via, reason=why)
-            yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"])
+            yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"],
+                             note=understood.note)
             self._store_memory_hints(request, understanding, settings)
 
         if state.scope != Scope.KNOWLEDGE_QUERY:

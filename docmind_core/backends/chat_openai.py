@@ -153,6 +153,10 @@ class OpenAIChatModel:
         options: dict[str, Any] = dict(temperature=0.0)
         if tools:
             options.update(tools=[t.openai_schema() for t in tools], tool_choice="auto")
+        if transcript.max_tokens:
+            options["max_tokens"] = min(self.max_tokens, transcript.max_tokens)
+        if transcript.stop and tools:
+            options["stop"] = list(transcript.stop)
         response = self.bounded_chat("agent_round", meter, transcript.messages, timeout_s=timeout_s,
                                      retrieval=True, **options)
         if not response.choices:
@@ -291,9 +295,12 @@ class OpenAIChatModel:
             try:
                 return self._create_whole(messages, attempt_s, options, inflight, purpose)
             except openai.BadRequestError as exc:
-                if "response_format" in options and "response_format" in str(exc):
-                    # some compatible servers reject JSON mode; the prompt asks for JSON anyway
-                    options.pop("response_format")
+                # some compatible servers reject JSON mode or stop sequences; the prompt asks for JSON anyway,
+                # and a printed call is still read without a stop
+                optional = [key for key in ("response_format", "stop") if key in options and key in str(exc)]
+                if optional:
+                    for key in optional:
+                        options.pop(key)
                     return self._create_whole(messages, attempt_s, options, inflight, purpose)
                 raise
 

@@ -6,9 +6,11 @@ Small local models (Qwen2.5-Coder 0.5B / 1.5B under ``llama-server --jinja``,
 Ollama) often print a tool call as text instead of sending ``tool_calls``: a
 bare JSON object ``{"name": ..., "arguments": {...}}``, the same in a
 ```json code block, or Qwen's ``<tool_call>...</tool_call>`` tags, one call or a
-list.  :func:`calls_from_content` recovers such calls when they name a declared
-tool, keeps only the arguments that tool declares, and marks each one with
-``repaired_from`` so the run's events say the call was printed, not sent.
+list, Qwen2.5-Coder's ``<tools>...</tools>`` blocks, or ``<function=name>``
+blocks.  :func:`calls_from_content` recovers such calls in the order they were
+printed when they name a declared tool, keeps only the arguments that tool
+declares, and marks each one with ``repaired_from`` so the run's events say the
+call was printed, not sent, and in which dialect.
 """
 
 from __future__ import annotations
@@ -130,38 +132,130 @@ def parse_tool_call(call_id: str | None, name: str | None, raw_arguments: str | 
 
 # -- tool calls printed as text ------------------------------------------------
 
-_TOOL_CALL_TAG_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)  # Qwen may stop before closing
-_FENCED_BLOCK_RE = re.compile(r"```[ \t]*(?:json|tool_call|tool_code)?[ \t]*\n?(.*?)(?:```|\Z)",
-                              re.DOTALL | re.IGNORECASE)
+# Each dialect a small model prints calls in: the repair it is recorded as, and the pattern of one block.
+# An unclosed block runs to the end of the text (a model stopped by a stop sequence or by max_tokens).
+_TAG_DIALECTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("tools_tags", re.compile(r"<tools>(.*?)(?:</tools>|\Z)", re.DOTALL)),  # Qwen2.5-Coder's own habit
+    ("tool_call_tags", re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)),  # Qwen's chat template
+    ("function_tags", re.compile(r"<function=([A-Za-z_][\w.-]*)>(.*?)(?:</function>|\Z)", re.DOTALL)),
+    ("fenced_json", re.compile(r"```[ \t]*(?:json|tool_call|tool_code)?[ \t]*\n?(.*?)(?:```|\Z)",
+                               re.DOTALL | re.IGNORECASE)),
+)
+_PARAMETER_RE = re.compile(r"<parameter=([A-Za-z_][\w-]*)>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.DOTALL)
+# What is left of the dialects once the calls are cut out: empty tag pairs, lone tags, a cut-off JSON tail.
+_LEFTOVER_TAG_RE = re.compile(r"</?(?:tools|tool_call|function(?:=[^>]*)?|parameter(?:=[^>]*)?)>")
 _JSON_START_RE = re.compile(r"[\[{]")
 _ARGUMENT_KEYS = ("arguments", "parameters")  # "parameters": what Llama-style templates print
 _MAX_SCANNED_CHARS = 20_000  # an agent turn is short; this bounds the scan for JSON starts
 _MAX_JSON_STARTS = 64
 
+# Where a model that prints its calls has finished one: the request's stop sequences for tool rounds, so a
+# small model stops after its first complete call instead of printing blocks until max_tokens runs out.
+CALL_STOP_SEQUENCES: tuple[str, ...] = ("</tools>", "</tool_call>", "</function>")
+
 
 def calls_from_content(content: str, tools: Sequence[ToolSpec]) -> tuple[list[ToolCallRequest], str]:
     """Tool calls a model printed in its text instead of sending them, and the text without them.
 
-    Looks, in this order, for ``<tool_call>`` tags, ```json code blocks and bare
-    JSON; the first form that yields a call to a declared tool wins.  A call to a
-    tool that was not declared is not a call: it stays in the text.  Returns
-    ``([], content)`` when nothing was recovered.
+    Every dialect is read, in the order the model printed it: ``<tools>`` and
+    ``<tool_call>`` blocks (each may hold one call, several, or a list),
+    ``<function=name>`` blocks (JSON arguments or ``<parameter=key>`` pairs),
+    ```json code blocks, and bare JSON between them.  A call to a tool that was
+    not declared is not a call: it stays in the text.  Each call is marked with
+    the dialect it was recovered from (``repaired_from``).  The text that comes
+    back has no leftover tags or cut-off JSON (it is shown as the model's
+    thought).  Returns ``([], content)`` when nothing was recovered.
     """
     declared = {tool.name: tool for tool in tools}
     if not content or not declared:
         return [], content
-    for repaired_from, pattern in (("tool_call_tags", _TOOL_CALL_TAG_RE), ("fenced_json", _FENCED_BLOCK_RE)):
-        calls: list[ToolCallRequest] = []
-        spans: list[tuple[int, int]] = []
-        for match in pattern.finditer(content):
-            found, _ = _calls_in_json_text(match.group(1), declared, repaired_from)
-            if found:
-                calls += found
-                spans.append(match.span())
-        if calls:
-            return calls, _without(content, spans)
-    calls, spans = _calls_in_json_text(content, declared, "content_json")
-    return (calls, _without(content, spans)) if calls else ([], content)
+    text = content[:_MAX_SCANNED_CHARS]
+    found: list[tuple[int, ToolCallRequest]] = []
+    blocks: list[tuple[int, int]] = []  # spans of every dialect block, with or without a call in it
+    pos = 0
+    while pos < len(text):
+        match, repaired_from = _next_block(text, pos)
+        if match is None:
+            break
+        gap_calls, gap_spans = _calls_in_json_text(text[pos:match.start()], declared, "content_json")
+        found += [(pos, c) for c in gap_calls]
+        blocks += [(pos + s, pos + e) for s, e in gap_spans]
+        found += [(match.start(), c) for c in _calls_in_block(match, repaired_from, declared)]
+        blocks.append(match.span())
+        pos = max(match.end(), match.start() + 1)
+    tail_calls, tail_spans = _calls_in_json_text(text[pos:], declared, "content_json")
+    found += [(pos, c) for c in tail_calls]
+    calls = [call for _, call in sorted(found, key=lambda item: item[0])]
+    if not calls:
+        return [], content
+    spans = sorted(blocks + [(pos + s, pos + e) for s, e in tail_spans])
+    gap_text = _without(text, spans)
+    return calls, _tidy_thought(gap_text, declared)
+
+
+def _next_block(text: str, pos: int) -> tuple[re.Match[str] | None, str]:
+    """The dialect block that starts first at or after ``pos``."""
+    best: tuple[re.Match[str] | None, str] = (None, "")
+    for repaired_from, pattern in _TAG_DIALECTS:
+        match = pattern.search(text, pos)
+        if match is not None and (best[0] is None or match.start() < best[0].start()):
+            best = (match, repaired_from)
+    return best
+
+
+def _calls_in_block(match: re.Match[str], repaired_from: str,
+                    declared: dict[str, ToolSpec]) -> list[ToolCallRequest]:
+    if repaired_from != "function_tags":
+        return _calls_in_json_text(match.group(1), declared, repaired_from)[0]
+    name, body = match.group(1), match.group(2)
+    if name not in declared:
+        return []
+    parameters = _PARAMETER_RE.findall(body)
+    if parameters:  # <function=name><parameter=key>value</parameter>...</function>
+        properties = (declared[name].parameters or {}).get("properties") or {}
+        arguments = {key: _typed(value.strip(), properties.get(key) or {}) for key, value in parameters}
+        call = _printed_call({"name": name, "arguments": arguments}, declared, "function_parameters")
+        return [call] if call is not None else []
+    start = body.find("{")
+    if start < 0:  # a call without arguments
+        call = _printed_call({"name": name, "arguments": {}}, declared, repaired_from)
+        return [call] if call is not None and not body.strip() else []
+    try:
+        value, _ = json.JSONDecoder().raw_decode(body, start)
+    except ValueError:
+        return []  # cut off before its arguments closed: not a call
+    if isinstance(value, dict) and value.get("name") == name:  # <function=x>{"name": x, "arguments": ...}
+        value = next((value[key] for key in _ARGUMENT_KEYS if key in value), {})
+    call = _printed_call({"name": name, "arguments": value}, declared, repaired_from)
+    return [call] if call is not None else []
+
+
+def _typed(value: str, schema: dict[str, Any]) -> Any:
+    """A ``<parameter>`` value as its schema's type (they are printed as bare text)."""
+    if schema.get("type") == "integer":
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _tidy_thought(text: str, declared: dict[str, ToolSpec]) -> str:
+    """The model's text beside its calls, without empty tag pairs, lone tags or a JSON tail cut off mid-call."""
+    text = _LEFTOVER_TAG_RE.sub("", text)
+    start = _JSON_START_RE.search(text)
+    while start is not None:  # a JSON value that never closes is a call cut off by max_tokens or a stop
+        try:
+            _, end = json.JSONDecoder().raw_decode(text, start.start())
+        except ValueError:
+            tail = text[start.start():]
+            if '"name"' in tail or any(f'"{name}"' in tail for name in declared):
+                text = text[:start.start()]
+                break
+            start = _JSON_START_RE.search(text, start.start() + 1)
+            continue
+        start = _JSON_START_RE.search(text, end)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
 def _calls_in_json_text(text: str, declared: dict[str, ToolSpec],

@@ -206,6 +206,8 @@ class AgentTranscript:
     kb_brief: str
     messages: list[dict[str, Any]]  # OpenAI-format conversation: system, user seed, assistant/tool turns
     rounds: list[list[Observation]] = field(default_factory=list)
+    max_tokens: int = 0  # most tokens one round may generate (0: the model's own cap)
+    stop: tuple[str, ...] = ()  # stop sequences for a round: where a printed call ends
 
 
 @dataclass

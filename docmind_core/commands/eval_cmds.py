@@ -1,4 +1,5 @@
-"""``docmind search`` (per-stage scores) and ``docmind eval retrieval`` (BEIR metrics)."""
+"""``docmind search`` (per-stage scores), ``docmind eval retrieval`` (BEIR metrics) and ``docmind eval answers``
+(a language model's answers against labelled gold facts, per mode)."""
 
 from __future__ import annotations
 
@@ -126,3 +127,64 @@ def register(cli: click.Group, get_engine) -> None:
         click.echo(f"{'system':<14}" + "".join(f"{m:>18}" for m in metrics))
         for name, values in report["systems"].items():
             click.echo(f"{name:<14}" + "".join(f"{values[m]:>18}" for m in metrics))
+
+    @eval_group.command(name="answers")
+    @click.option("--dataset", "dataset", required=True,
+                  help="A stored labelled dataset (name or id, e.g. demo) or a JSONL file of labelled questions")
+    @click.option("--modes", default="rule,agentic,auto", show_default=True,
+                  help="Comma-separated: rule, agentic, auto")
+    @click.option("--kb", "kb_name", default="", help="Knowledge base for items that name none (default: the "
+                                                      "dataset's)")
+    @click.option("--limit", type=int, default=None, help="Only the first N questions")
+    @click.option("--llm", "llm", type=click.Choice(["configured", "offline"]), default="configured",
+                  show_default=True, help="configured: the model of llm.* (any OpenAI-compatible endpoint); "
+                                          "offline: the offline engine, the baseline")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
+    @as_user_option
+    def eval_answers(dataset, modes, kb_name, limit, llm, as_json, as_user):
+        """Right answers per mode against the labelled gold facts, with band, citations, tool calls, repairs of
+        printed calls and the time of each stage.  Exit 0 when every run ended, 1 when some failed."""
+        from docmind_core.eval.answers_eval import format_report, run_answers_eval
+        from docmind_core.experiments.datasets import read_jsonl_file
+
+        bench = cli_workbench(get_engine(), as_user)
+        path = Path(dataset)
+        if path.suffix == ".jsonl" and path.is_file():
+            items, default_kb = read_jsonl_file(path), kb_name
+        else:
+            found = bench.get_dataset(dataset)
+            items, default_kb = bench.dataset_items(found.id), kb_name or found.kb_name
+        items = items[:limit] if limit else items
+        kb_ids: dict[str, int] = {}
+
+        def kb_of(item) -> list[int]:
+            name = item.kb or default_kb
+            if not name:
+                raise DocMindError(f"question {item.external_id or item.id} names no knowledge base: pass --kb")
+            if name not in kb_ids:
+                kb_ids[name] = bench.kb_by_name(name).id
+            return [kb_ids[name]]
+
+        label = f"eval answers ({llm})"
+
+        def ask(item, mode):
+            if llm == "offline":
+                return bench.ask_offline(item.question, kb_of(item), mode=mode, label=label)
+            return bench.ask(item.question, kb_of(item), mode=mode, label=label)
+
+        for item in items:  # every KB is resolved (and its access checked) before the first, slow, run
+            kb_of(item)
+        backend = "offline engine" if llm == "offline" else next(
+            (f"{b.name}{'' if b.live else ' (not live)'}" for b in bench.backends() if b.role == "llm"), "")
+        say = (lambda msg: echo(msg, err=True)) if not as_json else None
+        try:
+            report = run_answers_eval(ask, items, [m.strip() for m in modes.split(",") if m.strip()],
+                                      backend=backend, progress=say)
+        except ValueError as exc:
+            raise DocMindError(str(exc)) from None
+        if as_json:
+            echo_json(json.dumps(report, ensure_ascii=False, indent=2))
+        else:
+            echo(format_report(report))
+        if any(s["failed"] for s in report["modes"].values()):
+            sys.exit(1)

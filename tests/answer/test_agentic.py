@@ -325,7 +325,7 @@ def test_sdk_tool_call_then_answer_runs_one_round_with_session_kbs(fake_openai):
     assert all(ids == [1] for ids in retriever.seen_kb_ids)
     first, second = fake_openai.requests
     offered = [t["function"]["name"] for t in first["tools"]]
-    assert offered == ["searchDocs", "keywordSearch", "webSearch", "recall_memory"]
+    assert offered == ["searchDocs", "keywordSearch"]  # this world has no web backend and no memory
     roles = [m["role"] for m in second["messages"]]
     assert roles == ["system", "user", "assistant", "tool"]
     assert second["messages"][2]["tool_calls"][0]["id"] == "call_1"

@@ -190,3 +190,25 @@ def test_a_chunk_shortened_to_fit_is_recorded_as_the_grader_saw_it():
     assert "w0" in shown and len(shown["w0"]) < len(long_weak.text)  # it was shortened to fit
     recorded = {c.chunk_id: c.text for c in out.candidates if c.kept}
     assert recorded == shown
+
+
+def test_the_question_is_searched_beside_its_rewrite():
+    """Issue 21: Rule and Auto modes searched only the rewrite, so a rewrite that lost the question's terms
+    (or its language) lost the document; the rewrite only adds recall."""
+    one_shot, retriever = make()
+    question = "DM-3000 的过滤器多久清洁一次？ filter"
+    ctx = ToolContext.for_run([1], 7, settings())
+    plan = RetrievalPlan(tools=["doc_search", "keyword_search"])
+    events, outcome = drain(one_shot.run(question, Understanding(rewritten_query="DM-4000 replaced"), plan, ctx))
+    assert sorted(retriever.queries) == sorted([("candidates", "DM-4000 replaced"), ("candidates", question),
+                                                ("keyword_candidates", "DM-4000 replaced"),
+                                                ("keyword_candidates", question)])
+    found = {c.chunk_id for c in outcome.result.candidates}
+    assert {"a2", "a3"} <= found  # a2 from the rewrite, a3 (the filter) from the question only
+    assert [r.args["query"] for r in ctx.records if r.name == "searchDocs"] == ["DM-4000 replaced", question]
+
+
+def test_a_rewrite_equal_to_the_question_is_searched_once():
+    one_shot, retriever = make()
+    run(one_shot, "DM-3000 pump", ["doc_search"])
+    assert retriever.queries == [("candidates", "DM-3000 pump")]

@@ -184,3 +184,55 @@ def test_offline_pronoun_inside_the_question_is_left_alone():
 ])
 def test_offline_two_questions_in_one_are_medium(question):
     assert understand_offline(question, []).complexity is Complexity.MEDIUM
+
+
+# -- issue 21: the rewrite keeps the question's language; confident rules skip the call -------------------
+
+def _reply(rewrite: str) -> dict:
+    return {**VALID, "rewrittenQuery": rewrite, "specificity": "BROAD"}
+
+
+@pytest.mark.parametrize("question, rewrite, switched", [
+    # what Qwen2.5-Coder 1.5B sent for the demo's q07
+    ("Nimbus 的默认管理地址是什么？", "What is the default management address of Nimbus?",
+     "switched from Chinese to English"),
+    ("What is the maximum power draw of the Nimbus N2?", "Nimbus N2 的最大功耗", "switched from English to Chinese"),
+])
+def test_a_rewrite_that_switched_language_is_discarded_and_the_note_says_so(server, prompts, question, rewrite,
+                                                                           switched):
+    server.script(text(json.dumps(_reply(rewrite), ensure_ascii=False)))
+    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, [], "", UsageMeter())
+    assert outcome.via == "model" and outcome.understanding.rewritten_query == question
+    assert outcome.note == f"the rewrite {switched}: discarded, the question is searched"
+
+
+@pytest.mark.parametrize("question, rewrite", [
+    ("Nimbus N1 和 N2 的价格分别是多少？", "Nimbus N1 N2 价格"),  # Latin names inside a Chinese rewrite
+    ("What did Nimbus firmware 3.2.1 fix?", "Nimbus firmware 3.2.1 fixes"),
+])
+def test_a_rewrite_in_the_questions_language_is_kept(server, prompts, question, rewrite):
+    server.script(text(json.dumps(_reply(rewrite), ensure_ascii=False)))
+    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, [], "", UsageMeter())
+    assert outcome.understanding.rewritten_query == rewrite and outcome.note == ""
+
+
+def test_confident_rules_answer_without_a_model_call(server, prompts):
+    meter = UsageMeter()
+    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(
+        "What is the maximum power draw of the Nimbus N2?", [], "", meter, rules_first=True)
+    assert server.requests == [] and meter.calls == []
+    assert outcome.via == "offline" and outcome.note.startswith("rules were confident")
+    assert outcome.understanding.rewritten_query == "What is the maximum power draw of the Nimbus N2"
+
+
+@pytest.mark.parametrize("question, history, why, rewrite", [
+    ("它的续航呢？", [Turn("user", "DM-3000 是什么？"), Turn("assistant", "一款投影仪[1]。")],
+     "refers to an earlier turn", "DM-3000 电池续航"),
+    ("it?", [], "ambiguous", "DM-3000 battery life"),
+])
+def test_unsure_rules_ask_the_model(server, prompts, question, history, why, rewrite):
+    server.script(text(json.dumps(_reply(rewrite), ensure_ascii=False)))
+    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, history, "", UsageMeter(),
+                                                                              rules_first=True)
+    assert len(server.requests) == 1 and outcome.via == "model"
+    assert outcome.note == f"rules not confident ({why}): asked the model"

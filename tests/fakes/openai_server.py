@@ -44,7 +44,9 @@ Misbehaving servers, for deadline and honesty tests::
 Reply builders: ``text(content, usage=(prompt, completion), delay=0)``,
 ``tool_calls(*calls, content="", usage=..., delay=0)`` with
 ``call(name, arguments_dict_or_raw_string, id=None)``, and
-``status(code, message="...", delay=0)`` for an HTTP error.  With an empty
+``status(code, message="...", delay=0)`` for an HTTP error.  A reply's ``finish_reason`` can be set
+("length": a generation cut by ``max_tokens``); a request's ``stop`` sequences cut the content before the
+first of them, as a real server does.  With an empty
 queue and no default the server answers 500 "no scripted reply", which makes
 a missing script obvious in a test.
 """
@@ -81,6 +83,7 @@ class Reply:
     wire: Literal["whole", "trickle", "cut", "truncated"] = "whole"
     interval: float = 0.5
     head: int = 0  # bytes a trickle sends at once before it slows down
+    finish_reason: str = ""  # "" = what a real server says for this reply ("stop" / "tool_calls"); "length"
 
 
 def call(name: str, arguments: dict | str, id: str | None = None) -> ScriptedCall:
@@ -246,7 +249,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
             return
         self.fake.requests.append(body)
-        reply = self.fake._next_reply(body)
+        reply = _stopped(self.fake._next_reply(body), body.get("stop"))
         self._sent = 0
         if reply.delay:
             time.sleep(reply.delay)
@@ -320,14 +323,28 @@ class _Handler(BaseHTTPRequestHandler):
             for part in (c.arguments[:half], c.arguments[half:]):
                 send([{"index": 0, "delta": {"tool_calls": [{"index": i, "function": {"arguments": part}}]},
                        "finish_reason": None}])
-        send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if reply.calls else "stop"}])
+        send([{"index": 0, "delta": {}, "finish_reason": _finish(reply)}])
         if (body.get("stream_options") or {}).get("include_usage"):
             send([], usage=_usage(reply))
         self._write(b"data: [DONE]\n\n", reply)
 
 
+def _stopped(reply: Reply, stop: Any) -> Reply:
+    """The reply as a real server sends it under the request's ``stop``: cut before the first stop sequence
+    (which is not sent), finish reason "stop"."""
+    sequences = [stop] if isinstance(stop, str) else [s for s in (stop or []) if s]
+    cuts = [reply.content.find(s) for s in sequences if s in reply.content]
+    if not cuts or reply.calls:
+        return reply
+    return replace(reply, content=reply.content[:min(cuts)], finish_reason="stop")
+
+
 def _pieces(content: str, size: int = 4) -> list[str]:
     return [content[i:i + size] for i in range(0, len(content), size)]
+
+
+def _finish(reply: Reply) -> str:
+    return reply.finish_reason or ("tool_calls" if reply.calls else "stop")
 
 
 def _usage(reply: Reply) -> dict[str, int]:
@@ -346,6 +363,6 @@ def _completion(model: str, reply: Reply) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if reply.calls else "stop"}],
+                     "finish_reason": _finish(reply)}],
         "usage": _usage(reply),
     }

@@ -66,8 +66,9 @@ def sample_events(run_id: str = "run-1", tokens: int = 12, mode: str = "AGENTIC"
                                   complexity=Complexity.MEDIUM, time_aware=True, memory_write_hints=["likes short answers"])
     grade = GradeResult(tier=tier, top_score=0.7134, lex_coverage=0.5, kb_entity_weak=False,
                         web_compensation_needed=False, reason="gray zone, coverage 0.50", gray_zone_mode="coverage_first")
-    calls = [ToolCallRecord(name="searchDocs", args={"query": "DM-3000 保修"}, result_count=5, new_chunks=4,
-                            duplicate_chunks=1, latency_ms=12.5),
+    calls = [ToolCallRecord(name="searchDocs", args={"query": "DM-3000 保修", "top_k": 5}, result_count=5, new_chunks=4,
+                            duplicate_chunks=1, latency_ms=12.5, repaired_from="tools_tags",
+                            adjusted=["top_k 1 -> 5 (agentic.search_top_k_min)"]),
              ToolCallRecord(name="webSearch", args={"query": "DM-3000 warranty 2026"}, status="unavailable",
                             message="web search unavailable: set TAVILY_API_KEY")]
     answer_parts = ["DM-3000 ", "的保修期", "为两年", " [1]。"] + [" 更多"] * max(0, tokens - 4)
@@ -77,12 +78,16 @@ def sample_events(run_id: str = "run-1", tokens: int = 12, mode: str = "AGENTIC"
                    conversation_id="conv-1", t_ms=0.0),
         IndexIncomplete(kb_id=2, missing_vectors=673, total=801, t_ms=0.5),
         ScopeDecided(scope=Scope.KNOWLEDGE_QUERY, confidence=0.9, via="model", reason="question", t_ms=1.25),
-        Understood(understanding=understanding, via="model", duration_ms=210.5, t_ms=212.0),
+        Understood(understanding=understanding, via="model", duration_ms=210.5, t_ms=212.0,
+                   note="the rewrite switched from Chinese to English: discarded, the question is searched"),
         Routed(decision=PathDecision(mode=Mode.AGENTIC, reason="agentic"),
                plan=RetrievalPlan(tools=["doc_search", "keyword_search"], reasons={"doc_search": "always"}),
                t_ms=213.0),
         AgenticStep(iteration=1, max_iterations=4, tool_calls=calls, new_chunks=4, duplicate_chunks=1,
-                    duration_ms=180.0, thought="search the manual first", t_ms=395.0),
+                    duration_ms=180.0, thought="search the manual first", t_ms=395.0,
+                    offered_tools=["searchDocs", "keywordSearch", "webSearch"],
+                    withheld_tools={"recall_memory": "the user has no memories"}, requested_calls=5,
+                    repeated_calls=2, over_cap_calls=1),
         Retrieved(mode="agentic_loop", workers=[WorkerReport(name="doc_search", status="ok", hits=5, latency_ms=11.0)],
                   tool_calls=calls, candidate_count=3, kb_chunks=2, web_chunks=1, stop_reason="model_done", rounds=1,
                   duration_ms=190.0, t_ms=405.0),
