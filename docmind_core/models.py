@@ -394,3 +394,29 @@ class Turn:
 
     role: str  # "user" | "assistant"
     content: str
+
+
+# --------------------------------------------------------------------------
+# The model judge (docmind_core/answer/judge.py)
+# --------------------------------------------------------------------------
+
+EvidenceVerdictName = Literal["answers", "partly", "no"]
+ClaimVerdictName = Literal["supported", "contradicted", "not_found"]
+
+
+class EvidenceVerdict(_Value):
+    """The judge's reading of whether the top evidence answers the question."""
+
+    verdict: EvidenceVerdictName
+    p_yes: float | None = None  # P("yes") from the reply's logprobs; None when the server gave none
+    scored_by: Literal["logprobs", "verbal"] = "verbal"
+    reason: str = ""  # the model's one-line reason
+
+
+class ClaimVerdict(_Value):
+    """The judge's check of one claim of the answer against the source span it cites."""
+
+    claim: str
+    source: int  # the cited source number, 1-based as in the answer
+    status: ClaimVerdictName
+    reason: str = ""

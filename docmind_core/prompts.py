@@ -33,6 +33,8 @@ REQUIRED_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "memory_ack": frozenset({"memories", "question", "language"}),
     "query_understanding": frozenset({"kb_brief", "history", "question"}),
     "agentic_system": frozenset({"sandbox_section"}),
+    "judge_evidence": frozenset({"question", "sources"}),
+    "judge_claims": frozenset({"claims"}),
 }
 
 _SECTION_RE = re.compile(r"^###\s*(system|user)\s*$", re.MULTILINE)

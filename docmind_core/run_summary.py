@@ -55,6 +55,7 @@ class RunSummary(BaseModel):
     backends: list[dict[str, Any]] = Field(default_factory=list)
     errors: list[dict[str, str]] = Field(default_factory=list)
     fallbacks: list[dict[str, str]] = Field(default_factory=list)
+    judge: list[dict[str, Any]] = Field(default_factory=list)  # the model judge's verdicts (grader.judge)
     index_gaps: list[dict[str, int]] = Field(default_factory=list)  # KBs searched with missing vectors
     usage: dict[str, int] = Field(default_factory=dict)
 
@@ -82,6 +83,7 @@ def summary_of(digest: RunDigest) -> RunSummary:
         backends=[b.model_dump() for b in digest.started.backends] if digest.started else [],
         errors=[{"stage": e.stage, "message": e.message} for e in digest.errors],
         fallbacks=[{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
+        judge=[j.model_dump(mode="json", exclude={"kind", "t_ms"}) for j in digest.judgements],
         index_gaps=[{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
                     for g in digest.index_gaps])
     if grade is not None:

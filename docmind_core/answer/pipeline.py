@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from docmind_core.answer.direct_read import DirectReader
 from docmind_core.answer.generate import AnswerWriter, choose_template
+from docmind_core.answer.judge import (
+    ModelJudge, apply_claim_verdicts, claims_step, claims_to_check, evidence_step, resolve_judge,
+)
 from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
@@ -37,7 +40,7 @@ from docmind_core.events import (
     Done, ErrorRaised, Event, Fallback, Routed, RunStarted, ScopeDecided, Understood,
 )
 from docmind_core.models import (
-    NO_RETRIEVAL_MODE, BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
+    NO_RETRIEVAL_MODE, BackendStatus, ClaimVerdict, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
     Scope, StopReason, Turn, Understanding,
 )
 from docmind_core.query_signals import fast_scope, memory_text
@@ -92,6 +95,8 @@ class _RunState:
     answer: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)  # what did not answer during retrieval
+    judge: ModelJudge | None = None  # the model judge of this run (grader.judge), None: offline checks only
+    claim_verdicts: list[ClaimVerdict] = field(default_factory=list)  # the judge's, once the answer is written
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -103,7 +108,7 @@ class AnswerPipeline:
     def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary,
                  store: KnowledgeStore | None, reranker: Reranker, one_shot: OneShotRetrieval,
                  agentic: AgenticSearch, memory: MemoryStore | None,
-                 tool_context_factory: Callable[..., ToolContext]):
+                 tool_context_factory: Callable[..., ToolContext], judge: ModelJudge | None = None):
         # store None: no SELECTED_DOC reading; memory None: no "remember ..." (evaluation and unit tests)
         self.llm = llm
         self.prompts = prompts
@@ -114,6 +119,7 @@ class AnswerPipeline:
         self.agentic = agentic
         self.memory = memory
         self.tool_context_factory = tool_context_factory
+        self.judge = judge  # over the configured model; None when it is the offline engine
 
     # ------------------------------------------------------------------
     def ask(self, request: AskRequest, settings: Settings, backends: Sequence[BackendStatus],
@@ -153,6 +159,9 @@ class AnswerPipeline:
              state: _RunState, guard: RunGuard) -> Iterator[Event]:
         question = request.question.strip()
         history = request.history[-2 * settings.rag.history_turns:] if settings.rag.history_turns else []
+        state.judge, unavailable = resolve_judge(settings.grader.judge, self.judge)
+        if unavailable:
+            yield Fallback(stage="judge", reason=unavailable, to="offline checks")
 
         # 1. scope: the regex fast path answers with zero model calls when it is sure
         state.stage = "scope"
@@ -226,10 +235,27 @@ class AnswerPipeline:
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
             return
 
+        # 4b. the model judge reads the evidence (the user's own selection is not second-guessed)
+        if state.judge is not None and decision.mode != Mode.SELECTED_DOC and state.sources and state.grade:
+            state.stage = "judge"
+            t = time.perf_counter()
+            state.grade = yield from evidence_step(state.judge, question, state.grade, state.sources, settings,
+                                                   meter, guard)
+            state.timings["judge.evidence"] = elapsed_ms(t)
+
         # 5. generation
         state.stage = "generation"
         template = choose_template(state.grade, state.sources)
         yield from self._generate(template, question, history, state, meter, cancel, guard)
+
+        # 6. the model judge checks each cited claim against its source
+        if state.judge is not None and state.answer and not cancel.is_set():
+            claims = claims_to_check(state.answer, state.sources)
+            if claims:
+                state.stage = "judge"
+                t = time.perf_counter()
+                state.claim_verdicts = yield from claims_step(state.judge, claims, settings, meter, guard)
+                state.timings["judge.claims"] = elapsed_ms(t)
 
     # ------------------------------------------------------------------
     def _answer_without_retrieval(self, request: AskRequest, question: str, history: list[Turn],
@@ -271,6 +297,7 @@ class AnswerPipeline:
         confidence = None
         if state.grade is not None:
             confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation)
+            confidence = apply_claim_verdicts(confidence, state.claim_verdicts, settings.citation)
         decision = state.decision
         return Done(
             run_id=request.run_id, answer=state.answer,
