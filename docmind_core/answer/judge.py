@@ -199,7 +199,7 @@ def claims_to_check(answer: str, sources: Sequence[RetrievedChunk]) -> list[Clai
     out: list[ClaimToCheck] = []
     seen: set[tuple[str, int]] = set()
     for cited in cited_sentences(answer):
-        claim = " ".join(CITATION_MARKER_RE.sub("", cited.text).split())
+        claim = _SPACE_BEFORE_PUNCTUATION_RE.sub(r"\1", " ".join(CITATION_MARKER_RE.sub("", cited.text).split()))
         if not claim or not 1 <= cited.index <= len(sources) or (claim, cited.index) in seen:
             continue
         seen.add((claim, cited.index))
@@ -255,6 +255,7 @@ def apply_claim_verdicts(confidence: Confidence | None, verdicts: Sequence[Claim
 # Reading the replies
 # --------------------------------------------------------------------------
 
+_SPACE_BEFORE_PUNCTUATION_RE = re.compile(r"\s+([.,;:!?。，；：！？])")  # where a removed marker stood
 _VERDICTS = {"yes": "answers", "answers": "answers", "partly": "partly", "partial": "partly", "no": "no"}
 _CLAIM_STATUSES = {"supported": "supported", "contradicted": "contradicted", "not_found": "not_found",
                    "not found": "not_found", "notfound": "not_found", "unsupported": "not_found"}
