@@ -39,7 +39,7 @@ SUMMARY_KEYS = {
     "run_id", "question", "answer", "mode", "route_reason", "route_explanation", "scope", "understanding",
     "planned_tools", "tool_calls", "rounds", "tier", "top_score", "lex_coverage", "grade_reason",
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
-    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "index_gaps", "usage",
+    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps", "usage",
 }
 SOURCE_KEYS = {"index", "chunk_id", "document", "text", "origin", "url", "scores"}
 TOOL_CALL_KEYS = {"name", "args", "status", "result_count", "repaired_from"}
