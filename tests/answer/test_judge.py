@@ -319,3 +319,120 @@ def test_an_explicit_llm_judge_with_the_offline_engine_is_reported_unavailable()
     assert "no OpenAI-compatible model is configured" in fallback.reason
     assert not any(isinstance(e, Judged) for e in events)
     assert isinstance(events[-1], Done) and events[-1].answer
+
+
+# --------------------------------------------------------------------------
+# The failures of issue 20 on the demo KB, through `docmind ask --json` and Engine.ask
+# --------------------------------------------------------------------------
+
+N2 = "What is the maximum power draw of the Nimbus N2?"
+N2_DATASHEET = "nimbus_n2_datasheet.pdf"
+# The issue's answers, each citing the N2 datasheet chunk: offline they all got confidence 0.5614.
+N2_ANSWERS = {
+    "right": "The maximum power draw of the Nimbus N2 is 45 W at full load [{n}].",
+    "swapped": "The maximum power draw of the Nimbus N2 is 2 TB NVMe [{n}].",
+    "idle value": "The maximum power draw of the Nimbus N2 is 28 W [{n}].",
+    "made up": "The maximum power draw of the Nimbus N2 is 9,999 W [{n}].",
+    "content-free": "Based on the sources [{n}], the answer is in the documents.",
+}
+
+
+class DemoModel:
+    """The fake model of a demo run: it cites the N2 datasheet's number in the answer prompt, and its judge
+    reads each claim as a careful reader would (45 W is on the datasheet; 2 TB, 28 W and 9,999 W are not its
+    maximum power draw; the content-free sentence states nothing)."""
+
+    def __init__(self, answer: str, evidence: Reply | None = None):
+        self.answer = answer
+        self.evidence = evidence or evidence_reply("yes", 0.9)
+
+    def __call__(self, body: dict) -> Reply:
+        last = body["messages"][-1]["content"]
+        if body.get("stream"):
+            prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+            cited = next((n for n in range(1, 20) if f"[{n}] (document: {N2_DATASHEET})" in prompt), 1)
+            return text(self.answer.format(n=cited))
+        if "Do these passages state the answer" in last:
+            return self.evidence
+        if "Check every claim" in last:
+            claim = last.split("Claim 1: ", 1)[1].split("\n", 1)[0]
+            status = "supported" if "45 W" in claim else "not_found" if "documents" in claim else "contradicted"
+            return claims_reply(status)
+        return text(json.dumps({**UNDERSTANDING, "rewrittenQuery": "Nimbus N2 maximum power draw"}))
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory):
+    from tests.demo_world import open_demo_engine
+
+    home = tmp_path_factory.mktemp("judge-demo-home")
+    open_demo_engine(home)
+    return home
+
+
+@pytest.fixture
+def demo_server(demo_home):
+    from docmind_core.engine import Engine
+
+    with FakeOpenAIServer() as fake:
+        config = Engine.open(demo_home, env={}, warm=False).config
+        config.set_many({"llm.base_url": fake.base_url, "llm.max_retries": 0, "llm.timeout_s": 10.0}, by="test")
+        try:
+            yield fake
+        finally:
+            config.reset_all()
+
+
+def ask_json(home, question: str) -> dict:
+    from click.testing import CliRunner
+
+    from docmind_core import cli as cli_module
+
+    result = CliRunner().invoke(cli_module.cli, ["--home", str(home), "ask", question, "--kb", "demo",
+                                                 "--mode", "rule", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.slow  # ingests the demo KB
+def test_wrong_values_citing_the_n2_datasheet_no_longer_share_the_right_answers_confidence(demo_home, demo_server):
+    runs = {}
+    for name, answer in N2_ANSWERS.items():
+        demo_server.respond_with(DemoModel(answer))
+        runs[name] = ask_json(demo_home, N2)
+    for name, summary in runs.items():
+        assert summary["answer"] == N2_ANSWERS[name].format(n=summary["citations"][0]["index"]), name
+        assert summary["citations"][0]["document"] == N2_DATASHEET
+        claims = next(j for j in summary["judge"] if j["target"] == "claims")
+        assert claims["via"] == "llm" and len(claims["claims"]) == 1
+    right = runs.pop("right")
+    assert right["judge"][-1]["claims"][0]["status"] == "supported" and not right["ungrounded"]
+    for name, summary in runs.items():
+        status = summary["judge"][-1]["claims"][0]["status"]
+        assert status == ("not_found" if name == "content-free" else "contradicted"), name
+        assert summary["ungrounded"], name
+        assert summary["band"] != "HIGH" and summary["confidence"] < right["confidence"], name
+        if status == "contradicted":
+            assert summary["band"] == "LOW", name
+
+
+@pytest.mark.slow  # ingests the demo KB
+def test_q01_with_its_gold_left_out_is_not_high_once_the_judge_reads_the_pricing_row(demo_home, demo_server):
+    from docmind_core.engine import Engine
+
+    engine = Engine.open(demo_home, warm=False)
+    kb = engine.store.get_kb_by_name("demo")
+    gold = [d.id for d in engine.store.list_documents(kb.id) if d.name == N2_DATASHEET]
+    # offline (judge off), the pricing row that says "see the N2 datasheet" was graded HIGH
+    settings = engine.settings
+    demo_server.respond_with(DemoModel(N2_ANSWERS["right"]))
+    offline = list(engine.ask(N2, [kb.id], exclude_doc_ids=gold, mode="rule",
+                              settings=settings.with_overrides({"grader.judge": "off"})))
+    assert offline[-1].grade.tier.value == "HIGH"
+
+    demo_server.respond_with(DemoModel(N2_ANSWERS["right"],
+                                       evidence_reply("no", 0.06, "the pricing row only points to the datasheet")))
+    events = list(engine.ask(N2, [kb.id], exclude_doc_ids=gold, mode="rule", settings=settings))
+    verdict = judged(events, "evidence")
+    assert (verdict.tier_before, verdict.tier_after) == ("HIGH", "AMBIGUOUS")
+    assert events[-1].grade.tier.value == "AMBIGUOUS"
