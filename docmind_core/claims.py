@@ -233,6 +233,47 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(keyword_tokens(text, stem=True))
 
 
+# Attribute words a source may use for the claim's word, both ways and across English and Chinese: a
+# short list of the attributes product documents state with values.
+_SYNONYM_GROUPS = (
+    ("price", "cost", "priced", "pay", "fee", "价格", "售价", "价钱", "多少钱", "费用", "报价"),
+    ("power", "draw", "consumption", "consume", "watt", "功耗", "功率", "耗电"),
+    ("storage", "disk", "drive", "ssd", "capacity", "存储", "硬盘", "磁盘", "容量"),
+    ("memory", "ram", "内存"),
+    ("processor", "cpu", "core", "处理器"),
+    ("employee", "staff", "people", "headcount", "员工", "人数"),
+    ("headquarter", "hq", "based", "总部", "位于"),
+    ("address", "url", "ip", "地址"),
+    ("retention", "retain", "keep", "kept", "store", "保留", "保存", "保留期"),
+    ("release", "released", "publish", "发布", "发布日期"),
+    ("uptime", "availability", "sla", "可用性"),
+    ("weight", "weigh", "重量"),
+    ("size", "dimension", "尺寸"),
+    ("error", "code", "错误", "代码", "错误代码"),
+    ("fix", "fixed", "resolve", "修复"),
+    ("default", "默认"),
+    ("maximum", "max", "peak", "最大", "最高"),
+    ("minimum", "min", "least", "最小", "最低", "至少"),
+    ("founded", "establish", "成立"),
+    ("temperature", "温度"),
+    ("discount", "折扣", "优惠"),
+)
+
+
+@lru_cache(maxsize=1)
+def _synonyms() -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for group in _SYNONYM_GROUPS:
+        forms = {w for word in group for w in (keyword_tokens(word, stem=True) or [word])} | set(group)
+        for form in forms:
+            out.setdefault(form, set()).update(forms)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def alternatives(term: str) -> frozenset[str]:
+    return _synonyms().get(term, frozenset((term,)))
+
+
 def _term_weight(term: str) -> float:
     if is_cjk(term[0]):
         return 0.5 if len(term) == 1 else 1.0
@@ -336,6 +377,9 @@ class Unit:
             self.header_stems = tuple(_stems(h) for h in self.headers)
 
     def has_term(self, term: str) -> bool:
+        return any(self._has(t) for t in alternatives(term))
+
+    def _has(self, term: str) -> bool:
         if is_cjk(term[0]) or not term.isalpha():
             if any(ch.isdigit() for ch in term):
                 return re.search(rf"(?<![0-9a-z]){re.escape(term)}(?![0-9a-z])", self.lower) is not None
@@ -477,6 +521,9 @@ def source_units(text: str, document: str = "") -> tuple[Unit, ...]:
 # --------------------------------------------------------------------------
 
 
+_CROSS = "names and values stated together (in another language)"
+
+
 @dataclass(frozen=True)
 class Verdict:
     status: ClaimStatus
@@ -516,7 +563,7 @@ def _read_unit(content: ClaimContent, unit: Unit) -> Verdict | None:
         elif not where or (columns and not (where & columns)):
             missing.append(v)  # in another row's table, or under a column the claim does not name
     if not missing:
-        return Verdict("supported", unit.body, "names, attribute and values stated together")
+        return Verdict("supported", unit.body, _CROSS if cross else "names, attribute and values stated together")
     if unit.window or cross or not content.attributes:
         return None
     for v in missing:
@@ -530,11 +577,19 @@ def _read_unit(content: ClaimContent, unit: Unit) -> Verdict | None:
     return None
 
 
+def _states_values(content: ClaimContent, unit: Unit) -> bool:
+    """The unit names the claim's subject with all its values (in words the claim may not use): the
+    claim may be right, so another value elsewhere in the source is no contradiction."""
+    return bool(content.values) and all(unit.has_name(n) for n in content.names) and all(
+        any(v.same(u) for u in unit.values) for v in content.values)
+
+
 def _attribute_columns(content: ClaimContent, unit: Unit) -> set[int]:
     if not unit.cells:
         return set()
     attrs = set(content.attributes)
     out = set()
+    attrs = {alt for a in attrs for alt in alternatives(a)}
     for j, stems in enumerate(unit.header_stems):
         if stems and stems & attrs and not (_stems(unit.cells[j]) & attrs):
             out.add(j)
@@ -570,14 +625,15 @@ def read_source(content: ClaimContent, claim_text: str, source: RetrievedChunk) 
     if quote and not content.content_free:
         return Verdict("supported", quote, "quoted from the source")
     contradiction: Verdict | None = None
-    for unit in source_units(source.text, source.document):
+    units = source_units(source.text, source.document)
+    for unit in units:
         verdict = _read_unit(content, unit)
         if verdict is None:
             continue
         if verdict.status == "supported":
             return verdict
         contradiction = contradiction or verdict
-    if contradiction is not None:
+    if contradiction is not None and not any(_states_values(content, unit) for unit in units):
         return contradiction
     return Verdict("unsupported", "", _missing_reason(content, source))
 
@@ -632,13 +688,20 @@ def check_claim(text: str, sources: Sequence[RetrievedChunk], cited: Sequence[in
             reason += f"; source [{elsewhere}] states it, uncited"
         return ClaimCheck(**base, status="unsupported", reason=reason)
     contradiction: tuple[int, Verdict] | None = None
+    support: tuple[int, Verdict] | None = None
     for n, source in enumerate(sources, start=1):
         v = read_source(content, text, source)
-        if v.status == "supported":
-            return ClaimCheck(**base, status="supported", source_index=n, inferred=True, evidence=_clip(v.evidence),
-                              reason=v.reason)
+        if v.status == "supported" and v.reason != _CROSS:
+            support = (n, v)
+            break
+        if v.status == "supported" and support is None:
+            support = (n, v)  # kept unless a source in the claim's own language states it
         if v.status == "contradicted" and contradiction is None:
             contradiction = (n, v)
+    if support is not None:
+        n, v = support
+        return ClaimCheck(**base, status="supported", source_index=n, inferred=True, evidence=_clip(v.evidence),
+                          reason=v.reason)
     if contradiction is not None:
         n, v = contradiction
         return ClaimCheck(**base, status="contradicted", source_index=n, evidence=_clip(v.evidence),
@@ -719,8 +782,39 @@ def check_claims(answer: str, sources: Sequence[RetrievedChunk], min_sentence_le
     out: list[ClaimCheck] = []
     for span in split_claims(answer, min_sentence_len):
         check = check_claim(answer[span.start:span.end], sources, span.numbers, names)
-        out.append(check.model_copy(update={"char_start": span.start, "char_end": span.end}))
+        check = check.model_copy(update={"char_start": span.start, "char_end": span.end})
+        out.extend(_by_clause(answer, span, check, sources, names) if check.status == "unsupported" else [check])
     return out
+
+
+_CLAUSE_BREAK_RE = re.compile(r"\s*(?:[,，;；]\s*(?:while|whereas|and|but)?|\s(?:while|whereas|but)|"
+                              r"\s(?:and)(?=\s+(?:the|its|it|their)\b)|(?:而|但|并且|同时))\s+", re.IGNORECASE)
+
+
+def _by_clause(answer: str, span: ClaimSpan, whole: ClaimCheck, sources: Sequence[RetrievedChunk],
+               names: frozenset[str]) -> list[ClaimCheck]:
+    """A sentence joining two facts ("the N1 draws 28 W, while the N2 draws 45 W") that no one source states
+    whole: its clauses, each stating a value, are read as claims of their own (all supported, or the
+    sentence stays one unsupported claim)."""
+    text = answer[span.start:span.end]
+    cuts = [m for m in _CLAUSE_BREAK_RE.finditer(text)]
+    if not cuts:
+        return [whole]
+    bounds, pos = [], 0
+    for m in cuts:
+        bounds.append((pos, m.start()))
+        pos = m.end()
+    bounds.append((pos, len(text)))
+    clauses = [(a, b) for a, b in bounds if text[a:b].strip()]
+    if len(clauses) < 2 or not all(values_in(_bare(text[a:b])) for a, b in clauses):
+        return [whole]
+    checks = []
+    for a, b in clauses:
+        check = check_claim(text[a:b], sources, span.numbers, names)
+        if check.status != "supported":
+            return [whole]
+        checks.append(check.model_copy(update={"char_start": span.start + a, "char_end": span.start + b}))
+    return checks
 
 
 def claim_counts(claims: Sequence[ClaimCheck]) -> dict[str, int]:
