@@ -9,14 +9,21 @@ The breaker remembers which backends failed by timing out in this run: after
 the first timeout the run stops calling that backend and finishes from what it
 has (the offline engine writes the answer when the model is the one that
 stalled).  It is per run, never shared: the next run tries the backend again.
+
+Read timeouts cannot keep a deadline: they restart on every byte, so a server
+that trickles one byte a second holds a call open for ever.  :func:`call_within`
+and :func:`iterate_within` bound a call by the clock instead: the call runs in a
+worker thread, the caller waits at most its budget, and past it the call's
+connection is closed and the caller gets :class:`DeadlineCut`.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from docmind_core.settings import Settings
 
@@ -25,6 +32,12 @@ LLM = "llm"  # breaker key of the language model; retrieval tools use their tool
 # must leave retrieval time to find the evidence the offline engine then answers from.
 UNDERSTANDING_SHARE = 0.5
 _MIN_CALL_S = 0.05  # a call given less than this would only fail; callers treat it as "no time left"
+_CANCEL_POLL_S = 0.1  # how often a bounded stream's reader looks at its cancel flag while no item arrives
+T = TypeVar("T")
+
+
+class DeadlineCut(TimeoutError):
+    """A call the clock ended: its time ran out while it was still in progress (whatever the server sent)."""
 
 
 @dataclass
@@ -114,3 +127,89 @@ def looks_like_timeout(exc: BaseException) -> bool:
     name = type(exc).__name__.lower()
     text = str(exc).lower()
     return isinstance(exc, TimeoutError) or "timeout" in name or "timed out" in text or "(timeout)" in text
+
+
+def _cut_quietly(cut: Callable[[], None] | None) -> None:
+    if cut is None:
+        return
+    try:
+        cut()
+    except Exception:  # closing a half-read connection may itself fail; the caller has already moved on
+        pass
+
+
+def call_within(seconds: float, fn: Callable[[], T], cut: Callable[[], None] | None = None,
+                what: str = "the call") -> T:
+    """``fn()``, but the caller waits at most ``seconds`` by the clock.
+
+    ``fn`` runs in a daemon worker thread.  When it returns or raises in time, so does this.  Otherwise
+    ``cut()`` is called (it closes the call's connection, so the worker ends at the server's next byte)
+    and :class:`DeadlineCut` is raised; whatever the worker does afterwards is dropped."""
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # handed to the caller, who re-raises it
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="bounded-call", daemon=True).start()
+    if not done.wait(max(0.0, seconds)):
+        _cut_quietly(cut)
+        raise DeadlineCut(f"{what} was cut after {seconds:.1f}s (the time it was given ran out while it was "
+                          f"still in progress)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def iterate_within(seconds: float | None, items: Iterable[T], cut: Callable[[], None] | None = None,
+                   what: str = "the stream", cancel: threading.Event | None = None) -> Iterator[T]:
+    """The items of ``items``, read in a worker thread, for at most ``seconds`` by the clock (``None``: no
+    bound of its own, the stream's read timeout ends it).
+
+    Past the time :class:`DeadlineCut` is raised (after ``cut()`` closes the stream); an error of the
+    stream is raised in the reader; a set ``cancel`` ends the iteration quietly (the stream is cut too)."""
+    end = None if seconds is None else time.monotonic() + max(0.0, seconds)
+    handoff: queue.Queue[tuple[str, Any]] = queue.Queue()
+    stop = threading.Event()  # set by the reader when it leaves: the worker stops handing items over
+
+    def work() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                handoff.put(("item", item))
+            handoff.put(("end", None))
+        except BaseException as exc:
+            handoff.put(("error", exc))
+
+    threading.Thread(target=work, name="bounded-stream", daemon=True).start()
+    finished = False
+    try:
+        while True:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise DeadlineCut(f"{what} was cut after {seconds:.1f}s (the time it was given ran out while it "
+                                  f"was still streaming)")
+            if cancel is not None and cancel.is_set():
+                return
+            wait = left if cancel is None else _CANCEL_POLL_S if left is None else min(left, _CANCEL_POLL_S)
+            try:
+                kind, value = handoff.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if kind == "end":
+                finished = True
+                return
+            if kind == "error":
+                finished = True
+                raise value
+            yield value
+    finally:
+        stop.set()
+        if not finished:
+            _cut_quietly(cut)

@@ -20,6 +20,14 @@ class BackendUnavailable(DocMindError):
     """A configured backend (model, server, key) cannot be used right now."""
 
 
+class ModelCallCut(BackendUnavailable):
+    """A model call the clock ended: its deadline passed while the server was still sending (or silent)."""
+
+
+class IncompleteReply(BackendUnavailable):
+    """A model reply that broke off before its end: a stream without a finish_reason, JSON cut mid-way."""
+
+
 class IngestError(DocMindError):
     """A document could not be read or indexed; the message says why."""
 
@@ -59,3 +67,7 @@ class StageError(DocMindError):
 
 class ModelOutputError(DocMindError):
     """A model answered, but not in the shape asked for (invalid JSON, missing fields)."""
+
+
+class EmptyReply(ModelOutputError):
+    """A model finished its reply without any text."""

@@ -1,7 +1,8 @@
 """Generation: template choice, the messages sent to the language model, and the streamed answer.
 
-:class:`AnswerWriter` streams the answer from the configured model and, when it fails or the run's
-deadline already closed it, from the offline engine over the same prompt; when retrieval was
+:class:`AnswerWriter` streams the answer from the configured model and, when it fails (an error, a
+call cut at the run's deadline, a reply that is empty or broke off) or the run already stopped calling
+it, from the offline engine over the same prompt, saying why in the answer; when retrieval was
 incomplete the reader is told so first, and with no evidence at all only that is said.
 
 History enters the prompt as plain prior turns (what the user asked, what
@@ -20,6 +21,7 @@ from typing import Generator, Sequence
 
 from docmind_core.backends.protocols import AnswerPrompt, LanguageModel, UsageMeter
 from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
+from docmind_core.errors import EmptyReply, IncompleteReply, ModelCallCut
 from docmind_core.events import AnswerStarted, ErrorRaised, Event, Fallback, Token
 from docmind_core.models import GradeResult, RetrievedChunk, Tier, Turn
 from docmind_core.prompts import PromptLibrary, format_sources, language_name
@@ -109,6 +111,29 @@ def incomplete_notice(question: str, reasons: Sequence[str], evidence: bool) -> 
             f"tell whether they cover this question. This is not an answer; please try again.")
 
 
+def failed_answer_reason(exc: BaseException) -> str:
+    """Why the model's answer was not used, in a few plain words for the reader."""
+    if isinstance(exc, ModelCallCut):
+        return "it did not finish before the run's deadline"
+    if isinstance(exc, IncompleteReply):
+        return "it broke off before its end"
+    if isinstance(exc, EmptyReply):
+        return "it was empty"
+    return f"the model call failed ({type(exc).__name__})"
+
+
+def fallback_notice(question: str, reason: str, partial: bool) -> str:
+    """Said in the answer when the offline engine answers instead of the model, in the question's language."""
+    if detect_language(question) == "zh":
+        head = "注意：语言模型的回答不完整" if partial else "注意：语言模型没有给出回答"
+        return f"{head}（{reason}），以下是 DocMind 从资料中离线摘录的回答。\n\n"
+    if partial:
+        return (f"Note: the language model's answer above is incomplete ({reason}); below is DocMind's offline "
+                f"answer extracted from the same sources.\n\n")
+    return (f"Note: the language model gave no usable answer ({reason}); this is DocMind's offline answer "
+            f"extracted from the sources.\n\n")
+
+
 @dataclass
 class WrittenAnswer:
     text: str
@@ -147,22 +172,33 @@ class AnswerWriter:
             yield Fallback(stage="generation", reason=f"the language model is not called again in this run: "
                                                       f"{guard.breaker.reason(LLM)}", to=self.fallback_llm.name)
             llm = self.fallback_llm
+            notice = fallback_notice(question, "it did not answer in time earlier in this run", partial=False)
+            pieces.append(notice)
+            yield Token(text=notice)
+        streamed: list[str] = []  # what the model itself wrote (the notice above is not its answer)
         try:
             for piece in llm.stream_answer(prompt, meter, cancel):
                 if cancel.is_set():
                     cancelled = True
                     break
+                streamed.append(piece)
                 pieces.append(piece)
                 yield Token(text=piece)
+            if not cancelled and not cancel.is_set() and not "".join(streamed).strip() \
+                    and llm is not self.fallback_llm:
+                raise EmptyReply(f"{getattr(llm, 'name', 'the language model')} (answer): no answer text")
         except Exception as exc:
             if llm is self.fallback_llm:
                 raise
+            reason = failed_answer_reason(exc)
             yield ErrorRaised(stage="generation", message=f"{type(exc).__name__}: {exc}")
-            yield Fallback(stage="generation", reason="the language model failed while answering",
+            yield Fallback(stage="generation", reason=f"the language model's answer was not used: {reason}",
                            to=self.fallback_llm.name)
-            if pieces:  # keep what streamed; mark the switch so the reader sees where it happened
-                pieces.append("\n\n")
-                yield Token(text="\n\n")
+            partial = bool("".join(streamed).strip())
+            # keep what streamed and mark the switch, so the reader sees where and why it happened
+            notice = ("\n\n" if partial else "") + fallback_notice(question, reason, partial)
+            pieces.append(notice)
+            yield Token(text=notice)
             for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
                 pieces.append(piece)
                 yield Token(text=piece)

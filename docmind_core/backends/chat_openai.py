@@ -14,6 +14,14 @@ timeout is clipped to what is left of the run (understanding and agent rounds
 to the retrieval budget, the answer to the whole deadline), a timed-out call is
 never retried and opens the run's breaker for the model, and once it is open
 the model is not called again in that run.  Every call carries ``max_tokens``.
+
+The SDK's timeout is a read timeout: it restarts on every byte, so a server that
+trickles keeps a call open for as long as it likes.  Every call is therefore also
+bounded by the clock (:func:`~docmind_core.deadline.call_within`,
+:func:`~docmind_core.deadline.iterate_within`): past its budget the caller stops
+waiting, the connection is closed and the call fails as cut.  A reply that is not
+whole is a failure too: a JSON body cut mid-way, a stream that ends without a
+``finish_reason`` (the connection dropped), or an answer with no text at all.
 """
 
 from __future__ import annotations
@@ -25,7 +33,6 @@ import time
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 from urllib.parse import urlparse
 
-import httpx
 import openai
 
 from docmind_core.backends.openai_parsing import (
@@ -44,8 +51,16 @@ from docmind_core.backends.protocols import (
     UnderstandingRequest,
     UsageMeter,
 )
-from docmind_core.deadline import LLM, UNDERSTANDING_SHARE, RunGuard
-from docmind_core.errors import BackendUnavailable, ModelOutputError
+from docmind_core.deadline import (
+    LLM,
+    UNDERSTANDING_SHARE,
+    DeadlineCut,
+    RunGuard,
+    call_within,
+    iterate_within,
+    looks_like_timeout,
+)
+from docmind_core.errors import BackendUnavailable, EmptyReply, IncompleteReply, ModelCallCut, ModelOutputError
 from docmind_core.models import BackendStatus, ModelCall, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.text import count_tokens
@@ -63,6 +78,31 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
     return False
+
+
+class _InFlight:
+    """The open response of one call in progress, so the caller's thread can close it when the clock runs
+    out; a response that arrives after that is closed at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self._cut = False
+
+    def attach(self, response: Any) -> None:
+        with self._lock:
+            if not self._cut:
+                self._response = response
+                return
+        response.close()
+        raise DeadlineCut("the reply arrived after the call was cut")
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            response = self._response
+        if response is not None:
+            response.close()
 
 
 class OpenAIChatModel:
@@ -97,21 +137,21 @@ class OpenAIChatModel:
 
     # -- the protocol ---------------------------------------------------------
     def understand(self, request: UnderstandingRequest, meter: UsageMeter) -> Understanding:
-        kwargs: dict[str, Any] = dict(messages=request.messages, temperature=0.0,
-                                      response_format={"type": "json_object"},
-                                      timeout=self._budget("understanding", self.timeout_s, retrieval=True,
-                                                           share=UNDERSTANDING_SHARE))
-        response = self._complete("understanding", meter, kwargs)
-        content = response.choices[0].message.content if response.choices else None
-        return parse_understanding(content or "", fallback_query=request.question)
+        def parse(response: Any) -> Understanding:
+            content = response.choices[0].message.content if response.choices else None
+            return parse_understanding(content or "", fallback_query=request.question)
+
+        return self.bounded_chat("understanding", meter, request.messages, parse=parse, retrieval=True,
+                                 share=UNDERSTANDING_SHARE, temperature=0.0,
+                                 response_format={"type": "json_object"})
 
     def agent_turn(self, transcript: AgentTranscript, tools: Sequence[ToolSpec], meter: UsageMeter,
                    timeout_s: float) -> AgentTurn:
-        kwargs: dict[str, Any] = dict(messages=transcript.messages, temperature=0.0,
-                                      timeout=self._budget("agent_round", timeout_s, retrieval=True))
+        options: dict[str, Any] = dict(temperature=0.0)
         if tools:
-            kwargs.update(tools=[t.openai_schema() for t in tools], tool_choice="auto")
-        response = self._complete("agent_round", meter, kwargs)
+            options.update(tools=[t.openai_schema() for t in tools], tool_choice="auto")
+        response = self.bounded_chat("agent_round", meter, transcript.messages, timeout_s=timeout_s,
+                                     retrieval=True, **options)
         if not response.choices:
             raise ModelOutputError(f"{self.name} returned no choices for the agent turn")
         message = response.choices[0].message
@@ -124,36 +164,76 @@ class OpenAIChatModel:
 
     def stream_answer(self, prompt: AnswerPrompt, meter: UsageMeter,
                       cancel: threading.Event | None = None) -> Iterator[str]:
+        """The answer's text pieces as they stream.  Raises BackendUnavailable when the call fails: its
+        ModelCallCut when the run's deadline cut it, IncompleteReply when the stream ends without a
+        finish_reason (the connection dropped) or mid-chunk; EmptyReply when the model finished without text."""
         started = time.perf_counter()
         usage: Any = None
         produced: list[str] = []
         error = ""
-        budget = self._budget("answer", self.timeout_s)
-        stream = self._with_retries("answer", lambda attempt_s: self._client.chat.completions.create(
-            model=self.model, messages=prompt.messages, temperature=self.temperature, stream=True,
-            max_tokens=self.max_tokens, stream_options={"include_usage": True}, timeout=attempt_s),
-            meter, started, budget)
+        finish_reason: str | None = None
+        where = f"{self.name} (answer)"
+        attempt_s = self._budget("answer", self.timeout_s)  # the read timeout of each attempt
+        # the clock's bound: what is left of the run (outside a run, only the read timeout applies)
+        wall_s = self._guard.remaining() if self._guard is not None else None
+        inflight = _InFlight()
+
+        def open_stream(attempt_timeout_s: float) -> Any:
+            stream = self._client.chat.completions.create(
+                model=self.model, messages=prompt.messages, temperature=self.temperature, stream=True,
+                max_tokens=self.max_tokens, stream_options={"include_usage": True}, timeout=attempt_timeout_s)
+            inflight.attach(stream)
+            return stream
+
         try:
-            for chunk in stream:
-                if cancel is not None and cancel.is_set():
-                    error = "cancelled"
-                    break
-                if self._guard is not None and self._guard.expired():  # a trickling stream ends at the deadline
-                    error = f"{self.name} (answer): the run deadline passed while the answer was streaming"
-                    self._guard.trip(LLM, error)
-                    raise BackendUnavailable(error)
-                if getattr(chunk, "usage", None) is not None:
-                    usage = chunk.usage
-                for choice in chunk.choices or ():
-                    piece = choice.delta.content if choice.delta is not None else None
-                    if piece:
-                        produced.append(piece)
-                        yield piece
-        except (openai.OpenAIError, httpx.HTTPError) as exc:  # a stream can break after its first token
-            error = self._describe(exc, "answer")
-            raise BackendUnavailable(error) from exc
+            def opened() -> Any:
+                return self._with_retries("answer", open_stream, started, attempt_s)
+
+            try:
+                stream = opened() if wall_s is None else call_within(wall_s, opened, inflight.cut, where)
+            except DeadlineCut as exc:
+                error = self._cut_message("answer", wall_s or attempt_s, "before the stream started")
+                raise ModelCallCut(error) from exc
+            left_s = None if wall_s is None else wall_s - (time.perf_counter() - started)
+            try:
+                for chunk in iterate_within(left_s, stream, stream.close, where, cancel):
+                    if getattr(chunk, "usage", None) is not None:
+                        usage = chunk.usage
+                    for choice in chunk.choices or ():
+                        finish_reason = choice.finish_reason or finish_reason
+                        piece = choice.delta.content if choice.delta is not None else None
+                        if piece:
+                            produced.append(piece)
+                            yield piece
+            except DeadlineCut as exc:
+                error = self._cut_message("answer", wall_s or attempt_s,
+                                          f"while the answer was streaming ({len(''.join(produced))} characters "
+                                          f"in)")
+                raise ModelCallCut(error) from exc
+            except (BackendUnavailable, ModelOutputError):
+                raise
+            except ValueError as exc:  # json.JSONDecodeError: a chunk that ends mid-JSON
+                error = (f"{where}: the stream broke off inside a chunk after {len(''.join(produced))} characters "
+                         f"(not complete JSON: {exc})")
+                raise IncompleteReply(error) from exc
+            except Exception as exc:  # a stream can break after its first token (the connection dropped ...)
+                error = self._describe(exc, "answer")
+                raise BackendUnavailable(error) from exc
+            if cancel is not None and cancel.is_set():
+                error = "cancelled"
+                return
+            text = "".join(produced)
+            if finish_reason is None:
+                error = (f"{where}: the stream ended without a finish_reason after {len(text)} characters "
+                         f"(the connection was cut; the answer is incomplete)")
+                raise IncompleteReply(error)
+            if not text.strip():
+                error = f"{where}: the model finished (finish_reason={finish_reason}) without any answer text"
+                raise EmptyReply(error)
+        except BackendUnavailable as exc:
+            error = error or str(exc)
+            raise
         finally:
-            stream.close()
             prompt_tokens = usage.prompt_tokens if usage is not None else \
                 sum(count_tokens(str(m.get("content") or "")) for m in prompt.messages)  # estimate
             completion_tokens = usage.completion_tokens if usage is not None else count_tokens("".join(produced))
@@ -164,28 +244,28 @@ class OpenAIChatModel:
 
     def complete(self, messages: list[dict[str, Any]], meter: UsageMeter, *, purpose: str, timeout_s: float,
                  max_tokens: int, top_logprobs: int = 0, json_object: bool = True) -> Completion:
-        """A short scored reply (``protocols.CompletingModel``).  The caller bounds it by ``timeout_s``, taken from
-        its run's deadline; it is not clipped by a bound guard and never opens the breaker, so a slow judge does
-        not keep the run from writing its answer.  A server that refuses ``logprobs`` is asked again without."""
-        kwargs: dict[str, Any] = dict(messages=messages, temperature=0.0, max_tokens=max_tokens,
-                                      timeout=max(0.05, float(timeout_s)))
+        """A short scored reply (``protocols.CompletingModel``) through :meth:`bounded_chat`.  The caller bounds
+        it by ``timeout_s``, taken from its run's deadline; the call is made without the run's guard, so a slow
+        judge never opens the breaker and the run still writes its answer with the model.  A server that
+        refuses ``logprobs`` (HTTP 400) is asked again without, and not asked for them again."""
+        options: dict[str, Any] = dict(temperature=0.0, max_tokens=max_tokens)
         if json_object:
-            kwargs["response_format"] = {"type": "json_object"}
+            options["response_format"] = {"type": "json_object"}
         asks_logprobs = top_logprobs > 0 and not self._refuses_logprobs
         if asks_logprobs:
-            kwargs.update(logprobs=True, top_logprobs=int(top_logprobs))
+            options.update(logprobs=True, top_logprobs=int(top_logprobs))
         unbound = copy.copy(self)
         unbound._guard = None
         try:
-            response = unbound._complete(purpose, meter, dict(kwargs))
+            response = unbound.bounded_chat(purpose, meter, messages, timeout_s=timeout_s, **options)
         except BackendUnavailable as exc:
             refused = isinstance(exc.__cause__, openai.BadRequestError) and "logprob" in str(exc).lower()
             if not (asks_logprobs and refused):
                 raise
             self._refuses_logprobs = True
-            kwargs.pop("logprobs", None)
-            kwargs.pop("top_logprobs", None)
-            response = unbound._complete(purpose, meter, dict(kwargs))
+            options.pop("logprobs", None)
+            options.pop("top_logprobs", None)
+            response = unbound.bounded_chat(purpose, meter, messages, timeout_s=timeout_s, **options)
         choice = response.choices[0] if response.choices else None
         if choice is None:
             raise ModelOutputError(f"{self.name} ({purpose}): the reply has no choices")
@@ -217,37 +297,95 @@ class OpenAIChatModel:
                                      f"(run.deadline_ms)")
         return budget
 
-    def _complete(self, purpose: str, meter: UsageMeter, kwargs: dict[str, Any]) -> Any:
-        """One non-streamed call with retries, recorded in the meter."""
+    def bounded_chat(self, purpose: str, meter: UsageMeter, messages: list[dict[str, Any]], *,
+                     parse: Callable[[Any], T] | None = None, timeout_s: float | None = None,
+                     retrieval: bool = False, share: float = 1.0, **options: Any) -> Any:
+        """One non-streamed chat call, bounded by the clock: every purpose (understanding, agent rounds, the
+        judge) goes through here.
+
+        The call gets ``timeout_s`` (default ``llm.timeout_s``) clipped to what is left of the run (of its
+        retrieval budget when ``retrieval``, times ``share``); it is retried only on transient errors, and
+        past its time the caller stops waiting and the connection is closed, however the server trickles.
+        Returns ``parse(completion)`` (the completion itself without ``parse``) and records the call in
+        ``meter`` once, failed or not.  Raises BackendUnavailable (not called, failed, timed out; its
+        ModelCallCut when cut, IncompleteReply for a body cut mid-JSON) or what ``parse`` raises
+        (ModelOutputError).  ``options`` go to the SDK's
+        ``chat.completions.create`` (temperature, response_format, tools, max_tokens ...)."""
+        budget = self._budget(purpose, self.timeout_s if timeout_s is None else timeout_s, retrieval=retrieval,
+                              share=share)
         started = time.perf_counter()
-        budget = float(kwargs.pop("timeout", None) or self.timeout_s)
-        kwargs.setdefault("max_tokens", self.max_tokens)
+        options.setdefault("max_tokens", self.max_tokens)
+        inflight = _InFlight()
 
         def create(attempt_s: float) -> Any:
             try:
-                return self._client.chat.completions.create(model=self.model, timeout=attempt_s, **kwargs)
+                return self._create_whole(messages, attempt_s, options, inflight, purpose)
             except openai.BadRequestError as exc:
-                if "response_format" in kwargs and "response_format" in str(exc):
+                if "response_format" in options and "response_format" in str(exc):
                     # some compatible servers reject JSON mode; the prompt asks for JSON anyway
-                    kwargs.pop("response_format")
-                    return self._client.chat.completions.create(model=self.model, timeout=attempt_s, **kwargs)
+                    options.pop("response_format")
+                    return self._create_whole(messages, attempt_s, options, inflight, purpose)
                 raise
 
-        response = self._with_retries(purpose, create, meter, started, budget)
+        def call() -> Any:
+            response = self._with_retries(purpose, create, started, budget)
+            return response, (parse(response) if parse is not None else response)
+
+        response: Any = None
+        try:
+            response, result = call_within(budget, call, inflight.cut, f"{self.name} ({purpose})")
+        except DeadlineCut as exc:
+            message = self._cut_message(purpose, budget, "while the reply was still arriving")
+            self._record_failure(meter, purpose, started, message)
+            raise ModelCallCut(message) from exc
+        except (BackendUnavailable, ModelOutputError) as exc:
+            self._record_failure(meter, purpose, started, str(exc))
+            raise
         usage = getattr(response, "usage", None)
         meter.record(ModelCall(purpose=purpose, model=self.model,
                                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
                                latency_ms=round((time.perf_counter() - started) * 1000, 1)))
-        return response
+        return result
 
-    def _with_retries(self, purpose: str, fn: Callable[[float], T], meter: UsageMeter, started: float,
-                      budget_s: float) -> T:
-        """``fn(attempt_timeout_s)`` until it succeeds; every attempt ends within ``budget_s`` of ``started``.
+    def _create_whole(self, messages: list[dict[str, Any]], attempt_s: float, options: dict[str, Any],
+                      inflight: _InFlight, purpose: str) -> Any:
+        """One attempt of a non-streamed call; the response is open to ``inflight`` while its body is read."""
+        with self._client.chat.completions.with_streaming_response.create(
+                model=self.model, messages=messages, timeout=attempt_s, **options) as raw:
+            inflight.attach(raw.http_response)
+            try:
+                return raw.parse()
+            except (openai.OpenAIError, DeadlineCut):
+                raise
+            except ValueError as exc:  # json.JSONDecodeError: the body ended mid-JSON
+                raise IncompleteReply(f"{self.name} ({purpose}): the reply is not complete JSON, it ends after "
+                                       f"{len(raw.http_response.content)} bytes ({exc})") from None
+            except Exception as exc:  # the body broke off: the transport's own error, as the SDK names it
+                request = raw.http_response.request
+                if looks_like_timeout(exc):
+                    raise openai.APITimeoutError(request=request) from exc
+                raise openai.APIConnectionError(message=f"the reply broke off: {exc}", request=request) from exc
+
+    def _record_failure(self, meter: UsageMeter, purpose: str, started: float, message: str) -> None:
+        meter.record(ModelCall(purpose=purpose, model=self.model, ok=False, error=message,
+                               latency_ms=round((time.perf_counter() - started) * 1000, 1)))
+
+    def _cut_message(self, purpose: str, budget_s: float, when: str) -> str:
+        """What a cut call says, and the breaker remembers: the model is not called again in this run."""
+        limit = "the run deadline (run.deadline_ms)" if self._guard is not None else "llm.timeout_s"
+        message = f"{self.name} ({purpose}): cut after {budget_s:.1f}s by {limit} {when}"
+        if self._guard is not None:
+            self._guard.trip(LLM, f"a call was cut earlier in this run ({message})")
+        return message
+
+    def _with_retries(self, purpose: str, fn: Callable[[float], T], started: float, budget_s: float) -> T:
+        """``fn(attempt_timeout_s)`` until it succeeds; no attempt starts with less than 0.1 s of ``budget_s``
+        left (the clock, not this loop, ends an attempt in progress: see :meth:`bounded_chat`).
 
         Only transient errors are retried, and only while the budget has room.  A timeout is not retried: a
         server that did not answer in time will not answer faster the second time; inside a run it also
-        opens the breaker, so the run stops calling the model."""
+        opens the breaker, so the run stops calling the model.  Failures are raised as BackendUnavailable."""
         attempt = 0
         end = started + budget_s
         while True:
@@ -268,8 +406,6 @@ class OpenAIChatModel:
                     message += f" (after {attempt + 1} attempts)"
                 if timed_out and self._guard is not None:
                     self._guard.trip(LLM, f"it timed out earlier in this run ({message})")
-                meter.record(ModelCall(purpose=purpose, model=self.model, ok=False, error=message,
-                                       latency_ms=round((time.perf_counter() - started) * 1000, 1)))
                 raise BackendUnavailable(message) from exc
 
     def _describe(self, exc: BaseException, purpose: str, timeout_s: float | None = None) -> str:

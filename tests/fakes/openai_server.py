@@ -38,6 +38,14 @@ A reply may carry log-probabilities, returned when the request asks for ``logpro
     server.script(scored('{"verdict": "yes"}', [('{"', {'{"': 1.0}), ("verdict", {"verdict": 1.0}),
                                                 ('":"', {'":"': 1.0}), ("yes", {"yes": 0.8, "no": 0.2})]))
 
+Misbehaving servers, for deadline and honesty tests::
+
+    server.script(trickle(text("...")))           # headers, then one byte every 0.5 s (JSON body or stream)
+    server.script(empty_stream())                 # a well-formed reply with no content at all
+    server.script(cut_stream("The answer is"))    # streams some content, then closes: no finish_reason, no [DONE]
+    server.script(truncated(text("...")))         # a JSON body cut mid-way (Content-Length matches the cut);
+                                                  # on a stream, a last chunk cut mid-JSON and no [DONE]
+
 Reply builders: ``text(content, usage=(prompt, completion), delay=0)``,
 ``tool_calls(*calls, content="", usage=..., delay=0)`` with
 ``call(name, arguments_dict_or_raw_string, id=None)``, and
@@ -54,7 +62,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Literal
 
@@ -77,6 +85,10 @@ class Reply:
     # (token, {alternative: probability}) per generated token, sent as ``logprobs.content`` when the request asks
     # for logprobs (what llama-server and OpenAI return); None: the server sends none
     logprobs: list[tuple[str, dict[str, float]]] | None = None
+    # how the reply goes over the wire: "whole" (well-formed), "trickle" (one byte per ``interval``),
+    # "cut" (a stream that stops mid-way), "truncated" (JSON cut mid-way)
+    wire: Literal["whole", "trickle", "cut", "truncated"] = "whole"
+    interval: float = 0.5
 
 
 def scored(content: str, tokens: list[tuple[str, dict[str, float]]], delay: float = 0.0) -> Reply:
@@ -101,6 +113,26 @@ def tool_calls(*calls: ScriptedCall, content: str = "", usage: tuple[int, int] =
 
 def status(code: int, message: str = "scripted failure", delay: float = 0.0) -> Reply:
     return Reply(status=code, message=message, delay=delay)
+
+
+def trickle(reply: Reply, interval: float = 0.5) -> Reply:
+    """``reply`` sent as headers and then one byte every ``interval`` seconds: a read timeout never fires."""
+    return replace(reply, wire="trickle", interval=interval)
+
+
+def empty_stream(usage: tuple[int, int] = (12, 0)) -> Reply:
+    """A well-formed reply with no content: a stream of only the role delta, ``stop`` and [DONE]."""
+    return Reply(content="", usage=usage)
+
+
+def cut_stream(content: str) -> Reply:
+    """A stream that sends ``content`` and then closes the connection, without finish_reason or [DONE]."""
+    return Reply(content=content, wire="cut")
+
+
+def truncated(reply: Reply) -> Reply:
+    """``reply``'s JSON cut in the middle (the declared length matches the cut body, so HTTP is clean)."""
+    return replace(reply, wire="truncated")
 
 
 def printed(name: str, arguments: dict | str, key: str = "arguments") -> dict[str, Any]:
@@ -235,19 +267,31 @@ class _Handler(BaseHTTPRequestHandler):
             elif body.get("stream"):
                 self._stream(body, reply)
             else:
-                self._json(200, _completion(self.fake.model, reply, bool(body.get("logprobs"))))
-        except (BrokenPipeError, ConnectionResetError):
+                self._json(200, _completion(self.fake.model, reply, bool(body.get("logprobs"))), reply)
+        except OSError:  # BrokenPipe, ConnectionReset: the client gave up (timeout and deadline tests)
             pass  # the client gave up (timeout test)
 
-    def _json(self, code: int, payload: dict[str, Any]) -> None:
+    def _json(self, code: int, payload: dict[str, Any], reply: Reply | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
+        if reply is not None and reply.wire == "truncated":
+            data = data[:len(data) * 3 // 5]
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         if code >= 400:
             self.send_header("retry-after-ms", "10")  # the SDK honours it; keeps retry tests fast
         self.end_headers()
-        self.wfile.write(data)
+        self._write(data, reply)
+
+    def _write(self, data: bytes, reply: Reply | None) -> None:
+        if reply is None or reply.wire != "trickle":
+            self.wfile.write(data)
+            self.wfile.flush()
+            return
+        for i in range(len(data)):  # each byte restarts the client's read timeout
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+            time.sleep(reply.interval)
 
     def _stream(self, body: dict[str, Any], reply: Reply) -> None:
         self.send_response(200)
@@ -263,12 +307,18 @@ class _Handler(BaseHTTPRequestHandler):
             chunk = dict(base, choices=choices)
             if usage is not None:
                 chunk["usage"] = usage
-            self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
-            self.wfile.flush()
+            self._write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode(), reply)
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         for piece in _pieces(reply.content):
             send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+        if reply.wire == "cut":
+            return  # the connection closes here: no finish_reason, no usage, no [DONE]
+        if reply.wire == "truncated":
+            last = json.dumps(dict(base, choices=[{"index": 0, "delta": {"content": " more"}, "finish_reason": None}]))
+            self.wfile.write(f"data: {last[:len(last) // 2]}\n\n".encode())
+            self.wfile.flush()
+            return
         for i, c in enumerate(reply.calls):
             half = len(c.arguments) // 2
             send([{"index": 0, "delta": {"tool_calls": [{"index": i, "id": c.id, "type": "function",
@@ -280,8 +330,7 @@ class _Handler(BaseHTTPRequestHandler):
         send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if reply.calls else "stop"}])
         if (body.get("stream_options") or {}).get("include_usage"):
             send([], usage=_usage(reply))
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        self._write(b"data: [DONE]\n\n", reply)
 
 
 def _pieces(content: str, size: int = 4) -> list[str]:
