@@ -15,8 +15,12 @@ each one JSON reply:
   log-probabilities the stated verdict counts.  The verdict joins the lexical
   signals in :func:`docmind_core.answer.grade.judged_grade`.  Documents the user
   selected (SELECTED_DOC) are not judged: their relevance is the user's choice.
-* the **claim judge**, after the answer: each cited claim against the span it
-  cites, batched in one call (supported / contradicted / not found).
+* the **claim judge**, after the answer: each claim the offline checks
+  (``docmind_core/claims.py``) tied to a source, against that source's span,
+  batched in one call (supported / contradicted / not found).  Its verdicts
+  become the claims' statuses (``via="llm"``, "not found" as unsupported)
+  before coverage and confidence are computed, except that an offline
+  "contradicted" is never cleared.
 
 Each call is bounded by the run's deadline (the evidence judge by a share of
 what is left, so the answer keeps its time) and never opens the run's breaker.
@@ -35,19 +39,20 @@ from typing import Generator, Sequence
 
 from docmind_core.answer.grade import chunk_score, judged_grade
 from docmind_core.backends.protocols import Completion, CompletingModel, TokenAlternatives, UsageMeter
-from docmind_core.citations import cited_sentences
+from docmind_core.citations import with_claims
 from docmind_core.deadline import LLM, RunGuard, elapsed_ms
 from docmind_core.errors import ModelOutputError
 from docmind_core.events import Event, Fallback, Judged
 from docmind_core.models import (
+    CitationResult,
+    ClaimCheck,
     ClaimVerdict,
-    Confidence,
     EvidenceVerdict,
     GradeResult,
     RetrievedChunk,
 )
 from docmind_core.prompts import PromptLibrary, source_label
-from docmind_core.settings import CitationSettings, GraderSettings, JudgeMode, Settings
+from docmind_core.settings import GraderSettings, JudgeMode, Settings
 from docmind_core.text import CITATION_MARKER_RE, keyword_tokens
 
 # What the judge reads and may write.  Three passages of ~700 characters is what a 1.5B model judges in ~2 s on
@@ -68,11 +73,12 @@ MIN_CALL_S = 0.5
 
 @dataclass(frozen=True)
 class ClaimToCheck:
-    """One claim of the answer and the text of the source it cites."""
+    """One claim of the answer and the span of the source it is read against."""
 
-    claim: str
-    source: int  # 1-based, as the answer cites it
+    claim: str  # without its [n] markers
+    source: int  # 1-based, as the answer numbers its sources
     span: str
+    position: int = 0  # its index in ``CitationResult.claims``
 
 
 class ModelJudge:
@@ -193,20 +199,38 @@ def _fell_back(target: str, reason: str, started: float) -> Generator[Event, Non
 # --------------------------------------------------------------------------
 
 
-def claims_to_check(answer: str, sources: Sequence[RetrievedChunk]) -> list[ClaimToCheck]:
-    """Each sentence of ``answer`` with a ``[n]`` marker, once per valid source it cites, with the part of that
-    source closest to it (at most MAX_CLAIMS)."""
+def claims_to_check(citations: CitationResult, sources: Sequence[RetrievedChunk]) -> list[ClaimToCheck]:
+    """The answer's checkable claims (from the offline checks, ``citations.claims``) that name a source: the one
+    the offline check read them against, else the first they cite; with that source's span (the offline
+    check's evidence, else the part of the source closest to the claim).  At most MAX_CLAIMS."""
     out: list[ClaimToCheck] = []
-    seen: set[tuple[str, int]] = set()
-    for cited in cited_sentences(answer):
-        claim = _SPACE_BEFORE_PUNCTUATION_RE.sub(r"\1", " ".join(CITATION_MARKER_RE.sub("", cited.text).split()))
-        if not claim or not 1 <= cited.index <= len(sources) or (claim, cited.index) in seen:
+    for position, claim in enumerate(citations.claims):
+        if claim.status == "not_checkable":
             continue
-        seen.add((claim, cited.index))
-        out.append(ClaimToCheck(claim, cited.index, closest_span(claim, sources[cited.index - 1].text)))
+        source = claim.source_index or (claim.cited[0] if claim.cited else None)
+        if source is None or not 1 <= source <= len(sources):
+            continue
+        text = _plain_claim(claim.text)
+        source_text = sources[source - 1].text
+        span = with_table_header(claim.evidence, source_text) if claim.evidence and claim.source_index == source \
+            else closest_span(text, source_text)
+        out.append(ClaimToCheck(text, source, _cut(span, SPAN_CHARS), position))
         if len(out) == MAX_CLAIMS:
             break
     return out
+
+
+def with_table_header(span: str, source_text: str) -> str:
+    """A table row with its table's header line before it: a row alone does not say which column is what."""
+    if not span.lstrip().startswith("|"):
+        return span
+    header = next((line.strip() for line in source_text.splitlines() if line.strip().startswith("|")), "")
+    return span if not header or header in span else f"{header}\n{span}"
+
+
+def _plain_claim(text: str) -> str:
+    """A claim without its ``[n]`` markers, as the judge reads it."""
+    return _SPACE_BEFORE_PUNCTUATION_RE.sub(r"\1", " ".join(CITATION_MARKER_RE.sub("", text).split()))
 
 
 def closest_span(claim: str, text: str, limit: int = SPAN_CHARS) -> str:
@@ -235,20 +259,33 @@ def closest_span(claim: str, text: str, limit: int = SPAN_CHARS) -> str:
     return _cut("\n".join(lines[start:end + 1]), limit)
 
 
-def apply_claim_verdicts(confidence: Confidence | None, verdicts: Sequence[ClaimVerdict],
-                         settings: CitationSettings) -> Confidence | None:
-    """The confidence once the judge has read the claims: a contradicted claim pulls it to band LOW, a claim its
-    source does not state keeps it out of band HIGH; either marks the answer ungrounded."""
-    if confidence is None or not verdicts:
-        return confidence
-    statuses = {v.status for v in verdicts}
-    score, band = confidence.score, confidence.band
-    if "contradicted" in statuses:
-        score, band = min(score, round(settings.band_low / 2, 4)), "LOW"
-    elif "not_found" in statuses and band == "HIGH":
-        score, band = min(score, round((settings.band_low + settings.band_high) / 2, 4)), "MEDIUM"
-    ungrounded = confidence.ungrounded or bool(statuses & {"contradicted", "not_found"})
-    return confidence.model_copy(update={"score": score, "band": band, "ungrounded": ungrounded})
+# the judge's verdict as a claim status; "not found" is what the offline checks call unsupported
+_STATUS_OF_VERDICT = {"supported": "supported", "contradicted": "contradicted", "not_found": "unsupported"}
+
+
+def judged_citations(citations: CitationResult, checked: Sequence[ClaimToCheck], verdicts: Sequence[ClaimVerdict],
+                     answer: str, sources: Sequence[RetrievedChunk]) -> CitationResult:
+    """``citations`` with the judge's verdicts as the statuses of the claims it read (``via="llm"``); coverage,
+    inferred citations and counts follow (``citations.with_claims``).  A claim the offline check found
+    contradicted stays contradicted: its reading of a value against the same row is exact, and a small model
+    saying "supported" is not enough to clear it."""
+    if not verdicts:
+        return citations
+    by_claim = {(v.claim, v.source): v for v in verdicts}
+    claims: list[ClaimCheck] = list(citations.claims)
+    for item in checked:
+        verdict = by_claim.get((item.claim, item.source))
+        if verdict is None:
+            continue
+        claim = claims[item.position]
+        status = _STATUS_OF_VERDICT[verdict.status]
+        reason = f"judge: {verdict.status.replace('_', ' ')}" + (f" ({verdict.reason})" if verdict.reason else "")
+        if claim.status == "contradicted" and status != "contradicted":
+            status, reason = "contradicted", f"{claim.reason}; the judge said {verdict.status.replace('_', ' ')}"
+        claims[item.position] = claim.model_copy(update={
+            "status": status, "via": "llm", "reason": reason, "source_index": item.source,
+            "evidence": item.span if claim.source_index != item.source else claim.evidence})
+    return with_claims(citations, answer, claims, sources)
 
 
 # --------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from docmind_core.answer.direct_read import DirectReader
 from docmind_core.answer.generate import AnswerWriter, choose_template
 from docmind_core.answer.judge import (
-    ModelJudge, apply_claim_verdicts, claims_step, claims_to_check, evidence_step, resolve_judge,
+    ModelJudge, claims_step, claims_to_check, evidence_step, judged_citations, resolve_judge,
 )
 from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.scope import trusted_scope
@@ -40,7 +40,7 @@ from docmind_core.events import (
     Done, ErrorRaised, Event, Fallback, Routed, RunStarted, ScopeDecided, Understood,
 )
 from docmind_core.models import (
-    NO_RETRIEVAL_MODE, BackendStatus, ClaimVerdict, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
+    NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
     Scope, StopReason, Turn, Understanding,
 )
 from docmind_core.query_signals import fast_scope, memory_text
@@ -96,7 +96,7 @@ class _RunState:
     timings: dict[str, float] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)  # what did not answer during retrieval
     judge: ModelJudge | None = None  # the model judge of this run (grader.judge), None: offline checks only
-    claim_verdicts: list[ClaimVerdict] = field(default_factory=list)  # the judge's, once the answer is written
+    citations: CitationResult | None = None  # once the answer is written and its claims checked (offline/judge)
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -248,13 +248,15 @@ class AnswerPipeline:
         template = choose_template(state.grade, state.sources)
         yield from self._generate(template, question, history, state, meter, cancel, guard)
 
-        # 6. the model judge checks each cited claim against its source
+        # 6. the model judge reads each claim against its source, over the offline checks' statuses
         if state.judge is not None and state.answer and not cancel.is_set():
-            claims = claims_to_check(state.answer, state.sources)
+            citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
+            claims = claims_to_check(citations, state.sources)
             if claims:
                 state.stage = "judge"
                 t = time.perf_counter()
-                state.claim_verdicts = yield from claims_step(state.judge, claims, settings, meter, guard)
+                verdicts = yield from claims_step(state.judge, claims, settings, meter, guard)
+                state.citations = judged_citations(citations, claims, verdicts, state.answer, state.sources)
                 state.timings["judge.claims"] = elapsed_ms(t)
 
     # ------------------------------------------------------------------
@@ -293,11 +295,11 @@ class AnswerPipeline:
     # ------------------------------------------------------------------
     def _done(self, request: AskRequest, state: _RunState, meter: UsageMeter, settings: Settings,
               cancel: threading.Event) -> Done:
-        citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
+        citations = state.citations or parse_citations(state.answer, state.sources,
+                                                       settings.citation.coverage_min_sentence_len)
         confidence = None
         if state.grade is not None:
             confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation)
-            confidence = apply_claim_verdicts(confidence, state.claim_verdicts, settings.citation)
         decision = state.decision
         return Done(
             run_id=request.run_id, answer=state.answer,

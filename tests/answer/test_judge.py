@@ -14,14 +14,15 @@ import pytest
 
 from docmind_core.answer.agentic import AgenticSearch
 from docmind_core.answer.grade import CragGrader
-from docmind_core.answer.judge import ModelJudge, claims_to_check, resolve_judge
+from docmind_core.answer.judge import ModelJudge, claims_to_check, judged_citations, resolve_judge
+from docmind_core.citations import parse_citations
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.errors import ConfigError
 from docmind_core.events import Done, Fallback, Judged
-from docmind_core.models import RequestedMode
+from docmind_core.models import ClaimVerdict, RequestedMode
 from docmind_core.prompts import PromptLibrary
 from docmind_core.run_summary import summarise, timeline_lines
 from docmind_core.settings import Settings
@@ -269,7 +270,8 @@ def test_a_claim_the_source_does_not_state_keeps_the_answer_out_of_band_high(ser
 
 def test_a_malformed_claim_reply_keeps_the_offline_confidence(server):
     _, offline = ask(server, Judge(), **{"grader.judge": "off"})
-    events, done = ask(server, Judge(claims=text('{"claims": "all fine"}')))
+    # an evidence verdict of "partly" leaves the tier as the offline grade set it
+    events, done = ask(server, Judge(evidence=evidence_reply("yes", 0.4), claims=text('{"claims": "all fine"}')))
     verdict = judged(events, "claims")
     assert verdict.via == "offline" and "malformed" in verdict.reason
     assert done.confidence == offline.confidence
@@ -282,13 +284,36 @@ def test_a_run_makes_at_most_two_judge_calls(server):
     assert sorted(script.kinds) == ["answer", "claims", "evidence", "understanding"]
 
 
-def test_claims_are_the_cited_sentences_with_the_part_of_their_source_closest_to_them():
-    table = "\n".join(f"| Nimbus N{i} | {10 * i} W | {i} TB |" for i in range(1, 40))
-    source = CORPUS[0].model_copy(update={"text": table})
-    claims = claims_to_check("Hello. The Nimbus N37 draws 370 W [1]. It is cited twice [1][1]. Out of range [4].",
-                             [source])
-    assert [c.claim for c in claims] == ["The Nimbus N37 draws 370 W.", "It is cited twice."]
-    assert "| Nimbus N37 | 370 W | 37 TB |" in claims[0].span and len(claims[0].span) <= 500
+TABLE = "| Model | Power | Storage |\n" + "\n".join(f"| Nimbus N{i} | {10 * i} W | {i} TB |" for i in range(1, 40))
+TABLE_ANSWER = ("Hello. The Nimbus N37 draws 370 W [1]. The Nimbus N12 draws 999 W [1]. "
+                "The Nimbus N5 is quiet and reliable in use [1]. Out of range claim here [4].")
+
+
+def test_the_judge_reads_each_checkable_claim_against_the_span_of_the_source_it_names():
+    source = CORPUS[0].model_copy(update={"text": TABLE})
+    claims = claims_to_check(parse_citations(TABLE_ANSWER, [source]), [source])
+    assert [(c.claim, c.source) for c in claims] == [
+        ("The Nimbus N37 draws 370 W.", 1), ("The Nimbus N12 draws 999 W.", 1),
+        ("The Nimbus N5 is quiet and reliable in use.", 1)]
+    # the row the offline check read, under its header; a claim it found no row for: the closest lines
+    assert claims[0].span == "| Model | Power | Storage |\n| Nimbus N37 | 370 W | 37 TB |"
+    assert claims[1].span.endswith("| Nimbus N12 | 120 W | 12 TB |")
+    assert "| Nimbus N5 | 50 W | 5 TB |" in claims[2].span and len(claims[2].span) <= 500
+
+
+def test_the_judges_verdicts_become_the_claims_statuses_but_never_clear_an_offline_contradiction():
+    source = CORPUS[0].model_copy(update={"text": TABLE})
+    offline = parse_citations(TABLE_ANSWER, [source])
+    assert [c.status for c in offline.claims[:3]] == ["supported", "contradicted", "unsupported"]
+    claims = claims_to_check(offline, [source])
+    verdicts = [ClaimVerdict(claim=c.claim, source=c.source, status="supported", reason="the row says so")
+                for c in claims]
+    judged_result = judged_citations(offline, claims, verdicts, TABLE_ANSWER, [source])
+    statuses = [(c.status, c.via) for c in judged_result.claims]
+    assert statuses[:3] == [("supported", "llm"), ("contradicted", "llm"), ("supported", "llm")]
+    assert statuses[3] == ("unsupported", "offline")  # the out-of-range marker names no source to read
+    assert judged_result.coverage > offline.coverage
+    assert "the judge said supported" in judged_result.claims[1].reason
 
 
 # --------------------------------------------------------------------------
