@@ -130,6 +130,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "backends": [b.model_dump() for b in digest.started.backends] if digest.started is not None else [],
         "errors": [{"stage": e.stage, "message": e.message} for e in digest.errors],
         "fallbacks": [{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
+        "judge": [j.model_dump(mode="json", exclude={"kind", "t_ms"}) for j in digest.judgements],
         "index_gaps": [{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
                        for g in digest.index_gaps],
         "usage": ({"prompt_tokens": digest.tokens["prompt"], "completion_tokens": digest.tokens["completion"],

@@ -145,7 +145,7 @@ def evidence_step(judge: ModelJudge, question: str, grade: GradeResult, sources:
     try:
         verdict = judge.judge_evidence(question, sources, settings.grader, meter, budget)
     except Exception as exc:  # noqa: BLE001 - a judge must never sink the run: the offline grade stands
-        yield from _fell_back("evidence", _failure(exc), started)
+        yield from _fell_back("evidence", _failure(exc, budget, "a quarter of the time left in the run"), started)
         return grade
     judged = judged_grade(grade, verdict, settings.grader)
     yield Judged(target="evidence", via="llm", reason=verdict.reason, evidence=verdict,
@@ -167,7 +167,7 @@ def claims_step(judge: ModelJudge, claims: Sequence[ClaimToCheck], settings: Set
     try:
         verdicts = judge.judge_claims(claims, meter, budget, settings.llm.max_tokens)
     except Exception as exc:  # noqa: BLE001 - as above
-        yield from _fell_back("claims", _failure(exc), started)
+        yield from _fell_back("claims", _failure(exc, budget, "the time left in the run"), started)
         return []
     left = len(claims) - len(verdicts)
     reason = f"the judge skipped {left} of {len(claims)} claims; the offline checks keep them" if left else ""
@@ -183,10 +183,10 @@ def _why_not_call(guard: RunGuard, budget_s: float) -> str:
     return ""
 
 
-def _failure(exc: BaseException) -> str:
+def _failure(exc: BaseException, budget_s: float, share: str) -> str:
     if isinstance(exc, ModelOutputError):
         return f"malformed reply: {exc}"
-    return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {exc} [the judge's call had {budget_s:.1f}s: {share}, at most llm.timeout_s]"
 
 
 def _fell_back(target: str, reason: str, started: float) -> Generator[Event, None, None]:
