@@ -135,11 +135,26 @@ def glance_html(digest: RunDigest) -> str:
         bits.append(f"<b>agentic</b> {len(digest.agentic_steps)} round(s), {calls} tool call(s)")
     if digest.stop_reason:
         bits.append(f"<b>stop</b> {esc(digest.stop_reason)}")
+    bits += [f"<b>judge ({esc(j.target)})</b> {esc(judge_summary(j))}" for j in digest.judgements]
     if digest.fallbacks or digest.errors:
         bits.append(f"<b>fallbacks/errors</b> {len(digest.fallbacks)}/{len(digest.errors)}")
     if digest.done is not None and digest.done.backend:
         bits.append(f"<b>model</b> {esc(digest.done.backend)}")
     return '<div class="dm-glance">' + " · ".join(bits) + "</div>" if bits else ""
+
+
+def judge_summary(event) -> str:
+    """The model judge's verdict in a few words: the evidence verdict and its tier change, or the claim counts."""
+    if event.via == "offline":
+        return "offline checks kept"
+    if event.evidence is not None:
+        score = f" (P(yes) {event.evidence.p_yes:.2f})" if event.evidence.p_yes is not None else ""
+        moved = f", {event.tier_before} → {event.tier_after}" if event.tier_before != event.tier_after else ""
+        return f"{event.evidence.verdict}{score}{moved}"
+    counts = {}
+    for claim in event.claims:
+        counts[claim.status] = counts.get(claim.status, 0) + 1
+    return ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items()) or "no claim read"
 
 
 def _items_table(items: Sequence[dict]) -> str:

@@ -26,7 +26,9 @@ from docmind_core.models import ClaimVerdict, RequestedMode
 from docmind_core.prompts import PromptLibrary
 from docmind_core.run_summary import summarise, timeline_lines
 from docmind_core.settings import Settings
+from docmind_core.timeline import RunDigest
 from docmind_core.tools import ToolContext, Toolbox
+from docmind_ui.html_views import glance_html
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, scored, status, text
 
@@ -151,6 +153,9 @@ def test_a_confident_judge_lifts_a_gray_zone_tier_to_high_and_is_shown_in_the_ti
     assert [j["target"] for j in summary.judge] == ["evidence", "claims"]
     assert summary.judge[0]["evidence"]["p_yes"] == pytest.approx(0.93)
     assert any("Judge (evidence): answers" in line and "AMBIGUOUS -> HIGH" in line for line in timeline_lines(events))
+    glance = glance_html(RunDigest.from_events(events))  # the chat page's always-visible line
+    assert "<b>judge (evidence)</b> answers (P(yes) 0.93), AMBIGUOUS → HIGH" in glance
+    assert "<b>judge (claims)</b> 1 supported" in glance
 
 
 def test_the_evidence_call_asks_one_short_json_reply_with_logprobs(server):
