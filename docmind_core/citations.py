@@ -143,7 +143,7 @@ def with_claims(citations: CitationResult, answer: str, claims: Sequence[ClaimCh
         if not 1 <= claim.source_index <= len(sources):
             continue
         inferred += 1
-        at = _marker_position(answer, claim.char_start, claim.char_end)
+        at = marker_position(answer, claim.char_start, claim.char_end)
         occurrences.append(CitationOccurrence(index=claim.source_index, char_start=at, char_end=at, valid=True,
                                               inferred=True))
         if claim.source_index not in used:
@@ -231,7 +231,7 @@ def _support(sentence: str, sources: Sequence[_SourceTerms]) -> Support:
     return Support(sources=tuple(i + 1 for i in chosen), share=share)
 
 
-def _marker_position(answer: str, start: int, end: int) -> int:
+def marker_position(answer: str, start: int, end: int) -> int:
     """Where a marker for the sentence answer[start:end] goes: before its closing punctuation."""
     pos = end
     while pos > start and answer[pos - 1].isspace():

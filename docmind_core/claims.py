@@ -86,6 +86,17 @@ ABSENCE_RE = re.compile(
     r"(?:提及|提到|包含|说明|涉及|找到|给出|列出|记载|相关|能回答)",
     re.IGNORECASE)
 
+# Hedges about the evidence as a whole ("The sources only partly match the question;"): about the sources too.
+_HEDGE_RE = re.compile(
+    r"\b(?:the|these|provided|retrieved)\s+(?:\w+\s+)?" + _SOURCES + r"\s+(?:only\s+)?(?:partly|partially|"
+    r"do\s+not\s+fully|don't\s+fully)\s+(?:match|answer|cover|address|relate)"
+    r"|(?:资料|文档|来源)[^。！？]{0,12}(?:只?部分相关|仅供参考|不完全)", re.IGNORECASE)
+
+
+def about_the_sources(text: str) -> bool:
+    """A claim about the sources themselves (they lack or only partly hold something), not about the world."""
+    return bool(ABSENCE_RE.search(text) or _HEDGE_RE.search(text))
+
 
 def clean_length(sentence: str) -> int:
     return len(re.sub(r"\s+", "", MARKER_RE.sub("", sentence)))
@@ -147,16 +158,19 @@ _UNITS: dict[str, str] = {
     "degrees": "degree", "degree": "degree", "度": "degree", "°c": "degree", "℃": "degree",
     "pages": "page", "page": "page", "页": "page", "documents": "document", "份": "document",
     "queries": "query", "cores": "core", "core": "core", "核": "core", "ports": "port", "port": "port",
+    "ns": "ns", "ms": "ms", "us": "us", "μs": "us", "nm": "nm", "um": "um", "μm": "um", "mg": "mg", "ml": "ml",
+    "mmol": "mmol", "kda": "kda", "hz": "hz", "khz": "khz", "mtorr": "mtorr", "kpa": "kpa", "mpa": "mpa",
     "个": "", "million": "million", "万": "wan", "亿": "yi", "billion": "billion", "x": "x", "倍": "x",
 }
 _EN_UNIT = "|".join(sorted((re.escape(u) for u in _UNITS if u.isascii() and u.isalpha()), key=len, reverse=True))
 _ZH_UNIT = "|".join(sorted((re.escape(u) for u in _UNITS if not u.isascii()), key=len, reverse=True))
+# ASCII look-arounds: a number glued to Chinese ("全长290公里") is a value, one inside a code ("AES-256") is not
 _VALUE_RE = re.compile(
-    r"(?P<ip>(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.]))"
-    r"|(?P<date>(?<![\w.-])\d{4}-\d{1,2}(?:-\d{1,2})?(?![\w-]))"
-    r"|(?P<version>(?<![\w.])v?\d+\.\d+\.\d+(?:\.\d+)*(?![\w.]))"
+    r"(?P<ip>(?<![A-Za-z0-9_.])\d{1,3}(?:\.\d{1,3}){3}(?![A-Za-z0-9_.]))"
+    r"|(?P<date>(?<![A-Za-z0-9_.-])\d{4}-\d{1,2}(?:-\d{1,2})?(?![A-Za-z0-9_-]))"
+    r"|(?P<version>(?<![A-Za-z0-9_.])v?\d+\.\d+\.\d+(?:\.\d+)*(?![A-Za-z0-9_]|\.\d))"
     r"|(?P<cur>[$€¥￥])\s?(?P<curnum>\d[\d,]*(?:\.\d+)?)"
-    r"|(?<![\w.,-])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\d,]*\.\d)"
+    r"|(?<![A-Za-z0-9_.,-])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\d,]*\.\d)"
     r"(?:\s*-?\s*(?P<unit>%|％|°c|℃|(?:" + _EN_UNIT + r")(?![a-z])|(?:" + _ZH_UNIT + r")))?",
     re.IGNORECASE)
 _CURRENCY_SYMBOL = {"$": "usd", "€": "eur", "¥": "cny", "￥": "cny"}
@@ -168,7 +182,7 @@ _CONTRADICTABLE = frozenset({"%", "w", "kw", "v", "kg", "g", "mm", "cm", "m", "k
 _FILE_RE = re.compile(r"[\w.\-/]+\.(?:md|markdown|txt|pdf|docx?|html?|csv|xlsx?|pptx?|json|eml)\b", re.IGNORECASE)
 _LIST_LEAD_RE = re.compile(r"^\s*(?:[-*•·>+]+|#+|\(?[（(]?\d{1,2}[)）.、]|[一二三四五六七八九十]+[、.．]|第[一二三四五六七八九十\d]+[步条项]?[：:]?)\s*")
 _TABLE_RULE_RE = re.compile(r"^[\s|:\-–—+=]*$")
-_CODE_NAME_RE = re.compile(r"\b[A-Za-z]+[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b"
+_CODE_NAME_RE = re.compile(r"(?<![A-Za-z0-9_.,-])\d+[A-Za-z][A-Za-z0-9]*\b|\b[A-Za-z]+[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b"
                            r"|\b[A-Za-z]+(?:[-_][A-Za-z0-9]+)*-\d+\b")
 _CAPITALISED_RE = re.compile(r"(?<![\w'])[A-Z][A-Za-z]+(?:[A-Z][a-z]+)*\b")
 # Words that say where an answer comes from rather than what is true: a claim of only these states nothing.
@@ -220,6 +234,8 @@ def values_in(text: str) -> list[Value]:
                              m.start(), m.end()))
         else:
             unit = (m.group("unit") or "").lower()
+            if not unit and re.match(r"[A-Za-z]", text[m.end():m.end() + 1]):
+                continue  # "13TH", "3DS", "7XX": a name with a number in it (claim_content keeps it as one)
             out.append(Value(_number(m.group("num")), _UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
     return out
 
@@ -312,7 +328,7 @@ def claim_content(text: str, source_names: frozenset[str] = frozenset()) -> Clai
     """The values, names and attribute words of one claim (``source_names``: capitalised words the sources
     use as names, so a name opening the claim still counts as one)."""
     bare = _bare(text)
-    about = bool(ABSENCE_RE.search(MARKER_RE.sub("", text)))
+    about = about_the_sources(MARKER_RE.sub("", text))
     values = values_in(bare)
     rest = bare
     for v in sorted(values, key=lambda v: -v.start):
@@ -555,13 +571,18 @@ def _read_unit(content: ClaimContent, unit: Unit) -> Verdict | None:
         return Verdict("supported", unit.body, "names and words stated together") if matched >= 2 else None
     columns = _attribute_columns(content, unit)
     missing: list[Value] = []
+    in_named = False
     for v in content.values:
         where = _value_columns(v, unit)
         if where is None:
             if not any(v.same(u) for u in unit.values):
                 missing.append(v)
-        elif not where or (columns and not (where & columns)):
-            missing.append(v)  # in another row's table, or under a column the claim does not name
+        elif not where or (columns and not (where & (columns | {0}))):
+            missing.append(v)  # not in this row, or under a column the claim does not name (nor the subject's)
+        else:
+            in_named = in_named or bool(where & columns)
+    if columns and not missing and not in_named:
+        missing = [v for v in content.values if _value_columns(v, unit)]  # the named column states none of them
     if not missing:
         return Verdict("supported", unit.body, _CROSS if cross else "names, attribute and values stated together")
     if unit.window or cross or not content.attributes:
@@ -589,9 +610,9 @@ def _attribute_columns(content: ClaimContent, unit: Unit) -> set[int]:
         return set()
     attrs = set(content.attributes)
     out = set()
-    attrs = {alt for a in attrs for alt in alternatives(a)}
+    named = {alt for a in attrs for alt in alternatives(a)}
     for j, stems in enumerate(unit.header_stems):
-        if stems and stems & attrs and not (_stems(unit.cells[j]) & attrs):
+        if stems and stems & named and not (_stems(unit.cells[j]) & attrs):
             out.add(j)
     return out
 

@@ -49,6 +49,10 @@ class RunSummary(BaseModel):
     confidence: float | None = None
     band: str = ""
     ungrounded: bool = False
+    confidence_reason: str = ""
+    # each claim of the answer read against its source: supported / unsupported / contradicted / not_checkable
+    claims: list[dict[str, Any]] = Field(default_factory=list)
+    claim_counts: dict[str, int] = Field(default_factory=dict)
     stop_reason: str = ""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     backend: str = ""
@@ -93,9 +97,14 @@ def summary_of(digest: RunDigest) -> RunSummary:
         summary.backend = done.backend
         summary.citations = [u.model_dump() for u in done.citations.used_sources]
         summary.coverage, summary.invalid_refs = done.citations.coverage, done.citations.invalid_refs
+        summary.claims = [c.model_dump(mode="json") for c in done.citations.claims]
+        summary.claim_counts = {"supported": done.citations.supported_claims,
+                                "unsupported": done.citations.unsupported_claims,
+                                "contradicted": done.citations.contradicted_claims}
         if done.confidence is not None:
             summary.confidence, summary.band = done.confidence.score, done.confidence.band
             summary.ungrounded = done.confidence.ungrounded
+            summary.confidence_reason = done.confidence.reason
         tokens = digest.tokens
         summary.usage = {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
                          "model_calls": tokens["calls"]}

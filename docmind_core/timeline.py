@@ -235,10 +235,23 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
                   "model calls": f"{len(event.model_calls)} ({tokens_in} in / {tokens_out} out tokens)"}
         if c.inferred_sentences:  # the model wrote no marker there; the parser found the supporting source
             fields["citation coverage"] += f" ({c.inferred_sentences} sentences inferred)"
+        if c.claims:
+            fields["claims"] = (f"{c.supported_claims} supported, {c.unsupported_claims} unsupported, "
+                                f"{c.contradicted_claims} contradicted")
+        if event.confidence is not None and event.confidence.reason:
+            fields["confidence reason"] = event.confidence.reason
         if event.cancelled:
             fields["cancelled"] = "True"
+        items = [{"claim": _short(k.text), "status": k.status, "source": f"[{k.source_index}]" if k.source_index
+                  else "", "why": k.reason, "by": k.via} for k in c.claims if k.status != "supported"]
+        flagged = c.contradicted_claims or c.unsupported_claims
         return _row(event, "Done" + (" (cancelled)" if event.cancelled else ""),
-                    "warn" if event.cancelled else "ok", event.timings_ms.get("total"), fields)
+                    "warn" if event.cancelled or flagged else "ok", event.timings_ms.get("total"), fields, items)
+
+
+def _short(text: str, limit: int = 120) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[:limit - 1] + "…"
 
 
 def _row(event: Event, title: str, status: RowStatus = "ok", duration_ms: float | None = None,

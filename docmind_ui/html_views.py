@@ -26,6 +26,8 @@ a.dm-cite:hover { background: #1d4ed8; color: #fff; }
 .dm-cite-invalid { display: inline-block; padding: 0 .38em; border-radius: .6em; font-size: .78em;
   background: #fee2e2; color: #b91c1c; border: 1px dashed #ef4444; text-decoration: line-through;
   vertical-align: super; line-height: 1.3; }
+.dm-cite-unsupported { color: #92400e; background: #fef3c7; padding: 0 .3em; border-radius: .4em; }
+.dm-cite-contradicted { color: #b91c1c; background: #fee2e2; padding: 0 .3em; border-radius: .4em; font-weight: 600; }
 .dm-source { border: 1px solid #e5e7eb; border-left: 4px solid #60a5fa; border-radius: 8px; padding: .55rem .75rem;
   margin: .45rem 0; background: #fafafa; scroll-margin-top: 5rem; transition: background .3s, box-shadow .3s; }
 .dm-source.dm-origin-web { border-left-color: #f59e0b; }
@@ -108,6 +110,14 @@ def confidence_html(digest: RunDigest) -> str:
                                                                                  else ""))
     bits.append("<b>citation coverage</b> " + ("n/a" if c.coverage is None else f"{c.coverage:.0%}"))
     bits.append(f"<b>cited sentences</b> {c.cited_sentences}/{c.substantive_sentences}")
+    if c.claims:
+        bits.append(f"<b>claims</b> {c.supported_claims} supported")
+        if c.unsupported_claims:
+            bits.append(f'<span class="dm-cite-unsupported">{c.unsupported_claims} unsupported</span>')
+        if c.contradicted_claims:
+            bits.append(f'<span class="dm-cite-contradicted">{c.contradicted_claims} contradicted</span>')
+    if conf is not None and conf.reason:
+        bits.append(f'<span title="{esc(conf.reason)}">why: {esc(conf.reason)}</span>')
     if c.invalid_refs:
         bits.append(f'<span class="dm-cite-invalid">{c.invalid_refs} invalid reference'
                     f'{"s" if c.invalid_refs != 1 else ""}</span>')

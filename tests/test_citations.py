@@ -252,7 +252,7 @@ def test_an_inferred_chip_looks_different_and_says_why():
 
 
 def test_without_inferred_citations_the_chips_are_as_before():
-    answer = "Fact one [1]. Bad [9]."
+    answer = "The Nimbus N2 costs 2,390 USD [1]. Bad [9]."
     assert citation_html(answer, parse_citations(answer, NIMBUS, 8), NIMBUS, "r1") == \
         citation_html(answer, None, NIMBUS, "r1")
 
@@ -333,3 +333,53 @@ def test_absence_pattern_is_public():
     assert ABSENCE_RE.search("The sources do not mention the colour options.")
     assert ABSENCE_RE.search("资料中没有提及颜色选项。")
     assert not ABSENCE_RE.search("The battery lasts 36 hours.")
+
+
+# --------------------------------------------------------------------------
+# Claims: chips, timeline and source cards say which claims their sources state (issue 20)
+# --------------------------------------------------------------------------
+
+
+def test_a_marker_on_an_unsupported_or_contradicted_claim_has_its_own_chip():
+    answer = ("The Nimbus N2 costs 2,390 USD [1]. The maximum power draw of the Nimbus N2 is 2 TB NVMe [1]. "
+              "The maximum power draw of the Nimbus N2 is 28 W [2].")
+    result = parse_citations(answer, NIMBUS, 8)
+    assert [c.status for c in result.claims] == ["supported", "unsupported", "contradicted"]
+    assert (result.supported_claims, result.unsupported_claims, result.contradicted_claims) == (1, 1, 1)
+    assert result.coverage == pytest.approx(1 / 3, abs=1e-4)
+    out = citation_html(answer, result, NIMBUS, run_id="r1")
+    assert '<a class="dm-cite" href="#src-r1-1" data-n="1">[1]</a>' in out  # the supported claim's chip
+    amber = re.search(r'<a class="dm-cite dm-cite-unsupported"[^>]*>\[1\]</a>', out)
+    red = re.search(r'<a class="dm-cite dm-cite-contradicted"[^>]*>\[2\]</a>', out)
+    assert amber and red, out
+    assert out.index("2,390") < out.index(amber.group(0)) < out.index("28 W") < out.index(red.group(0))
+    assert "45 W" in red.group(0)  # its title says what the source states instead
+
+
+def test_an_uncited_contradicted_claim_is_marked_red():
+    answer = "The maximum power draw of the Nimbus N1 is 45 W."
+    result = parse_citations(answer, NIMBUS, 8)
+    assert [c.status for c in result.claims] == ["contradicted"]
+    out = citation_html(answer, result, NIMBUS, run_id="r1")
+    assert 'class="dm-cite dm-cite-contradicted"' in out and "28 W" in out
+
+
+def test_the_timeline_and_the_source_cards_count_claims():
+    from docmind_core.citation_html import source_card_html
+    from docmind_core.events import Done
+    from docmind_core.models import Confidence
+    from docmind_core.timeline import timeline
+
+    answer = "The Nimbus N2 costs 2,390 USD [1]. The maximum power draw of the Nimbus N2 is 28 W [2]."
+    citations = parse_citations(answer, NIMBUS, 8)
+    confidence = confidence_from(citations, 0.9, Tier.HIGH, SETTINGS)
+    assert confidence.band == "LOW" and confidence.ungrounded and "1 contradicted" in confidence.reason
+    done = Done(run_id="r", answer=answer, mode="RULE_PLANNER", sources=NIMBUS, citations=citations,
+                confidence=confidence)
+    [row] = timeline([done])
+    assert row.fields["claims"] == "1 supported, 0 unsupported, 1 contradicted"
+    assert row.status == "warn" and [i["status"] for i in row.items] == ["contradicted"]
+    card = source_card_html(2, NIMBUS[1], "r", answer, checks=citations.claims)
+    assert "contradicts 1 claim" in card
+    assert "supports 1 claim" in source_card_html(1, NIMBUS[0], "r", answer, checks=citations.claims)
+    assert isinstance(confidence, Confidence)
