@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from docmind_core.errors import ModelCallCut
 from docmind_core.settings import Settings
 
 LLM = "llm"  # breaker key of the language model; retrieval tools use their tool name (searchDocs, webSearch ...)
@@ -123,10 +124,12 @@ def bind_model(llm: Any, guard: RunGuard | None) -> Any:
 
 
 def looks_like_timeout(exc: BaseException) -> bool:
-    """A timeout, however the layer below phrased it (TimeoutError, SDK timeout errors, our own messages)."""
+    """A timeout, however the layer below phrased it (TimeoutError, SDK timeout errors, our own messages);
+    a call the clock cut (ModelCallCut) is one too."""
     name = type(exc).__name__.lower()
     text = str(exc).lower()
-    return isinstance(exc, TimeoutError) or "timeout" in name or "timed out" in text or "(timeout)" in text
+    return isinstance(exc, (TimeoutError, ModelCallCut)) or "timeout" in name or "timed out" in text \
+        or "(timeout)" in text
 
 
 def _cut_quietly(cut: Callable[[], None] | None) -> None:

@@ -257,3 +257,55 @@ def test_a_question_is_encoded_between_the_slices_of_an_ingestion_batch():
     worker.join(10)
     assert finished["question"] < finished["bulk"]  # it did not wait for the whole batch
     assert sorted(inner.calls) == [1] + [8] * 8 and embedder.id == "slow"
+
+
+# --------------------------------------------------------------------------
+# the clock bounds a call in progress, whatever its transport does
+# --------------------------------------------------------------------------
+
+def test_call_within_stops_waiting_at_its_time_and_cuts_the_call():
+    from docmind_core.deadline import DeadlineCut, call_within
+
+    release = threading.Event()
+    cut: list[bool] = []
+
+    def stalled():
+        release.wait(10)  # a call that would go on long after its time
+        return "late"
+
+    def close():
+        cut.append(True)
+        release.set()  # as closing the connection ends the worker
+
+    started = time.monotonic()
+    with pytest.raises(DeadlineCut, match="cut after 0.3s"):
+        call_within(0.3, stalled, close, "the stalled call")
+    assert time.monotonic() - started < 2 and cut == [True]
+    assert call_within(1.0, lambda: "in time") == "in time"
+    with pytest.raises(ConfigError, match="raised in the worker"):
+        call_within(1.0, lambda: (_ for _ in ()).throw(ConfigError("raised in the worker")))
+
+
+def test_iterate_within_cuts_a_trickling_stream_and_honours_cancel():
+    from docmind_core.deadline import DeadlineCut, iterate_within
+
+    def trickling():
+        for i in range(1000):
+            time.sleep(0.05)  # each item arrives in time; the whole never does
+            yield i
+
+    closed: list[bool] = []
+    received: list[int] = []
+    started = time.monotonic()
+    with pytest.raises(DeadlineCut):
+        for item in iterate_within(0.5, trickling(), lambda: closed.append(True), "the stream"):
+            received.append(item)
+    assert time.monotonic() - started < 2.5 and 0 < len(received) < 50 and closed == [True]
+
+    cancel = threading.Event()
+    got = []
+    for item in iterate_within(None, trickling(), None, "the stream", cancel):
+        got.append(item)
+        cancel.set()
+    assert got == [0]
+    assert list(iterate_within(1.0, iter([1, 2, 3]))) == [1, 2, 3]

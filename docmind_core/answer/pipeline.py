@@ -78,6 +78,11 @@ class AskRequest:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
+def _failed_call(meter: UsageMeter, purpose: str) -> str:
+    """The error of the last failed model call for ``purpose`` in this run ("" when none failed)."""
+    return next((c.error for c in reversed(meter.calls) if c.purpose == purpose and not c.ok), "")
+
+
 @dataclass
 class _RunState:
     """What one run has learnt so far; read by the final Done event even after a failure."""
@@ -181,9 +186,14 @@ class AnswerPipeline:
             understanding, via = QueryUnderstanding(bind_model(self.llm, guard), self.prompts).run(
                 question, history, kb_brief, meter)
             state.timings["understanding"] = elapsed_ms(t)
-            if not guard.usable(LLM):
-                yield ErrorRaised(stage="understanding", message=f"the language model timed out; "
-                                                                 f"{guard.breaker.reason(LLM)}")
+            if via == "fallback":  # the model's reply was not used: say why, and what classified instead
+                failed = _failed_call(meter, "understanding")
+                why = failed or (f"the language model is not called again in this run: "
+                                 f"{guard.breaker.reason(LLM)}" if not guard.usable(LLM) else
+                                 "the understanding step failed")
+                yield ErrorRaised(stage="understanding", message=why)
+                yield Fallback(stage="understanding", reason=f"the model's understanding was not used: {why}",
+                               to="conservative classification (offline rules: the question searched as asked)")
             state.scope, why = trusted_scope(understanding, settings)
             yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence, via=via, reason=why)
             yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"])

@@ -60,7 +60,13 @@ from docmind_core.deadline import (
     iterate_within,
     looks_like_timeout,
 )
-from docmind_core.errors import BackendUnavailable, EmptyReply, IncompleteReply, ModelCallCut, ModelOutputError
+from docmind_core.errors import (
+    BackendUnavailable,
+    EmptyReply,
+    IncompleteReply,
+    ModelCallCut,
+    ModelOutputError,
+)
 from docmind_core.models import BackendStatus, ModelCall, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.text import count_tokens
@@ -174,7 +180,7 @@ class OpenAIChatModel:
         finish_reason: str | None = None
         where = f"{self.name} (answer)"
         attempt_s = self._budget("answer", self.timeout_s)  # the read timeout of each attempt
-        # the clock's bound: what is left of the run (outside a run, only the read timeout applies)
+        # the clock's bound: what is left of the run (outside a run, only the read timeout bounds the body)
         wall_s = self._guard.remaining() if self._guard is not None else None
         inflight = _InFlight()
 
@@ -189,10 +195,11 @@ class OpenAIChatModel:
             def opened() -> Any:
                 return self._with_retries("answer", open_stream, started, attempt_s)
 
+            open_s = attempt_s if wall_s is None else wall_s  # outside a run: the attempts' own budget
             try:
-                stream = opened() if wall_s is None else call_within(wall_s, opened, inflight.cut, where)
+                stream = call_within(open_s, opened, inflight.cut, where)
             except DeadlineCut as exc:
-                error = self._cut_message("answer", wall_s or attempt_s, "before the stream started")
+                error = self._cut_message("answer", open_s, "before the stream started")
                 raise ModelCallCut(error) from exc
             left_s = None if wall_s is None else wall_s - (time.perf_counter() - started)
             try:
@@ -309,8 +316,8 @@ class OpenAIChatModel:
         Returns ``parse(completion)`` (the completion itself without ``parse``) and records the call in
         ``meter`` once, failed or not.  Raises BackendUnavailable (not called, failed, timed out; its
         ModelCallCut when cut, IncompleteReply for a body cut mid-JSON) or what ``parse`` raises
-        (ModelOutputError).  ``options`` go to the SDK's
-        ``chat.completions.create`` (temperature, response_format, tools, max_tokens ...)."""
+        (ModelOutputError).  ``options`` go to the SDK's ``chat.completions.create`` (temperature,
+        response_format, tools, max_tokens ...)."""
         budget = self._budget(purpose, self.timeout_s if timeout_s is None else timeout_s, retrieval=retrieval,
                               share=share)
         started = time.perf_counter()
@@ -338,7 +345,7 @@ class OpenAIChatModel:
             message = self._cut_message(purpose, budget, "while the reply was still arriving")
             self._record_failure(meter, purpose, started, message)
             raise ModelCallCut(message) from exc
-        except (BackendUnavailable, ModelOutputError) as exc:
+        except Exception as exc:  # BackendUnavailable, or what parse raised (ModelOutputError ...)
             self._record_failure(meter, purpose, started, str(exc))
             raise
         usage = getattr(response, "usage", None)
@@ -356,7 +363,7 @@ class OpenAIChatModel:
             inflight.attach(raw.http_response)
             try:
                 return raw.parse()
-            except (openai.OpenAIError, DeadlineCut):
+            except openai.OpenAIError:
                 raise
             except ValueError as exc:  # json.JSONDecodeError: the body ended mid-JSON
                 raise IncompleteReply(f"{self.name} ({purpose}): the reply is not complete JSON, it ends after "

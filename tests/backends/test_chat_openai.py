@@ -18,17 +18,22 @@ from docmind_core.backends.protocols import (
     UnderstandingRequest,
     UsageMeter,
 )
-from docmind_core.errors import BackendUnavailable, ModelOutputError
+from docmind_core.deadline import RunGuard
+from docmind_core.errors import BackendUnavailable, EmptyReply, IncompleteReply, ModelCallCut, ModelOutputError
 from docmind_core.models import Complexity, Intent, Scope
 from tests.fakes.openai_server import (
     FakeOpenAIServer,
     call,
+    cut_stream,
+    empty_stream,
     printed,
     printed_calls,
     printed_content,
     status,
     text,
     tool_calls,
+    trickle,
+    truncated,
 )
 
 SEARCH = ToolSpec("searchDocs", "Semantic search over the selected knowledge bases",
@@ -137,6 +142,100 @@ def test_timeout_raises_quickly_and_is_reported(server):
         model(server, timeout_s=1, max_retries=0).understand(understanding_request(), meter)
     assert time.perf_counter() - started < 2.5
     assert meter.calls[-1].ok is False and "timeout" in meter.calls[-1].error
+
+
+def guard_for(seconds: float, retrieval_seconds: float | None = None) -> RunGuard:
+    now = time.monotonic()
+    return RunGuard(deadline_s=now + seconds, retrieval_deadline_s=now + (retrieval_seconds or seconds))
+
+
+def wait_for_drop(server, within_s: float = 5.0) -> bool:
+    """The fake server saw the client hang up (its next trickled byte failed to send)."""
+    end = time.monotonic() + within_s
+    while server.dropped == 0 and time.monotonic() < end:
+        time.sleep(0.05)
+    return server.dropped > 0
+
+
+def test_a_trickled_reply_is_cut_by_the_clock_and_its_connection_closed(server):
+    server.always(trickle(text('{"rewrittenQuery": "x"}'), interval=0.2))  # every byte restarts a read timeout
+    meter = UsageMeter()
+    started = time.monotonic()
+    with pytest.raises(ModelCallCut, match=r"cut after 1\.0s by llm.timeout_s"):
+        model(server, timeout_s=1, max_retries=0).understand(understanding_request(), meter)
+    assert time.monotonic() - started < 3
+    assert [(c.ok, "cut after" in c.error) for c in meter.calls] == [(False, True)]
+    assert wait_for_drop(server)
+
+
+def test_a_trickled_stream_is_cut_at_the_run_deadline_and_opens_the_breaker(server):
+    # the first chunks arrive at once, then one byte every 0.1 s
+    server.always(trickle(text("A long answer that arrives one byte at a time."), interval=0.1, head=600))
+    guard = guard_for(1.5)
+    meter = UsageMeter()
+    received: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(ModelCallCut, match=r"run\.deadline_ms\) while the answer was streaming"):
+        for piece in model(server).for_run(guard).stream_answer(answer_prompt(), meter):
+            received.append(piece)
+    assert time.monotonic() - started < 4.5
+    assert received  # some text streamed before the cut: the cut is in mid-stream, not at the start
+    assert not guard.usable("llm") and "cut" in guard.breaker.reason("llm")
+    assert meter.calls[-1].ok is False and "cut after" in meter.calls[-1].error
+    assert wait_for_drop(server)
+
+
+def test_an_empty_stream_is_an_empty_reply(server):
+    server.script(empty_stream())
+    meter = UsageMeter()
+    with pytest.raises(EmptyReply, match="without any answer text"):
+        list(model(server).stream_answer(answer_prompt(), meter))
+    assert meter.calls[-1].ok is False
+
+
+def test_a_stream_without_finish_reason_is_incomplete_after_its_text(server):
+    server.script(cut_stream("The pump runs"))
+    received: list[str] = []
+    with pytest.raises(IncompleteReply, match="without a finish_reason after 13 characters"):
+        for piece in model(server).stream_answer(answer_prompt(), UsageMeter()):
+            received.append(piece)
+    assert "".join(received) == "The pump runs"
+
+
+@pytest.mark.parametrize("call_kind", ["stream", "understanding"])
+def test_json_cut_mid_way_is_an_incomplete_reply(server, call_kind):
+    server.script(truncated(text('{"rewrittenQuery": "x", "intent": "factoid"}')))
+    meter = UsageMeter()
+    with pytest.raises(IncompleteReply, match="not complete JSON"):
+        if call_kind == "stream":
+            list(model(server).stream_answer(answer_prompt(), meter))
+        else:
+            model(server).understand(understanding_request(), meter)
+    assert [c.ok for c in meter.calls] == [False]
+
+
+def test_bounded_chat_parses_records_once_and_honours_the_breaker(server):
+    server.script(text('{"verdict": "answers"}', usage=(30, 5)), text("not json"))
+    guard = guard_for(10)
+    bound = model(server).for_run(guard)
+    meter = UsageMeter()
+
+    def verdict(response):
+        try:
+            return json.loads(response.choices[0].message.content)["verdict"]
+        except ValueError:
+            raise ModelOutputError("the judge's reply is not JSON") from None
+
+    assert bound.bounded_chat("judge", meter, [{"role": "user", "content": "grade"}], parse=verdict,
+                              response_format={"type": "json_object"}) == "answers"
+    with pytest.raises(ModelOutputError):
+        bound.bounded_chat("judge", meter, [{"role": "user", "content": "grade"}], parse=verdict)
+    assert [(c.purpose, c.ok, c.prompt_tokens) for c in meter.calls] == [("judge", True, 30), ("judge", False, 0)]
+    assert server.requests[0]["max_tokens"] == bound.max_tokens
+    guard.trip("llm", "stalled earlier")
+    with pytest.raises(BackendUnavailable, match="not called, stalled earlier"):
+        bound.bounded_chat("judge", meter, [{"role": "user", "content": "grade"}])
+    assert len(server.requests) == 2
 
 
 def test_streaming_yields_deltas_and_records_usage(server):

@@ -89,6 +89,7 @@ class Reply:
     # "cut" (a stream that stops mid-way), "truncated" (JSON cut mid-way)
     wire: Literal["whole", "trickle", "cut", "truncated"] = "whole"
     interval: float = 0.5
+    head: int = 0  # bytes a trickle sends at once before it slows down
 
 
 def scored(content: str, tokens: list[tuple[str, dict[str, float]]], delay: float = 0.0) -> Reply:
@@ -115,9 +116,10 @@ def status(code: int, message: str = "scripted failure", delay: float = 0.0) -> 
     return Reply(status=code, message=message, delay=delay)
 
 
-def trickle(reply: Reply, interval: float = 0.5) -> Reply:
-    """``reply`` sent as headers and then one byte every ``interval`` seconds: a read timeout never fires."""
-    return replace(reply, wire="trickle", interval=interval)
+def trickle(reply: Reply, interval: float = 0.5, head: int = 0) -> Reply:
+    """``reply`` sent as headers and then one byte every ``interval`` seconds: a read timeout never fires.
+    The first ``head`` bytes of the body go at once (a stream that starts well, then slows to a trickle)."""
+    return replace(reply, wire="trickle", interval=interval, head=head)
 
 
 def empty_stream(usage: tuple[int, int] = (12, 0)) -> Reply:
@@ -172,6 +174,7 @@ class FakeOpenAIServer:
     def __init__(self, model: str = "fake-model"):
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.dropped = 0  # replies the client hung up on before they were fully sent
         self._queue: deque[Reply] = deque()
         self._default: Reply | None = None
         self._responder: Callable[[dict[str, Any]], Reply] | None = None
@@ -241,6 +244,7 @@ class FakeOpenAIServer:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
+    _sent = 0  # body bytes of the current reply written so far (a trickle's head goes at once)
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
@@ -258,6 +262,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.fake.requests.append(body)
         reply = self.fake._next_reply(body)
+        self._sent = 0
         if reply.delay:
             time.sleep(reply.delay)
         try:
@@ -269,7 +274,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, _completion(self.fake.model, reply, bool(body.get("logprobs"))), reply)
         except OSError:  # BrokenPipe, ConnectionReset: the client gave up (timeout and deadline tests)
-            pass  # the client gave up (timeout test)
+            with self.fake._lock:
+                self.fake.dropped += 1
 
     def _json(self, code: int, payload: dict[str, Any], reply: Reply | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
@@ -291,7 +297,9 @@ class _Handler(BaseHTTPRequestHandler):
         for i in range(len(data)):  # each byte restarts the client's read timeout
             self.wfile.write(data[i:i + 1])
             self.wfile.flush()
-            time.sleep(reply.interval)
+            if self._sent >= reply.head:
+                time.sleep(reply.interval)
+            self._sent += 1
 
     def _stream(self, body: dict[str, Any], reply: Reply) -> None:
         self.send_response(200)
