@@ -60,10 +60,10 @@ from docmind_core.text import CITATION_MARKER_RE, keyword_tokens
 EVIDENCE_SOURCES = 3
 PASSAGE_CHARS = 700
 SPAN_CHARS = 500
-MAX_CLAIMS = 8
+MAX_CLAIMS = 6
 TOP_LOGPROBS = 5
 EVIDENCE_MAX_TOKENS = 80
-CLAIM_MAX_TOKENS = 48  # per claim, plus CLAIM_MAX_TOKENS for the reply's frame
+CLAIM_MAX_TOKENS = 32  # per claim, plus CLAIM_MAX_TOKENS for the reply's frame
 REASON_CHARS = 200
 # The evidence judge may use this share of the run's time left, so that the answer (and the claim judge) keep
 # the rest; a call given less than MIN_CALL_S is not made.
@@ -298,6 +298,8 @@ _CLAIM_STATUSES = {"supported": "supported", "contradicted": "contradicted", "no
                    "not found": "not_found", "notfound": "not_found", "unsupported": "not_found"}
 _VERDICT_KEY_RE = re.compile(r'"verdict"\s*:\s*"')
 _VERDICT_RE = re.compile(r'"verdict"\s*:\s*"([A-Za-z_ ]+)"')
+_CLAIM_ENTRY_RE = re.compile(r'\{\s*"n"\s*:\s*(\d+)\s*,\s*"status"\s*:\s*"([A-Za-z_ ]+)"'
+                             r'(?:\s*,\s*"reason"\s*:\s*"((?:[^"\\]|\\.)*)")?\s*\}')
 _REASON_RE = re.compile(r'"reason"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
@@ -311,7 +313,7 @@ def parse_evidence_reply(reply: Completion, grader: GraderSettings) -> EvidenceV
         match = _VERDICT_RE.search(reply.text)
         stated = match.group(1).strip().lower() if match else ""
         found = _REASON_RE.search(reply.text)
-        reason = found.group(1) if found else ""
+        reason = _json_string(found.group(1)) if found else ""
     reason = _one_line(reason)
     p_yes = verdict_probability(reply.logprobs)
     if p_yes is not None:
@@ -357,6 +359,9 @@ def parse_claims_reply(text: str, claims: Sequence[ClaimToCheck]) -> list[ClaimV
     """The verdict of each claim a claim-judge reply covers.  Raises ModelOutputError when it covers none."""
     data = _json_object(text)
     entries = data.get("claims") if data is not None else None
+    if data is None:  # a reply cut short (max_tokens) still holds its first entries whole
+        entries = [{"n": int(m.group(1)), "status": m.group(2), "reason": _json_string(m.group(3) or "")}
+                   for m in _CLAIM_ENTRY_RE.finditer(text)] or None
     if not isinstance(entries, list):
         raise ModelOutputError(f"no \"claims\" list in the claim judge's reply: {_one_line(text)!r}")
     verdicts: dict[int, ClaimVerdict] = {}
@@ -388,6 +393,14 @@ def _json_object(text: str) -> dict | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def _json_string(raw: str) -> str:
+    """The text of a JSON string's body (escapes decoded), as far as it is whole."""
+    try:
+        return json.loads(f'"{raw}"')
+    except ValueError:
+        return raw.replace('\\"', '"')
 
 
 def _one_line(text: str) -> str:

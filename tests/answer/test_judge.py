@@ -14,13 +14,15 @@ import pytest
 
 from docmind_core.answer.agentic import AgenticSearch
 from docmind_core.answer.grade import CragGrader
-from docmind_core.answer.judge import ModelJudge, claims_to_check, judged_citations, resolve_judge
+from docmind_core.answer.judge import (
+    ClaimToCheck, ModelJudge, claims_to_check, judged_citations, parse_claims_reply, resolve_judge,
+)
 from docmind_core.citations import parse_citations
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.backends.offline.chat import OfflineEngine
-from docmind_core.errors import ConfigError
+from docmind_core.errors import ConfigError, ModelOutputError
 from docmind_core.events import Done, Fallback, Judged
 from docmind_core.models import ClaimVerdict, RequestedMode
 from docmind_core.prompts import PromptLibrary
@@ -466,3 +468,15 @@ def test_q01_with_its_gold_left_out_is_not_high_once_the_judge_reads_the_pricing
     verdict = judged(events, "evidence")
     assert (verdict.tier_before, verdict.tier_after) == ("HIGH", "AMBIGUOUS")
     assert events[-1].grade.tier.value == "AMBIGUOUS"
+
+
+def test_a_claim_reply_cut_short_keeps_the_verdicts_it_holds_whole():
+    claims = [ClaimToCheck("The N2 draws 45 W.", 1, "| N2 | 45 W |"), ClaimToCheck("It has 2 TB.", 1, "| N2 | 2 TB |"),
+              ClaimToCheck("It costs $9,999.", 2, "| N2 | $1,299 |")]
+    cut = ('{"claims": [{"n": 1, "status": "supported", "reason": "the row says \\"45 W\\""}, '
+           '{"n": 2, "status": "supported", "reason": "same row"}, {"n": 3, "status": "contra')
+    verdicts = parse_claims_reply(cut, claims)
+    assert [(v.claim, v.status, v.reason) for v in verdicts] == [
+        ("The N2 draws 45 W.", "supported", 'the row says "45 W"'), ("It has 2 TB.", "supported", "same row")]
+    with pytest.raises(ModelOutputError):
+        parse_claims_reply('{"claims": [{"n": 1, "stat', claims)
