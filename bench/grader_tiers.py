@@ -48,6 +48,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -55,7 +56,7 @@ from docmind_core.backends.rerankers import DISTRACTOR_FIT_WEIGHTS, WEIGHTS  # n
 from docmind_core.answer.grade import CragGrader, coverage_report  # noqa: E402
 from docmind_core.answer.grade import found_terms  # noqa: E402
 from docmind_core.text import salient_terms  # noqa: E402
-from docmind_core.models import Tier  # noqa: E402
+from docmind_core.models import GradeResult, Tier  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,8 +116,12 @@ def _row(dataset: str, split: str, qid: str, question: str, chunks, grade, answe
                   contains_answer("\n".join(c.text for c in chunks), answers) if answers else None)
 
 
+Regrade = Callable[[str, list, GradeResult], GradeResult]
+"""A second look at each graded run (question, graded chunks, grade) -> grade; bench/judge_tiers.py's model judge."""
+
+
 def beir_runs(eval_dir: Path, name: str, splits: list[str], limit: int | None, settings: Settings,
-              cache_dir: Path, candidates_out=None) -> list[RunRow]:
+              cache_dir: Path, candidates_out=None, regrade: Regrade | None = None) -> list[RunRow]:
     from docmind_core.backends.embedders import Usem3Embedder
     from docmind_core.eval.beir import EmbeddingCache, load_beir
     from docmind_core.eval.retrieval_eval import build_index
@@ -142,6 +147,8 @@ def beir_runs(eval_dir: Path, name: str, splits: list[str], limit: int | None, s
                     result = index.retriever.search(q.text, [index.kb_id], settings,
                                                     exclude_doc_ids=None if answerable else sorted(gold))
                     grade = grader.grade(q.text, result.chunks, settings)
+                    if regrade is not None:
+                        grade = regrade(q.text, result.chunks, grade)
                     found = {c.doc_id for c in result.chunks}
                     features = _best_features(reranker, q.text, result)
                     if candidates_out is not None:
@@ -194,7 +201,7 @@ def _hits(terms: dict[str, float], text: str) -> list[int]:
     return [i for i, term in enumerate(terms) if term in found]
 
 
-def demo_runs(settings: Settings, limit: int | None) -> list[RunRow]:
+def demo_runs(settings: Settings, limit: int | None, regrade: Regrade | None = None) -> list[RunRow]:
     from docmind_core.engine import Engine
     from docmind_core.events import Graded, Reranked
 
@@ -219,6 +226,8 @@ def demo_runs(settings: Settings, limit: int | None) -> list[RunRow]:
                 if graded is None:
                     continue
                 in_context = answerable and {c.doc_id for c in kept} >= gold
+                if regrade is not None:
+                    graded = regrade(item["question"], kept, graded)
                 rows.append(_row("demo", "report", item["id"], item["question"], kept, graded, answerable,
                                  in_context, [], item["answers"]))
     return rows

@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from docmind_core.models import CitationResult, RetrievedChunk
+from docmind_core.citations import marker_position
+from docmind_core.models import CitationResult, ClaimCheck, RetrievedChunk
 from docmind_core.safe_text import escape_html, normalise_newlines
 from docmind_core.text import CITATION_MARKER_RE, keyword_tokens, marker_numbers, split_sentences
 
@@ -43,6 +44,28 @@ def _inferred_chip(n: int, run_id: str) -> str:
             f'title="inferred: the model did not cite this">[{n}]</a>')
 
 
+_FLAGGED_STYLE = {  # inline, like the inferred chip's, so the chip reads right wherever the HTML is shown
+    "unsupported": "background:#fef3c7;color:#92400e;border:1px dotted currentColor",
+    "contradicted": "background:#fee2e2;color:#b91c1c;border:1px solid currentColor",
+}
+
+
+def _flagged_chip(n: int, run_id: str, claim: ClaimCheck) -> str:
+    """A marker on a claim its source does not state (amber, dotted) or states otherwise (red)."""
+    judge = " (model judge)" if claim.via == "llm" else ""
+    title = escape_html(f"{claim.status}{judge}: {claim.reason}" if claim.reason else claim.status + judge, " ")
+    return (f'<a class="dm-cite dm-cite-{claim.status}" href="#{anchor_id(run_id, n)}" data-n="{n}" '
+            f'style="{_FLAGGED_STYLE[claim.status]}" title="{title}">[{n}]</a>')
+
+
+def _uncited_flag(claim: ClaimCheck) -> str:
+    """An uncited claim a source contradicts: a red mark where a marker would stand."""
+    title = escape_html(f"contradicted: {claim.reason}", " ")
+    n = f' data-n="{claim.source_index}"' if claim.source_index else ""
+    return (f'<span class="dm-cite dm-cite-contradicted"{n} style="{_FLAGGED_STYLE["contradicted"]}" '
+            f'title="{title}">✗</span>')
+
+
 def citation_html(answer: str, citations: CitationResult | None, sources: Sequence[RetrievedChunk],
                   run_id: str = "run") -> str:
     """The answer as one escaped HTML block with every [n] turned into a chip.
@@ -50,30 +73,42 @@ def citation_html(answer: str, citations: CitationResult | None, sources: Sequen
     ``citations`` is the parser's result; validity is decided by the source count
     here too, so the chips agree with ``invalid_refs`` even for a run whose
     citation result is missing (a cancelled or failed run).  Its inferred
-    citations (no marker in the text) become dashed chips at their positions.
+    citations (no marker in the text) become dashed chips at their positions;
+    a valid marker on an unsupported claim is an amber chip, on a contradicted
+    claim a red one, and an uncited contradicted claim gets a red mark.
     """
-    inferred: dict[int, list[int]] = {}
+    inferred: dict[int, list[str]] = {}
     for o in (citations.occurrences if citations is not None else ()):
         if o.inferred and 1 <= o.index <= len(sources) and 0 <= o.char_start <= len(answer):
-            inferred.setdefault(o.char_start, []).append(o.index)
+            inferred.setdefault(o.char_start, []).append(_inferred_chip(o.index, run_id))
+    claims = [c for c in (citations.claims if citations is not None else ())
+              if c.status in _FLAGGED_STYLE and 0 <= c.char_start <= c.char_end <= len(answer)]
+    for c in claims:
+        if c.status == "contradicted" and not c.cited:
+            inferred.setdefault(marker_position(answer, c.char_start, c.char_end), []).append(_uncited_flag(c))
 
-    def marked(segment: str) -> list[str]:
-        text = normalise_newlines(segment)
+    def chip(n: int, at: int) -> str:
+        claim = next((c for c in claims if c.char_start <= at < c.char_end and n in c.cited), None)
+        if claim is not None:
+            return _flagged_chip(n, run_id, claim)
+        return _chip(n, run_id, len(sources))
+
+    def marked(offset: int, segment: str) -> list[str]:
         parts, pos = [], 0
-        for match in CITATION_MARKER_RE.finditer(text):  # escape the text between markers; the chips are ours
+        for match in CITATION_MARKER_RE.finditer(segment):  # escape the text between markers; the chips are ours
             numbers = marker_numbers(match)
-            parts.append(escape_html(text[pos:match.start()]))
-            parts.append("".join(_chip(n, run_id, len(sources)) for n in numbers))
+            parts.append(escape_html(normalise_newlines(segment[pos:match.start()])))
+            parts.append("".join(chip(n, offset + match.start()) for n in numbers))
             pos = match.end()
-        parts.append(escape_html(text[pos:]))
+        parts.append(escape_html(normalise_newlines(segment[pos:])))
         return parts
 
     parts, pos = [], 0
     for at in sorted(inferred):  # an inferred position sits after a sentence's last word, never inside a marker
-        parts += marked(answer[pos:at])
-        parts.append("".join(_inferred_chip(n, run_id) for n in dict.fromkeys(inferred[at])))
+        parts += marked(pos, answer[pos:at])
+        parts.append("".join(dict.fromkeys(inferred[at])))
         pos = at
-    parts += marked(answer[pos:])
+    parts += marked(pos, answer[pos:])
     return f'<div class="dm-answer">{"".join(parts)}</div>'
 
 
@@ -170,9 +205,24 @@ def _safe_url(url: str) -> str:
     return url if url.lower().startswith(("https://", "http://")) else ""
 
 
+def _claim_tags(n: int, checks: Sequence[ClaimCheck]) -> str:
+    """How the answer's claims that cite or lean on source ``n`` read against it."""
+    mine = [c for c in checks if c.source_index == n or n in c.cited]
+    tags = []
+    for status, label in (("supported", "supports"), ("unsupported", "does not state"),
+                          ("contradicted", "contradicts")):
+        count = sum(1 for c in mine if c.status == status and (c.source_index == n or status == "unsupported"))
+        if count:
+            style = f' style="{_FLAGGED_STYLE[status]}"' if status in _FLAGGED_STYLE else ""
+            tags.append(f'<span class="dm-tag dm-tag-claims-{status}"{style}>{label} {count} '
+                        f'claim{"s" if count != 1 else ""}</span>')
+    return " " + " ".join(tags) if tags else ""
+
+
 def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer: str = "",
-                     cited: bool | None = None) -> str:
-    """Source card ``n``: document, origin, per-stage scores and the chunk with the cited span marked."""
+                     cited: bool | None = None, checks: Sequence[ClaimCheck] = ()) -> str:
+    """Source card ``n``: document, origin, per-stage scores, how the answer's claims read against it
+    (``checks``: the run's claim checks) and the chunk with the cited span marked."""
     claims = citing_sentences(answer, n) if answer else []
     is_cited = bool(claims) if cited is None else cited
     spans = cited_spans(source.text, claims)
@@ -185,6 +235,7 @@ def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer
     classes = f"dm-source dm-origin-{origin}" + (" dm-cited" if is_cited else "")
     expanded = ' <span class="dm-tag">parent block</span>' if source.expanded else ""
     expanded += ' <span class="dm-tag dm-tag-cited">cited</span>' if is_cited else ""
+    expanded += _claim_tags(n, checks)
     full = ""
     if len(source.text) > 2 * _EXCERPT_CONTEXT + 240:  # <details> opens without JavaScript
         full = (f'<details class="dm-full"><summary>Whole chunk ({len(source.text)} characters)</summary>'

@@ -34,7 +34,10 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from docmind_core.claims import ABSENCE_RE, check_claims, claim_counts, holds, sentence_units
 from docmind_core.models import (
+    Band,
+    ClaimCheck,
     CitationOccurrence,
     CitationResult,
     Confidence,
@@ -49,77 +52,21 @@ from docmind_core.text import (
     keyword_tokens,
     marker_numbers,
     salient_terms,
-    split_sentences,
 )
 
 log = logging.getLogger(__name__)
 
-_LEADING_MARKERS_RE = re.compile(r"(?:\s*" + MARKER_RE.pattern + r")+")  # used with .match(pos)
-_GREETING_RE = re.compile(
-    r"^(?:你好|您好|嗨|谢谢|不客气|希望(?:以上|这些)?(?:内容|回答)?(?:对你|对您)?有(?:所)?帮助|如有(?:其他|更多)?问题|"
-    r"hi|hello|hey|thanks|thank you|you'?re welcome|i hope (?:this|that) helps|hope (?:this|that) helps|"
-    r"let me know if)", re.IGNORECASE)
 UNGROUNDED_COVERAGE = 0.05
 
-INFER_WHEN_CITED_BELOW = 0.5  # infer citations when fewer than this share of substantive sentences cite
+INFER_WHEN_CITED_BELOW = 0.5  # sentence_support's callers: kept for the experiments' metrics
 SUPPORT_MIN_SHARE = 0.6  # weighted share of a sentence's salient terms its supporting sources must contain
 SUPPORT_MIN_TERMS = 2  # and at least this many terms: one shared word is no support
 MAX_SUPPORTING_SOURCES = 3
 _FACT_WEIGHT = 1.6  # salient_terms weight of numbers, codes and names: a source adding one of them is kept
 _ADDED_SOURCE_MIN_GAIN = 0.2  # otherwise a further source must add this share of the sentence's weight
 _TRAILING_PUNCTUATION = frozenset("。！？；…!?;.．:：”’」』\"'")
-# "the sources do not mention ...": a claim about the sources, not one they support.  The sources must be the
-# subject ("the/provided ... sources", "in the documents") and the verb one of saying, so a fact that merely
-# holds such words ("Identity documents do not expire [1]", "the page gives no details") stays a cited fact.
-_SOURCES = r"(?:sources?|documents?|context|passages?|knowledge bases?|materials?|texts?|excerpts?|search results?)"
-_THE = r"\b(?:the|these|those|provided|given|retrieved|selected|available|above|cited|supplied)\s+(?:\w+\s+){0,2}?"
-_SAYS = (r"(?:mention|contain|say|state|specifie|specify|include|cover|provide|address|discuss|describe|list|give|"
-         r"offer|indicate|explain|answer|report|show|name|detail)\w*")
-_NAMES = r"(?:\s*[(（][^)）]{0,200}[)）])?"  # "the retrieved sources (a.md, b.md) do not ..."
-ABSENCE_RE = re.compile(
-    _THE + _SOURCES + r"\b" + _NAMES + r"[^.!?。！？]{0,100}?\b(?:do|does|did)\s*(?:not|n't)\s+" + _SAYS + r"\b"
-    r"|" + _THE + _SOURCES + r"\b" + _NAMES + r"[^.!?。！？]{0,60}?\b(?:contains?|gives?|provides?|has|have|offers?|"
-    r"holds?)\s+(?:nothing|no\s+(?:information|mention|details?|data|answer|reference|indication)\b)"
-    r"|\bnot\s+(?:found|mentioned|specified|stated|given|provided|listed|available|covered|described|addressed)\s+"
-    r"(?:anywhere\s+)?in\s+(?:the|these|any\s+of\s+the)\s+(?:\w+\s+){0,2}?" + _SOURCES + r"\b"
-    r"|\bno\s+(?:information|mention|details?|data)\b[^.!?。！？]{0,80}?\b(?:in|from)\s+(?:the|these)\s+"
-    r"(?:\w+\s+){0,2}?" + _SOURCES + r"\b"
-    r"|\b(?:cannot|can't|could\s+not|couldn't)\s+(?:be\s+)?(?:determined|answered|found|find|determine|answer)\b"
-    r"[^.!?。！？]{0,60}?\b(?:from|in)\s+(?:the|these)\s+(?:\w+\s+){0,2}?" + _SOURCES + r"\b"
-    r"|(?:资料|文档|来源|知识库|上下文|材料|原文)[^。！？]{0,40}?(?:没有|未|并未|不|无)"
-    r"(?:提及|提到|包含|说明|涉及|找到|给出|列出|记载|相关|能回答)",
-    re.IGNORECASE)
-
-
-def _clean(sentence: str) -> str:
-    return re.sub(r"\s+", "", MARKER_RE.sub("", sentence))
-
-
-def _is_substantive(sentence: str, min_len: int) -> bool:
-    bare = MARKER_RE.sub("", sentence).strip()
-    if len(_clean(bare)) < min_len:
-        return False
-    if bare.rstrip().endswith((":", "：")):  # "According to the sources:" introduces, it does not claim
-        return False
-    stripped = bare.lstrip("-*#>•·0123456789.、) \t")
-    return not _GREETING_RE.match(stripped)
-
-
-def _sentence_units(answer: str) -> list[tuple[int, int, int, int]]:
-    """(text_start, text_end, marker_start, marker_end) per sentence: markers that open a
-    sentence are moved to the one before it."""
-    spans = split_sentences(answer)
-    units: list[list[int]] = []
-    for start, end in spans:
-        lead = _LEADING_MARKERS_RE.match(answer, start, end)
-        if lead and units:
-            units[-1][3] = lead.end()  # the previous sentence's citations extend to here
-            start = lead.end()
-        if answer[start:end].strip():
-            units.append([start, end, start, end])
-        elif units:
-            units[-1][1] = max(units[-1][1], end)
-    return [tuple(u) for u in units]  # type: ignore[misc]
+_sentence_units = sentence_units
+_holds = holds
 
 
 @dataclass(frozen=True)
@@ -165,7 +112,6 @@ def parse_citations(answer: str, sources: Sequence[RetrievedChunk], min_sentence
 def _parse(answer: str, sources: Sequence[RetrievedChunk], min_len: int) -> CitationResult:
     n_sources = len(sources)
     occurrences: list[CitationOccurrence] = []
-    used: dict[int, UsedSource] = {}
     invalid = 0
     for m in MARKER_RE.finditer(answer):
         for index in marker_numbers(m):
@@ -173,49 +119,47 @@ def _parse(answer: str, sources: Sequence[RetrievedChunk], min_len: int) -> Cita
             occurrences.append(CitationOccurrence(index=index, char_start=m.start(), char_end=m.end(), valid=valid))
             if not valid:
                 invalid += 1
-            elif index not in used:
-                chunk = sources[index - 1]
-                used[index] = UsedSource(index=index, chunk_id=chunk.chunk_id, document=chunk.document,
-                                         origin=chunk.origin)
+    result = CitationResult(occurrences=occurrences, invalid_refs=invalid)
+    return with_claims(result, answer, check_claims(answer, sources, min_len), sources)
 
-    valid_positions = [(o.char_start, o.char_end) for o in occurrences if o.valid]
-    substantive = cited = 0
-    uncited: list[tuple[int, int]] = []
-    for t_start, t_end, m_start, m_end in _sentence_units(answer):
-        text = answer[t_start:t_end]
-        if not _is_substantive(text, min_len):
-            continue
-        substantive += 1
-        # "the sources do not mention X [1]" claims no evidence: its marker grounds nothing
-        if not ABSENCE_RE.search(text) and any(_holds(t_start, t_end, m_start, m_end, s, e)
-                                               for s, e in valid_positions):
-            cited += 1
-        else:
-            uncited.append((t_start, t_end))
 
+def with_claims(citations: CitationResult, answer: str, claims: Sequence[ClaimCheck],
+                sources: Sequence[RetrievedChunk]) -> CitationResult:
+    """``citations`` with its claims set to ``claims`` (the offline checks, or a judge's verdicts on
+    them): the inferred citations, used sources, counts and coverage follow from the claims.  Coverage is
+    the share of substantive claims that are supported; an inferred citation stands only on a supported
+    claim the model cited nothing for."""
+    occurrences = [o for o in citations.occurrences if not o.inferred]
+    used: dict[int, UsedSource] = {}
+    for o in occurrences:
+        if o.valid and o.index not in used and 1 <= o.index <= len(sources):
+            chunk = sources[o.index - 1]
+            used[o.index] = UsedSource(index=o.index, chunk_id=chunk.chunk_id, document=chunk.document,
+                                       origin=chunk.origin)
     inferred = 0
-    if sources and uncited and cited < INFER_WHEN_CITED_BELOW * substantive:
-        source_terms = [_SourceTerms.of(chunk.text) for chunk in sources]
-        for t_start, t_end in uncited:
-            support = _support(answer[t_start:t_end], source_terms)
-            if not support.sources:
-                continue
-            inferred += 1
-            at = _marker_position(answer, t_start, t_end)
-            for index in support.sources:
-                occurrences.append(CitationOccurrence(index=index, char_start=at, char_end=at, valid=True,
-                                                      inferred=True))
-                if index not in used:
-                    chunk = sources[index - 1]
-                    used[index] = UsedSource(index=index, chunk_id=chunk.chunk_id, document=chunk.document,
-                                             origin=chunk.origin, inferred=True)
-        occurrences.sort(key=lambda o: o.char_start)  # stable: the model's markers keep their order
-        cited += inferred
-
-    coverage = round(cited / substantive, 4) if substantive else None
-    return CitationResult(used_sources=list(used.values()), occurrences=occurrences, coverage=coverage,
-                          invalid_refs=invalid, substantive_sentences=substantive, cited_sentences=cited,
-                          inferred_sentences=inferred)
+    for claim in claims:
+        if claim.status != "supported" or claim.cited or claim.source_index is None:
+            continue
+        if not 1 <= claim.source_index <= len(sources):
+            continue
+        inferred += 1
+        at = marker_position(answer, claim.char_start, claim.char_end)
+        occurrences.append(CitationOccurrence(index=claim.source_index, char_start=at, char_end=at, valid=True,
+                                              inferred=True))
+        if claim.source_index not in used:
+            chunk = sources[claim.source_index - 1]
+            used[claim.source_index] = UsedSource(index=claim.source_index, chunk_id=chunk.chunk_id,
+                                                  document=chunk.document, origin=chunk.origin, inferred=True)
+    occurrences.sort(key=lambda o: o.char_start)  # stable: the model's markers keep their order
+    counts = claim_counts(claims)
+    substantive = len(claims)
+    cited = sum(1 for c in claims if c.cited) + inferred
+    coverage = round(counts["supported"] / substantive, 4) if substantive else None
+    return citations.model_copy(update=dict(
+        used_sources=sorted(used.values(), key=lambda u: u.index), occurrences=occurrences, coverage=coverage,
+        substantive_sentences=substantive, cited_sentences=cited, inferred_sentences=inferred,
+        claims=list(claims), supported_claims=counts["supported"], unsupported_claims=counts["unsupported"],
+        contradicted_claims=counts["contradicted"]))
 
 
 # --------------------------------------------------------------------------
@@ -287,7 +231,7 @@ def _support(sentence: str, sources: Sequence[_SourceTerms]) -> Support:
     return Support(sources=tuple(i + 1 for i in chosen), share=share)
 
 
-def _marker_position(answer: str, start: int, end: int) -> int:
+def marker_position(answer: str, start: int, end: int) -> int:
     """Where a marker for the sentence answer[start:end] goes: before its closing punctuation."""
     pos = end
     while pos > start and answer[pos - 1].isspace():
@@ -301,28 +245,45 @@ def _marker_position(answer: str, start: int, end: int) -> int:
 
 def confidence_from(citations: CitationResult | None, top_score: float, tier: Tier | str | None,
                     settings: CitationSettings) -> Confidence:
-    """confidence = clamp(coverage) x top rerank score (or the top score alone), with a band.
+    """confidence = supported coverage x top rerank score (or the top score alone), with a band and a reason.
 
-    An answer without a substantive sentence ("Sorry.") counts as grounded only when it cites a valid source
-    (coverage 1, else 0); unknown citations (parsing failed) count as 0, so an answer that claims no
-    evidence never gets a high band.  ``ungrounded`` marks an answer that cites (almost) nothing while the
-    grader found the evidence weak.
+    Supported coverage is the share of the answer's substantive claims a source states (see claims.py), so
+    an answer whose claims state nothing checkable, or only values its sources do not hold, scores 0
+    whatever the evidence grade.  An answer without any claim ("Sorry.") or with unknown citations (parsing
+    failed) scores 0 too.  A contradicted claim caps the band at LOW.  ``ungrounded`` marks an answer with a
+    substantive claim unsupported or contradicted, whatever the tier (and, as before, one that cites almost
+    nothing while the grader found the evidence weak).
     """
     top = min(1.0, max(0.0, float(top_score or 0.0)))
+    tier_value = tier.value if isinstance(tier, Tier) else (tier or "")
     coverage = citations.coverage if citations is not None else None
-    claimed = coverage
-    if claimed is None:
-        claimed = 1.0 if citations is not None and any(o.valid for o in citations.occurrences) else 0.0
-    if settings.confidence_uses_coverage:
-        score = min(1.0, max(0.0, claimed)) * top
-    else:
-        score = top
+    claims = citations.claims if citations is not None else []
+    supported = sum(1 for c in claims if c.status == "supported")
+    contradicted = sum(1 for c in claims if c.status == "contradicted")
+    unsupported = sum(1 for c in claims if c.status == "unsupported")
+    share = min(1.0, max(0.0, coverage or 0.0))
+    score = share * top if settings.confidence_uses_coverage else top
+    if contradicted:
+        score = min(score, settings.band_low * 0.5)
+    band: Band
     if score >= settings.band_high:
         band = "HIGH"
     elif score < settings.band_low:
         band = "LOW"
     else:
         band = "MEDIUM"
-    tier_value = tier.value if isinstance(tier, Tier) else tier
-    ungrounded = coverage is not None and coverage < UNGROUNDED_COVERAGE and tier_value == Tier.LOW.value
-    return Confidence(score=round(score, 4), band=band, ungrounded=ungrounded)
+    ungrounded = bool(unsupported or contradicted) or (
+        coverage is not None and coverage < UNGROUNDED_COVERAGE and tier_value == Tier.LOW.value)
+    grade = f"evidence tier {tier_value or 'unknown'}, top score {top:.2f}"
+    if citations is None or coverage is None and citations.claims == []:
+        said = "no claim to check" if citations is not None else "citations could not be read"
+    else:
+        said = f"{supported} of {len(claims)} claims supported"
+        if contradicted:
+            said += f", {contradicted} contradicted by the cited source"
+        if unsupported:
+            said += f", {unsupported} unsupported"
+        if claims and not supported and all("nothing checkable" in c.reason for c in claims
+                                            if c.status == "unsupported"):
+            said += " (nothing checkable stated)"
+    return Confidence(score=round(score, 4), band=band, ungrounded=ungrounded, reason=f"{said}; {grade}")

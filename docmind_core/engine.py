@@ -28,7 +28,7 @@ from docmind_core.backends.embedders import build_embedder
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
 from docmind_core.backends.query_first import QueryFirstEmbedder
 from docmind_core.backends.protocols import (
-    Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
+    CompletingModel, Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
 )
 from docmind_core.backends.rerankers import build_reranker
 from docmind_core.backends.tracing import NullExporter, build_exporter
@@ -37,6 +37,7 @@ from docmind_core.backends.web_search import UnavailableWebSearch, build_web_sea
 from docmind_core.errors import EmbedderMismatch, NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.answer.grade import CragGrader
+from docmind_core.answer.judge import ModelJudge
 from docmind_core.ingest.check import KbCheckReport
 from docmind_core.ingest.jobs import IngestJobQueue
 from docmind_core.ingest.leases import LeaseBook
@@ -318,7 +319,8 @@ class Engine:
         self.pipeline = AnswerPipeline(
             llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, reranker=b.reranker,
             one_shot=one_shot, agentic=agentic, grader=self.grader, memory=self.memory_store,
-            tool_context_factory=ToolContext.for_run)
+            tool_context_factory=ToolContext.for_run,
+            judge=ModelJudge(b.llm, self.prompts) if isinstance(b.llm, CompletingModel) else None)
 
     def refresh(self) -> Settings:
         """Re-read the settings and rebuild the backends if a backend key changed; returns the settings."""

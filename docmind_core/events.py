@@ -23,7 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from docmind_core.models import (
     BackendStatus,
     CitationResult,
+    ClaimVerdict,
     Confidence,
+    EvidenceVerdict,
     GradeResult,
     ModelCall,
     PathDecision,
@@ -127,6 +129,22 @@ class WebCompensated(_Event):
     duration_ms: float = 0.0
 
 
+class Judged(_Event):
+    """One call of the model judge (``grader.judge``): on the evidence before the answer, or on the answer's
+    claims after it.  ``via`` "offline": the judge did not answer usably (timeout, malformed reply, no model),
+    ``reason`` says why, and the offline checks stand."""
+
+    kind: Literal["judge"] = "judge"
+    target: Literal["evidence", "claims"]
+    via: Literal["llm", "offline"]
+    reason: str = ""  # the model's one-line reason, or why the judge fell back
+    evidence: EvidenceVerdict | None = None
+    tier_before: str = ""
+    tier_after: str = ""
+    claims: list[ClaimVerdict] = Field(default_factory=list)
+    duration_ms: float = 0.0
+
+
 class Fallback(_Event):
     kind: Literal["fallback"] = "fallback"
     stage: str
@@ -192,6 +210,7 @@ Event = Annotated[
         Reranked,
         Graded,
         WebCompensated,
+        Judged,
         Fallback,
         AnswerStarted,
         Token,
@@ -262,6 +281,9 @@ class EventFold(ABC, Generic[R]):
     def on_web_compensation(self, event: WebCompensated) -> R: ...
 
     @abstractmethod
+    def on_judge(self, event: Judged) -> R: ...
+
+    @abstractmethod
     def on_fallback(self, event: Fallback) -> R: ...
 
     @abstractmethod
@@ -301,6 +323,8 @@ def fold(event: Event, handlers: EventFold[R]) -> R:
             return handlers.on_grader(event)
         case WebCompensated():
             return handlers.on_web_compensation(event)
+        case Judged():
+            return handlers.on_judge(event)
         case Fallback():
             return handlers.on_fallback(event)
         case AnswerStarted():

@@ -322,14 +322,41 @@ class UsedSource(_Value):
     inferred: bool = False  # used only by inferred citations, never cited by the model
 
 
+# supported: one sentence, table row or small window of one source states the claim's entity, attribute and
+# every value; contradicted: that source states the entity and attribute with another value of the same kind;
+# unsupported: neither (or the claim states nothing checkable); not_checkable: a claim about the sources
+# themselves ("the sources do not mention ...").
+ClaimStatus = Literal["supported", "unsupported", "contradicted", "not_checkable"]
+ClaimVia = Literal["offline", "llm"]
+
+
+class ClaimCheck(_Value):
+    """One claim of an answer (a sentence, list item or table row) checked against its sources."""
+
+    text: str  # the claim as written, markers included
+    char_start: int
+    char_end: int  # answer[char_start:char_end] == text
+    cited: list[int] = Field(default_factory=list)  # valid source numbers its own [n] markers cite
+    status: ClaimStatus
+    source_index: int | None = None  # the source that supports or contradicts it (1-based)
+    inferred: bool = False  # source_index was found by search: the model cited no source for it
+    evidence: str = ""  # the sentence, table row or window of that source
+    reason: str = ""  # why, in a few words
+    via: ClaimVia = "offline"  # "llm": the model judge set this status
+
+
 class CitationResult(_Value):
     used_sources: list[UsedSource] = Field(default_factory=list)
     occurrences: list[CitationOccurrence] = Field(default_factory=list)
-    coverage: float | None = None  # None when it could not be computed
+    coverage: float | None = None  # share of substantive claims that are supported; None when not computed
     invalid_refs: int = 0
     substantive_sentences: int = 0
-    cited_sentences: int = 0  # including the inferred ones
+    cited_sentences: int = 0  # claims with a valid marker or an inferred citation
     inferred_sentences: int = 0  # cited only by inferred citations
+    claims: list[ClaimCheck] = Field(default_factory=list)
+    supported_claims: int = 0
+    unsupported_claims: int = 0
+    contradicted_claims: int = 0
 
 
 Band = Literal["HIGH", "MEDIUM", "LOW"]
@@ -338,7 +365,8 @@ Band = Literal["HIGH", "MEDIUM", "LOW"]
 class Confidence(_Value):
     score: float
     band: Band
-    ungrounded: bool = False
+    ungrounded: bool = False  # a substantive claim is unsupported or contradicted (or nothing is cited)
+    reason: str = ""  # the score in words: supported claims, contradictions, evidence grade
 
 
 # --------------------------------------------------------------------------
@@ -405,3 +433,29 @@ class Turn:
 
     role: str  # "user" | "assistant"
     content: str
+
+
+# --------------------------------------------------------------------------
+# The model judge (docmind_core/answer/judge.py)
+# --------------------------------------------------------------------------
+
+EvidenceVerdictName = Literal["answers", "partly", "no"]
+ClaimVerdictName = Literal["supported", "contradicted", "not_found"]
+
+
+class EvidenceVerdict(_Value):
+    """The judge's reading of whether the top evidence answers the question."""
+
+    verdict: EvidenceVerdictName
+    p_yes: float | None = None  # P("yes") from the reply's logprobs; None when the server gave none
+    scored_by: Literal["logprobs", "verbal"] = "verbal"
+    reason: str = ""  # the model's one-line reason
+
+
+class ClaimVerdict(_Value):
+    """The judge's check of one claim of the answer against the source span it cites."""
+
+    claim: str
+    source: int  # the cited source number, 1-based as in the answer
+    status: ClaimVerdictName
+    reason: str = ""

@@ -34,6 +34,8 @@ REQUIRED_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "query_understanding": frozenset({"kb_brief", "history", "question"}),
     "agentic_system": frozenset({"sandbox_section"}),
     "agentic_system_compact": frozenset({"sandbox_section"}),  # agentic.compact_tools: for small models
+    "judge_evidence": frozenset({"question", "sources"}),
+    "judge_claims": frozenset({"claims"}),
 }
 
 _SECTION_RE = re.compile(r"^###\s*(system|user)\s*$", re.MULTILINE)

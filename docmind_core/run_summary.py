@@ -49,12 +49,17 @@ class RunSummary(BaseModel):
     confidence: float | None = None
     band: str = ""
     ungrounded: bool = False
+    confidence_reason: str = ""
+    # each claim of the answer read against its source: supported / unsupported / contradicted / not_checkable
+    claims: list[dict[str, Any]] = Field(default_factory=list)
+    claim_counts: dict[str, int] = Field(default_factory=dict)
     stop_reason: str = ""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     backend: str = ""
     backends: list[dict[str, Any]] = Field(default_factory=list)
     errors: list[dict[str, str]] = Field(default_factory=list)
     fallbacks: list[dict[str, str]] = Field(default_factory=list)
+    judge: list[dict[str, Any]] = Field(default_factory=list)  # the model judge's verdicts (grader.judge)
     index_gaps: list[dict[str, int]] = Field(default_factory=list)  # KBs searched with missing vectors
     usage: dict[str, int] = Field(default_factory=dict)
 
@@ -82,6 +87,7 @@ def summary_of(digest: RunDigest) -> RunSummary:
         backends=[b.model_dump() for b in digest.started.backends] if digest.started else [],
         errors=[{"stage": e.stage, "message": e.message} for e in digest.errors],
         fallbacks=[{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
+        judge=[j.model_dump(mode="json", exclude={"kind", "t_ms"}) for j in digest.judgements],
         index_gaps=[{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
                     for g in digest.index_gaps])
     if grade is not None:
@@ -91,9 +97,14 @@ def summary_of(digest: RunDigest) -> RunSummary:
         summary.backend = done.backend
         summary.citations = [u.model_dump() for u in done.citations.used_sources]
         summary.coverage, summary.invalid_refs = done.citations.coverage, done.citations.invalid_refs
+        summary.claims = [c.model_dump(mode="json") for c in done.citations.claims]
+        summary.claim_counts = {"supported": done.citations.supported_claims,
+                                "unsupported": done.citations.unsupported_claims,
+                                "contradicted": done.citations.contradicted_claims}
         if done.confidence is not None:
             summary.confidence, summary.band = done.confidence.score, done.confidence.band
             summary.ungrounded = done.confidence.ungrounded
+            summary.confidence_reason = done.confidence.reason
         tokens = digest.tokens
         summary.usage = {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
                          "model_calls": tokens["calls"]}

@@ -163,6 +163,9 @@ class RagSettings(_Group):
 # the setting, the grader's arbiters and the pages' choices are read from.
 GrayZoneMode = Literal["coverage_first", "rerank_only", "blend"]
 GRAY_ZONE_MODES: tuple[str, ...] = get_args(GrayZoneMode)
+# Whether a run asks the language model to judge its evidence and claims; "auto" resolves once per run from the
+# language model chosen at start-up (docmind_core/answer/judge.py: resolve_judge).
+JudgeMode = Literal["auto", "off", "llm"]
 
 
 class GraderSettings(_Group):
@@ -183,6 +186,20 @@ class GraderSettings(_Group):
                                      "this, else AMBIGUOUS (fitted with bench/fit_grader.py)")
     blend_high: float = Field(0.75, ge=0, le=1, description="blend mode: a blended score at or above this is HIGH")
     blend_low: float = Field(0.25, ge=0, le=1, description="blend mode: a blended score at or below this is LOW")
+    judge: JudgeMode = Field(
+        "auto", description="A model judge beside the lexical signals (docmind_core/answer/judge.py): llm grades "
+                            "whether the evidence answers the question and checks each claim against its cited "
+                            "span (at most two extra calls per run); off: offline checks only; auto: llm when an "
+                            "OpenAI-compatible model is configured, else off")
+    judge_yes_high: float = Field(
+        0.6, ge=0, le=1, description="The judge's P(yes) (from logprobs) at or above this means the evidence "
+                                     "answers the question")
+    judge_yes_low: float = Field(
+        0.25, ge=0, le=1, description="The judge's P(yes) at or below this means the evidence does not answer it "
+                                      "(between the two: partly)")
+    judge_lift_min_coverage: float = Field(
+        0.3, ge=0, le=1, description="The judge's 'answers' lifts a gray-zone AMBIGUOUS to HIGH only when lexical "
+                                     "coverage reaches this")
 
     @model_validator(mode="after")
     def _ordered(self) -> "GraderSettings":
@@ -194,6 +211,9 @@ class GraderSettings(_Group):
                 f"grader.coverage_low ({self.coverage_low}) must be below grader.coverage_high ({self.coverage_high})")
         if self.blend_low >= self.blend_high:
             raise ValueError(f"grader.blend_low ({self.blend_low}) must be below grader.blend_high ({self.blend_high})")
+        if self.judge_yes_low >= self.judge_yes_high:
+            raise ValueError(f"grader.judge_yes_low ({self.judge_yes_low}) must be below grader.judge_yes_high "
+                             f"({self.judge_yes_high})")
         return self
 
 

@@ -65,6 +65,27 @@ def tool_call_item(call: ToolCallRecord) -> dict[str, Any]:
     return item
 
 
+def judge_row(event: ev.Judged) -> TimelineRow:
+    """The model judge's verdict on the evidence (and what it did to the tier) or on each claim."""
+    if event.via == "offline":
+        return _row(event, f"Judge ({event.target}): offline checks kept", "warn", event.duration_ms,
+                    {"reason": event.reason})
+    if event.target == "evidence" and event.evidence is not None:
+        verdict = event.evidence
+        moved = event.tier_before != event.tier_after
+        return _row(event, f"Judge (evidence): {verdict.verdict}", "warn" if verdict.verdict == "no" else "ok",
+                    event.duration_ms, {
+                        "P(yes)": _fmt(verdict.p_yes), "scored by": verdict.scored_by, "reason": verdict.reason,
+                        "tier": f"{event.tier_before} -> {event.tier_after}" if moved else event.tier_after or "—"})
+    counts = {status: sum(1 for c in event.claims if c.status == status)
+              for status in ("supported", "contradicted", "not_found")}
+    status: RowStatus = "error" if counts["contradicted"] else "warn" if counts["not_found"] else "ok"
+    return _row(event, "Judge (claims): " + ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counts.items()),
+                status, event.duration_ms, {"reason": event.reason},
+                [{"source": f"[{c.source}]", "status": c.status.replace("_", " "), "claim": c.claim,
+                  "reason": c.reason} for c in event.claims])
+
+
 class TimelineBuilder(EventFold[TimelineRow | None]):
     """Folds events into rows, one per event; a streamed answer collapses into one row."""
 
@@ -192,6 +213,9 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         return _row(event, "Web compensation " + ("ran" if event.ran else "skipped"), "info", event.duration_ms,
                     {"reason": event.reason, "added chunks": str(event.added_chunks)})
 
+    def on_judge(self, event: ev.Judged) -> TimelineRow:
+        return judge_row(event)
+
     def on_fallback(self, event: ev.Fallback) -> TimelineRow:
         return _row(event, f"Fallback in {event.stage}", "warn",
                     fields={"reason": event.reason, "used instead": event.to or "—"})
@@ -226,10 +250,23 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         stages = stage_times(event.timings_ms)
         if stages:
             fields["time per stage"] = stages
+        if c.claims:
+            fields["claims"] = (f"{c.supported_claims} supported, {c.unsupported_claims} unsupported, "
+                                f"{c.contradicted_claims} contradicted")
+        if event.confidence is not None and event.confidence.reason:
+            fields["confidence reason"] = event.confidence.reason
         if event.cancelled:
             fields["cancelled"] = "True"
+        items = [{"claim": _short(k.text), "status": k.status, "source": f"[{k.source_index}]" if k.source_index
+                  else "", "why": k.reason, "by": k.via} for k in c.claims if k.status != "supported"]
+        flagged = c.contradicted_claims or c.unsupported_claims
         return _row(event, "Done" + (" (cancelled)" if event.cancelled else ""),
-                    "warn" if event.cancelled else "ok", event.timings_ms.get("total"), fields)
+                    "warn" if event.cancelled or flagged else "ok", event.timings_ms.get("total"), fields, items)
+
+
+def _short(text: str, limit: int = 120) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[:limit - 1] + "…"
 
 
 # The stages of a run in run order, as Done.timings_ms names them; retrieval's own parts are shown beside it.
@@ -284,6 +321,7 @@ class RunDigest:
     reranks: list[ev.Reranked] = field(default_factory=list)
     grades: list[ev.Graded] = field(default_factory=list)
     web: ev.WebCompensated | None = None
+    judgements: list[ev.Judged] = field(default_factory=list)  # the model judge's calls (grader.judge)
     fallbacks: list[ev.Fallback] = field(default_factory=list)
     errors: list[ev.ErrorRaised] = field(default_factory=list)
     index_gaps: list[ev.IndexIncomplete] = field(default_factory=list)
@@ -446,6 +484,9 @@ class _Digester(EventFold[None]):
 
     def on_web_compensation(self, event: ev.WebCompensated) -> None:
         self.digest.web = event
+
+    def on_judge(self, event: ev.Judged) -> None:
+        self.digest.judgements.append(event)
 
     def on_fallback(self, event: ev.Fallback) -> None:
         self.digest.fallbacks.append(event)

@@ -26,6 +26,8 @@ a.dm-cite:hover { background: #1d4ed8; color: #fff; }
 .dm-cite-invalid { display: inline-block; padding: 0 .38em; border-radius: .6em; font-size: .78em;
   background: #fee2e2; color: #b91c1c; border: 1px dashed #ef4444; text-decoration: line-through;
   vertical-align: super; line-height: 1.3; }
+.dm-cite-unsupported { color: #92400e; background: #fef3c7; padding: 0 .3em; border-radius: .4em; }
+.dm-cite-contradicted { color: #b91c1c; background: #fee2e2; padding: 0 .3em; border-radius: .4em; font-weight: 600; }
 .dm-source { border: 1px solid #e5e7eb; border-left: 4px solid #60a5fa; border-radius: 8px; padding: .55rem .75rem;
   margin: .45rem 0; background: #fafafa; scroll-margin-top: 5rem; transition: background .3s, box-shadow .3s; }
 .dm-source.dm-origin-web { border-left-color: #f59e0b; }
@@ -111,6 +113,14 @@ def confidence_html(digest: RunDigest) -> str:
                                                                                  else ""))
     bits.append("<b>citation coverage</b> " + ("n/a" if c.coverage is None else f"{c.coverage:.0%}"))
     bits.append(f"<b>cited sentences</b> {c.cited_sentences}/{c.substantive_sentences}")
+    if c.claims:
+        bits.append(f"<b>claims</b> {c.supported_claims} supported")
+        if c.unsupported_claims:
+            bits.append(f'<span class="dm-cite-unsupported">{c.unsupported_claims} unsupported</span>')
+        if c.contradicted_claims:
+            bits.append(f'<span class="dm-cite-contradicted">{c.contradicted_claims} contradicted</span>')
+    if conf is not None and conf.reason:
+        bits.append(f'<span title="{esc(conf.reason)}">why: {esc(conf.reason)}</span>')
     if c.invalid_refs:
         bits.append(f'<span class="dm-cite-invalid">{c.invalid_refs} invalid reference'
                     f'{"s" if c.invalid_refs != 1 else ""}</span>')
@@ -138,11 +148,26 @@ def glance_html(digest: RunDigest) -> str:
         bits.append(f"<b>agentic</b> {len(digest.agentic_steps)} round(s), {calls} tool call(s)")
     if digest.stop_reason:
         bits.append(f"<b>stop</b> {esc(digest.stop_reason)}")
+    bits += [f"<b>judge ({esc(j.target)})</b> {esc(judge_summary(j))}" for j in digest.judgements]
     if digest.fallbacks or digest.errors:
         bits.append(f"<b>fallbacks/errors</b> {len(digest.fallbacks)}/{len(digest.errors)}")
     if digest.done is not None and digest.done.backend:
         bits.append(f"<b>model</b> {esc(digest.done.backend)}")
     return '<div class="dm-glance">' + " · ".join(bits) + "</div>" if bits else ""
+
+
+def judge_summary(event) -> str:
+    """The model judge's verdict in a few words: the evidence verdict and its tier change, or the claim counts."""
+    if event.via == "offline":
+        return "offline checks kept"
+    if event.evidence is not None:
+        score = f" (P(yes) {event.evidence.p_yes:.2f})" if event.evidence.p_yes is not None else ""
+        moved = f", {event.tier_before} → {event.tier_after}" if event.tier_before != event.tier_after else ""
+        return f"{event.evidence.verdict}{score}{moved}"
+    counts = {}
+    for claim in event.claims:
+        counts[claim.status] = counts.get(claim.status, 0) + 1
+    return ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items()) or "no claim read"
 
 
 def _items_table(items: Sequence[dict]) -> str:

@@ -82,7 +82,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
                                     selection_mode="points")
             jump_to_anchor(chart, state_key=f"dm_jumped-{run_key}")
         if digest.sources:
-            cards = "".join(source_card_html(i, s, run_key, digest.answer)
+            checks = digest.done.citations.claims if digest.done else []
+            cards = "".join(source_card_html(i, s, run_key, digest.answer, checks=checks)
                             for i, s in enumerate(digest.sources, start=1))
             st.markdown(f"**Sources** ({len(digest.sources)})")
             st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)

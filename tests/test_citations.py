@@ -22,13 +22,20 @@ def parse(answer: str, min_len: int = 8):
     return parse_citations(answer, SOURCES, min_len)
 
 
+def marked(result) -> float:
+    """The share of claims carrying a valid marker (these sources, "…", support none of them: coverage,
+    the share of supported claims, is 0 here; the marker tests read the markers)."""
+    return result.cited_sentences / result.substantive_sentences
+
+
 def test_out_of_range_reference_is_counted_and_marked_invalid():
     answer = "The battery lasts 12 hours [1]. The price is 999 yuan [9]."
     result = parse(answer)
     assert result.invalid_refs == 1
     assert [(o.index, o.valid) for o in result.occurrences] == [(1, True), (9, False)]
     assert [u.index for u in result.used_sources] == [1]
-    assert result.coverage == pytest.approx(0.5)  # the second sentence cites nothing valid
+    assert marked(result) == pytest.approx(0.5)  # the second sentence cites nothing valid
+    assert result.coverage == 0.0  # and "…" states neither
     bad = result.occurrences[1]
     assert answer[bad.char_start:bad.char_end] == "[9]"
 
@@ -41,7 +48,7 @@ def test_adjacent_markers():
         (1, "kb-1", "手册.pdf", "kb"), (3, "web-3", "Vendor news", "web")]
     spans = [answer[o.char_start:o.char_end] for o in result.occurrences]
     assert spans == ["[1]", "[3]"]
-    assert result.coverage == 1.0
+    assert marked(result) == 1.0
 
 
 @pytest.mark.parametrize("marker", ["[1,3]", "[1, 3]", "[1，3]", "[1、3]"])
@@ -50,7 +57,7 @@ def test_grouped_markers(marker):
     result = parse(answer)
     assert [o.index for o in result.occurrences] == [1, 3]
     assert all(answer[o.char_start:o.char_end] == marker for o in result.occurrences)
-    assert result.coverage == 1.0 and result.invalid_refs == 0
+    assert marked(result) == 1.0 and result.invalid_refs == 0
 
 
 def test_chinese_punctuation_and_full_width_brackets():
@@ -59,7 +66,6 @@ def test_chinese_punctuation_and_full_width_brackets():
     assert [o.index for o in result.occurrences] == [1, 2, 3]
     assert result.substantive_sentences == 3
     assert result.cited_sentences == 3  # "。[3]" belongs to the sentence before it
-    assert result.coverage == 1.0
 
 
 def test_chinese_sentences_without_citations_lower_coverage():
@@ -67,7 +73,6 @@ def test_chinese_sentences_without_citations_lower_coverage():
     result = parse(answer)
     assert result.substantive_sentences == 4
     assert result.cited_sentences == 2
-    assert result.coverage == pytest.approx(0.5)
 
 
 def test_no_citations():
@@ -79,7 +84,7 @@ def test_no_citations():
 def test_greetings_short_sentences_and_lead_ins_are_not_counted():
     answer = "你好！根据资料：\nDM-3000 的续航时间为 12 小时[1]。\n好的。\nHope this helps!"
     result = parse(answer)
-    assert result.substantive_sentences == 1 and result.coverage == 1.0
+    assert result.substantive_sentences == 1 and marked(result) == 1.0
 
 
 def test_nothing_substantive_gives_no_coverage():
@@ -90,12 +95,12 @@ def test_nothing_substantive_gives_no_coverage():
 def test_minimum_sentence_length_is_configurable():
     answer = "续航 12 小时。价格 999 元[1]。"
     assert parse(answer, min_len=4).substantive_sentences == 2
-    assert parse(answer, min_len=8).substantive_sentences == 0
+    assert parse(answer, min_len=8).substantive_sentences == 2  # short, but each states a value
 
 
 def test_marker_after_english_period_belongs_to_the_sentence():
     result = parse("The battery lasts twelve hours. [1] It charges in thirty minutes. [2]")
-    assert result.coverage == 1.0 and result.cited_sentences == 2
+    assert marked(result) == 1.0 and result.cited_sentences == 2
 
 
 SETTINGS = CitationSettings()
@@ -207,20 +212,20 @@ def test_a_chinese_answer_without_markers_gets_inferred_citations():
 
 def test_an_answer_with_correct_markers_is_unchanged():
     answer = "The Nimbus N1 draws at most 28 W [1]. The Nimbus N2 draws at most 45 W [2]."
-    result = parse_citations(answer, NIMBUS, 8)
+    result = parse_citations(answer, NIMBUS, 8).model_copy(update={"claims": []})
     assert result == CitationResult(
         used_sources=[UsedSource(index=1, chunk_id="price", document="pricing_comparison.html"),
                       UsedSource(index=2, chunk_id="sheet", document="nimbus_n2_datasheet.pdf")],
         occurrences=[CitationOccurrence(index=1, char_start=33, char_end=36, valid=True),
                      CitationOccurrence(index=2, char_start=71, char_end=74, valid=True)],
-        coverage=1.0, substantive_sentences=2, cited_sentences=2)
+        coverage=1.0, substantive_sentences=2, cited_sentences=2, supported_claims=2)
 
 
-def test_an_answer_that_cites_at_least_half_its_sentences_keeps_its_own_choices():
+def test_an_uncited_claim_a_source_states_gets_an_inferred_citation_beside_cited_ones():
     answer = ("The Nimbus N1 draws at most 28 W [1]. The Nimbus N2 draws at most 45 W [2]. "
               "The Nimbus N2 idles at 18 W.")
     result = parse_citations(answer, NIMBUS, 8)
-    assert inferred(result) == [] and result.coverage == pytest.approx(2 / 3, abs=1e-4)
+    assert inferred(result) == [(2, True)] and result.coverage == 1.0
 
 
 def test_an_answer_that_cites_too_little_gets_the_rest_inferred():
@@ -247,7 +252,7 @@ def test_an_inferred_chip_looks_different_and_says_why():
 
 
 def test_without_inferred_citations_the_chips_are_as_before():
-    answer = "Fact one [1]. Bad [9]."
+    answer = "The Nimbus N2 costs 2,390 USD [1]. Bad [9]."
     assert citation_html(answer, parse_citations(answer, NIMBUS, 8), NIMBUS, "r1") == \
         citation_html(answer, None, NIMBUS, "r1")
 
@@ -328,3 +333,53 @@ def test_absence_pattern_is_public():
     assert ABSENCE_RE.search("The sources do not mention the colour options.")
     assert ABSENCE_RE.search("资料中没有提及颜色选项。")
     assert not ABSENCE_RE.search("The battery lasts 36 hours.")
+
+
+# --------------------------------------------------------------------------
+# Claims: chips, timeline and source cards say which claims their sources state (issue 20)
+# --------------------------------------------------------------------------
+
+
+def test_a_marker_on_an_unsupported_or_contradicted_claim_has_its_own_chip():
+    answer = ("The Nimbus N2 costs 2,390 USD [1]. The maximum power draw of the Nimbus N2 is 2 TB NVMe [1]. "
+              "The maximum power draw of the Nimbus N2 is 28 W [2].")
+    result = parse_citations(answer, NIMBUS, 8)
+    assert [c.status for c in result.claims] == ["supported", "unsupported", "contradicted"]
+    assert (result.supported_claims, result.unsupported_claims, result.contradicted_claims) == (1, 1, 1)
+    assert result.coverage == pytest.approx(1 / 3, abs=1e-4)
+    out = citation_html(answer, result, NIMBUS, run_id="r1")
+    assert '<a class="dm-cite" href="#src-r1-1" data-n="1">[1]</a>' in out  # the supported claim's chip
+    amber = re.search(r'<a class="dm-cite dm-cite-unsupported"[^>]*>\[1\]</a>', out)
+    red = re.search(r'<a class="dm-cite dm-cite-contradicted"[^>]*>\[2\]</a>', out)
+    assert amber and red, out
+    assert out.index("2,390") < out.index(amber.group(0)) < out.index("28 W") < out.index(red.group(0))
+    assert "45 W" in red.group(0)  # its title says what the source states instead
+
+
+def test_an_uncited_contradicted_claim_is_marked_red():
+    answer = "The maximum power draw of the Nimbus N1 is 45 W."
+    result = parse_citations(answer, NIMBUS, 8)
+    assert [c.status for c in result.claims] == ["contradicted"]
+    out = citation_html(answer, result, NIMBUS, run_id="r1")
+    assert 'class="dm-cite dm-cite-contradicted"' in out and "28 W" in out
+
+
+def test_the_timeline_and_the_source_cards_count_claims():
+    from docmind_core.citation_html import source_card_html
+    from docmind_core.events import Done
+    from docmind_core.models import Confidence
+    from docmind_core.timeline import timeline
+
+    answer = "The Nimbus N2 costs 2,390 USD [1]. The maximum power draw of the Nimbus N2 is 28 W [2]."
+    citations = parse_citations(answer, NIMBUS, 8)
+    confidence = confidence_from(citations, 0.9, Tier.HIGH, SETTINGS)
+    assert confidence.band == "LOW" and confidence.ungrounded and "1 contradicted" in confidence.reason
+    done = Done(run_id="r", answer=answer, mode="RULE_PLANNER", sources=NIMBUS, citations=citations,
+                confidence=confidence)
+    [row] = timeline([done])
+    assert row.fields["claims"] == "1 supported, 0 unsupported, 1 contradicted"
+    assert row.status == "warn" and [i["status"] for i in row.items] == ["contradicted"]
+    card = source_card_html(2, NIMBUS[1], "r", answer, checks=citations.claims)
+    assert "contradicts 1 claim" in card
+    assert "supports 1 claim" in source_card_html(1, NIMBUS[0], "r", answer, checks=citations.claims)
+    assert isinstance(confidence, Confidence)

@@ -34,8 +34,8 @@ def test_an_answer_without_a_substantive_sentence_claims_no_evidence_unless_it_c
     # "Sorry." has no sentence long enough to count: coverage is unknown, and confidence was the top score
     assert _confidence("Sorry.").band == "LOW"
     assert _confidence("Sorry.").score == 0.0
-    cited = _confidence("Yes [1].")  # too short to count, but it cites a valid source
-    assert cited.score == pytest.approx(0.9) and cited.band == "HIGH"
+    cited = _confidence("Yes [1].")  # a marker on a claim that states nothing checkable grounds nothing
+    assert cited.score == 0.0 and cited.band == "LOW"
 
 
 @pytest.mark.parametrize("top", [-0.5, 0.0, 0.3, 1.0, 7.0])

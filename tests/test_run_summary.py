@@ -39,8 +39,11 @@ SUMMARY_KEYS = {
     "run_id", "question", "answer", "mode", "route_reason", "route_explanation", "scope", "understanding",
     "planned_tools", "tool_calls", "rounds", "tier", "top_score", "lex_coverage", "grade_reason",
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
-    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "index_gaps", "usage",
+    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps", "usage",
+    "confidence_reason", "claims", "claim_counts",
 }
+CLAIM_KEYS = {"text", "char_start", "char_end", "cited", "status", "source_index", "inferred", "evidence", "reason",
+              "via"}
 SOURCE_KEYS = {"index", "chunk_id", "document", "text", "origin", "url", "scores"}
 TOOL_CALL_KEYS = {"name", "args", "status", "result_count", "repaired_from"}
 
@@ -125,12 +128,18 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "confidence": confidence.score if confidence is not None else None,
         "band": confidence.band if confidence is not None else "",
         "ungrounded": confidence.ungrounded if confidence is not None else False,
+        "confidence_reason": confidence.reason if confidence is not None else "",
+        "claims": [c.model_dump(mode="json") for c in done.citations.claims] if done is not None else [],
+        "claim_counts": ({"supported": done.citations.supported_claims,
+                          "unsupported": done.citations.unsupported_claims,
+                          "contradicted": done.citations.contradicted_claims} if done is not None else {}),
         "stop_reason": digest.stop_reason,
         "timings_ms": digest.timings_ms,
         "backend": done.backend if done is not None else "",
         "backends": [b.model_dump() for b in digest.started.backends] if digest.started is not None else [],
         "errors": [{"stage": e.stage, "message": e.message} for e in digest.errors],
         "fallbacks": [{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
+        "judge": [j.model_dump(mode="json", exclude={"kind", "t_ms"}) for j in digest.judgements],
         "index_gaps": [{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
                        for g in digest.index_gaps],
         "usage": ({"prompt_tokens": digest.tokens["prompt"], "completion_tokens": digest.tokens["completion"],
@@ -202,6 +211,8 @@ def test_the_json_keys_of_the_summary_are_pinned(bench):
     assert summary.tool_calls and all(set(c) == TOOL_CALL_KEYS for c in dumped["tool_calls"])
     assert set(dumped["usage"]) == {"prompt_tokens", "completion_tokens", "model_calls"}
     assert all(set(e) == {"stage", "message"} for e in dumped["errors"])
+    assert all(set(c) == CLAIM_KEYS for c in dumped["claims"])
+    assert set(dumped["claim_counts"]) == {"supported", "unsupported", "contradicted"}
     types = {name: field.annotation for name, field in RunSummary.model_fields.items()}
     assert types["rounds"] is int and types["web_compensated"] is bool and types["confidence"] == float | None
 

@@ -19,6 +19,11 @@ thing" but lacks the asked-for entity — so each corrects the other:
 The tier never throws evidence away: LOW or AMBIGUOUS with chunks is answered
 under the low-confidence prompt; only an empty context uses the fallback.
 
+With a model judge (``grader.judge``, :func:`judged_grade`), the judge's verdict on the top evidence joins
+the two signals: "no" caps the tier at AMBIGUOUS, "answers" lifts an AMBIGUOUS tier to HIGH when the top score
+is above ``grader.low_threshold`` and coverage reaches ``grader.judge_lift_min_coverage``; "partly" changes
+nothing, and LOW stays LOW.
+
 When retrieval was incomplete (a worker timed out or failed), the reason says
 ``retrieval_incomplete`` and what did not answer: an empty or weak result is
 then "not fully searched", never "no_evidence" / "nothing relevant".
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from docmind_core.backends.rerankers import chunk_terms
-from docmind_core.models import GradeResult, RetrievedChunk, Tier
+from docmind_core.models import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
 from docmind_core.settings import GraderSettings, GrayZoneMode, Settings
 from docmind_core.text import is_cjk, keyword_tokens, salient_terms
 
@@ -212,3 +217,23 @@ class CragGrader:
         if blended <= grader.blend_low:
             return Tier.LOW, f"gray_zone_blend_low:{blended:.2f}"
         return Tier.AMBIGUOUS, f"gray_zone_blend_mid:{blended:.2f}"
+
+
+def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSettings) -> GradeResult:
+    """``grade`` with the model judge's verdict on its evidence (see the module docstring).
+
+    The judge reads the passages, which the lexical signals cannot: a pricing row that names the product and
+    says "see the datasheet" matches every word of the question and answers nothing.  It does not lift what
+    the signals found weak on their own (a top score at or below the low threshold, little coverage): a small
+    model says "yes" to a passage on the same topic too often for that."""
+    score = f" (P(yes) {verdict.p_yes:.2f})" if verdict.p_yes is not None else ""
+    note = f"judge: {verdict.verdict}{score}"
+    tier = grade.tier
+    if verdict.verdict == "no" and tier is Tier.HIGH:
+        tier, note = Tier.AMBIGUOUS, note + ", capped at AMBIGUOUS"
+    elif verdict.verdict == "answers" and tier is Tier.AMBIGUOUS:
+        if grade.top_score > grader.low_threshold and grade.lex_coverage >= grader.judge_lift_min_coverage:
+            tier, note = Tier.HIGH, note + ", lifted to HIGH"
+        else:
+            note += ", not lifted: the lexical signals are weak"
+    return grade.model_copy(update={"tier": tier, "reason": f"{grade.reason}; {note}" if grade.reason else note})

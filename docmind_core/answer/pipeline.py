@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from docmind_core.answer.direct_read import DirectReader
 from docmind_core.answer.generate import AnswerWriter, choose_template
 from docmind_core.answer.grade import CragGrader
+from docmind_core.answer.judge import (
+    ModelJudge, claims_step, claims_to_check, evidence_step, judged_citations, resolve_judge,
+)
 from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
@@ -38,7 +41,7 @@ from docmind_core.events import (
     Done, ErrorRaised, Event, Fallback, Routed, RunStarted, ScopeDecided, Understood,
 )
 from docmind_core.models import (
-    NO_RETRIEVAL_MODE, BackendStatus, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
+    NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
     Scope, StopReason, Turn, Understanding,
 )
 from docmind_core.query_signals import fast_scope, memory_text
@@ -98,6 +101,8 @@ class _RunState:
     answer: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)  # what did not answer during retrieval
+    judge: ModelJudge | None = None  # the model judge of this run (grader.judge), None: offline checks only
+    citations: CitationResult | None = None  # once the answer is written and its claims checked (offline/judge)
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -109,7 +114,7 @@ class AnswerPipeline:
     def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary,
                  store: KnowledgeStore | None, reranker: Reranker, one_shot: OneShotRetrieval,
                  agentic: AgenticSearch, grader: CragGrader, memory: MemoryStore | None,
-                 tool_context_factory: Callable[..., ToolContext]):
+                 tool_context_factory: Callable[..., ToolContext], judge: ModelJudge | None = None):
         # store None: no SELECTED_DOC reading; memory None: no "remember ..." (evaluation and unit tests)
         self.llm = llm
         self.prompts = prompts
@@ -120,6 +125,7 @@ class AnswerPipeline:
         self.agentic = agentic
         self.memory = memory
         self.tool_context_factory = tool_context_factory
+        self.judge = judge  # over the configured model; None when it is the offline engine
 
     # ------------------------------------------------------------------
     def ask(self, request: AskRequest, settings: Settings, backends: Sequence[BackendStatus],
@@ -159,6 +165,9 @@ class AnswerPipeline:
              state: _RunState, guard: RunGuard) -> Iterator[Event]:
         question = request.question.strip()
         history = request.history[-2 * settings.rag.history_turns:] if settings.rag.history_turns else []
+        state.judge, unavailable = resolve_judge(settings.grader.judge, self.judge)
+        if unavailable:
+            yield Fallback(stage="judge", reason=unavailable, to="offline checks")
 
         # 1. scope: the regex fast path answers with zero model calls when it is sure
         state.stage = "scope"
@@ -241,10 +250,31 @@ class AnswerPipeline:
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
             return
 
+        # 4b. the model judge reads the evidence; a summary of the user's own selection is not second-guessed,
+        # a question asked of it is graded, so judged, like retrieved evidence
+        judged = decision.mode != Mode.SELECTED_DOC or decision.reason == "selected_doc_question"
+        if state.judge is not None and judged and state.sources and state.grade:
+            state.stage = "judge"
+            t = time.perf_counter()
+            state.grade = yield from evidence_step(state.judge, question, state.grade, state.sources, settings,
+                                                   meter, guard)
+            state.timings["judge.evidence"] = elapsed_ms(t)
+
         # 5. generation
         state.stage = "generation"
         template = choose_template(state.grade, state.sources)
         yield from self._generate(template, question, history, state, meter, cancel, guard)
+
+        # 6. the model judge reads each claim against its source, over the offline checks' statuses
+        if state.judge is not None and state.answer and not cancel.is_set():
+            citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
+            claims = claims_to_check(citations, state.sources)
+            if claims:
+                state.stage = "judge"
+                t = time.perf_counter()
+                verdicts = yield from claims_step(state.judge, claims, settings, meter, guard)
+                state.citations = judged_citations(citations, claims, verdicts, state.answer, state.sources)
+                state.timings["judge.claims"] = elapsed_ms(t)
 
     # ------------------------------------------------------------------
     def _answer_without_retrieval(self, request: AskRequest, question: str, history: list[Turn],
@@ -282,7 +312,8 @@ class AnswerPipeline:
     # ------------------------------------------------------------------
     def _done(self, request: AskRequest, state: _RunState, meter: UsageMeter, settings: Settings,
               cancel: threading.Event) -> Done:
-        citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
+        citations = state.citations or parse_citations(state.answer, state.sources,
+                                                       settings.citation.coverage_min_sentence_len)
         confidence = None
         if state.grade is not None and not cancel.is_set():  # a stopped answer is partial: no confidence
             confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation)

@@ -45,6 +45,8 @@ from docmind_core.backends.protocols import (
     AgentTranscript,
     AgentTurn,
     AnswerPrompt,
+    Completion,
+    TokenAlternatives,
     ToolSpec,
     UnderstandingRequest,
     UsageMeter,
@@ -126,6 +128,7 @@ class OpenAIChatModel:
         self.retry_backoff_s = retry_backoff_s
         self.max_tokens = int(max_tokens)
         self._guard: RunGuard | None = None  # set on the per-run copy made by for_run()
+        self._refuses_logprobs = False  # the server answered "logprobs" with HTTP 400 once: not asked again
         self.host = urlparse(self.base_url).netloc or "api.openai.com"
         self.name = f"openai:{model}@{self.host}"
         # Retries are ours (so only transient errors retry and each call is recorded once).
@@ -249,6 +252,40 @@ class OpenAIChatModel:
                                    completion_tokens=completion_tokens,
                                    latency_ms=round((time.perf_counter() - started) * 1000, 1),
                                    ok=not error or error == "cancelled", error=error))
+
+    def complete(self, messages: list[dict[str, Any]], meter: UsageMeter, *, purpose: str, timeout_s: float,
+                 max_tokens: int, top_logprobs: int = 0, json_object: bool = True) -> Completion:
+        """A short scored reply (``protocols.CompletingModel``) through :meth:`bounded_chat`.  The caller bounds
+        it by ``timeout_s``, taken from its run's deadline; the call is made without the run's guard, so a slow
+        judge never opens the breaker and the run still writes its answer with the model.  A server that
+        refuses ``logprobs`` (HTTP 400) is asked again without, and not asked for them again."""
+        options: dict[str, Any] = dict(temperature=0.0, max_tokens=max_tokens)
+        if json_object:
+            options["response_format"] = {"type": "json_object"}
+        asks_logprobs = top_logprobs > 0 and not self._refuses_logprobs
+        if asks_logprobs:
+            options.update(logprobs=True, top_logprobs=int(top_logprobs))
+        unbound = copy.copy(self)
+        unbound._guard = None
+        try:
+            response = unbound.bounded_chat(purpose, meter, messages, timeout_s=timeout_s, **options)
+        except BackendUnavailable as exc:
+            refused = isinstance(exc.__cause__, openai.BadRequestError) and "logprob" in str(exc).lower()
+            if not (asks_logprobs and refused):
+                raise
+            self._refuses_logprobs = True
+            options.pop("logprobs", None)
+            options.pop("top_logprobs", None)
+            response = unbound.bounded_chat(purpose, meter, messages, timeout_s=timeout_s, **options)
+        choice = response.choices[0] if response.choices else None
+        if choice is None:
+            raise ModelOutputError(f"{self.name} ({purpose}): the reply has no choices")
+        tokens = getattr(getattr(choice, "logprobs", None), "content", None)
+        logprobs = None if not tokens else tuple(
+            TokenAlternatives(t.token, float(t.logprob),
+                              tuple((a.token, float(a.logprob)) for a in (t.top_logprobs or ())))
+            for t in tokens)
+        return Completion(text=choice.message.content or "", logprobs=logprobs)
 
     def status(self) -> BackendStatus:
         return BackendStatus(role="llm", name=self.name, live=True,

@@ -249,6 +249,37 @@ class LanguageModel(Protocol):
     def status(self) -> BackendStatus: ...
 
 
+@dataclass(frozen=True)
+class TokenAlternatives:
+    """One generated token with the most likely tokens at its position (``top_logprobs``), as log-probabilities."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A short non-streamed reply; ``logprobs`` is None when the server returned none."""
+
+    text: str
+    logprobs: tuple[TokenAlternatives, ...] | None = None
+
+
+@runtime_checkable
+class CompletingModel(Protocol):
+    """A language model that also answers short scored questions (the model judge's calls)."""
+
+    name: str
+
+    def complete(self, messages: list[dict[str, Any]], meter: UsageMeter, *, purpose: str, timeout_s: float,
+                 max_tokens: int, top_logprobs: int = 0, json_object: bool = True) -> Completion:
+        """One call bounded by ``timeout_s`` (never retried after a timeout, never opening a run's breaker);
+        ``top_logprobs`` > 0 asks for log-probabilities, which a server may not return.  Raises
+        BackendUnavailable on failure."""
+        ...
+
+
 # --------------------------------------------------------------------------
 # Tracing
 # --------------------------------------------------------------------------

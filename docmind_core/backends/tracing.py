@@ -163,6 +163,16 @@ class ObservationPlanner(EventFold[PlannedObservation | None]):
         return _obs("web_compensation", event.t_ms - event.duration_ms, event.t_ms,
                     output={"ran": event.ran, "reason": event.reason, "added_chunks": event.added_chunks})
 
+    def on_judge(self, event: ev.Judged) -> PlannedObservation:
+        child = _obs(f"judge_{event.target}", event.t_ms - event.duration_ms, event.t_ms,
+                     level="WARNING" if event.via == "offline" else None,
+                     status_message=event.reason if event.via == "offline" else None,
+                     output={"evidence": event.evidence.model_dump(mode="json") if event.evidence else None,
+                             "claims": [c.model_dump(mode="json") for c in event.claims]},
+                     metadata={"via": event.via, "tier_before": event.tier_before, "tier_after": event.tier_after})
+        _attach_call(child, self.calls.get(f"judge_{event.target}"), f"llm_judge_{event.target}")
+        return child
+
     def on_fallback(self, event: ev.Fallback) -> PlannedObservation:
         return _obs("fallback", event.t_ms, event.t_ms, level="WARNING",
                     status_message=f"{event.stage}: {event.reason}", metadata={"stage": event.stage, "to": event.to})

@@ -241,7 +241,8 @@ def fake_llm():
 def openai_engine(demo_home, server, **overrides) -> Engine:
     env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": server.base_url}
     engine = Engine.open(demo_home, env=env)
-    for key, value in {"llm.max_retries": 1, "llm.timeout_s": 5.0, **overrides}.items():
+    # these tests script every call of a run; the model judge's calls are tested in test_judge.py
+    for key, value in {"llm.max_retries": 1, "llm.timeout_s": 5.0, "grader.judge": "off", **overrides}.items():
         engine.config.set(key, value)
     return engine
 

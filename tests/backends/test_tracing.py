@@ -23,7 +23,7 @@ from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.fakes.sample_events import sample_events
 
 STAGES = ["index_incomplete", "scope", "understanding", "routing", "agentic_round_1", "retrieval", "rerank", "grader",
-          "web_compensation", "fallback", "error", "generation"]
+          "web_compensation", "judge_evidence", "fallback", "error", "generation"]
 
 
 @pytest.fixture

@@ -68,6 +68,10 @@ def test_ask_json_has_the_documented_fields(world):
     assert summary["mode"] in {"RULE_PLANNER", "AGENTIC"}
     assert summary["sources"][0]["document"] == "plan.txt" and summary["sources"][0]["origin"] == "kb"
     assert "4.2 million" in summary["answer"]
+    # the offline answer quotes its source: each claim is supported, and the summary says so
+    assert summary["claims"] and all(c["status"] == "supported" and c["via"] == "offline" for c in summary["claims"])
+    assert summary["claim_counts"] == {"supported": len(summary["claims"]), "unsupported": 0, "contradicted": 0}
+    assert summary["confidence_reason"].startswith(f"{len(summary['claims'])} of {len(summary['claims'])} claims")
 
 
 def test_config_set_refuses_low_above_high(world):

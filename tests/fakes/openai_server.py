@@ -33,6 +33,11 @@ content::
     printed("searchDocs", '{"query": "x"}')            # "arguments" as a JSON string
     printed("searchDocs", {"query": "x"}, key="parameters")
 
+A reply may carry log-probabilities, returned when the request asks for ``logprobs``::
+
+    server.script(scored('{"verdict": "yes"}', [('{"', {'{"': 1.0}), ("verdict", {"verdict": 1.0}),
+                                                ('":"', {'":"': 1.0}), ("yes", {"yes": 0.8, "no": 0.2})]))
+
 Misbehaving servers, for deadline and honesty tests::
 
     server.script(trickle(text("...")))           # headers, then one byte every 0.5 s (JSON body or stream)
@@ -54,6 +59,7 @@ a missing script obvious in a test.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
@@ -78,12 +84,21 @@ class Reply:
     message: str = ""
     usage: tuple[int, int] = (12, 7)
     delay: float = 0.0
+    # (token, {alternative: probability}) per generated token, sent as ``logprobs.content`` when the request asks
+    # for logprobs (what llama-server and OpenAI return); None: the server sends none
+    logprobs: list[tuple[str, dict[str, float]]] | None = None
     # how the reply goes over the wire: "whole" (well-formed), "trickle" (one byte per ``interval``),
     # "cut" (a stream that stops mid-way), "truncated" (JSON cut mid-way)
     wire: Literal["whole", "trickle", "cut", "truncated"] = "whole"
     interval: float = 0.5
     head: int = 0  # bytes a trickle sends at once before it slows down
     finish_reason: str = ""  # "" = what a real server says for this reply ("stop" / "tool_calls"); "length"
+
+
+def scored(content: str, tokens: list[tuple[str, dict[str, float]]], delay: float = 0.0) -> Reply:
+    """A reply whose tokens carry log-probabilities: ``tokens`` lists each generated token with the
+    probabilities of the likeliest tokens at its place (the generated one included)."""
+    return Reply(content=content, logprobs=tokens, delay=delay)
 
 
 def call(name: str, arguments: dict | str, id: str | None = None) -> ScriptedCall:
@@ -260,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif body.get("stream"):
                 self._stream(body, reply)
             else:
-                self._json(200, _completion(self.fake.model, reply), reply)
+                self._json(200, _completion(self.fake.model, reply, bool(body.get("logprobs"))), reply)
         except OSError:  # BrokenPipe, ConnectionReset: the client gave up (timeout and deadline tests)
             with self.fake._lock:
                 self.fake.dropped += 1
@@ -352,7 +367,19 @@ def _usage(reply: Reply) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _completion(model: str, reply: Reply) -> dict[str, Any]:
+def _logprobs(reply: Reply) -> dict[str, Any] | None:
+    if reply.logprobs is None:
+        return None
+    content = []
+    for token, alternatives in reply.logprobs:
+        top = [{"token": alt, "logprob": math.log(max(p, 1e-12)), "bytes": None}
+               for alt, p in sorted(alternatives.items(), key=lambda item: -item[1])]
+        own = alternatives.get(token, max(alternatives.values(), default=1.0))
+        content.append({"token": token, "logprob": math.log(max(own, 1e-12)), "bytes": None, "top_logprobs": top})
+    return {"content": content}
+
+
+def _completion(model: str, reply: Reply, logprobs: bool = False) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
     if reply.calls:
         message["tool_calls"] = [{"id": c.id, "type": "function",
@@ -362,7 +389,7 @@ def _completion(model: str, reply: Reply) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
+        "choices": [{"index": 0, "message": message, "logprobs": _logprobs(reply) if logprobs else None,
                      "finish_reason": _finish(reply)}],
         "usage": _usage(reply),
     }
