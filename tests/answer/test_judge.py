@@ -111,8 +111,8 @@ def pipeline_of(llm, judge: ModelJudge | None) -> AnswerPipeline:
     one_shot = OneShotRetrieval(toolbox, refiner, grader)
     agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
     return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
-                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, memory=None,
-                          tool_context_factory=ToolContext.for_run, judge=judge)
+                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, grader=grader,
+                          memory=None, tool_context_factory=ToolContext.for_run, judge=judge)
 
 
 def ask(server: FakeOpenAIServer, script: Judge, question: str = QUESTION, timeout_s: float = 5.0, **overrides):
