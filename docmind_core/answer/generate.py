@@ -21,7 +21,7 @@ from typing import Generator, Sequence
 from docmind_core.backends.protocols import AnswerPrompt, LanguageModel, UsageMeter
 from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
 from docmind_core.events import AnswerStarted, ErrorRaised, Event, Fallback, Token
-from docmind_core.models import GradeResult, RetrievedChunk, Tier, Turn
+from docmind_core.models import GradeResult, PendingIngest, RetrievedChunk, Tier, Turn
 from docmind_core.prompts import PromptLibrary, format_sources, language_name
 from docmind_core.text import detect_language, truncate_to_tokens
 
@@ -109,6 +109,28 @@ def incomplete_notice(question: str, reasons: Sequence[str], evidence: bool) -> 
             f"tell whether they cover this question. This is not an answer; please try again.")
 
 
+def pending_notice(question: str, pending: Sequence[PendingIngest], evidence: bool) -> str:
+    """What the reader is told while the searched KBs are still being ingested: how many documents are
+    pending and what was searched; with no evidence this replaces "nothing relevant", which it is not."""
+    count = sum(p.pending_documents for p in pending)
+    searched = sum(p.searched_documents for p in pending)
+    names = ", ".join(f"'{p.kb_name}'" if p.kb_name else f"#{p.kb_id}" for p in pending)
+    if detect_language(question) == "zh":
+        if evidence:
+            return (f"注意：知识库 {names} 仍在导入中，还有 {count} 个文档尚未导入、没有被检索；"
+                    f"以下回答只依据已导入的 {searched} 个文档。\n\n")
+        return (f"知识库 {names} 仍在导入中：还有 {count} 个文档尚未导入，没有被检索。已检索已导入的 {searched} 个文档，"
+                f"其中没有找到与这个问题相关的内容，但尚未导入的文档可能包含答案。这不是最终回答：请在导入完成后再问一次。")
+    if evidence:
+        return (f"Note: {names} {'is' if len(pending) == 1 else 'are'} still being ingested: {count} document(s) "
+                f"pending were not searched; the answer below uses only the {searched} document(s) indexed so far."
+                f"\n\n")
+    return (f"The knowledge base{'' if len(pending) == 1 else 's'} {names} {'is' if len(pending) == 1 else 'are'} "
+            f"still being ingested: {count} document(s) pending were not searched yet. DocMind searched the "
+            f"{searched} document(s) already indexed and found nothing on this question among them, but the pending "
+            f"documents may cover it. This is not a final answer; ask again once the ingest has finished.")
+
+
 @dataclass
 class WrittenAnswer:
     text: str
@@ -126,7 +148,15 @@ class AnswerWriter:
 
     def write(self, template: str, question: str, sources: Sequence[RetrievedChunk], history: Sequence[Turn],
               memories: Sequence[str], incomplete: Sequence[str], meter: UsageMeter, cancel: threading.Event,
-              guard: RunGuard) -> Generator[Event, None, WrittenAnswer]:
+              guard: RunGuard, pending: Sequence[PendingIngest] = ()) -> Generator[Event, None, WrittenAnswer]:
+        if pending and template == "fallback":
+            # nothing found in what is indexed, while documents are still arriving: never "nothing relevant"
+            yield AnswerStarted(prompt="ingest_pending", sources=[], memories=list(memories))
+            text = pending_notice(question, pending, evidence=False)
+            if incomplete:
+                text += "\n\n" + incomplete_notice(question, incomplete, evidence=False)
+            yield Token(text=text)
+            return WrittenAnswer(text)
         if incomplete and template == "fallback":
             # nothing was found, but not everything was searched: say that, and only that
             yield AnswerStarted(prompt="retrieval_incomplete", sources=[], memories=list(memories))
@@ -140,6 +170,10 @@ class AnswerWriter:
         cancelled = False
         if incomplete:  # partial evidence: the reader learns it before the answer
             notice = incomplete_notice(question, incomplete, evidence=True)
+            pieces.append(notice)
+            yield Token(text=notice)
+        if pending and template in ANSWER_TEMPLATES:  # documents still arriving: said before the answer
+            notice = pending_notice(question, pending, evidence=True)
             pieces.append(notice)
             yield Token(text=notice)
         llm = bind_model(self.llm, guard)

@@ -22,7 +22,7 @@ from docmind_core.store.traces import TraceStore
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.fakes.sample_events import sample_events
 
-STAGES = ["index_incomplete", "scope", "understanding", "routing", "agentic_round_1", "retrieval", "rerank", "grader",
+STAGES = ["index_incomplete", "ingest_pending", "scope", "understanding", "routing", "agentic_round_1", "retrieval", "rerank", "grader",
           "web_compensation", "fallback", "error", "generation"]
 
 
