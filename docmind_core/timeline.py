@@ -203,7 +203,7 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         return _row(event, f"Still being ingested: knowledge base {event.kb_name or event.kb_id}", "warn", fields={
             "pending documents": str(event.pending_documents),
             "searched documents": str(event.searched_documents),
-            "effect": "pending documents were not searched; finding nothing is not \"nothing relevant\""})
+            "effect": "pending documents were not searched: what they hold is not known yet"})
 
     def on_done(self, event: ev.Done) -> TimelineRow:
         c = event.citations
