@@ -376,7 +376,7 @@ class RunDigest:
 
     @property
     def pending_documents(self) -> int:
-        if self.done is not None and self.done.pending_documents:
+        if self.done is not None:
             return self.done.pending_documents
         return sum(p.pending_documents for p in self.pending)
 

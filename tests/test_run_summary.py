@@ -39,7 +39,8 @@ SUMMARY_KEYS = {
     "run_id", "question", "answer", "mode", "route_reason", "route_explanation", "scope", "understanding",
     "planned_tools", "tool_calls", "rounds", "tier", "top_score", "lex_coverage", "grade_reason",
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
-    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "index_gaps", "usage",
+    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "index_gaps", "pending_documents",
+    "pending", "usage",
 }
 SOURCE_KEYS = {"index", "chunk_id", "document", "text", "origin", "url", "scores"}
 TOOL_CALL_KEYS = {"name", "args", "status", "result_count", "repaired_from"}
@@ -132,6 +133,10 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "fallbacks": [{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
         "index_gaps": [{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
                        for g in digest.index_gaps],
+        "pending_documents": sum(p.pending_documents for p in digest.pending) if done is None
+        else done.pending_documents,
+        "pending": [{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
+                     "searched_documents": p.searched_documents} for p in digest.pending],
         "usage": ({"prompt_tokens": digest.tokens["prompt"], "completion_tokens": digest.tokens["completion"],
                    "model_calls": digest.tokens["calls"]} if done is not None else {}),
     }
