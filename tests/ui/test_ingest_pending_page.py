@@ -56,3 +56,16 @@ def test_a_chat_answer_over_a_kb_being_ingested_warns_on_screen(pending_home):
     assert "nothing relevant" not in shown
     warnings = _pending_warnings(at)
     assert warnings and "300 document(s) pending" in warnings[0], [text_of(w.value) for w in at.warning]
+
+
+def test_the_traces_page_replays_the_pending_warning(pending_home):
+    engine, kb = pending_home
+    events = list(engine.ask("When does the Orion probe launch?", [kb.id], pair_id="pending-pair"))
+    assert events[-1].pending_documents == 300
+    at = started_app()
+    at.switch_page("pages/traces.py").run()
+    assert not at.exception, at.exception
+    at.selectbox(key="dm_tr_pair").set_value("pending-pair").run()  # a pair of one run: its replay
+    assert not at.exception, at.exception
+    warnings = _pending_warnings(at)
+    assert warnings and "300 document(s) pending" in warnings[0], [text_of(w.value) for w in at.warning]
