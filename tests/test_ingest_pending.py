@@ -61,7 +61,7 @@ def test_an_answer_with_evidence_says_what_was_not_searched(home):
         answered = json.loads(_ask(path, ANSWERED, "--json", kb="manuals"))
         unanswered = json.loads(_ask(path, UNANSWERED, "--json", kb="manuals"))
     note = ("Note: 'manuals' is still being ingested: 12 document(s) pending were not searched; the answer "
-            "below uses only the 1 document(s) indexed so far.")
+            "below uses only the 1 document(s) indexed there so far.")
     assert answered["answer"].startswith(note) and "18 hours" in answered["answer"]
     assert unanswered["answer"].startswith(note)  # weak evidence: the reader still learns what was not searched
     assert answered["pending_documents"] == unanswered["pending_documents"] == 12
@@ -71,3 +71,13 @@ def test_without_pending_documents_the_reply_is_unchanged(home):
     path, _, _ = home
     data = json.loads(_ask(path, UNANSWERED, "--json"))
     assert "nothing relevant" in data["answer"] and data["pending_documents"] == 0 and data["pending"] == []
+
+
+def test_the_pending_notice_in_chinese_never_reads_as_nothing_relevant():
+    from docmind_core.answer.generate import pending_notice
+    from docmind_core.models import PendingIngest
+
+    pending = [PendingIngest(kb_id=3, kb_name="手册", pending_documents=300, searched_documents=0)]
+    text = pending_notice("DM-3000 的保修期是多久？", pending, evidence=False)
+    assert "仍在导入中" in text and "300 个文档" in text and "0 个文档" in text
+    assert "没有找到与这个问题相关" not in text  # the offline engine's "nothing relevant" in Chinese

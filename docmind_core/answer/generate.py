@@ -118,17 +118,18 @@ def pending_notice(question: str, pending: Sequence[PendingIngest], evidence: bo
     if detect_language(question) == "zh":
         if evidence:
             return (f"注意：知识库 {names} 仍在导入中，还有 {count} 个文档尚未导入、没有被检索；"
-                    f"以下回答只依据已导入的 {searched} 个文档。\n\n")
-        return (f"知识库 {names} 仍在导入中：还有 {count} 个文档尚未导入，没有被检索。已检索已导入的 {searched} 个文档，"
-                f"其中没有找到与这个问题相关的内容，但尚未导入的文档可能包含答案。这不是最终回答：请在导入完成后再问一次。")
+                    f"以下回答只依据其中已导入的 {searched} 个文档。\n\n")
+        return (f"知识库 {names} 仍在导入中：还有 {count} 个文档尚未导入，没有被检索。"
+                f"已检索其中已导入的 {searched} 个文档，暂未在其中找到答案，"
+                f"但尚未导入的文档可能包含答案。这不是最终回答：请在导入完成后再问一次。")
+    one = len(pending) == 1
     if evidence:
-        return (f"Note: {names} {'is' if len(pending) == 1 else 'are'} still being ingested: {count} document(s) "
-                f"pending were not searched; the answer below uses only the {searched} document(s) indexed so far."
-                f"\n\n")
-    return (f"The knowledge base{'' if len(pending) == 1 else 's'} {names} {'is' if len(pending) == 1 else 'are'} "
-            f"still being ingested: {count} document(s) pending were not searched yet. DocMind searched the "
-            f"{searched} document(s) already indexed and found nothing on this question among them, but the pending "
-            f"documents may cover it. This is not a final answer; ask again once the ingest has finished.")
+        return (f"Note: {names} {'is' if one else 'are'} still being ingested: {count} document(s) pending were "
+                f"not searched; the answer below uses only the {searched} document(s) indexed there so far.\n\n")
+    return (f"The knowledge base{'' if one else 's'} {names} {'is' if one else 'are'} still being ingested: "
+            f"{count} document(s) pending were not searched yet. DocMind searched the {searched} document(s) "
+            f"already indexed there and found nothing on this question among them, but the pending documents may "
+            f"cover it. This is not a final answer; ask again once the ingest has finished.")
 
 
 @dataclass
