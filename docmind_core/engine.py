@@ -476,7 +476,9 @@ class Engine:
         usable, problems = self.check_embedder(kb_ids)
         if problems:
             raise EmbedderMismatch("; ".join(problems))
-        return self.retriever.search(query, usable, settings, doc_ids=list(doc_ids) if doc_ids else None)
+        result = self.retriever.search(query, usable, settings, doc_ids=list(doc_ids) if doc_ids else None)
+        result.pending = self.store.pending_ingest(usable)  # KBs still being ingested: their 0 hits say less
+        return result
 
     def ask(self, question: str, kb_ids: Sequence[int], *, settings: Settings | None = None, user_id: int | None = None,
             conversation_id: str | None = None, mode: str | RequestedMode = "auto",
@@ -504,7 +506,7 @@ class Engine:
         selected = [d for d in (selected_doc_ids or []) if self._doc_kb(d) in usable and d not in excluded]
         request = AskRequest(question=question, kb_ids=usable, requested_mode=requested, selected_doc_ids=selected,
                              user_id=user_id, conversation_id=conversation_id or "", history=history,
-                             exclude_doc_ids=excluded)
+                             exclude_doc_ids=excluded, pending=self.store.pending_ingest(usable))
         recorder = self.traces.recorder(run_id=request.run_id, question=question, requested_mode=requested.value,
                                         kb_ids=list(usable), config=settings.flat(), user_id=user_id,
                                         conversation_id=conversation_id, pair_id=pair_id, label=label)

@@ -180,6 +180,18 @@ class IndexIncomplete(_Event):
     total: int
 
 
+class IngestPending(_Event):
+    """A KB of the run is still being ingested: its pending documents (queued or running ingest jobs' files
+    not yet landed, documents whose chunks are still being written) were not searched, so finding nothing
+    in it is not "nothing relevant"."""
+
+    kind: Literal["ingest_pending"] = "ingest_pending"
+    kb_id: int
+    kb_name: str = ""
+    pending_documents: int
+    searched_documents: int  # its complete documents, which the run searched
+
+
 class Done(_Event):
     kind: Literal["done"] = "done"
     run_id: str
@@ -197,6 +209,7 @@ class Done(_Event):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     model_calls: list[ModelCall] = Field(default_factory=list)
     backend: str = ""  # the LLM backend's name
+    pending_documents: int = 0  # documents of the searched KBs still being ingested (not searched)
 
 
 Event = Annotated[
@@ -216,6 +229,7 @@ Event = Annotated[
         Token,
         ErrorRaised,
         IndexIncomplete,
+        IngestPending,
         Done,
     ],
     Field(discriminator="kind"),
@@ -299,6 +313,9 @@ class EventFold(ABC, Generic[R]):
     def on_index_incomplete(self, event: IndexIncomplete) -> R: ...
 
     @abstractmethod
+    def on_ingest_pending(self, event: IngestPending) -> R: ...
+
+    @abstractmethod
     def on_done(self, event: Done) -> R: ...
 
 
@@ -335,6 +352,8 @@ def fold(event: Event, handlers: EventFold[R]) -> R:
             return handlers.on_error(event)
         case IndexIncomplete():
             return handlers.on_index_incomplete(event)
+        case IngestPending():
+            return handlers.on_ingest_pending(event)
         case Done():
             return handlers.on_done(event)
         case _:

@@ -40,6 +40,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from docmind_core.apikeys import ResolvedKey
 from docmind_core.errors import DocMindError
 from docmind_core.limits import InputTooLarge, check_kb_ids
+from docmind_core.models import PendingIngest
 from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.settings import Settings
 from docmind_core.tools import ToolContext, ToolOutput
@@ -156,7 +157,7 @@ class McpToolService:
         scope = bench.tool_scope(kb_ids)
         if not scope.context.kb_ids:
             return _result(ToolOutput(text="No knowledge base is readable for this key's user."), scope.context)
-        return _result(_checked(bench.run_tool(name, scope, **arguments)), scope.context)
+        return _with_pending(_result(_checked(bench.run_tool(name, scope, **arguments)), scope.context), scope.pending)
 
     def search_docs(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
         return self._kb_tool(caller, "searchDocs", kb_ids, query=query, top_k=top_k)
@@ -192,10 +193,12 @@ class McpToolService:
         bench = self._bench(caller)
         _limit_kb_ids(bench.settings(), caller, kb_ids)
         scope = bench.tool_scope(kb_ids)
+        pending = {p.kb_id: p.pending_documents for p in scope.pending}
         return {"status": "ok", "message": "", "text": _checked(bench.run_tool("kb_meta", scope)).text,
                 "knowledge_bases": [{"id": kb.id, "name": kb.name, "description": kb.description,
                                      "visibility": kb.visibility, "documents": kb.document_count,
-                                     "chunks": kb.chunk_count} for kb in scope.knowledge_bases]}
+                                     "chunks": kb.chunk_count, "pending_documents": pending.get(kb.id, 0)}
+                                    for kb in scope.knowledge_bases]}
 
 
 def _limit_kb_ids(settings: Settings, caller: ResolvedKey, kb_ids: list[int] | None) -> None:
@@ -230,6 +233,19 @@ def _result(output: ToolOutput, ctx: ToolContext) -> dict:
 # --------------------------------------------------------------------------
 # Building and serving the app
 # --------------------------------------------------------------------------
+
+
+def _with_pending(result: dict, pending: list[PendingIngest]) -> dict:
+    """A search result over KBs still being ingested says so: how many documents were not searched, per KB,
+    and in its message, so an agent never reads an empty result as "nothing relevant"."""
+    count = sum(p.pending_documents for p in pending)
+    result["pending_documents"] = count
+    result["pending"] = [{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
+                          "searched_documents": p.searched_documents} for p in pending]
+    if count:
+        note = "; ".join(p.message() for p in pending)
+        result["message"] = f"{result['message']}; {note}" if result["message"] else note
+    return result
 
 
 def build_mcp_server(service: McpToolService) -> MCPServer:

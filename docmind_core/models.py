@@ -157,6 +157,21 @@ class IndexGap(_Value):
                 f"{self.kb_name or 'NAME'} --repair`")
 
 
+class PendingIngest(_Value):
+    """A KB with documents that are not searchable yet: files of queued or running ingest jobs that have not
+    landed, and documents whose chunks are still being written (status pending)."""
+
+    kb_id: int
+    kb_name: str = ""
+    pending_documents: int
+    searched_documents: int  # its complete documents: what a search of it reads now
+
+    def message(self) -> str:
+        name = f"'{self.kb_name}'" if self.kb_name else str(self.kb_id)
+        return (f"knowledge base {name} is still being ingested: {self.pending_documents} document(s) pending "
+                f"(not searched yet); {self.searched_documents} indexed document(s) were searched")
+
+
 class SearchResult(_Value):
     """Output of the hybrid retrieval engine: kept chunks plus every candidate with its provenance."""
 
@@ -166,6 +181,11 @@ class SearchResult(_Value):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     used_tokens: int = 0
     index_gaps: list[IndexGap] = Field(default_factory=list)  # searched KBs with missing vectors
+    pending: list[PendingIngest] = Field(default_factory=list)  # searched KBs still being ingested
+
+    @property
+    def pending_documents(self) -> int:
+        return sum(p.pending_documents for p in self.pending)
 
 
 # --------------------------------------------------------------------------

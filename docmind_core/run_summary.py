@@ -61,6 +61,8 @@ class RunSummary(BaseModel):
     fallbacks: list[dict[str, str]] = Field(default_factory=list)
     judge: list[dict[str, Any]] = Field(default_factory=list)  # the model judge's verdicts (grader.judge)
     index_gaps: list[dict[str, int]] = Field(default_factory=list)  # KBs searched with missing vectors
+    pending_documents: int = 0  # documents of the searched KBs still being ingested (not searched)
+    pending: list[dict[str, Any]] = Field(default_factory=list)  # per KB: kb_id, kb_name, pending, searched
     usage: dict[str, int] = Field(default_factory=dict)
 
 
@@ -89,7 +91,10 @@ def summary_of(digest: RunDigest) -> RunSummary:
         fallbacks=[{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
         judge=[j.model_dump(mode="json", exclude={"kind", "t_ms"}) for j in digest.judgements],
         index_gaps=[{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
-                    for g in digest.index_gaps])
+                    for g in digest.index_gaps],
+        pending_documents=digest.pending_documents,
+        pending=[{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
+                  "searched_documents": p.searched_documents} for p in digest.pending])
     if grade is not None:
         summary.top_score, summary.lex_coverage = grade.top_score, grade.lex_coverage
         summary.grade_reason = grade.reason

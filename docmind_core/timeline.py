@@ -235,6 +235,12 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
             "effect": "vector search misses them; keyword search still finds them",
             "repair": "docmind kb check NAME --repair"})
 
+    def on_ingest_pending(self, event: ev.IngestPending) -> TimelineRow:
+        return _row(event, f"Still being ingested: knowledge base {event.kb_name or event.kb_id}", "warn", fields={
+            "pending documents": str(event.pending_documents),
+            "searched documents": str(event.searched_documents),
+            "effect": "pending documents were not searched: what they hold is not known yet"})
+
     def on_done(self, event: ev.Done) -> TimelineRow:
         c = event.citations
         tokens_in = sum(m.prompt_tokens for m in event.model_calls)
@@ -325,6 +331,7 @@ class RunDigest:
     fallbacks: list[ev.Fallback] = field(default_factory=list)
     errors: list[ev.ErrorRaised] = field(default_factory=list)
     index_gaps: list[ev.IndexIncomplete] = field(default_factory=list)
+    pending: list[ev.IngestPending] = field(default_factory=list)  # searched KBs still being ingested
     answer_started: ev.AnswerStarted | None = None
     streamed_text: str = ""
     done: ev.Done | None = None
@@ -446,6 +453,12 @@ class RunDigest:
                 "calls": len(calls)}
 
     @property
+    def pending_documents(self) -> int:
+        if self.done is not None:
+            return self.done.pending_documents
+        return sum(p.pending_documents for p in self.pending)
+
+    @property
     def first_event_ms(self) -> float:
         return self.events[0].t_ms if self.events else 0.0
 
@@ -502,6 +515,9 @@ class _Digester(EventFold[None]):
 
     def on_index_incomplete(self, event: ev.IndexIncomplete) -> None:
         self.digest.index_gaps.append(event)
+
+    def on_ingest_pending(self, event: ev.IngestPending) -> None:
+        self.digest.pending.append(event)
 
     def on_done(self, event: ev.Done) -> None:
         self.digest.done = event

@@ -40,8 +40,8 @@ from docmind_core.events import Event
 from docmind_core.experiments.facade import ExperimentMethods
 from docmind_core.memory import Memory
 from docmind_core.models import (
-    BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode,
-    SearchResult,
+    BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, PendingIngest,
+    RequestedMode, SearchResult,
 )
 from docmind_core.settings import Settings, is_personal_key
 from docmind_core.store.config_store import ConfigChange, ConfigProblem, KeyVersion
@@ -86,6 +86,7 @@ class ToolScope:
 
     context: ToolContext
     knowledge_bases: list[KnowledgeBase] = field(default_factory=list)
+    pending: list[PendingIngest] = field(default_factory=list)  # of those KBs, the ones still being ingested
 
 
 class Workbench(ExperimentMethods):
@@ -612,7 +613,8 @@ class Workbench(ExperimentMethods):
         self._engine.refresh()  # rebuild backends first if a backend key changed
         settings = self._engine.settings_for(user)
         context = ToolContext.for_run(scope, user.owner_key, settings)
-        return ToolScope(context, [self._engine.store.get_kb(k) for k in scope])
+        return ToolScope(context, [self._engine.store.get_kb(k) for k in scope],
+                         self._engine.store.pending_ingest(scope))
 
     def run_tool(self, name: str, scope: ToolScope, **arguments: Any) -> ToolOutput:
         """Run one of the agentic loop's tools inside ``scope`` (what MCP exposes)."""

@@ -13,7 +13,7 @@ import streamlit as st
 
 from docmind_core.compare import RunComparison, compare_runs, flat_config
 from docmind_core.citation_html import anchor_id, citation_html, source_card_html
-from docmind_core.models import IndexGap
+from docmind_core.models import IndexGap, PendingIngest
 from docmind_core.safe_text import escape_markdown, visible_rows
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest, timeline
@@ -64,6 +64,10 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
         for gap in digest.index_gaps:  # a KB searched with missing vectors: its vector side saw only part of it
             st.warning(escape_markdown(IndexGap(kb_id=gap.kb_id, missing_vectors=gap.missing_vectors,
                                                 total=gap.total).message()))
+        for pending in digest.pending:  # a KB still being ingested: its pending documents were not searched
+            st.warning(escape_markdown(PendingIngest(kb_id=pending.kb_id, kb_name=pending.kb_name,
+                                                     pending_documents=pending.pending_documents,
+                                                     searched_documents=pending.searched_documents).message()))
         st.markdown(glance_html(digest), unsafe_allow_html=True)
         route = route_html(digest)
         if route:

@@ -119,6 +119,8 @@ hit_kb, result = st.session_state.get("dm_hit_result", (None, None))
 if result is not None and hit_kb == kb_id:
     for gap in result.index_gaps:  # a KB with missing vectors: its vector side sees only part of it
         st.warning(escape_markdown(gap.message()))
+    for pending in result.pending:  # a KB still being ingested: "0 candidates" is not "nothing relevant"
+        st.warning(escape_markdown(pending.message()))
     searched = ", ".join(kb_names.get(k, f"#{k}") for k in (hit_kbs or [kb_id]))
     st.caption(escape_markdown(f"Searched {searched} · {len(result.candidates)} candidates, {len(result.chunks)} "
                                f"kept, {result.used_tokens} tokens · ")

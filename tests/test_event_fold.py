@@ -89,7 +89,7 @@ def test_every_consumer_handles_every_kind():
     plan = plan_observations(TraceRecord(meta=meta, events=events))
     names = [child.name for child in plan.children]
     for name in ("scope", "understanding", "routing", "agentic_round_1", "retrieval", "rerank", "grader",
-                 "web_compensation", "fallback", "error", "index_incomplete", "generation"):
+                 "web_compensation", "fallback", "error", "index_incomplete", "ingest_pending", "generation"):
         assert name in names
     generation = next(c for c in plan.children if c.name == "generation")
     assert generation.completion_start_ms == events[-4].t_ms  # the first of the three tokens

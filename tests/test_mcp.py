@@ -318,3 +318,32 @@ def test_websocket_scope_is_refused_without_reaching_the_sdk():
     gate = ApiKeyGate(inner, resolve_key=None)
     asyncio.run(gate({"type": "websocket", "headers": []}, None, send))
     assert not reached and sent == [{"type": "websocket.close", "code": 1008}]
+
+
+# -- a KB still being ingested ---------------------------------------------------------
+
+
+def test_search_over_a_kb_being_ingested_says_how_many_documents_are_pending(served):
+    """Issue 19 item 7 over MCP: an empty search of a KB with 40 files not yet landed is not "nothing there"."""
+    from tests.pending_jobs import pending_job
+
+    world, url, issued, _ = served
+    team = world.kbs["alice_team"].id
+
+    async def work(session):
+        search = await session.call_tool("searchDocs", {"query": "nebula", "kbIds": [team]})
+        keyword = await session.call_tool("keywordSearch", {"query": "nebula", "kbIds": [team]})
+        meta = await session.call_tool("kb_meta", {"kbIds": [team]})
+        return search, keyword, meta
+
+    with pending_job(world.db, team, 40):
+        search, keyword, meta = (_payload(r) for r in run(url, issued["alice"], work))
+    for found in (search, keyword):
+        assert found["chunks"] == [] and found["pending_documents"] == 40
+        assert found["pending"] == [{"kb_id": team, "kb_name": "alice_team", "pending_documents": 40,
+                                     "searched_documents": 1}]
+        assert "still being ingested: 40 document(s) pending" in found["message"]
+    assert meta["knowledge_bases"][0]["pending_documents"] == 40
+    after = _payload(run(url, issued["alice"], lambda s: s.call_tool("searchDocs", {"query": "nebula",
+                                                                                    "kbIds": [team]})))
+    assert after["pending_documents"] == 0 and after["pending"] == []

@@ -39,8 +39,8 @@ SUMMARY_KEYS = {
     "run_id", "question", "answer", "mode", "route_reason", "route_explanation", "scope", "understanding",
     "planned_tools", "tool_calls", "rounds", "tier", "top_score", "lex_coverage", "grade_reason",
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
-    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps", "usage",
-    "confidence_reason", "claims", "claim_counts",
+    "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps",
+    "pending_documents", "pending", "usage", "confidence_reason", "claims", "claim_counts",
 }
 CLAIM_KEYS = {"text", "char_start", "char_end", "cited", "status", "source_index", "inferred", "evidence", "reason",
               "via"}
@@ -142,6 +142,10 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "judge": [j.model_dump(mode="json", exclude={"kind", "t_ms"}) for j in digest.judgements],
         "index_gaps": [{"kb_id": g.kb_id, "missing_vectors": g.missing_vectors, "total": g.total}
                        for g in digest.index_gaps],
+        "pending_documents": sum(p.pending_documents for p in digest.pending) if done is None
+        else done.pending_documents,
+        "pending": [{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
+                     "searched_documents": p.searched_documents} for p in digest.pending],
         "usage": ({"prompt_tokens": digest.tokens["prompt"], "completion_tokens": digest.tokens["completion"],
                    "model_calls": digest.tokens["calls"]} if done is not None else {}),
     }

@@ -23,7 +23,7 @@ from docmind_core.backends.protocols import AnswerPrompt, LanguageModel, UsageMe
 from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
 from docmind_core.errors import EmptyReply, IncompleteReply, ModelCallCut
 from docmind_core.events import AnswerStarted, ErrorRaised, Event, Fallback, Token
-from docmind_core.models import GradeResult, RetrievedChunk, Tier, Turn
+from docmind_core.models import GradeResult, PendingIngest, RetrievedChunk, Tier, Turn
 from docmind_core.prompts import PromptLibrary, format_sources, language_name
 from docmind_core.text import detect_language, truncate_to_tokens
 
@@ -132,6 +132,27 @@ def fallback_notice(question: str, reason: str, partial: bool) -> str:
                 f"answer extracted from the same sources.\n\n")
     return (f"Note: the language model gave no usable answer ({reason}); this is DocMind's offline answer "
             f"extracted from the sources.\n\n")
+def pending_notice(question: str, pending: Sequence[PendingIngest], evidence: bool) -> str:
+    """What the reader is told while the searched KBs are still being ingested: how many documents are
+    pending and what was searched; with no evidence this replaces "nothing relevant", which it is not."""
+    count = sum(p.pending_documents for p in pending)
+    searched = sum(p.searched_documents for p in pending)
+    names = ", ".join(f"'{p.kb_name}'" if p.kb_name else f"#{p.kb_id}" for p in pending)
+    if detect_language(question) == "zh":
+        if evidence:
+            return (f"注意：知识库 {names} 仍在导入中，还有 {count} 个文档尚未导入、没有被检索；"
+                    f"以下回答只依据其中已导入的 {searched} 个文档。\n\n")
+        return (f"知识库 {names} 仍在导入中：还有 {count} 个文档尚未导入，没有被检索。"
+                f"已检索其中已导入的 {searched} 个文档，暂未在其中找到答案，"
+                f"但尚未导入的文档可能包含答案。这不是最终回答：请在导入完成后再问一次。")
+    one = len(pending) == 1
+    if evidence:
+        return (f"Note: {names} {'is' if one else 'are'} still being ingested: {count} document(s) pending were "
+                f"not searched; the answer below uses only the {searched} document(s) indexed there so far.\n\n")
+    return (f"The knowledge base{'' if one else 's'} {names} {'is' if one else 'are'} still being ingested: "
+            f"{count} document(s) pending were not searched yet. DocMind searched the {searched} document(s) "
+            f"already indexed there and found nothing on this question among them, but the pending documents may "
+            f"cover it. This is not a final answer; ask again once the ingest has finished.")
 
 
 @dataclass
@@ -151,7 +172,15 @@ class AnswerWriter:
 
     def write(self, template: str, question: str, sources: Sequence[RetrievedChunk], history: Sequence[Turn],
               memories: Sequence[str], incomplete: Sequence[str], meter: UsageMeter, cancel: threading.Event,
-              guard: RunGuard) -> Generator[Event, None, WrittenAnswer]:
+              guard: RunGuard, pending: Sequence[PendingIngest] = ()) -> Generator[Event, None, WrittenAnswer]:
+        if pending and template == "fallback":
+            # nothing found in what is indexed, while documents are still arriving: never "nothing relevant"
+            yield AnswerStarted(prompt="ingest_pending", sources=[], memories=list(memories))
+            text = pending_notice(question, pending, evidence=False)
+            if incomplete:
+                text += "\n\n" + incomplete_notice(question, incomplete, evidence=False)
+            yield Token(text=text)
+            return WrittenAnswer(text)
         if incomplete and template == "fallback":
             # nothing was found, but not everything was searched: say that, and only that
             yield AnswerStarted(prompt="retrieval_incomplete", sources=[], memories=list(memories))
@@ -165,6 +194,10 @@ class AnswerWriter:
         cancelled = False
         if incomplete:  # partial evidence: the reader learns it before the answer
             notice = incomplete_notice(question, incomplete, evidence=True)
+            pieces.append(notice)
+            yield Token(text=notice)
+        if pending and template in ANSWER_TEMPLATES:  # documents still arriving: said before the answer
+            notice = pending_notice(question, pending, evidence=True)
             pieces.append(notice)
             yield Token(text=notice)
         llm = bind_model(self.llm, guard)

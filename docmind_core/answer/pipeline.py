@@ -38,10 +38,11 @@ from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
 from docmind_core.citations import confidence_from, parse_citations
 from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
 from docmind_core.events import (
-    Done, ErrorRaised, Event, Fallback, Routed, RunStarted, ScopeDecided, Understood,
+    Done, ErrorRaised, Event, Fallback, IngestPending, Routed, RunStarted, ScopeDecided, Understood,
 )
 from docmind_core.models import (
-    NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, RequestedMode, RetrievedChunk,
+    NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, PendingIngest, RequestedMode,
+    RetrievedChunk,
     Scope, StopReason, Turn, Understanding,
 )
 from docmind_core.query_signals import fast_scope, memory_text
@@ -77,6 +78,7 @@ class AskRequest:
     history: list[Turn] = field(default_factory=list)
     exclude_doc_ids: list[int] = field(default_factory=list)  # never retrieved nor read (leave-gold-out runs)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    pending: list[PendingIngest] = field(default_factory=list)  # selected KBs still being ingested
 
 
 def _failed_call(meter: UsageMeter, purpose: str) -> str:
@@ -103,6 +105,7 @@ class _RunState:
     incomplete: list[str] = field(default_factory=list)  # what did not answer during retrieval
     judge: ModelJudge | None = None  # the model judge of this run (grader.judge), None: offline checks only
     citations: CitationResult | None = None  # once the answer is written and its claims checked (offline/judge)
+    pending: list[PendingIngest] = field(default_factory=list)  # selected KBs still being ingested
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -131,7 +134,7 @@ class AnswerPipeline:
     def ask(self, request: AskRequest, settings: Settings, backends: Sequence[BackendStatus],
             cancel: threading.Event | None = None) -> Iterator[Event]:
         cancel = cancel or threading.Event()
-        state = _RunState(started=time.perf_counter())
+        state = _RunState(started=time.perf_counter(), pending=list(request.pending))
         meter = UsageMeter()
         guard = RunGuard.start(settings)
 
@@ -142,6 +145,10 @@ class AnswerPipeline:
             run_id=request.run_id, question=request.question, kb_ids=list(request.kb_ids),
             requested_mode=request.requested_mode.value, backends=list(backends),
             conversation_id=request.conversation_id, selected_doc_ids=list(request.selected_doc_ids)))
+        for pending in request.pending:  # said up front: what this run cannot search yet
+            yield stamp(IngestPending(kb_id=pending.kb_id, kb_name=pending.kb_name,
+                                      pending_documents=pending.pending_documents,
+                                      searched_documents=pending.searched_documents))
         try:
             if not request.question.strip():
                 raise ValueError("the question is empty")
@@ -294,7 +301,7 @@ class AnswerPipeline:
     def _generate(self, template: str, question: str, history: list[Turn], state: _RunState, meter: UsageMeter,
                   cancel: threading.Event, guard: RunGuard) -> Iterator[Event]:
         written = yield from self.writer.write(template, question, state.sources, history, state.memories,
-                                               state.incomplete, meter, cancel, guard)
+                                               state.incomplete, meter, cancel, guard, pending=state.pending)
         state.answer = written.text
         if written.cancelled:
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
@@ -326,6 +333,7 @@ class AnswerPipeline:
             grade=state.grade, stop_reason=state.stop_reason or (StopReason.CANCELLED if cancel.is_set() else ""),
             web_compensated=state.web_compensated, cancelled=cancel.is_set(), timings_ms=state.timings,
             model_calls=list(meter.calls), backend=self.llm.name,
+            pending_documents=sum(p.pending_documents for p in state.pending),
         )
 
     # ------------------------------------------------------------------

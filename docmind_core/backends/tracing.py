@@ -196,6 +196,13 @@ class ObservationPlanner(EventFold[PlannedObservation | None]):
                                    "chunks have no vector",
                     metadata={"kb_id": event.kb_id, "missing_vectors": event.missing_vectors, "total": event.total})
 
+    def on_ingest_pending(self, event: ev.IngestPending) -> PlannedObservation:
+        return _obs("ingest_pending", event.t_ms, event.t_ms, level="WARNING",
+                    status_message=f"knowledge base {event.kb_name or event.kb_id}: {event.pending_documents} "
+                                   f"document(s) still being ingested, not searched",
+                    metadata={"kb_id": event.kb_id, "pending_documents": event.pending_documents,
+                              "searched_documents": event.searched_documents})
+
     def on_done(self, event: ev.Done) -> None:
         return None  # the answer and its usage go on the generation observation
 

@@ -32,6 +32,8 @@ def _fmt(value, digits: int = 3) -> str:
 def _print_search(result) -> None:
     for gap in result.index_gaps:  # a KB with missing vectors: its vector side sees only part of it
         click.echo(f"warning: {gap.message()}")
+    for pending in result.pending:  # a KB still being ingested: its pending documents were not searched
+        click.echo(f"warning: {pending.message()}")
     click.echo(f"{len(result.chunks)} chunk(s) kept, {result.used_tokens} tokens; "
                + " ".join(f"{k}={v:.1f}ms" for k, v in result.timings_ms.items()))
     header = f"{'#':>2} {'cut_by':<7} {'vector':>7} {'v#':>3} {'bm25':>7} {'k#':>3} {'fused':>6} {'rerank':>6} " \

@@ -11,6 +11,7 @@ import codecs
 import csv
 import hashlib
 import io
+import itertools
 import re
 import stat
 from dataclasses import dataclass
@@ -109,7 +110,7 @@ def checked_size(path: Path, max_bytes: int, name: str) -> int:
     return size
 
 
-STREAMED_EXTENSIONS = (".txt", ".md", ".markdown")  # plain text: read and decoded in pieces
+STREAMED_EXTENSIONS = (".txt", ".md", ".markdown", ".csv")  # text and CSV: read and decoded in pieces
 _HASH_BLOCK = 1 << 20
 PIECE_BYTES = 1 << 16
 
@@ -131,30 +132,92 @@ class TextFile:
     piece_bytes: int = PIECE_BYTES
 
     def pieces(self) -> Iterator[str]:
-        decoder = codecs.getincrementaldecoder(self.encoding)("strict")
         tidier = _PieceTidier()
+        for text in self._texts():
+            out = tidier.feed(text)
+            if out:
+                yield out
+        if not tidier.started:
+            raise IngestError(f"{self.name}: no text could be extracted (scanned images or an empty document?)")
+
+    def _decoded(self) -> Iterator[str]:
+        """The file's text as decoded blocks of at most ``piece_bytes`` bytes each (the last one may be "")."""
+        decoder = codecs.getincrementaldecoder(self.encoding)("strict")
         left = self.size  # the bytes that were hashed and checked, never more (a log being appended to grows)
         with self.path.open("rb") as handle:
             while True:
                 block = handle.read(min(self.piece_bytes, left))
                 left -= len(block)
                 try:
-                    text = decoder.decode(block, final=not block)
+                    yield decoder.decode(block, final=not block)
                 except UnicodeDecodeError:
                     raise IngestError(f"{self.name}: the file changed while it was being read") from None
-                out = tidier.feed(text)
-                if out:
-                    yield out
                 if not block:
                     break
-        if not tidier.started:
-            raise IngestError(f"{self.name}: no text could be extracted (scanned images or an empty document?)")
+
+    def _texts(self) -> Iterator[str]:
+        """What :func:`load_document`'s parser makes of the file, in pieces, before tidying."""
+        return self._decoded()
+
+
+@dataclass(frozen=True)
+class CsvFile(TextFile):
+    """A CSV file read as :class:`TextFile` is: its rows are parsed and rendered as they are read, so neither
+    the file, its text nor its rows are held whole (one cell is, as the csv module reads it)."""
+
+    def _texts(self) -> Iterator[str]:
+        lines = _lines(self._decoded())
+        # the dialect is sniffed from the first 4096 characters, as the whole-file parser does
+        head: list[str] = []
+        seen = 0
+        for line in lines:
+            head.append(line)
+            seen += len(line)
+            if seen >= 4096:
+                break
+        dialect = _sniff("".join(head)[:4096])
+        # a cell may be as long as the file (the csv module's default cap is 128 KiB); the cap only ever grows
+        csv.field_size_limit(max(csv.field_size_limit(), self.size + 1))
+        reader = csv.reader(itertools.chain(head, lines), dialect)
+        rows = _csv_rows(reader, self.name)
+        header = next(rows, None)
+        if header is None:
+            return
+        first = next(rows, None)
+        if first is None:
+            yield " | ".join(header)
+            return
+        yield from _cut(_csv_line(header, first), self.piece_bytes)
+        for row in rows:
+            yield "\n"
+            yield from _cut(_csv_line(header, row), self.piece_bytes)
+
+
+def _lines(blocks: Iterator[str]) -> Iterator[str]:
+    """The text of ``blocks`` cut after each "\n" (how ``io.StringIO`` hands lines to the csv module)."""
+    tail = ""
+    for block in blocks:
+        if not block:
+            continue
+        parts = (tail + block).split("\n")
+        tail = parts.pop()
+        for part in parts:
+            yield part + "\n"
+    if tail:
+        yield tail
+
+
+def _cut(text: str, size: int) -> Iterator[str]:
+    """``text`` in slices of ``size`` characters (a cell of megabytes reaches the chunker in pieces)."""
+    for start in range(0, len(text), max(1, size)):
+        yield text[start:start + size]
 
 
 def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
                    piece_bytes: int = PIECE_BYTES) -> TextFile | None:
-    """Hash and check a .txt/.md file reading it block by block (never whole); None when it is not
+    """Hash and check a .txt/.md/.csv file reading it block by block (never whole); None when it is not
     UTF-8 or BOM-marked text (then only :func:`load_document`'s encoding detection, on the whole file, reads it).
+    A .csv file comes back as a :class:`CsvFile`, whose pieces are its rendered rows.
 
     Refuses what :func:`load_document` refuses, with the same messages: too large, empty, binary, a
     byte-order mark the bytes do not follow.
@@ -193,8 +256,9 @@ def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
         raise IngestError(f"{name}: the file is empty")
     if binary:
         raise _binary_refusal(name)
-    return TextFile(path=path, name=name, digest=digest.hexdigest(), size=size, encoding=encoding,
-                    mime=MIME_TYPES[ext], piece_bytes=piece_bytes)
+    kind = CsvFile if ext == ".csv" else TextFile
+    return kind(path=path, name=name, digest=digest.hexdigest(), size=size, encoding=encoding,
+                mime=MIME_TYPES[ext], piece_bytes=piece_bytes)
 
 
 # --------------------------------------------------------------------------
@@ -404,26 +468,39 @@ def _parse_docx(name: str, data: bytes) -> str:
 
 def _parse_csv(name: str, data: bytes) -> str:
     text = decode_text(name, data)
-    try:
-        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
-    except csv.Error:
-        dialect = csv.excel
+    dialect = _sniff(text[:4096])
     # A cell may be as long as the file (the csv module's default cap is 128 KiB); the cap only ever grows.
     csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
-    reader = csv.reader(io.StringIO(text), dialect)
-    try:
-        rows = [row for row in reader if any(c.strip() for c in row)]
-    except csv.Error as exc:
-        raise IngestError(f"{name}: line {reader.line_num}: not readable as CSV ({exc})") from None
+    rows = list(_csv_rows(csv.reader(io.StringIO(text), dialect), name))
     if not rows:
         return ""
     header, body = rows[0], rows[1:]
     if not body:
         return " | ".join(header)
-    # One line per row with its column names, so a row read alone still says what its values are; a row
-    # longer than the header keeps its extra values under "column N".
-    return "\n".join("; ".join(f"{_column(header, i)}: {v.strip()}" for i, v in enumerate(row) if v.strip()) + "."
-                     for row in body)
+    return "\n".join(_csv_line(header, row) for row in body)
+
+
+def _sniff(head: str) -> type[csv.Dialect] | csv.Dialect:
+    try:
+        return csv.Sniffer().sniff(head, delimiters=",;\t|")
+    except csv.Error:
+        return csv.excel
+
+
+def _csv_rows(reader, name: str) -> Iterator[list[str]]:
+    """The rows of ``reader`` that hold something, a csv error named with its file and line."""
+    try:
+        for row in reader:
+            if any(c.strip() for c in row):
+                yield row
+    except csv.Error as exc:
+        raise IngestError(f"{name}: line {reader.line_num}: not readable as CSV ({exc})") from None
+
+
+def _csv_line(header: list[str], row: list[str]) -> str:
+    """One line per row with its column names, so a row read alone still says what its values are; a row
+    longer than the header keeps its extra values under "column N"."""
+    return "; ".join(f"{_column(header, i)}: {v.strip()}" for i, v in enumerate(row) if v.strip()) + "."
 
 
 def _column(header: list[str], index: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from docmind_core.errors import DocMindError, NotFound
-from docmind_core.models import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase
+from docmind_core.models import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase, PendingIngest
 from docmind_core.store.db import Database, utcnow, where_sql
 
 _VISIBILITIES = ("private", "department", "public")
@@ -150,6 +150,35 @@ class KnowledgeStore:
     def incomplete_documents(self) -> list[DocumentRecord]:
         """Documents left pending (an interrupted ingest or delete) or failed, across all KBs."""
         return self._doc_rows("WHERE d.status != 'complete' ORDER BY d.id", [])
+
+    def pending_ingest(self, kb_ids: Sequence[int]) -> list[PendingIngest]:
+        """The KBs among ``kb_ids`` with documents not searchable yet, each with how many and how many are.
+
+        Pending: a file of a queued or running ingest job that has not landed, or a document whose chunks
+        are still being written (any writer: a job, ``docmind ingest``, a replace); one name counts once.
+        """
+        ids = list(dict.fromkeys(int(k) for k in kb_ids))
+        if not ids:
+            return []
+        marks = _placeholders(len(ids))
+        names: dict[int, set[str]] = {}
+        rows = self.db.db.execute(
+            f"SELECT kb_id, name FROM documents WHERE status = 'pending' AND kb_id IN ({marks}) "
+            f"UNION SELECT j.kb_id, f.name FROM ingest_job_files f JOIN ingest_jobs j ON j.id = f.job_id "
+            f"WHERE j.state IN ('queued', 'running') AND f.state IN ('queued', 'running') AND j.kb_id IN ({marks})",
+            ids + ids).fetchall()
+        for kb_id, name in rows:
+            names.setdefault(int(kb_id), set()).add(name)
+        if not names:
+            return []
+        complete = dict(self.db.db.execute(
+            f"SELECT kb_id, COUNT(*) FROM documents WHERE status = 'complete' AND kb_id IN ({marks}) GROUP BY kb_id",
+            ids).fetchall())
+        kb_names = dict(self.db.db.execute(f"SELECT id, name FROM knowledge_bases WHERE id IN ({marks})",
+                                           ids).fetchall())
+        return [PendingIngest(kb_id=k, kb_name=kb_names.get(k, ""), pending_documents=len(names[k]),
+                              searched_documents=int(complete.get(k, 0)))
+                for k in ids if k in names]
 
     def pending_documents(self) -> list[tuple[DocumentRecord, int | None]]:
         """Pending documents across all KBs with the id of the lease that owns each (None: no owner)."""

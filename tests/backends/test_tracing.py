@@ -22,8 +22,8 @@ from docmind_core.store.traces import TraceStore
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.fakes.sample_events import sample_events
 
-STAGES = ["index_incomplete", "scope", "understanding", "routing", "agentic_round_1", "retrieval", "rerank", "grader",
-          "web_compensation", "judge_evidence", "fallback", "error", "generation"]
+STAGES = ["index_incomplete", "ingest_pending", "scope", "understanding", "routing", "agentic_round_1", "retrieval",
+          "rerank", "grader", "web_compensation", "judge_evidence", "fallback", "error", "generation"]
 
 
 @pytest.fixture
