@@ -26,6 +26,7 @@ from typing import Any, Literal, Mapping, Sequence
 from pydantic import ValidationError
 
 from docmind_core.errors import ConfigError
+from docmind_core.excerpt import clip_words
 from docmind_core.events import Graded, Reranked
 from docmind_core.answer.direct_read import QUESTION_GRADED
 from docmind_core.answer.grade import CragGrader
@@ -311,7 +312,7 @@ def source_diff(sources_a: Sequence[RetrievedChunk], sources_b: Sequence[Retriev
     chunks = {c.chunk_id: c for c in [*sources_b, *sources_a]}
     order = list(dict.fromkeys([*(s.chunk_id for s in sources_a), *(s.chunk_id for s in sources_b)]))
     return [SourceDiffRow(chunk_id=cid, document=chunks[cid].document,
-                          preview=" ".join(chunks[cid].text.split())[:160], a_index=index_a.get(cid),
+                          preview=clip_words(chunks[cid].text, 160, flatten=True), a_index=index_a.get(cid),
                           b_index=index_b.get(cid), cited_a=cid in cited_a, cited_b=cid in cited_b)
             for cid in order]
 
