@@ -231,6 +231,11 @@ class Workbench(ExperimentMethods):
         return self._engine.create_kb(name, description=description, owner_id=user.owner_key,
                                       department=department or user.department, visibility=visibility)
 
+    def may_manage_kb(self, kb_id: int) -> bool:
+        """Whether this user may add or delete documents, change the sharing or delete the KB (pages show those
+        controls only then; every such call still checks)."""
+        return self.user.is_signed_in and self._guard.can_manage(self.user, self.get_kb(kb_id))
+
     def set_visibility(self, kb_id: int, visibility: str) -> KnowledgeBase:
         return self._guard.set_visibility(self._signed_in(), kb_id, visibility)
 
