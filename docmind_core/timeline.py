@@ -120,8 +120,8 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
                         "memory hints": "; ".join(u.memory_write_hints) or "—"})
 
     def on_routing(self, event: ev.Routed) -> TimelineRow:
+        # the explanation names the signals; older traces have only the code, put in words
         fields = {"why": event.decision.explanation or describe_reason(event.decision.reason),
-                  "reason": describe_reason(event.decision.reason),
                   "forced": str(event.decision.forced)}
         items: list[dict[str, Any]] = []
         if event.plan is not None:

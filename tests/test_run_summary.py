@@ -40,6 +40,7 @@ SUMMARY_KEYS = {
     "planned_tools", "tool_calls", "rounds", "tier", "top_score", "lex_coverage", "grade_reason",
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
     "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "index_gaps", "usage",
+    "route_reason_words", "grade_reason_words", "stop_reason_words",
 }
 SOURCE_KEYS = {"index", "chunk_id", "document", "text", "origin", "url", "scores"}
 TOOL_CALL_KEYS = {"name", "args", "status", "result_count", "repaired_from"}

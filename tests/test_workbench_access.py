@@ -256,6 +256,7 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("create_kb", False, signed_in, lambda w, b, v: b.create_kb(f"own-{uuid.uuid4().hex[:6]}") is not None),
     ("set_visibility", True, may_manage_kb,
      lambda w, b, v: b.set_visibility(w.kb(v).id, "private").visibility == "private"),
+    ("may_manage_kb", True, may_manage_kb, lambda w, b, v: b.may_manage_kb(w.kb(v).id)),
     ("delete_kb", True, may_manage_kb, lambda w, b, v: b.delete_kb(w.kb(v).id) is None),
     ("ingest", True, may_manage_kb, lambda w, b, v: b.ingest(w.kb(v).id, []) == []),
     ("reindex_kb", True, may_manage_kb, lambda w, b, v: b.reindex_kb(w.kb(v).id) >= 1),
