@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from docmind_core.errors import ConfigError
 from docmind_core.excerpt import clip_words
+from docmind_core.reasons import describe_reason
 from docmind_core.events import Graded, Reranked
 from docmind_core.answer.direct_read import QUESTION_GRADED
 from docmind_core.answer.grade import CragGrader
@@ -186,7 +187,7 @@ class RunComparison:
         rows = [
             ("mode", a.mode, b.mode), ("tier", a.tier, b.tier), ("top rerank score", a.top_score, b.top_score),
             ("confidence", a.confidence, b.confidence), ("band", a.band, b.band),
-            ("citation coverage", a.coverage, b.coverage), ("stop reason", a.stop_reason, b.stop_reason),
+            ("citation coverage", a.coverage, b.coverage), ("stop reason", describe_reason(a.stop_reason), describe_reason(b.stop_reason)),
             ("tool calls", len(a.tool_calls), len(b.tool_calls)), ("sources", a.sources, b.sources),
             ("prompt tokens", a.tokens.get("prompt", 0), b.tokens.get("prompt", 0)),
             ("completion tokens", a.tokens.get("completion", 0), b.tokens.get("completion", 0)),

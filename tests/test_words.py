@@ -138,3 +138,13 @@ def test_the_upload_limit_is_the_ingest_setting():
 
 def test_table_scores_have_three_decimals():
     assert score_3(0.43525922298431396) == 0.435 and score_3(None) is None
+
+
+def test_the_comparison_table_gives_the_stop_reason_in_words():
+    from docmind_core.compare import compare_runs
+    from docmind_core.store.traces import TraceMeta, TraceRecord
+
+    runs = [TraceRecord(meta=TraceMeta(run_id=f"r{i}", question="q", started_at="2026-12-01T15:00:00"),
+                        events=_coded_events()) for i in (1, 2)]
+    row = next(r for r in compare_runs(*runs).summary_rows() if r["metric"] == "stop reason")
+    assert row["A"] == row["B"] == STOP_WORDS["max_iterations"], row
