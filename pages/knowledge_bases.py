@@ -63,7 +63,8 @@ may_manage = bench.may_manage_kb(kb_id)  # the access facade decides; the contro
 if not may_manage:
     st.caption("You may read and search this knowledge base; only its owner or an admin may add or delete "
                "documents, change its sharing or delete it.")
-upload_mb, upload_help = upload_limit(bench.settings().ingest.max_file_mb)
+live_settings = bench.settings()
+upload_mb, upload_help = upload_limit(live_settings.ingest.max_file_mb)
 st.subheader("Add documents")
 uploads = st.file_uploader("Files (PDF, Word, Markdown, HTML, text …)", accept_multiple_files=True,
                            key="dm_uploads", max_upload_size=upload_mb, help=upload_help) if may_manage else None

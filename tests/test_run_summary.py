@@ -19,6 +19,7 @@ from docmind_core.engine import Engine
 from docmind_core.events import Event, RunStarted
 from docmind_core.models import RetrievalPlan, Understanding
 from docmind_core.prompts import PromptLibrary
+from docmind_core.reasons import describe_reason
 from docmind_core.run_summary import RunSummary, summarise
 from docmind_core.timeline import RunDigest
 from docmind_core.tools import ToolContext, Toolbox
@@ -103,6 +104,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
     return {
         "run_id": digest.run_id, "question": digest.question, "answer": digest.answer, "mode": digest.mode,
         "route_reason": digest.route_reason,
+        "route_reason_words": describe_reason(digest.route_reason),
         "route_explanation": routed.decision.explanation if routed is not None
         else (digest.scope.reason if digest.scope is not None else ""),
         "scope": digest.scope_name,
@@ -116,6 +118,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "top_score": grade.top_score if grade is not None else None,
         "lex_coverage": grade.lex_coverage if grade is not None else None,
         "grade_reason": grade.reason if grade is not None else "",
+        "grade_reason_words": describe_reason(grade.reason) if grade is not None else "",
         "web_compensated": digest.web_compensated,
         "sources": [{"index": i, "chunk_id": c.chunk_id, "document": c.document, "text": c.text,
                      "origin": c.origin, "url": c.url, "scores": c.scores.model_dump()}
@@ -127,6 +130,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "band": confidence.band if confidence is not None else "",
         "ungrounded": confidence.ungrounded if confidence is not None else False,
         "stop_reason": digest.stop_reason,
+        "stop_reason_words": describe_reason(digest.stop_reason),
         "timings_ms": digest.timings_ms,
         "backend": done.backend if done is not None else "",
         "backends": [b.model_dump() for b in digest.started.backends] if digest.started is not None else [],
