@@ -18,6 +18,7 @@ import re
 from typing import Sequence
 
 from docmind_core.citations import marker_position
+from docmind_core.excerpt import word_window
 from docmind_core.models import CitationResult, ClaimCheck, RetrievedChunk
 from docmind_core.safe_text import escape_html, normalise_newlines
 from docmind_core.text import CITATION_MARKER_RE, keyword_tokens, marker_numbers, split_sentences
@@ -191,6 +192,7 @@ def excerpt_html(text: str, spans: Sequence[tuple[int, int]]) -> str:
         end = min(len(text), max(spans[0][1], min(spans[-1][1], spans[0][0] + 3 * _EXCERPT_CONTEXT)) + _EXCERPT_CONTEXT)
     else:
         start, end = 0, 2 * _EXCERPT_CONTEXT
+    start, end = word_window(text, start, end)  # never a word cut in half
     inside = [(max(a, start) - start, min(b, end) - start) for a, b in spans if b > start and a < end]
     return (("… " if start > 0 else "") + highlighted_html(text[start:end], inside)
             + (" …" if end < len(text) else ""))

@@ -26,6 +26,8 @@ from typing import Any, Literal, Mapping, Sequence
 from pydantic import ValidationError
 
 from docmind_core.errors import ConfigError
+from docmind_core.excerpt import clip_words
+from docmind_core.reasons import describe_reason
 from docmind_core.events import Graded, Reranked
 from docmind_core.answer.direct_read import QUESTION_GRADED
 from docmind_core.answer.grade import CragGrader
@@ -185,7 +187,7 @@ class RunComparison:
         rows = [
             ("mode", a.mode, b.mode), ("tier", a.tier, b.tier), ("top rerank score", a.top_score, b.top_score),
             ("confidence", a.confidence, b.confidence), ("band", a.band, b.band),
-            ("citation coverage", a.coverage, b.coverage), ("stop reason", a.stop_reason, b.stop_reason),
+            ("citation coverage", a.coverage, b.coverage), ("stop reason", describe_reason(a.stop_reason), describe_reason(b.stop_reason)),
             ("tool calls", len(a.tool_calls), len(b.tool_calls)), ("sources", a.sources, b.sources),
             ("prompt tokens", a.tokens.get("prompt", 0), b.tokens.get("prompt", 0)),
             ("completion tokens", a.tokens.get("completion", 0), b.tokens.get("completion", 0)),
@@ -311,7 +313,7 @@ def source_diff(sources_a: Sequence[RetrievedChunk], sources_b: Sequence[Retriev
     chunks = {c.chunk_id: c for c in [*sources_b, *sources_a]}
     order = list(dict.fromkeys([*(s.chunk_id for s in sources_a), *(s.chunk_id for s in sources_b)]))
     return [SourceDiffRow(chunk_id=cid, document=chunks[cid].document,
-                          preview=" ".join(chunks[cid].text.split())[:160], a_index=index_a.get(cid),
+                          preview=clip_words(chunks[cid].text, 160, flatten=True), a_index=index_a.get(cid),
                           b_index=index_b.get(cid), cited_a=cid in cited_a, cited_b=cid in cited_b)
             for cid in order]
 

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 from pydantic import BaseModel, Field
 
 from docmind_core.events import Event
+from docmind_core.reasons import describe_reason
 from docmind_core.safe_text import strip_control
 from docmind_core.timeline import RunDigest, timeline
 
@@ -31,6 +32,7 @@ class RunSummary(BaseModel):
     answer: str = ""
     mode: str = ""
     route_reason: str = ""
+    route_reason_words: str = ""  # the machine reasons in words (reasons.describe_reason), beside each code
     route_explanation: str = ""  # the route in plain words: the signals that decided it
     scope: str = ""
     understanding: dict[str, Any] = Field(default_factory=dict)
@@ -41,6 +43,7 @@ class RunSummary(BaseModel):
     top_score: float | None = None
     lex_coverage: float | None = None
     grade_reason: str = ""
+    grade_reason_words: str = ""
     web_compensated: bool = False
     sources: list[SourceSummary] = Field(default_factory=list)
     citations: list[dict[str, Any]] = Field(default_factory=list)
@@ -54,6 +57,7 @@ class RunSummary(BaseModel):
     claims: list[dict[str, Any]] = Field(default_factory=list)
     claim_counts: dict[str, int] = Field(default_factory=dict)
     stop_reason: str = ""
+    stop_reason_words: str = ""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     backend: str = ""
     backends: list[dict[str, Any]] = Field(default_factory=list)
@@ -85,7 +89,8 @@ def summary_of(digest: RunDigest) -> RunSummary:
         sources=[SourceSummary(index=i, chunk_id=c.chunk_id, document=c.document, text=c.text, origin=c.origin,
                                url=c.url, scores=c.scores.model_dump())
                  for i, c in enumerate(digest.sources, start=1)],
-        stop_reason=digest.stop_reason, timings_ms=digest.timings_ms,
+        stop_reason=digest.stop_reason, stop_reason_words=describe_reason(digest.stop_reason),
+        route_reason_words=describe_reason(digest.route_reason), timings_ms=digest.timings_ms,
         backends=[b.model_dump() for b in digest.started.backends] if digest.started else [],
         errors=[{"stage": e.stage, "message": e.message} for e in digest.errors],
         fallbacks=[{"stage": f.stage, "reason": f.reason, "to": f.to} for f in digest.fallbacks],
@@ -98,6 +103,7 @@ def summary_of(digest: RunDigest) -> RunSummary:
     if grade is not None:
         summary.top_score, summary.lex_coverage = grade.top_score, grade.lex_coverage
         summary.grade_reason = grade.reason
+        summary.grade_reason_words = describe_reason(grade.reason)
     if done is not None:
         summary.backend = done.backend
         summary.citations = [u.model_dump() for u in done.citations.used_sources]

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Literal, Sequence
 from docmind_core import events as ev
 from docmind_core.events import Event, EventFold, event_from_dict
 from docmind_core.models import GradeResult, RetrievedChunk, ToolCallRecord
+from docmind_core.reasons import describe_reason
 
 RowStatus = Literal["ok", "info", "warn", "error"]
 
@@ -128,7 +129,7 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
     def on_scope(self, event: ev.ScopeDecided) -> TimelineRow:
         return _row(event, f"Scope: {event.scope.value} (via {event.via})",
                     "warn" if event.via == "fallback" else "ok",
-                    fields={"confidence": _fmt(event.confidence, 2), "reason": event.reason or "—"})
+                    fields={"confidence": _fmt(event.confidence, 2), "reason": describe_reason(event.reason) or "—"})
 
     def on_understanding(self, event: ev.Understood) -> TimelineRow:
         u = event.understanding
@@ -144,7 +145,8 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
                         "memory hints": "; ".join(u.memory_write_hints) or "—"})
 
     def on_routing(self, event: ev.Routed) -> TimelineRow:
-        fields = {"why": event.decision.explanation or event.decision.reason, "reason": event.decision.reason,
+        # the explanation names the signals; older traces have only the code, put in words
+        fields = {"why": event.decision.explanation or describe_reason(event.decision.reason),
                   "forced": str(event.decision.forced)}
         items: list[dict[str, Any]] = []
         if event.plan is not None:
@@ -178,7 +180,7 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         fields = {"candidates": str(event.candidate_count), "kb chunks": str(event.kb_chunks),
                   "web chunks": str(event.web_chunks), "memories": str(event.memory_items)}
         if event.mode == "agentic_loop":
-            fields.update({"rounds": str(event.rounds), "stop reason": event.stop_reason or "—",
+            fields.update({"rounds": str(event.rounds), "stop reason": describe_reason(event.stop_reason) or "—",
                            "deduplicated": str(event.dedupe_hits)})
         items = [{"worker": w.name, "status": w.status, "hits": w.hits, "latency_ms": round(w.latency_ms, 1),
                   "message": w.message} for w in event.workers]
@@ -207,18 +209,18 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
                         "top score": _fmt(g.top_score), "lexical coverage": _fmt(g.lex_coverage),
                         "kb entity weak": str(g.kb_entity_weak),
                         "web compensation needed": str(g.web_compensation_needed),
-                        "gray-zone mode": g.gray_zone_mode or "—", "reason": g.reason})
+                        "gray-zone mode": g.gray_zone_mode or "—", "reason": describe_reason(g.reason)})
 
     def on_web_compensation(self, event: ev.WebCompensated) -> TimelineRow:
         return _row(event, "Web compensation " + ("ran" if event.ran else "skipped"), "info", event.duration_ms,
-                    {"reason": event.reason, "added chunks": str(event.added_chunks)})
+                    {"reason": describe_reason(event.reason), "added chunks": str(event.added_chunks)})
 
     def on_judge(self, event: ev.Judged) -> TimelineRow:
         return judge_row(event)
 
     def on_fallback(self, event: ev.Fallback) -> TimelineRow:
         return _row(event, f"Fallback in {event.stage}", "warn",
-                    fields={"reason": event.reason, "used instead": event.to or "—"})
+                    fields={"reason": describe_reason(event.reason), "used instead": event.to or "—"})
 
     def on_start(self, event: ev.AnswerStarted) -> TimelineRow:
         return _row(event, f"Answer prompt: {event.prompt}", "info", fields={
@@ -245,11 +247,13 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         c = event.citations
         tokens_in = sum(m.prompt_tokens for m in event.model_calls)
         tokens_out = sum(m.completion_tokens for m in event.model_calls)
-        fields = {"mode": event.mode, "route reason": event.route_reason or "—", "backend": event.backend or "—",
+        fields = {"mode": event.mode, "route reason": describe_reason(event.route_reason) or "—",
+                  "backend": event.backend or "—",
                   "confidence": (f"{event.confidence.score:.3f} ({event.confidence.band})" if event.confidence
                                  else "—"),
                   "citation coverage": _fmt(c.coverage, 2), "invalid refs": str(c.invalid_refs),
-                  "web compensated": str(event.web_compensated), "stop reason": event.stop_reason or "—",
+                  "web compensated": str(event.web_compensated),
+                  "stop reason": describe_reason(event.stop_reason) or "—",
                   "model calls": f"{len(event.model_calls)} ({tokens_in} in / {tokens_out} out tokens)"}
         if c.inferred_sentences:  # the model wrote no marker there; the parser found the supporting source
             fields["citation coverage"] += f" ({c.inferred_sentences} sentences inferred)"

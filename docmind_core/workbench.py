@@ -285,6 +285,11 @@ class Workbench(ExperimentMethods):
         user = self._signed_in()
         return [kb for kb in self._guard.readable_kbs(user) if self._guard.is_default_for(user, kb)]
 
+    def may_manage_kb(self, kb_id: int) -> bool:
+        """Whether this user may add or delete documents, change the sharing or delete the KB (pages show those
+        controls only then; every such call still checks)."""
+        return self.user.is_signed_in and self._guard.can_manage(self.user, self.get_kb(kb_id))
+
     def set_visibility(self, kb_id: int, visibility: str) -> KnowledgeBase:
         return self._guard.set_visibility(self._signed_in(), kb_id, visibility)
 

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from docmind_core.compare import AnswerDiff
 from docmind_core.models import BackendStatus, GradeResult
+from docmind_core.reasons import describe_reason
 from docmind_core.safe_text import escape_html
 from docmind_core.timeline import RunDigest, TimelineRow
 
@@ -97,7 +98,7 @@ def tier_badge_html(grade: GradeResult | None, web_compensated: bool = False, ca
              f'<span class="dm-kv"><b>lexical coverage</b> {grade.lex_coverage:.2f}</span>',
              f'<span class="dm-kv"><b>web compensation</b> {"ran" if web_compensated else "no"}</span>']
     if grade.reason:
-        parts.append(f'<span class="dm-kv"><b>reason</b> {esc(grade.reason)}</span>')
+        parts.append(f'<span class="dm-kv"><b>why</b> {esc(describe_reason(grade.reason))}</span>')
     return f'<div class="dm-gradebar">{"".join(parts)}</div>'
 
 
@@ -147,7 +148,7 @@ def glance_html(digest: RunDigest) -> str:
         calls = sum(len(s.tool_calls) for s in digest.agentic_steps)
         bits.append(f"<b>agentic</b> {len(digest.agentic_steps)} round(s), {calls} tool call(s)")
     if digest.stop_reason:
-        bits.append(f"<b>stop</b> {esc(digest.stop_reason)}")
+        bits.append(f"<b>stop</b> {esc(describe_reason(digest.stop_reason))}")
     bits += [f"<b>judge ({esc(j.target)})</b> {esc(judge_summary(j))}" for j in digest.judgements]
     if digest.fallbacks or digest.errors:
         bits.append(f"<b>fallbacks/errors</b> {len(digest.fallbacks)}/{len(digest.errors)}")
@@ -209,7 +210,7 @@ def route_html(digest: RunDigest) -> str:
     if digest.routed is None:
         return ""
     d = digest.routed.decision
-    why = d.explanation or f"{d.reason} -> {d.mode.value}"
+    why = d.explanation or f"{describe_reason(d.reason)} -> {d.mode.value}"
     note = f" · {esc(digest.routed.note)}" if digest.routed.note else ""
     return f'<div class="dm-route"><b>Why this route:</b> {esc(why)}{note}</div>'
 
@@ -230,7 +231,8 @@ def rounds_html(digest: RunDigest) -> str:
         lines.append(f"<div><b>Round {step.iteration}</b> " + ("".join(calls) or "no tool call") + "</div>")
     if not lines:
         return ""
-    stop = f"<div><small>stopped: {esc(digest.stop_reason)}</small></div>" if digest.stop_reason else ""
+    stop = f"<div><small>stopped: {esc(describe_reason(digest.stop_reason))}</small></div>" \
+        if digest.stop_reason else ""
     return '<div class="dm-rounds">' + "".join(lines) + stop + "</div>"
 
 

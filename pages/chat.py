@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from docmind_core.errors import DocMindError
+from docmind_core.excerpt import clip_words
 from docmind_core.models import RequestedMode
 from docmind_core.safe_text import escape_markdown, visible_text
 from docmind_core.timeline import RunDigest, timeline
@@ -171,7 +172,7 @@ def _start(question: str, mode: str) -> ActiveRun:
     kb_ids, doc_ids = selected_kb_ids(), selected_doc_ids()
     conv_id = st.session_state.get(CONV_KEY)
     if not conv_id:
-        conv_id = bench.start_conversation(title=question[:60])
+        conv_id = bench.start_conversation(title=clip_words(question, 60, flatten=True))
         st.session_state[CONV_KEY] = conv_id
 
     def start(requested: str, pair_id: str | None = None):

@@ -14,6 +14,7 @@ from docmind_core.safe_text import escape_markdown, visible_rows, visible_text
 from docmind_ui.charts import jump_to_anchor, score_chart
 from docmind_ui.jobs_view import draw_jobs
 from docmind_ui.session import ensure_frame, select_new_kb, workbench
+from docmind_ui.kb_page import score_3, upload_limit
 
 ensure_frame()
 bench = workbench()
@@ -58,10 +59,16 @@ st.caption(f"{escape_markdown(kb.description or 'No description.')} · {kb.docum
            f"{kb.chunk_count} chunks · embedder {escape_markdown(kb.embedder_id)}")
 
 # -- upload: a background job of the core; it survives navigation and server restarts ----------
+may_manage = bench.may_manage_kb(kb_id)  # the access facade decides; the controls below follow it
+if not may_manage:
+    st.caption("You may read and search this knowledge base; only its owner or an admin may add or delete "
+               "documents, change its sharing or delete it.")
+live_settings = bench.settings()
+upload_mb, upload_help = upload_limit(live_settings.ingest.max_file_mb)
 st.subheader("Add documents")
 uploads = st.file_uploader("Files (PDF, Word, Markdown, HTML, text …)", accept_multiple_files=True,
-                           key="dm_uploads")
-if st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upload:"):
+                           key="dm_uploads", max_upload_size=upload_mb, help=upload_help) if may_manage else None
+if may_manage and st.button("Ingest", type="primary", disabled=not uploads, icon=":material/upload:"):
     try:
         job = bench.enqueue_ingest(kb_id, [JobInput(Path(u.name).name, data=u.getvalue()) for u in uploads])
     except DocMindError as exc:
@@ -92,7 +99,7 @@ else:
             st.dataframe(pd.DataFrame(visible_rows([{"#": c.index, "tokens": c.token_count, "start": c.start,
                                                      "end": c.end, "text": c.text} for c in chunks])), hide_index=True,
                          key=f"dm_chunks_{int(parents)}")
-    if st.button("Delete this document", icon=":material/delete:"):
+    if may_manage and st.button("Delete this document", icon=":material/delete:"):
         try:
             bench.delete_document(doc_id)
             st.success(f"Deleted {escape_markdown(doc_names[doc_id])}.")
@@ -133,34 +140,38 @@ if result is not None and hit_kb == kb_id:
                             config={"displayModeBar": False, "responsive": True})
     jump_to_anchor(chart)
     st.dataframe(pd.DataFrame(visible_rows([{
-        "document": c.document, "kept": c.kept, "cut by": c.cut_by or "", "vector": c.scores.vector,
-        "vector rank": c.scores.vector_rank, "keyword": c.scores.keyword, "keyword rank": c.scores.keyword_rank,
-        "fused": c.scores.fused, "rerank": c.scores.rerank, "mmr": c.scores.mmr,
+        "document": c.document, "kept": c.kept, "cut by": c.cut_by or "", "vector": score_3(c.scores.vector),
+        "vector rank": c.scores.vector_rank, "keyword": score_3(c.scores.keyword),
+        "keyword rank": c.scores.keyword_rank, "fused": score_3(c.scores.fused),
+        "rerank": score_3(c.scores.rerank), "mmr": score_3(c.scores.mmr),
         "found by": ", ".join(c.found_by), "text": c.text} for c in ranked])), hide_index=True, key="dm_hits",
-        width="stretch")
+        width="stretch", column_config={name: st.column_config.NumberColumn(format="%.3f")
+                                        for name in ("vector", "keyword", "fused", "rerank", "mmr")})
     with st.expander(f"Candidate cards ({len(ranked)})", expanded=True):
-        cards = "".join(source_card_html(n, c, "hits", cited=c.kept) for n, c in enumerate(ranked, start=1))
+        # hit testing writes no answer, so nothing is cited: the table's "kept" column says what was kept
+        cards = "".join(source_card_html(n, c, "hits", cited=False) for n, c in enumerate(ranked, start=1))
         st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
 
 # -- sharing -----------------------------------------------------------------------
 with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):
     chosen = st.radio("Who may read this knowledge base", VISIBILITIES, index=VISIBILITIES.index(kb.visibility),
-                      format_func=VISIBILITY_LABELS.get, key="dm_visibility")
-    if st.button("Save sharing", disabled=chosen == kb.visibility):
+                      format_func=VISIBILITY_LABELS.get, key="dm_visibility", disabled=not may_manage)
+    if may_manage and st.button("Save sharing", disabled=chosen == kb.visibility):
         try:
             bench.set_visibility(kb_id, chosen)
             st.rerun()
         except DocMindError as exc:  # only the owner or an admin may change it
             st.error(escape_markdown(exc))
 
-# -- delete the KB -----------------------------------------------------------------
-with st.expander("Delete this knowledge base"):
-    sure = st.checkbox(f"Yes, delete '{escape_markdown(kb.name)}' with all its documents and indexes",
-                       key="dm_delete_sure")
-    if st.button("Delete knowledge base", type="primary", disabled=not sure, icon=":material/delete_forever:"):
-        try:
-            bench.delete_kb(kb_id)
-            st.session_state.pop("dm_manage_kb", None)
-            st.rerun()
-        except DocMindError as exc:
-            st.error(escape_markdown(exc))
+# -- delete the KB: only for those who may -------------------------------------------
+if may_manage:
+    with st.expander("Delete this knowledge base"):
+        sure = st.checkbox(f"Yes, delete '{escape_markdown(kb.name)}' with all its documents and indexes",
+                           key="dm_delete_sure")
+        if st.button("Delete knowledge base", type="primary", disabled=not sure, icon=":material/delete_forever:"):
+            try:
+                bench.delete_kb(kb_id)
+                st.session_state.pop("dm_manage_kb", None)
+                st.rerun()
+            except DocMindError as exc:
+                st.error(escape_markdown(exc))

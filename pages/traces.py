@@ -9,7 +9,9 @@ import streamlit as st
 
 from docmind_core.compare import compare_runs, regrade
 from docmind_core.errors import DocMindError
-from docmind_core.models import NO_RETRIEVAL_MODE, Mode, Tier
+from docmind_core.models import NO_RETRIEVAL_MODE, Mode, StopReason, Tier
+from docmind_core.pair_labels import pair_labels
+from docmind_core.reasons import describe_reason
 from docmind_core.safe_text import escape_markdown, visible_rows, visible_text
 from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_core.timeline import RunDigest
@@ -27,18 +29,19 @@ with st.container(border=True):
     since = c1.date_input("Since", value=date.today() - timedelta(days=30), key="dm_tr_since")
     modes = c2.multiselect("Mode", [*(m.value for m in Mode), NO_RETRIEVAL_MODE], key="dm_tr_mode")
     tiers = c3.multiselect("Tier", [t.value for t in Tier], key="dm_tr_tier")
-    stop = c4.text_input("Stop reason", key="dm_tr_stop", placeholder="e.g. max_iterations")
+    stop = c4.selectbox("Stop reason", [None, *(r.value for r in StopReason)], key="dm_tr_stop",
+                        format_func=lambda r: "any" if r is None else describe_reason(r))
     kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
                              format_func=lambda k: "any" if k is None else visible_text(kb_names.get(k, str(k))))
 
 summaries = bench.list_traces(kb_id=kb_filter, since=since.isoformat() if since else None, mode=modes, tier=tiers,
-                              stop_reason=stop.strip() or None, limit=500)
+                              stop_reason=stop or None, limit=500)
 if not summaries:
     st.info("No run matches. Ask something in Chat, or import a trace below.")
 
 table = pd.DataFrame(visible_rows([{
     "started": s.started_at[:19].replace("T", " "), "question": s.question, "mode": s.mode,
-    "requested": s.requested_mode, "tier": s.tier, "stop reason": s.stop_reason,
+    "requested": s.requested_mode, "tier": s.tier, "stop reason": describe_reason(s.stop_reason),
     "KBs": ", ".join(kb_names.get(k, str(k)) for k in s.kb_ids), "ms": round(s.duration_ms),
     "pair": s.pair_id or "", "label": s.label, "run id": s.run_id} for s in summaries]))
 # the label comes right after the time: imported copies of a run differ only there, so it must stay on screen
@@ -54,10 +57,12 @@ selection = st.dataframe(
 picked_rows = list(selection.selection.rows) if summaries else []
 picked = [summaries[i].run_id for i in picked_rows if i < len(summaries)]
 
-pair_ids = sorted({s.pair_id for s in summaries if s.pair_id})
+pair_ids = list(dict.fromkeys(s.pair_id for s in summaries if s.pair_id))  # the newest first
 if pair_ids:
+    experiment_names = {e.id: e.name for e in bench.list_experiments()}
+    labels = pair_labels(summaries, experiment_names)
     pair = st.selectbox("…or pick a side-by-side pair", [None, *pair_ids], key="dm_tr_pair",
-                        format_func=lambda p: "—" if p is None else p)
+                        format_func=lambda p: "—" if p is None else labels.get(p, p))
     if pair:  # the listed runs of the pair in the order they started (the list is newest first)
         picked = [s.run_id for s in reversed(summaries) if s.pair_id == pair][:2]
 st.caption("Select one run to replay it, two to compare them. Selected: "
@@ -140,7 +145,7 @@ if regrade_clicked:
         frame = pd.DataFrame(visible_rows([{"changed": "⚠ yes" if r.changed else "", "question": r.question,
                                             "mode": r.mode, "recorded tier": r.old_tier,
                                             "new tier": r.new_tier or "—", "top score": r.top_score,
-                                            "lexical coverage": r.lex_coverage, "reason": r.reason,
+                                            "lexical coverage": r.lex_coverage, "reason": describe_reason(r.reason),
                                             "run id": r.run_id} for r in rows]))
         st.dataframe(frame, hide_index=True, key="dm_rg_table")
 

@@ -19,6 +19,7 @@ from docmind_core.engine import Engine
 from docmind_core.events import Event, RunStarted
 from docmind_core.models import RetrievalPlan, Understanding
 from docmind_core.prompts import PromptLibrary
+from docmind_core.reasons import describe_reason
 from docmind_core.run_summary import RunSummary, summarise
 from docmind_core.timeline import RunDigest
 from docmind_core.tools import ToolContext, Toolbox
@@ -41,6 +42,7 @@ SUMMARY_KEYS = {
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
     "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps",
     "pending_documents", "pending", "usage", "confidence_reason", "claims", "claim_counts",
+    "route_reason_words", "grade_reason_words", "stop_reason_words",
 }
 CLAIM_KEYS = {"text", "char_start", "char_end", "cited", "status", "source_index", "inferred", "evidence", "reason",
               "via"}
@@ -105,6 +107,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
     return {
         "run_id": digest.run_id, "question": digest.question, "answer": digest.answer, "mode": digest.mode,
         "route_reason": digest.route_reason,
+        "route_reason_words": describe_reason(digest.route_reason),
         "route_explanation": routed.decision.explanation if routed is not None
         else (digest.scope.reason if digest.scope is not None else ""),
         "scope": digest.scope_name,
@@ -118,6 +121,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "top_score": grade.top_score if grade is not None else None,
         "lex_coverage": grade.lex_coverage if grade is not None else None,
         "grade_reason": grade.reason if grade is not None else "",
+        "grade_reason_words": describe_reason(grade.reason) if grade is not None else "",
         "web_compensated": digest.web_compensated,
         "sources": [{"index": i, "chunk_id": c.chunk_id, "document": c.document, "text": c.text,
                      "origin": c.origin, "url": c.url, "scores": c.scores.model_dump()}
@@ -134,6 +138,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
                           "unsupported": done.citations.unsupported_claims,
                           "contradicted": done.citations.contradicted_claims} if done is not None else {}),
         "stop_reason": digest.stop_reason,
+        "stop_reason_words": describe_reason(digest.stop_reason),
         "timings_ms": digest.timings_ms,
         "backend": done.backend if done is not None else "",
         "backends": [b.model_dump() for b in digest.started.backends] if digest.started is not None else [],

@@ -268,6 +268,7 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("default_kbs", True, default_selection, lambda w, b, v: (kb := w.kb(v)).id in {k.id for k in b.default_kbs()}),
     ("set_visibility", True, may_manage_kb,
      lambda w, b, v: b.set_visibility(w.kb(v).id, "private").visibility == "private"),
+    ("may_manage_kb", True, may_manage_kb, lambda w, b, v: b.may_manage_kb(w.kb(v).id)),
     ("delete_kb", True, may_manage_kb, lambda w, b, v: b.delete_kb(w.kb(v).id) is None),
     ("ingest", True, may_manage_kb, lambda w, b, v: b.ingest(w.kb(v).id, []) == []),
     ("reindex_kb", True, may_manage_kb, lambda w, b, v: b.reindex_kb(w.kb(v).id) >= 1),

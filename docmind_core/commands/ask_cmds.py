@@ -52,11 +52,16 @@ def register(cli: click.Group, get_engine) -> None:
         if not streaming:
             echo(summary.answer)
         click.echo("")
-        echo(f"\n[{summary.mode or 'no retrieval'}] reason={summary.route_reason} tier={summary.tier or '-'} "
+        echo(f"\n[{summary.mode or 'no retrieval'}] tier={summary.tier or '-'} "
                    f"confidence={_fmt(summary.confidence)} {summary.band} coverage={_fmt(summary.coverage)} "
                    f"backend={summary.backend}")
-        if summary.route_explanation:
-            echo(f"route: {summary.route_explanation}")
+        route_words = summary.route_explanation or summary.route_reason_words
+        if route_words:
+            echo(f"route: {route_words}")
+        if summary.grade_reason_words:
+            echo(f"tier {summary.tier}: {summary.grade_reason_words}")
+        if summary.stop_reason_words:
+            echo(f"stopped: {summary.stop_reason_words}")
         if summary.sources:
             click.echo("\nSources:")
             for src in summary.sources:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from docmind_core.models import Turn
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.models import RetrievedChunk
+from docmind_core.excerpt import clip_words
 from docmind_core.store.db import Database, utcnow
 from docmind_core.text import CITATION_MARKER_RE
 
@@ -188,14 +189,11 @@ def _conversation(row) -> Conversation:
 
 
 def _title_from(question: str) -> str:
-    text = " ".join(question.split())
-    return text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 1].rstrip() + "…"
+    return clip_words(question, _TITLE_CHARS, flatten=True)
 
 
 def _source_line(index: int, chunk: RetrievedChunk) -> str:
-    excerpt = " ".join(chunk.text.split())
-    if len(excerpt) > _EXCERPT_CHARS:
-        excerpt = excerpt[: _EXCERPT_CHARS - 1].rstrip() + "…"
+    excerpt = clip_words(chunk.text, _EXCERPT_CHARS, flatten=True)
     if chunk.origin == "web":
         where = f"web: [{chunk.document}]({chunk.url})" if chunk.url else f"web: {chunk.document}"
     elif chunk.origin == "memory":
