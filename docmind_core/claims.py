@@ -193,7 +193,10 @@ _GENERIC_EN = frozenset(keyword_tokens(
     "content contents material materials see shown show shows described describes listed lists result results "
     "following note notes available find found please check", stem=True))
 _GENERIC_ZH = frozenset({"根据", "资料", "文档", "来源", "信息", "内容", "答案", "问题", "相关", "参考", "提供", "显示",
-                         "如下", "以下", "上述", "提到", "说明", "可以", "查看", "请", "所述", "中", "里"})
+                         "如下", "以下", "上述", "提到", "说明", "可以", "查看", "请", "所述", "中", "里", "表示", "意思",
+                         "是指", "指的是", "意味着", "代表"})
+# Words that say what kind of thing a code is ("error code AUR-4012"): the source's heading names the code alone.
+_DESCRIPTORS = frozenset({"错误", "代码", "错误代码", "报错", "error", "code", "status"})
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,8 @@ def alternatives(term: str) -> frozenset[str]:
 
 
 def _term_weight(term: str) -> float:
+    if term in _DESCRIPTORS:
+        return 0.25
     if is_cjk(term[0]):
         return 0.5 if len(term) == 1 else 1.0
     return 1.0
@@ -561,7 +566,9 @@ def _read_unit(content: ClaimContent, unit: Unit) -> Verdict | None:
         return None
     cross = content.language != unit.language
     share = _attribute_share(content, unit)
-    need = ATTRIBUTE_MIN_SHARE if content.values else NO_VALUE_MIN_SHARE
+    # a claim anchored by a value or a code name needs half its words; one with neither needs more
+    need = ATTRIBUTE_MIN_SHARE if content.values or any(re.search(r"\d", n) for n in content.names) \
+        else NO_VALUE_MIN_SHARE
     if cross and content.values:
         share = 1.0  # another language: its values and names are what can be read
     if share < need:
@@ -592,6 +599,8 @@ def _read_unit(content: ClaimContent, unit: Unit) -> Verdict | None:
             continue
         pool = [u for j in columns for u in unit.cell_values[j]] if columns else list(unit.values)
         other = [u for u in pool if u.kind == v.kind and u.key != v.key]
+        if not columns and len({u.key for u in pool if u.kind == v.kind}) > 1:
+            continue  # "290 USD for the N1 and 390 USD for the N2": which value is the claim's attribute is unclear
         if other:
             return Verdict("contradicted", unit.body,
                            f"the source gives {other[0].text.strip()} where the claim says {v.text.strip()}")
@@ -804,19 +813,20 @@ def check_claims(answer: str, sources: Sequence[RetrievedChunk], min_sentence_le
     for span in split_claims(answer, min_sentence_len):
         check = check_claim(answer[span.start:span.end], sources, span.numbers, names)
         check = check.model_copy(update={"char_start": span.start, "char_end": span.end})
-        out.extend(_by_clause(answer, span, check, sources, names) if check.status == "unsupported" else [check])
+        out.extend(_by_clause(answer, span, check, sources, names) if check.status != "supported" else [check])
     return out
 
 
-_CLAUSE_BREAK_RE = re.compile(r"\s*(?:[,，;；]\s*(?:while|whereas|and|but)?|\s(?:while|whereas|but)|"
-                              r"\s(?:and)(?=\s+(?:the|its|it|their)\b)|(?:而|但|并且|同时))\s+", re.IGNORECASE)
+_CLAUSE_BREAK_RE = re.compile(r"\s*[，；、]\s*(?:而|但|并且|同时)?\s*|\s*(?:[,;]\s*(?:while|whereas|and|but)?|"
+                              r"\s(?:while|whereas|but)|\s(?:and)(?=\s+(?:the|its|it|their)\b))\s+|(?:而|但是?|并且|同时)",
+                              re.IGNORECASE)
 
 
 def _by_clause(answer: str, span: ClaimSpan, whole: ClaimCheck, sources: Sequence[RetrievedChunk],
                names: frozenset[str]) -> list[ClaimCheck]:
     """A sentence joining two facts ("the N1 draws 28 W, while the N2 draws 45 W") that no one source states
     whole: its clauses, each stating a value, are read as claims of their own (all supported, or the
-    sentence stays one unsupported claim)."""
+    sentence stays one claim, as checked whole)."""
     text = answer[span.start:span.end]
     cuts = [m for m in _CLAUSE_BREAK_RE.finditer(text)]
     if not cuts:
