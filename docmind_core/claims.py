@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
@@ -180,9 +180,11 @@ _CONTRADICTABLE = frozenset({"%", "w", "kw", "v", "kg", "g", "mm", "cm", "m", "k
                              "week", "month", "year", "user", "seat", "person", "customer", "degree", "page",
                              "query", "core", "port", "ip", "version", "date"})
 _FILE_RE = re.compile(r"[\w.\-/]+\.(?:md|markdown|txt|pdf|docx?|html?|csv|xlsx?|pptx?|json|eml)\b", re.IGNORECASE)
-_LIST_LEAD_RE = re.compile(r"^\s*(?:[-*•·>+]+|#+|\(?[（(]?\d{1,2}[)）.、]|[一二三四五六七八九十]+[、.．]|第[一二三四五六七八九十\d]+[步条项]?[：:]?)\s*")
+_LIST_LEAD_RE = re.compile(r"^\s*(?:[-*•·>+]+|#+|\(?[（(]?\d{1,2}[)）.、]|[一二三四五六七八九十]+[、.．]"
+                           r"|第[一二三四五六七八九十\d]+[步条项]?[：:]?)\s*")
 _TABLE_RULE_RE = re.compile(r"^[\s|:\-–—+=]*$")
-_CODE_NAME_RE = re.compile(r"(?<![A-Za-z0-9_.,-])\d+[A-Za-z][A-Za-z0-9]*\b|\b[A-Za-z]+[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b"
+_CODE_NAME_RE = re.compile(r"(?<![A-Za-z0-9_.,-])\d+[A-Za-z][A-Za-z0-9]*\b"
+                           r"|\b[A-Za-z]+[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b"
                            r"|\b[A-Za-z]+(?:[-_][A-Za-z0-9]+)*-\d+\b")
 _CAPITALISED_RE = re.compile(r"(?<![\w'])[A-Z][A-Za-z]+(?:[A-Z][a-z]+)*\b")
 # Words that say where an answer comes from rather than what is true: a claim of only these states nothing.
@@ -241,10 +243,6 @@ def values_in(text: str) -> list[Value]:
                 continue  # "13TH", "3DS", "7XX": a name with a number in it (claim_content keeps it as one)
             out.append(Value(_number(m.group("num")), _UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
     return out
-
-
-def _lang_of(text: str) -> str:
-    return detect_language(text)
 
 
 @lru_cache(maxsize=4096)
@@ -363,7 +361,7 @@ def claim_content(text: str, source_names: frozenset[str] = frozenset()) -> Clai
             continue
         attributes.append(tok)
     return ClaimContent(tuple(dict.fromkeys(values)), tuple(names), tuple(dict.fromkeys(attributes)),
-                        _lang_of(bare) if bare else "en", about)
+                        detect_language(bare) if bare else "en", about)
 
 
 # --------------------------------------------------------------------------
@@ -392,7 +390,7 @@ class Unit:
         self.lower = whole.lower()
         self.stems = _stems(whole)
         self.values = tuple(values_in(self.body) + values_in(self.context))
-        self.language = _lang_of(self.body)
+        self.language = detect_language(self.body)
         if self.cells:
             self.cell_values = tuple(tuple(values_in(c)) for c in self.cells)
             self.header_stems = tuple(_stems(h) for h in self.headers)
@@ -756,8 +754,7 @@ class ClaimSpan:
 
     start: int
     end: int
-    numbers: tuple[int, ...] = ()
-    marker_spans: tuple[tuple[int, int], ...] = field(default=())
+    numbers: tuple[int, ...] = ()  # the valid and invalid numbers of its own markers
 
 
 def split_claims(answer: str, min_sentence_len: int = 8) -> list[ClaimSpan]:
@@ -785,8 +782,7 @@ def split_claims(answer: str, min_sentence_len: int = 8) -> list[ClaimSpan]:
         for a, b in pieces:
             text = answer[a:b]
             own = [m for m in inside if a <= m.start() and m.end() <= b]
-            span = ClaimSpan(a, b, tuple(n for m in own for n in marker_numbers(m)),
-                             tuple((m.start(), m.end()) for m in own))
+            span = ClaimSpan(a, b, tuple(n for m in own for n in marker_numbers(m)))
             bare = _bare(text)
             if not re.search(r"\w", bare):
                 if own or clean_length(text) >= min_sentence_len:
