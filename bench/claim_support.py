@@ -45,7 +45,7 @@ import random
 import re
 import sys
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -234,8 +234,8 @@ def make_items(set_name: str, chunks: list[RetrievedChunk], rng: random.Random, 
                      if col2 == column and s2 != subject and values_in(other_cell)
                      and values_in(other_cell)[0].key != values_in(cell)[0].key]
             if swaps:
-                items.append(Item("row_swap", set_name, f"The {column.lower()} of the {subject} is {rng.choice(swaps)}.",
-                                  c.chunk_id))
+                items.append(Item("row_swap", set_name,
+                                  f"The {column.lower()} of the {subject} is {rng.choice(swaps)}.", c.chunk_id))
             other_columns = [(col2, c2) for s2, col2, c2, _ in rows if s2 == subject and col2 != column
                              and values_in(c2) and values_in(c2)[0].kind != values_in(cell)[0].kind]
             if other_columns:  # a value of another cell of the same row under this column's name

@@ -7,24 +7,20 @@ bracket group it sits in (so ``[1,3]`` gives two occurrences with one span,
 which is what a renderer replaces).  Numbers outside 1..n are counted in
 ``invalid_refs`` and marked invalid.
 
-Coverage is the share of substantive sentences carrying at least one valid
-citation.  Sentences are split on Chinese and English sentence ends; a marker
-standing right after a sentence end ("…12 小时。[1]") belongs to the sentence
-before it.  Greetings, lead-in lines ending in a colon and sentences shorter
-than ``citation.coverage_min_sentence_len`` characters (markers excluded) are
-not substantive.
+Each claim of the answer (sentence, list item, table row; see :mod:`docmind_core.claims`) is checked
+against the sources its markers cite or, uncited, against every source.  Coverage is the share of
+substantive claims that are supported; a marker on an unsupported claim counts for nothing.  A marker
+standing right after a sentence end ("…12 小时。[1]") belongs to the sentence before it.  Greetings,
+lead-in lines ending in a colon and sentences shorter than ``citation.coverage_min_sentence_len``
+characters (markers excluded) that state no value are not claims.
 
-Inferred citations.  Small models often answer correctly from the sources and
-write no marker at all.  When the model cited fewer than half of its
-substantive sentences (``INFER_WHEN_CITED_BELOW``), each uncited substantive
-sentence is attributed to the sources that support it, by the one support check
-here (:func:`sentence_support`): together, at most three sources must contain
-60% of the sentence's salient terms (numbers, codes and names weigh more), at
-least two of them, and every number the sentence states.  Such citations are
-marked ``inferred`` (an empty occurrence where the marker would stand) and count
-for coverage and confidence; a sentence no source supports stays uncited.  A
-sentence that says the sources lack something is never attributed.  An answer
-that cites at least half of its sentences is taken as the model wrote it.
+Inferred citations.  Small models often answer correctly from the sources and write no marker at all.
+An uncited claim a source supports gets an inferred citation to that source (an empty occurrence where
+the marker would stand), which counts for coverage and confidence; an unsupported claim gets none, and a
+claim that says the sources lack something is never attributed.
+
+:func:`sentence_support` is the older bag-of-words check (60% of a sentence's salient terms over at most
+three sources), kept for the experiments' citation metrics.
 """
 
 from __future__ import annotations
@@ -58,7 +54,6 @@ log = logging.getLogger(__name__)
 
 UNGROUNDED_COVERAGE = 0.05
 
-INFER_WHEN_CITED_BELOW = 0.5  # sentence_support's callers: kept for the experiments' metrics
 SUPPORT_MIN_SHARE = 0.6  # weighted share of a sentence's salient terms its supporting sources must contain
 SUPPORT_MIN_TERMS = 2  # and at least this many terms: one shared word is no support
 MAX_SUPPORTING_SOURCES = 3

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
@@ -180,9 +180,11 @@ _CONTRADICTABLE = frozenset({"%", "w", "kw", "v", "kg", "g", "mm", "cm", "m", "k
                              "week", "month", "year", "user", "seat", "person", "customer", "degree", "page",
                              "query", "core", "port", "ip", "version", "date"})
 _FILE_RE = re.compile(r"[\w.\-/]+\.(?:md|markdown|txt|pdf|docx?|html?|csv|xlsx?|pptx?|json|eml)\b", re.IGNORECASE)
-_LIST_LEAD_RE = re.compile(r"^\s*(?:[-*•·>+]+|#+|\(?[（(]?\d{1,2}[)）.、]|[一二三四五六七八九十]+[、.．]|第[一二三四五六七八九十\d]+[步条项]?[：:]?)\s*")
+_LIST_LEAD_RE = re.compile(r"^\s*(?:[-*•·>+]+|#+|\(?[（(]?\d{1,2}[)）.、]|[一二三四五六七八九十]+[、.．]"
+                           r"|第[一二三四五六七八九十\d]+[步条项]?[：:]?)\s*")
 _TABLE_RULE_RE = re.compile(r"^[\s|:\-–—+=]*$")
-_CODE_NAME_RE = re.compile(r"(?<![A-Za-z0-9_.,-])\d+[A-Za-z][A-Za-z0-9]*\b|\b[A-Za-z]+[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b"
+_CODE_NAME_RE = re.compile(r"(?<![A-Za-z0-9_.,-])\d+[A-Za-z][A-Za-z0-9]*\b"
+                           r"|\b[A-Za-z]+[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b"
                            r"|\b[A-Za-z]+(?:[-_][A-Za-z0-9]+)*-\d+\b")
 _CAPITALISED_RE = re.compile(r"(?<![\w'])[A-Z][A-Za-z]+(?:[A-Z][a-z]+)*\b")
 # Words that say where an answer comes from rather than what is true: a claim of only these states nothing.
@@ -193,7 +195,10 @@ _GENERIC_EN = frozenset(keyword_tokens(
     "content contents material materials see shown show shows described describes listed lists result results "
     "following note notes available find found please check", stem=True))
 _GENERIC_ZH = frozenset({"根据", "资料", "文档", "来源", "信息", "内容", "答案", "问题", "相关", "参考", "提供", "显示",
-                         "如下", "以下", "上述", "提到", "说明", "可以", "查看", "请", "所述", "中", "里"})
+                         "如下", "以下", "上述", "提到", "说明", "可以", "查看", "请", "所述", "中", "里", "表示", "意思",
+                         "是指", "指的是", "意味着", "代表"})
+# Words that say what kind of thing a code is ("error code AUR-4012"): the source's heading names the code alone.
+_DESCRIPTORS = frozenset({"错误", "代码", "错误代码", "报错", "error", "code", "status"})
 
 
 @dataclass(frozen=True)
@@ -238,10 +243,6 @@ def values_in(text: str) -> list[Value]:
                 continue  # "13TH", "3DS", "7XX": a name with a number in it (claim_content keeps it as one)
             out.append(Value(_number(m.group("num")), _UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
     return out
-
-
-def _lang_of(text: str) -> str:
-    return detect_language(text)
 
 
 @lru_cache(maxsize=4096)
@@ -291,6 +292,8 @@ def alternatives(term: str) -> frozenset[str]:
 
 
 def _term_weight(term: str) -> float:
+    if term in _DESCRIPTORS:
+        return 0.25
     if is_cjk(term[0]):
         return 0.5 if len(term) == 1 else 1.0
     return 1.0
@@ -358,7 +361,7 @@ def claim_content(text: str, source_names: frozenset[str] = frozenset()) -> Clai
             continue
         attributes.append(tok)
     return ClaimContent(tuple(dict.fromkeys(values)), tuple(names), tuple(dict.fromkeys(attributes)),
-                        _lang_of(bare) if bare else "en", about)
+                        detect_language(bare) if bare else "en", about)
 
 
 # --------------------------------------------------------------------------
@@ -387,7 +390,7 @@ class Unit:
         self.lower = whole.lower()
         self.stems = _stems(whole)
         self.values = tuple(values_in(self.body) + values_in(self.context))
-        self.language = _lang_of(self.body)
+        self.language = detect_language(self.body)
         if self.cells:
             self.cell_values = tuple(tuple(values_in(c)) for c in self.cells)
             self.header_stems = tuple(_stems(h) for h in self.headers)
@@ -561,7 +564,9 @@ def _read_unit(content: ClaimContent, unit: Unit) -> Verdict | None:
         return None
     cross = content.language != unit.language
     share = _attribute_share(content, unit)
-    need = ATTRIBUTE_MIN_SHARE if content.values else NO_VALUE_MIN_SHARE
+    # a claim anchored by a value or a code name needs half its words; one with neither needs more
+    need = ATTRIBUTE_MIN_SHARE if content.values or any(re.search(r"\d", n) for n in content.names) \
+        else NO_VALUE_MIN_SHARE
     if cross and content.values:
         share = 1.0  # another language: its values and names are what can be read
     if share < need:
@@ -592,6 +597,8 @@ def _read_unit(content: ClaimContent, unit: Unit) -> Verdict | None:
             continue
         pool = [u for j in columns for u in unit.cell_values[j]] if columns else list(unit.values)
         other = [u for u in pool if u.kind == v.kind and u.key != v.key]
+        if not columns and len({u.key for u in pool if u.kind == v.kind}) > 1:
+            continue  # "290 USD for the N1 and 390 USD for the N2": which value is the claim's attribute is unclear
         if other:
             return Verdict("contradicted", unit.body,
                            f"the source gives {other[0].text.strip()} where the claim says {v.text.strip()}")
@@ -747,8 +754,7 @@ class ClaimSpan:
 
     start: int
     end: int
-    numbers: tuple[int, ...] = ()
-    marker_spans: tuple[tuple[int, int], ...] = field(default=())
+    numbers: tuple[int, ...] = ()  # the valid and invalid numbers of its own markers
 
 
 def split_claims(answer: str, min_sentence_len: int = 8) -> list[ClaimSpan]:
@@ -776,8 +782,7 @@ def split_claims(answer: str, min_sentence_len: int = 8) -> list[ClaimSpan]:
         for a, b in pieces:
             text = answer[a:b]
             own = [m for m in inside if a <= m.start() and m.end() <= b]
-            span = ClaimSpan(a, b, tuple(n for m in own for n in marker_numbers(m)),
-                             tuple((m.start(), m.end()) for m in own))
+            span = ClaimSpan(a, b, tuple(n for m in own for n in marker_numbers(m)))
             bare = _bare(text)
             if not re.search(r"\w", bare):
                 if own or clean_length(text) >= min_sentence_len:
@@ -804,19 +809,20 @@ def check_claims(answer: str, sources: Sequence[RetrievedChunk], min_sentence_le
     for span in split_claims(answer, min_sentence_len):
         check = check_claim(answer[span.start:span.end], sources, span.numbers, names)
         check = check.model_copy(update={"char_start": span.start, "char_end": span.end})
-        out.extend(_by_clause(answer, span, check, sources, names) if check.status == "unsupported" else [check])
+        out.extend(_by_clause(answer, span, check, sources, names) if check.status != "supported" else [check])
     return out
 
 
-_CLAUSE_BREAK_RE = re.compile(r"\s*(?:[,，;；]\s*(?:while|whereas|and|but)?|\s(?:while|whereas|but)|"
-                              r"\s(?:and)(?=\s+(?:the|its|it|their)\b)|(?:而|但|并且|同时))\s+", re.IGNORECASE)
+_CLAUSE_BREAK_RE = re.compile(r"\s*[，；、]\s*(?:而|但|并且|同时)?\s*|\s*(?:[,;]\s*(?:while|whereas|and|but)?|"
+                              r"\s(?:while|whereas|but)|\s(?:and)(?=\s+(?:the|its|it|their)\b))\s+|(?:而|但是?|并且|同时)",
+                              re.IGNORECASE)
 
 
 def _by_clause(answer: str, span: ClaimSpan, whole: ClaimCheck, sources: Sequence[RetrievedChunk],
                names: frozenset[str]) -> list[ClaimCheck]:
     """A sentence joining two facts ("the N1 draws 28 W, while the N2 draws 45 W") that no one source states
     whole: its clauses, each stating a value, are read as claims of their own (all supported, or the
-    sentence stays one unsupported claim)."""
+    sentence stays one claim, as checked whole)."""
     text = answer[span.start:span.end]
     cuts = [m for m in _CLAUSE_BREAK_RE.finditer(text)]
     if not cuts:

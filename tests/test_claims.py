@@ -95,3 +95,46 @@ def test_claims_are_sentences_list_items_table_rows_and_marked_parts():
     assert texts == ["- The N1 draws 28 W [1]", "and the N2 draws 45 W [2].", "| Nimbus N1 | 28 W |", "45 W [2]."]
     numbers = [s.numbers for s in split_claims(answer)]
     assert numbers == [(1,), (2,), (), (2,)]
+
+
+def test_a_judge_verdict_replaces_the_offline_status_and_the_counts_follow():
+    """The model judge re-rates claims (via="llm"); with_claims recomputes coverage, counts and inferred chips."""
+    from docmind_core.citations import confidence_from, parse_citations, with_claims
+    from docmind_core.models import Tier
+    from docmind_core.settings import CitationSettings
+
+    answer = "The maximum power draw of the Nimbus N2 is 45 W. The Nimbus N2 weighs 1.9 kg [2]."
+    offline = parse_citations(answer, [PRICING, SHEET], 8)
+    assert [c.status for c in offline.claims] == ["supported", "unsupported"]
+    judged = [offline.claims[0].model_copy(update={"status": "contradicted", "via": "llm", "reason": "judge"}),
+              offline.claims[1]]
+    result = with_claims(offline, answer, judged, [PRICING, SHEET])
+    assert (result.supported_claims, result.unsupported_claims, result.contradicted_claims) == (0, 1, 1)
+    assert result.coverage == 0.0 and not any(o.inferred for o in result.occurrences)  # no chip on it now
+    assert result.claims[0].via == "llm"
+    assert confidence_from(result, 0.9, Tier.HIGH, CitationSettings()).band == "LOW"
+
+
+TROUBLE = RetrievedChunk(chunk_id="t", document="troubleshooting_zh.md", text=(
+    "## AUR-4012：许可证已过期\n\n原因：租户的订阅许可证已经到期。"))
+WARRANTY = RetrievedChunk(chunk_id="w", document="pricing_comparison.html", text=(
+    "Each appliance includes one year of firmware updates. Extended warranty costs 290 USD per year for the N1 "
+    "and 390 USD per year for the N2."))
+
+
+def test_one_sentence_comparing_two_rows_is_read_clause_by_clause():
+    for answer in ("The N1 costs 1,490 USD and the N2 costs 2,390 USD.",
+                   "Nimbus N1 的价格是 1,490 美元，N2 的价格是 2,390 美元。"):
+        checks = check_claims(answer, [WARRANTY, PRICING])
+        assert [c.status for c in checks] == ["supported", "supported"], checks
+        assert all(c.source_index == 2 for c in checks)
+
+
+def test_a_sentence_with_two_values_of_the_kind_contradicts_nothing():
+    """"290 USD for the N1 and 390 USD for the N2" is about the warranty: it is no price to contradict."""
+    assert status("The Nimbus N1 costs 1,490 USD.", [WARRANTY], [1]) == "unsupported"
+
+
+def test_a_heading_naming_a_code_supports_what_it_says_of_it():
+    assert status("错误代码 AUR-4012 表示许可证已过期。", [TROUBLE], [1]) == "supported"
+    assert status("AUR-4012 表示索引服务超时。", [TROUBLE], [1]) == "unsupported"

@@ -55,6 +55,15 @@ def register(cli: click.Group, get_engine) -> None:
         echo(f"\n[{summary.mode or 'no retrieval'}] tier={summary.tier or '-'} "
                    f"confidence={_fmt(summary.confidence)} {summary.band} coverage={_fmt(summary.coverage)} "
                    f"backend={summary.backend}")
+        if summary.claims:
+            counts = summary.claim_counts
+            echo(f"claims: {counts.get('supported', 0)} supported, {counts.get('unsupported', 0)} unsupported, "
+                 f"{counts.get('contradicted', 0)} contradicted" + (" (ungrounded)" if summary.ungrounded else ""))
+            for claim in summary.claims:
+                if claim["status"] in ("unsupported", "contradicted"):
+                    echo(f"  {claim['status']}: {claim['text'].strip()} ({claim['reason']})", single_line=True)
+        if summary.confidence_reason:
+            echo(f"confidence: {summary.confidence_reason}")
         route_words = summary.route_explanation or summary.route_reason_words
         if route_words:
             echo(f"route: {route_words}")

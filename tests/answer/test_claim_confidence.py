@@ -151,3 +151,20 @@ def test_a_made_up_price_is_flagged_ungrounded_at_any_tier(demo_home, fake_llm):
     right = ask(demo_home, fake_llm, question, lambda prompt: "The Nimbus N2 costs 2,390 USD [{}].".format(
         source_number(prompt, "pricing_comparison.html", "2,390 USD")))
     assert right.citations.claims[0].status == "supported" and not right.confidence.ungrounded
+
+
+def test_the_offline_engines_answers_to_the_demo_questions_stay_supported(demo_home):
+    """The extractive answers quote their sources: no claim of theirs may read as unsupported or contradicted."""
+    from tests.paths import ROOT
+
+    engine = Engine.open(demo_home, env={})
+    kb = engine.store.get_kb_by_name("demo").id
+    rows = [line for line in (ROOT / "data" / "demo" / "QUESTIONS.md").read_text(encoding="utf-8").splitlines()
+            if re.match(r"\| q\d\d ", line)]
+    assert len(rows) == 16
+    for row in rows:
+        question = [cell.strip() for cell in row.strip("|").split("|")][3]
+        done = list(engine.ask(question, [kb], mode="rule"))[-1]
+        flagged = [(c.status, c.text, c.reason) for c in done.citations.claims
+                   if c.status in ("unsupported", "contradicted")]
+        assert not flagged and not done.confidence.ungrounded, (question, done.answer, flagged)

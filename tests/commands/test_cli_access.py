@@ -72,6 +72,9 @@ def test_ask_json_has_the_documented_fields(world):
     assert summary["claims"] and all(c["status"] == "supported" and c["via"] == "offline" for c in summary["claims"])
     assert summary["claim_counts"] == {"supported": len(summary["claims"]), "unsupported": 0, "contradicted": 0}
     assert summary["confidence_reason"].startswith(f"{len(summary['claims'])} of {len(summary['claims'])} claims")
+    plain = invoke(world, "ask", "What is the Orion launch budget?", "--kb", "bob-private", "--as", "bob")
+    assert f"claims: {len(summary['claims'])} supported, 0 unsupported, 0 contradicted" in plain.output
+    assert "confidence: " in plain.output
 
 
 def test_config_set_refuses_low_above_high(world):
