@@ -50,7 +50,9 @@ def test_unanswerable_demo_question_is_not_high(engine):
 
 @pytest.mark.parametrize("mode", ["auto", "rule", "agentic"])
 def test_greeting_with_no_salient_term_in_the_evidence_is_not_high(engine, mode):
-    _reranked, graded = first_grading(engine, "hello, who are you?", kb_ids(engine, "demo"), mode)
+    # a greeting is answered without retrieval now (tests/answer/test_scope.py); a vague document question
+    # with no salient term still reaches the grader
+    _reranked, graded = first_grading(engine, "so what is this all about then?", kb_ids(engine, "demo"), mode)
     assert graded.grade.lex_coverage == 0.0
     assert graded.grade.tier is not Tier.HIGH, graded.grade
 
