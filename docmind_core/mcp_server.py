@@ -42,6 +42,7 @@ from docmind_core.errors import DocMindError
 from docmind_core.limits import InputTooLarge, check_kb_ids
 from docmind_core.models import PendingIngest
 from docmind_core.rate_limit import SlidingWindowLimiter
+from docmind_core.safe_text import visible_data
 from docmind_core.settings import Settings
 from docmind_core.tools import ToolContext, ToolOutput
 from docmind_core.workbench import Workbench
@@ -145,7 +146,7 @@ class McpToolService:
         that the tool failed, so internals do not leak to outside agents.
         """
         try:
-            return tool(*args)
+            return visible_data(tool(*args))  # names and excerpts reach the agent with hidden characters shown
         except ToolError:
             raise
         except DocMindError as exc:

@@ -90,6 +90,18 @@ def visible_text(text: object) -> str:
     return reveal_invisible(text)
 
 
+def visible_data(value: object) -> object:
+    """A JSON-like value (dicts, lists, strings) with every string through :func:`visible_text`: what an MCP
+    client (an outside agent, or a person reading its log) receives never reorders or hides text."""
+    if isinstance(value, str):
+        return visible_text(value)
+    if isinstance(value, dict):
+        return {key: visible_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [visible_data(item) for item in value]
+    return value
+
+
 def visible_rows(rows: list[dict]) -> list[dict]:
     """Table rows with every text cell through :func:`visible_text` (numbers and the like stay as they are)."""
     return [{k: visible_text(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows]

@@ -347,3 +347,23 @@ def test_search_over_a_kb_being_ingested_says_how_many_documents_are_pending(ser
     after = _payload(run(url, issued["alice"], lambda s: s.call_tool("searchDocs", {"query": "nebula",
                                                                                     "kbIds": [team]})))
     assert after["pending_documents"] == 0 and after["pending"] == []
+
+
+@pytest.mark.slow  # a real engine behind a real MCP server
+def test_mcp_results_show_bidi_and_invisible_characters_as_markers(home, tmp_path):
+    """Issue 19 item 8 over MCP: a document named with a right-to-left override, holding a zero-width space,
+    reaches the agent with both shown as markers, never as characters that reorder or hide text."""
+    engine, alice, _bob, private, _public = build_engine_world(home, tmp_path)
+    tricky = tmp_path / "invoice\u202etxt.md"
+    tricky.write_text("The zephyr invoice total is 12\u200b000 dollars.", encoding="utf-8")
+    assert [o.status for o in engine.ingest(private.id, [tricky])] == ["added"]
+    key = ApiKeyStore(engine.db).create(alice.id)
+    running = _RunningServer(engine)
+    try:
+        found = _payload(run(running.url, key, lambda s: s.call_tool(
+            "keywordSearch", {"query": "invoice total dollars", "kbIds": [private.id]})))
+    finally:
+        running.stop()
+    text = json.dumps(found, ensure_ascii=False)
+    assert "\u202e" not in text and "\u200b" not in text
+    assert "invoice<U+202E>txt.md" in text and "12<U+200B>000" in text
