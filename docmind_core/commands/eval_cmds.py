@@ -146,7 +146,7 @@ def register(cli: click.Group, get_engine) -> None:
     def eval_answers(dataset, modes, kb_name, limit, llm, as_json, as_user):
         """Right answers per mode against the labelled gold facts, with band, citations, tool calls, repairs of
         printed calls and the time of each stage.  Exit 0 when every run ended, 1 when some failed."""
-        from docmind_core.eval.answers_eval import format_report, run_answers_eval
+        from docmind_core.experiments.answers_eval import format_report, run_answers_eval
         from docmind_core.experiments.datasets import read_jsonl_file
 
         bench = cli_workbench(get_engine(), as_user)

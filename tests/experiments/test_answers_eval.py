@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from docmind_core.cli import cli
-from docmind_core.eval.answers_eval import format_report, run_answers_eval, score_answer
+from docmind_core.experiments.answers_eval import format_report, run_answers_eval, score_answer
 from docmind_core.events import Done, RunStarted
 from docmind_core.experiments.datasets import DatasetItem
 from docmind_core.models import Confidence
@@ -135,13 +135,14 @@ def test_a_configured_model_is_measured_with_its_repairs_and_adjusted_arguments(
         _cli(home, "config", "set", "llm.profile", "local_small")
         # the full schema (the compact one has no top_k, and a printed top_k is then dropped as undeclared)
         _cli(home, "config", "set", "agentic.compact_tools", "false")
+        _cli(home, "config", "set", "grader.judge", "off")  # this scripted model answers no judge call
         try:
             out = _cli(home, "eval", "answers", "--dataset", str(home / "labelled.jsonl"), "--modes", "agentic",
                        "--json")
             table = _cli(home, "eval", "answers", "--dataset", str(home / "labelled.jsonl"), "--modes", "agentic",
                          "--limit", "1")
         finally:
-            for key in ("llm.base_url", "llm.model", "llm.profile", "agentic.compact_tools"):
+            for key in ("llm.base_url", "llm.model", "llm.profile", "agentic.compact_tools", "grader.judge"):
                 _cli(home, "config", "reset", key)
     report = json.loads(out)
     assert report["backend"].startswith("openai:qwen2.5-coder-1.5b-instruct")
