@@ -159,7 +159,8 @@ def test_a_backend_key_change_rebuilds_and_rewires_every_stage(wired):
 
 
 # Parameters a stage may leave out: None means "this tool answers unavailable", never a collaborator of its own.
-UNAVAILABLE_WHEN_NONE = {("Toolbox", "web"), ("Toolbox", "memory"), ("Toolbox", "store")}
+UNAVAILABLE_WHEN_NONE = {("Toolbox", "web"), ("Toolbox", "memory"), ("Toolbox", "store"),
+                         ("AnswerPipeline", "judge")}  # None: no such backend (no judge: the offline checks)
 
 
 def test_the_stages_the_engine_wires_build_no_collaborator_of_their_own():
