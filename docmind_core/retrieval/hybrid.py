@@ -28,6 +28,7 @@ from docmind_core.errors import EmbedderMismatch, StageError
 from docmind_core.models import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
 from docmind_core.retrieval.refine import EvidenceRefiner
+from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import Embedder, KeywordIndex, VectorStore
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class HybridRetriever:
 
     def _vector_hits(self, query, kb_ids, top_k, doc_ids, exclude_doc_ids=None) -> tuple[list[tuple[str, float]], dict]:
         self.check_embedder(kb_ids)
-        qvec = self.embedder.embed([query])[0]
+        qvec = query_vectors(self.embedder, [query])[0]
         extra = {"exclude_doc_ids": list(exclude_doc_ids)} if exclude_doc_ids else {}
         return self._ready_hits(lambda k: self.vector_store.query(list(kb_ids), qvec, k, doc_ids=doc_ids, **extra),
                                 top_k, exclude_doc_ids)
@@ -207,7 +208,7 @@ class HybridRetriever:
         stored = stored_embeddings(self.vector_store, chunks, self.store)
         if not stored:
             return
-        qvec = self.embedder.embed([query])[0]  # served from the embedder's query cache
+        qvec = query_vectors(self.embedder, [query])[0]  # served from the embedder's query cache
         for i, chunk in enumerate(chunks):
             vec = stored.get(chunk.chunk_id)
             if vec is not None and vec.shape == qvec.shape:
