@@ -163,11 +163,18 @@ def test_refiner_dedupes_a_union_and_scores_web_chunks(world, embedder):
     assert web_out.scores.rerank is not None and web_out.scores.rerank > 0.5
 
 
-def test_embedder_mismatch_is_refused(world, embedder):
+def test_a_kb_of_another_encoder_gets_no_vector_side(world, embedder):
+    """Its vectors are in another space: keyword only, reported with the fix, and the strict check refuses."""
     store = world["store"]
     odd = store.create_kb("indexed-elsewhere", "st:some-other-model", 384)
-    with pytest.raises(EmbedderMismatch, match="re-index"):
-        world["retriever"].search("pump", [odd.id], Settings())
+    result = world["retriever"].search("pump", [odd.id], Settings())
+    assert result.chunks == []
+    [gap] = result.index_gaps
+    assert gap.built_with == "st:some-other-model" and gap.live_encoder == embedder.id
+    assert "keyword only" in gap.message() and "docmind kb reindex indexed-elsewhere" in gap.message()
+    assert world["retriever"].vector_kbs([odd.id]) == []
+    with pytest.raises(EmbedderMismatch, match="docmind kb reindex indexed-elsewhere"):
+        world["retriever"].check_embedder([odd.id])
 
 
 def test_lexical_vectors_see_duplicates():
