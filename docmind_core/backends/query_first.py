@@ -55,14 +55,7 @@ class QueryFirstEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if len(texts) < self.bulk_min:
-            with self._cond:
-                self._small_calls += 1
-            try:
-                return self.inner.embed(texts)
-            finally:
-                with self._cond:
-                    self._small_calls -= 1
-                    self._cond.notify_all()
+            return self._small(self.inner.embed, texts)
         parts = []
         for start in range(0, len(texts), self.slice_size):
             with self._cond:

