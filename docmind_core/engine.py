@@ -453,9 +453,9 @@ class Engine:
         """Hybrid retrieval + the refining pass over these KBs (hit testing, ``docmind search``)."""
         check_question(query, settings, what="query")  # InputTooLarge before any work
         self._current(settings)
-        # a KB built by another encoder is searched by keyword only; result.index_gaps says so and how to fix it
-        return self.retriever.search(query, list(dict.fromkeys(kb_ids)), settings,
-                                     doc_ids=list(doc_ids) if doc_ids else None)
+        # a KB built by another encoder stays, keyword only: result.index_gaps says so and names the fix
+        usable, _notices = self.check_embedder(kb_ids)
+        return self.retriever.search(query, usable, settings, doc_ids=list(doc_ids) if doc_ids else None)
 
     def ask(self, question: str, kb_ids: Sequence[int], *, settings: Settings | None = None, user_id: int | None = None,
             conversation_id: str | None = None, mode: str | RequestedMode = "auto",

