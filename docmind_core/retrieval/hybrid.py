@@ -33,6 +33,7 @@ from docmind_core.errors import EmbedderMismatch, StageError
 from docmind_core.models import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
 from docmind_core.retrieval.refine import EvidenceRefiner
+from docmind_core.text import detect_language
 from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import Embedder, KeywordIndex, VectorStore
 
@@ -178,6 +179,10 @@ class HybridRetriever:
         start = time.perf_counter()
         lists = [vec_hits, kw_hits]
         weights = [r.vector_weight, r.keyword_weight]
+        if crosses_language(query, [vec_records[cid].text for cid, _ in vec_hits[:3] if cid in vec_records]):
+            # the keyword side can only bring same-language passages here: let the dense side lead
+            dense = max(r.vector_weight, r.cross_language_vector_weight)
+            weights = [dense, min(r.keyword_weight, 1.0 - dense)]
         fused = rrf_fuse(lists, weights, k=r.rrf_k) if r.fusion == "rrf" else convex_fuse(lists, weights)
         vec = {cid: (score, rank) for rank, (cid, score) in enumerate(vec_hits, start=1)}
         kw = {cid: (score, rank) for rank, (cid, score) in enumerate(kw_hits, start=1)}
@@ -270,6 +275,19 @@ class HybridRetriever:
                 gaps.append(IndexGap(kb_id=kb_id, kb_name=self.store.get_kb(kb_id).name,
                                      missing_vectors=chunks - vectors, total=chunks))
         return gaps
+
+
+def crosses_language(question: str, top_dense_texts: Sequence[str]) -> bool:
+    """Most of the best dense hits are in the other language than the question (Chinese vs English).
+
+    A monolingual collection never crosses, so its fusion is unchanged; measured on the
+    cross-language set of bench/crosslang.py.
+    """
+    if len(top_dense_texts) < 2:
+        return False
+    asked = detect_language(question)
+    other = sum(detect_language(t) != asked for t in top_dense_texts)
+    return other * 2 > len(top_dense_texts)
 
 
 def encoder_notice(kb_name: str, built_with: str, live_encoder: str) -> str:
