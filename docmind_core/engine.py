@@ -34,7 +34,7 @@ from docmind_core.backends.rerankers import build_reranker
 from docmind_core.backends.tracing import NullExporter, build_exporter
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.backends.web_search import UnavailableWebSearch, build_web_search
-from docmind_core.errors import EmbedderMismatch, NotFound
+from docmind_core.errors import NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.judge import ModelJudge
@@ -412,21 +412,16 @@ class Engine:
         return self.config.load_for(user.owner_key)
 
     def check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
-        """KBs searchable with the live embedder, and a message for each one that is not.
+        """The KBs to search, and a notice for each one built by another encoder than the live one.
 
-        The check itself is the retriever's (the one every search passes, tools included); here it
-        only sorts the KBs, so a run leaves a mismatched KB out and says why.
+        Such a KB stays searchable by keyword only (the retriever leaves it out of vector search);
+        the notice names the fix, ``docmind kb reindex NAME``.
         """
         retriever = self.retriever
-        ok, problems = [], []
-        for kb_id in kb_ids:
-            try:
-                retriever.check_embedder([kb_id])
-            except EmbedderMismatch as exc:
-                problems.append(str(exc))
-            else:
-                ok.append(kb_id)
-        return ok, problems
+        vector_side = set(retriever.vector_kbs(kb_ids))
+        problems = [gap.message() for gap in retriever.index_gaps([k for k in kb_ids if k not in vector_side])
+                    if gap.built_with]
+        return list(dict.fromkeys(kb_ids)), problems
 
     # -- knowledge bases ----------------------------------------------------
     def create_kb(self, name: str, description: str = "", owner_id: int | None = None,
@@ -473,9 +468,8 @@ class Engine:
         """Hybrid retrieval + the refining pass over these KBs (hit testing, ``docmind search``)."""
         check_question(query, settings, what="query")  # InputTooLarge before any work
         self._current(settings)
-        usable, problems = self.check_embedder(kb_ids)
-        if problems:
-            raise EmbedderMismatch("; ".join(problems))
+        # a KB built by another encoder stays, keyword only: result.index_gaps says so and names the fix
+        usable, _notices = self.check_embedder(kb_ids)
         result = self.retriever.search(query, usable, settings, doc_ids=list(doc_ids) if doc_ids else None)
         result.pending = self.store.pending_ingest(usable)  # KBs still being ingested: their 0 hits say less
         return result
@@ -499,7 +493,7 @@ class Engine:
         usable, problems = self.check_embedder(kb_ids)
         problems = [*notices, *problems]
         gaps = [IndexIncomplete(kb_id=g.kb_id, missing_vectors=g.missing_vectors, total=g.total)
-                for g in self.retriever.index_gaps(usable)]
+                for g in self.retriever.index_gaps(usable) if not g.built_with]  # those have their notice
         history = self.conversations.history_turns(conversation_id, settings.rag.history_turns) \
             if conversation_id else []
         excluded = sorted({int(d) for d in exclude_doc_ids or ()})

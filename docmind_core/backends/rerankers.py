@@ -47,6 +47,7 @@ from typing import Sequence
 
 import numpy as np
 
+from docmind_core.backends.embedders import query_vectors
 from docmind_core.errors import BackendUnavailable
 from docmind_core.models import BackendStatus, RetrievedChunk
 from docmind_core.text import is_cjk, keyword_tokens, salient_terms, split_terms, stem_tokens
@@ -192,7 +193,7 @@ class OfflineReranker:
         out: list[float | None] = [c.scores.vector for c in chunks]
         missing = [i for i, v in enumerate(out) if v is None]
         if missing:
-            qvec = self.embedder.embed([query])[0]
+            qvec = query_vectors(self.embedder, [query])[0]
             keys = [(chunks[i].chunk_id or chunks[i].url, hash(chunks[i].text)) for i in missing]
             todo = [i for i, k in zip(missing, keys) if self._vectors.get(k) is None]
             if todo:

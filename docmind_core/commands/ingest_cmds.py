@@ -171,8 +171,11 @@ def register(cli: click.Group, get_engine) -> None:
     def kb_reindex(name, as_user):
         """Re-embed a knowledge base with the configured embedder (after changing embedding settings)."""
         bench = cli_workbench(get_engine(), as_user)
-        count = bench.reindex_kb(bench.kb_by_name(name).id)
-        click.echo(f"re-embedded {count} chunks of '{name}' with {bench.kb_by_name(name).embedder_id}")
+        before = bench.kb_by_name(name)
+        count = bench.reindex_kb(before.id)
+        now = bench.kb_by_name(name).embedder_id
+        was = f" (it was indexed with {before.embedder_id})" if before.embedder_id != now else ""
+        click.echo(f"re-embedded {count} chunks of '{name}' with {now}{was}")
 
     @kb.command("check")
     @click.argument("name")

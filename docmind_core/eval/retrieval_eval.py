@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.eval.beir import (BeirDataset, EmbeddingCache, chunk_corpus, corpus_cache_key, load_beir,
                                     queries_cache_key)
@@ -109,9 +110,12 @@ class _PrecomputedQueries:
         self.dim = embedder.dim
 
     def embed(self, texts):
+        return self._embedder.embed(texts)
+
+    def embed_query(self, texts):
         if len(texts) == 1 and texts[0] in self._vectors:
             return self._vectors[texts[0]][None, :]
-        return self._embedder.embed(texts)
+        return query_vectors(self._embedder, texts)
 
     def status(self):
         return self._embedder.status()
@@ -147,7 +151,7 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
                                    [c.text for c in chunks], embedder.embed,
                                    progress=lambda a, b: say(f"embedded {a}/{b}"))
     qvecs = cache.get_or_compute(embedder.id, queries_cache_key(dataset), [q.text for q in dataset.queries],
-                                 embedder.embed)
+                                 lambda texts: query_vectors(embedder, texts))
     seconds_embed = time.perf_counter() - start
 
     start = time.perf_counter()

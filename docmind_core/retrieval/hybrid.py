@@ -13,6 +13,11 @@ are still being written (or were left half-written by a crash), and a list that
 lost hits that way is fetched again deeper so ``top_k`` still means ready
 chunks.  ``index_gaps`` says which KBs have fewer vectors than chunks (an
 interrupted re-index, a lost collection): their search is partly keyword-only.
+
+Vectors of two encoders never meet: a KB built by another encoder than the
+live one has no vector side (``vector_kbs`` leaves it out of vector search and
+of the stored-vector cosines) and is searched by keyword only; ``index_gaps``
+reports it with the command that fixes it, ``docmind kb reindex NAME``.
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ from docmind_core.errors import EmbedderMismatch, StageError
 from docmind_core.models import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
 from docmind_core.retrieval.refine import EvidenceRefiner
+from docmind_core.text import detect_language
+from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import Embedder, KeywordIndex, VectorStore
 
 if TYPE_CHECKING:
     from docmind_core.store.kb_store import KnowledgeStore
 
 
-_CHECK_TTL_S = 5.0
 _GAP_TTL_S = 30.0  # a KB's counts are re-read at least this often, changed or not
 _GAP_MIN_INTERVAL_S = 2.0  # ... and at most this often while it changes (a long ingest changes it every second)
 _REFETCH_ROUNDS = 3  # deeper fetches when hits of not-ready documents were left out
@@ -53,27 +59,25 @@ class HybridRetriever:
         self.keyword_index = keyword_index
         self.refiner = refiner
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docmind-retrieval")
-        self._checked: dict[int, float] = {}  # kb id -> monotonic time until which its embedder check holds
         self._gaps: dict[int, tuple[tuple, int, int, float]] = {}  # kb id -> (signature, chunks, vectors, at)
 
     # -- guards ------------------------------------------------------------
-    def check_embedder(self, kb_ids: Sequence[int]) -> None:
-        """Refuse to search a KB indexed with another embedder: its vectors live in another space.
+    def _encoder_of(self, kb_id: int) -> tuple[bool, str]:
+        """(built by the live encoder, the encoder that built it) for one KB, read afresh on every call (one
+        row by key, ~20 us): a re-index in this process or another one counts from its next search."""
+        _name, built_with = self.store.kb_encoder(kb_id)
+        return built_with == self.embedder.id, built_with
 
-        A KB that passed is trusted for a few seconds: ``get_kb`` also counts documents and
-        chunks, which costs ~10 ms per query on a 10k-chunk KB.
-        """
-        now = time.monotonic()
+    def vector_kbs(self, kb_ids: Sequence[int]) -> list[int]:
+        """The KBs whose vectors live in the live encoder's space; the others are searched by keyword only."""
+        return [kb_id for kb_id in dict.fromkeys(kb_ids) if self._encoder_of(kb_id)[0]]
+
+    def check_embedder(self, kb_ids: Sequence[int]) -> None:
+        """Raise ``EmbedderMismatch`` (naming the fix) for a KB built by another encoder than the live one."""
         for kb_id in dict.fromkeys(kb_ids):
-            if self._checked.get(kb_id, 0.0) > now:
-                continue
-            kb = self.store.get_kb(kb_id)
-            if kb.embedder_id == self.embedder.id:
-                self._checked[kb_id] = now + _CHECK_TTL_S
-            else:
-                raise EmbedderMismatch(
-                    f"knowledge base '{kb.name}' was indexed with {kb.embedder_id} but the configured embedder is "
-                    f"{self.embedder.id}; re-index it (docmind kb reindex {kb.name}) or switch embedding settings back")
+            same, built_with = self._encoder_of(kb_id)
+            if not same:
+                raise EmbedderMismatch(encoder_notice(self.store.kb_encoder(kb_id)[0], built_with, self.embedder.id))
 
     # -- single retrievers --------------------------------------------------
     def vector_candidates(self, query: str, kb_ids: Sequence[int], top_k: int,
@@ -87,8 +91,10 @@ class HybridRetriever:
         return self._hydrate(*self._keyword_hits(query, kb_ids, top_k, doc_ids, exclude_doc_ids), "keyword")
 
     def _vector_hits(self, query, kb_ids, top_k, doc_ids, exclude_doc_ids=None) -> tuple[list[tuple[str, float]], dict]:
-        self.check_embedder(kb_ids)
-        qvec = self.embedder.embed([query])[0]
+        kb_ids = self.vector_kbs(kb_ids)
+        if not kb_ids:  # every KB was built by another encoder: keyword search only
+            return [], {}
+        qvec = query_vectors(self.embedder, [query])[0]
         extra = {"exclude_doc_ids": list(exclude_doc_ids)} if exclude_doc_ids else {}
         return self._ready_hits(lambda k: self.vector_store.query(list(kb_ids), qvec, k, doc_ids=doc_ids, **extra),
                                 top_k, exclude_doc_ids)
@@ -173,6 +179,10 @@ class HybridRetriever:
         start = time.perf_counter()
         lists = [vec_hits, kw_hits]
         weights = [r.vector_weight, r.keyword_weight]
+        if crosses_language(query, [vec_records[cid].text for cid, _ in vec_hits[:3] if cid in vec_records]):
+            # the keyword side can only bring same-language passages here: let the dense side lead
+            dense = max(r.vector_weight, r.cross_language_vector_weight)
+            weights = [dense, min(r.keyword_weight, 1.0 - dense)]
         fused = rrf_fuse(lists, weights, k=r.rrf_k) if r.fusion == "rrf" else convex_fuse(lists, weights)
         vec = {cid: (score, rank) for rank, (cid, score) in enumerate(vec_hits, start=1)}
         kw = {cid: (score, rank) for rank, (cid, score) in enumerate(kw_hits, start=1)}
@@ -204,10 +214,15 @@ class HybridRetriever:
         """
         if not chunks:
             return
+        same = set(self.vector_kbs({c.kb_id for c in chunks if c.kb_id is not None}))
+        # another encoder's stored vectors are in another space: those chunks keep no cosine
+        chunks = [c for c in chunks if c.kb_id is None or c.kb_id in same]
+        if not chunks:
+            return
         stored = stored_embeddings(self.vector_store, chunks, self.store)
         if not stored:
             return
-        qvec = self.embedder.embed([query])[0]  # served from the embedder's query cache
+        qvec = query_vectors(self.embedder, [query])[0]  # served from the embedder's query cache
         for i, chunk in enumerate(chunks):
             vec = stored.get(chunk.chunk_id)
             if vec is not None and vec.shape == qvec.shape:
@@ -239,6 +254,12 @@ class HybridRetriever:
         generation = getattr(self.keyword_index, "generation", None)
         for kb_id in dict.fromkeys(kb_ids):
             try:
+                same, built_with = self._encoder_of(kb_id)
+                if not same:  # no vector of the live encoder at all, until it is re-indexed
+                    kb = self.store.get_kb(kb_id)
+                    gaps.append(IndexGap(kb_id=kb_id, kb_name=kb.name, missing_vectors=kb.chunk_count,
+                                         total=kb.chunk_count, built_with=built_with, live_encoder=self.embedder.id))
+                    continue
                 changes = generation(kb_id) if generation is not None else self.store.kb_change_signature(kb_id)
                 signature = (changes, self.store.reindex_signature(kb_id))
                 cached = self._gaps.get(kb_id)  # (signature, chunks, vectors, counted at)
@@ -254,6 +275,26 @@ class HybridRetriever:
                 gaps.append(IndexGap(kb_id=kb_id, kb_name=self.store.get_kb(kb_id).name,
                                      missing_vectors=chunks - vectors, total=chunks))
         return gaps
+
+
+def crosses_language(question: str, top_dense_texts: Sequence[str]) -> bool:
+    """Most of the best dense hits are in the other language than the question (Chinese vs English).
+
+    A monolingual collection never crosses, so its fusion is unchanged; measured on the
+    cross-language set of bench/crosslang.py.
+    """
+    if len(top_dense_texts) < 2:
+        return False
+    asked = detect_language(question)
+    other = sum(detect_language(t) != asked for t in top_dense_texts)
+    return other * 2 > len(top_dense_texts)
+
+
+def encoder_notice(kb_name: str, built_with: str, live_encoder: str) -> str:
+    """What a user reads about a KB built by another encoder than the live one."""
+    return (f"knowledge base '{kb_name}' was indexed with {built_with} but the live encoder is {live_encoder}: "
+            f"it is searched by keyword only until you run `docmind kb reindex {kb_name}` "
+            f"(or switch the embedding settings back)")
 
 
 def stored_embeddings(vector_store, chunks: Sequence[RetrievedChunk], store=None) -> dict[str, np.ndarray]:

@@ -88,6 +88,14 @@ class KnowledgeStore:
             raise NotFound(f"No knowledge base with id {kb_id}.")
         return rows[0]
 
+    def kb_encoder(self, kb_id: int) -> tuple[str, str]:
+        """(name, embedder id) of a KB: the encoder that built its vectors, read on every search (one row by key,
+        without the counts ``get_kb`` adds)."""
+        row = self.db.db.execute("SELECT name, embedder_id FROM knowledge_bases WHERE id = ?", [kb_id]).fetchone()
+        if row is None:
+            raise NotFound(f"No knowledge base with id {kb_id}.")
+        return row[0], row[1]
+
     def get_kb_by_name(self, name: str) -> KnowledgeBase:
         rows = self._kb_rows("WHERE k.name = ?", [name])
         if not rows:

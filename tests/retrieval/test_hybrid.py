@@ -163,11 +163,18 @@ def test_refiner_dedupes_a_union_and_scores_web_chunks(world, embedder):
     assert web_out.scores.rerank is not None and web_out.scores.rerank > 0.5
 
 
-def test_embedder_mismatch_is_refused(world, embedder):
+def test_a_kb_of_another_encoder_gets_no_vector_side(world, embedder):
+    """Its vectors are in another space: keyword only, reported with the fix, and the strict check refuses."""
     store = world["store"]
     odd = store.create_kb("indexed-elsewhere", "st:some-other-model", 384)
-    with pytest.raises(EmbedderMismatch, match="re-index"):
-        world["retriever"].search("pump", [odd.id], Settings())
+    result = world["retriever"].search("pump", [odd.id], Settings())
+    assert result.chunks == []
+    [gap] = result.index_gaps
+    assert gap.built_with == "st:some-other-model" and gap.live_encoder == embedder.id
+    assert "keyword only" in gap.message() and "docmind kb reindex indexed-elsewhere" in gap.message()
+    assert world["retriever"].vector_kbs([odd.id]) == []
+    with pytest.raises(EmbedderMismatch, match="docmind kb reindex indexed-elsewhere"):
+        world["retriever"].check_embedder([odd.id])
 
 
 def test_lexical_vectors_see_duplicates():
@@ -197,3 +204,31 @@ def test_cli_search_shows_per_stage_scores(home, tmp_path):
     assert out.exit_code == 0 and "rerank" in out.output and "aquapump-manual.md" in out.output
     out = runner.invoke(cli, ["--home", str(home), "search", "pump", "--kb", "missing"])
     assert out.exit_code != 0 and "no knowledge base named 'missing'" in out.output
+
+
+def test_crosses_language_reads_the_question_against_its_best_dense_hits():
+    from docmind_core.retrieval.hybrid import crosses_language
+
+    english = ["The AquaPump DM-3000 is a quiet garden pump.", "Its warranty period is two years."]
+    chinese = ["星河净水器 X5 的滤芯每六个月更换一次。", "X5 的额定功率为 48 瓦。"]
+    assert crosses_language("水泵的保修期是多久？", english + chinese[:1])
+    assert crosses_language("How often is the X5 filter replaced?", chinese)
+    assert not crosses_language("How long is the pump warranty?", english)
+    assert not crosses_language("X5 的滤芯多久更换一次？", chinese + english[:1])
+    assert not crosses_language("水泵的保修期是多久？", english[:1])  # one hit says too little
+
+
+def _fused(world, question, weight, doc_ids=None):
+    settings = Settings().with_overrides({"retrieval.cross_language_vector_weight": weight})
+    return {c.chunk_id: c.scores.fused
+            for c in world["retriever"].candidates(question, [world["products"]], settings, doc_ids=doc_ids)}
+
+
+def test_a_cross_language_question_lets_the_dense_side_lead_and_a_same_language_one_is_unchanged(world):
+    """The keyword side cannot match across languages: fusion weighs the dense side up only then."""
+    same = "How long is the warranty of the DM-3000?"
+    assert _fused(world, same, 0.15) == _fused(world, same, 0.9)
+    english = [d.id for d in world["store"].list_documents(world["products"]) if d.name.endswith(".md")]
+    across = "水泵的进水过滤网应该多久冲洗一次？"  # a Chinese question over the English documents only
+    off, on = _fused(world, across, 0.15, english), _fused(world, across, 0.9, english)
+    assert off and off != on

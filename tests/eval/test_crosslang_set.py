@@ -1,0 +1,41 @@
+"""The cross-language question set of bench/crosslang.py: our own questions, both directions, gold ids only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+SET = Path(__file__).resolve().parents[2] / "bench" / "data" / "crosslang_questions.jsonl"
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _questions() -> list[dict]:
+    return [json.loads(line) for line in SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_at_least_forty_questions_in_both_directions_with_gold_ids():
+    qs = _questions()
+    assert len(qs) >= 40 and len({q["id"] for q in qs}) == len(qs)
+    zh, en = [q for q in qs if q["direction"] == "zh->en"], [q for q in qs if q["direction"] == "en->zh"]
+    assert len(zh) >= 20 and len(en) >= 20 and len(zh) + len(en) == len(qs)
+    for q in zh:  # a Chinese question for an English passage
+        assert CJK.search(q["text"]) and q["set"] in {"hotpotqa", "scifact"}
+    for q in en:  # an English question for a Chinese passage
+        assert not CJK.search(q["text"]) and q["set"] == "cmrc2018"
+    # questions and ids, never copies of the passages
+    assert all(q["gold"] and len(q["text"]) < 160 for q in qs)
+
+
+def test_gold_ids_exist_in_the_shared_sets():
+    folder = os.environ.get("DOCMIND_EVAL_DIR")
+    if not folder or not Path(folder).is_dir():
+        pytest.skip("set DOCMIND_EVAL_DIR to the shared eval folder (scifact/, hotpotqa/, cmrc2018/)")
+    ids: dict[str, set[str]] = {}
+    for name in ("scifact", "hotpotqa", "cmrc2018"):
+        with (Path(folder) / name / "corpus.jsonl").open(encoding="utf-8") as fh:
+            ids[name] = {json.loads(line)["id"] for line in fh if line.strip()}
+    assert all(set(q["gold"]) <= ids[q["set"]] for q in _questions())
