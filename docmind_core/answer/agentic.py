@@ -345,10 +345,14 @@ class AgenticSearch:
         if not kb_chunks or vector_store is None or embedder is None:
             return fresh
         try:
+            from docmind_core.backends.embedders import query_vectors
             from docmind_core.retrieval.hybrid import stored_embeddings
 
-            stored = stored_embeddings(vector_store, kb_chunks, getattr(retriever, "store", None))
-            qvec = np.asarray(embedder.embed([query])[0], dtype=np.float32) if stored else None
+            # another encoder's stored vectors are in another space: those chunks get no cosine
+            same = set(retriever.vector_kbs({c.kb_id for c in kb_chunks if c.kb_id is not None}))
+            in_space = [c for c in kb_chunks if c.kb_id is None or c.kb_id in same]
+            stored = stored_embeddings(vector_store, in_space, getattr(retriever, "store", None)) if in_space else {}
+            qvec = np.asarray(query_vectors(embedder, [query])[0], dtype=np.float32) if stored else None
             depth = max(ctx.settings.retrieval.keyword_top_k, 2 * len(kb_chunks))
             bm25 = {c.chunk_id: (c.scores.keyword, rank) for rank, c in enumerate(
                 retriever.keyword_candidates(query, list(ctx.kb_ids), depth), start=1)}
