@@ -106,7 +106,8 @@ def is_substantive(sentence: str, min_len: int) -> bool:
     bare = MARKER_RE.sub("", sentence).strip()
     if clean_length(bare) < min_len or not re.search(r"\w", bare):
         return False
-    if bare.rstrip().endswith((":", "：")):  # "According to the sources:" introduces, it does not claim
+    # "According to the sources:" introduces, it does not claim; "Released: [1]" cites a claim it never states
+    if bare.rstrip().endswith((":", "：")) and not MARKER_RE.search(sentence):
         return False
     if _TABLE_RULE_RE.match(bare):
         return False

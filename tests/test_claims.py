@@ -138,3 +138,17 @@ def test_a_sentence_with_two_values_of_the_kind_contradicts_nothing():
 def test_a_heading_naming_a_code_supports_what_it_says_of_it():
     assert status("错误代码 AUR-4012 表示许可证已过期。", [TROUBLE], [1]) == "supported"
     assert status("AUR-4012 表示索引服务超时。", [TROUBLE], [1]) == "unsupported"
+
+
+def test_a_cited_line_that_states_nothing_after_its_colon_is_an_unsupported_claim():
+    """Measured with a real 1.5B model (agentic, demo q04): "- Released: [1]" ended an answer that never gave
+    the release date, and the lead-in rule read it as an introduction, so the answer kept band HIGH."""
+    notes = RetrievedChunk(chunk_id="n", kb_id=1, doc_id=1, document="release_notes.md",
+                           text="## Nimbus firmware 3.2.1\nReleased: 2026-02-10\n- Fixed: the web console "
+                                "reported wrong disk usage on 2 TB drives.")
+    answer = "- Fixed: the web console reported wrong disk usage on 2 TB drives.\n- Released: [1]"
+    statuses = [(c.text.strip(), c.status) for c in check_claims(answer, [notes])]
+    assert statuses == [("- Fixed: the web console reported wrong disk usage on 2 TB drives.", "supported"),
+                        ("- Released: [1]", "unsupported")]
+    # a lead-in without a marker still introduces what follows
+    assert [c.status for c in check_claims("The notes say:\n- Released: 2026-02-10 [1]", [notes])] == ["supported"]
