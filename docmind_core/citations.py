@@ -238,6 +238,10 @@ def marker_position(answer: str, start: int, end: int) -> int:
     return pos
 
 
+_BAND_ORDER: dict[str, int] = {"LOW": 0, "MEDIUM": 1, "HIGH": 2}
+_BAND_CAP: dict[str, Band] = {Tier.AMBIGUOUS.value: "MEDIUM", Tier.LOW.value: "LOW"}
+
+
 def confidence_from(citations: CitationResult | None, top_score: float, tier: Tier | str | None,
                     settings: CitationSettings) -> Confidence:
     """confidence = supported coverage x top rerank score (or the top score alone), with a band and a reason.
@@ -245,7 +249,8 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
     Supported coverage is the share of the answer's substantive claims a source states (see claims.py), so
     an answer whose claims state nothing checkable, or only values its sources do not hold, scores 0
     whatever the evidence grade.  An answer without any claim ("Sorry.") or with unknown citations (parsing
-    failed) scores 0 too.  A contradicted claim caps the band at LOW.  ``ungrounded`` marks an answer with a
+    failed) scores 0 too.  A contradicted claim caps the band at LOW, and so does evidence graded LOW; evidence
+    graded AMBIGUOUS caps it at MEDIUM.  ``ungrounded`` marks an answer with a
     substantive claim unsupported or contradicted, whatever the tier (and, as before, one that cites almost
     nothing while the grader found the evidence weak).
     """
@@ -267,6 +272,11 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
         band = "LOW"
     else:
         band = "MEDIUM"
+    # the band never claims more than the evidence grade: the grader unsure (AMBIGUOUS) caps it at MEDIUM,
+    # evidence graded LOW at LOW, however well the answer's claims match their sources
+    capped = _BAND_CAP.get(tier_value)
+    if capped is not None and _BAND_ORDER[band] > _BAND_ORDER[capped]:
+        band = capped
     ungrounded = bool(unsupported or contradicted) or (
         coverage is not None and coverage < UNGROUNDED_COVERAGE and tier_value == Tier.LOW.value)
     grade = f"evidence tier {tier_value or 'unknown'}, top score {top:.2f}"

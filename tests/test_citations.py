@@ -383,3 +383,15 @@ def test_the_timeline_and_the_source_cards_count_claims():
     assert "contradicts 1 claim" in card
     assert "supports 1 claim" in source_card_html(1, NIMBUS[0], "r", answer, checks=citations.claims)
     assert isinstance(confidence, Confidence)
+
+
+@pytest.mark.parametrize("tier, band", [(Tier.HIGH, "HIGH"), (Tier.AMBIGUOUS, "MEDIUM"), (Tier.LOW, "LOW")])
+def test_the_band_never_claims_more_than_the_evidence_grade(tier, band):
+    """Measured on the demo set (offline, q14): an answer prefaced "the sources only partly match" over
+    evidence graded AMBIGUOUS was shown in band HIGH because each quoted sentence was supported."""
+    source = RetrievedChunk(chunk_id="c", kb_id=1, doc_id=1, document="release_notes.md",
+                            text="Firmware 3.2.1 fixed error NIM-201 on the Nimbus N2.")
+    answer = "Firmware 3.2.1 fixed error NIM-201 on the Nimbus N2 [1]."
+    citations = parse_citations(answer, [source])
+    assert citations.coverage == 1.0
+    assert confidence_from(citations, 0.99, tier, SETTINGS).band == band
