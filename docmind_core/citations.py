@@ -250,7 +250,7 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
     an answer whose claims state nothing checkable, or only values its sources do not hold, scores 0
     whatever the evidence grade.  An answer without any claim ("Sorry.") or with unknown citations (parsing
     failed) scores 0 too.  A contradicted claim caps the band at LOW, and so does evidence graded LOW; evidence
-    graded AMBIGUOUS caps it at MEDIUM.  ``ungrounded`` marks an answer with a
+    graded AMBIGUOUS caps it at MEDIUM, as does any unsupported claim: HIGH says every claim was found.  ``ungrounded`` marks an answer with a
     substantive claim unsupported or contradicted, whatever the tier (and, as before, one that cites almost
     nothing while the grader found the evidence weak).
     """
@@ -277,6 +277,8 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
     capped = _BAND_CAP.get(tier_value)
     if capped is not None and _BAND_ORDER[band] > _BAND_ORDER[capped]:
         band = capped
+    if unsupported and band == "HIGH":  # HIGH says every claim was found in its source
+        band = "MEDIUM"
     ungrounded = bool(unsupported or contradicted) or (
         coverage is not None and coverage < UNGROUNDED_COVERAGE and tier_value == Tier.LOW.value)
     grade = f"evidence tier {tier_value or 'unknown'}, top score {top:.2f}"

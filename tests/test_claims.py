@@ -152,3 +152,19 @@ def test_a_cited_line_that_states_nothing_after_its_colon_is_an_unsupported_clai
                         ("- Released: [1]", "unsupported")]
     # a lead-in without a marker still introduces what follows
     assert [c.status for c in check_claims("The notes say:\n- Released: 2026-02-10 [1]", [notes])] == ["supported"]
+
+
+def test_an_answer_with_an_unsupported_claim_is_never_in_band_high():
+    """The q04 answer above scored 2 of 3 claims x top score 0.98 = 0.65, band HIGH, while ungrounded."""
+    from docmind_core.citations import confidence_from, parse_citations
+    from docmind_core.models import Tier
+    from docmind_core.settings import CitationSettings
+
+    notes = RetrievedChunk(chunk_id="n", kb_id=1, doc_id=1, document="release_notes.md",
+                           text="## Nimbus firmware 3.2.1\nReleased: 2026-02-10\n- Fixed: the fan controller could "
+                                "stop the fan after waking from standby.\n- Fixed: the web console reported wrong "
+                                "disk usage on 2 TB drives.")
+    answer = ("- Fixed: the fan controller could stop the fan after waking from standby.\n- Fixed: the web console "
+              "reported wrong disk usage on 2 TB drives.\n- Released: [1]")
+    confidence = confidence_from(parse_citations(answer, [notes]), 0.98, Tier.HIGH, CitationSettings())
+    assert confidence.ungrounded and confidence.band == "MEDIUM", confidence
