@@ -60,8 +60,6 @@ MAX_SUPPORTING_SOURCES = 3
 _FACT_WEIGHT = 1.6  # salient_terms weight of numbers, codes and names: a source adding one of them is kept
 _ADDED_SOURCE_MIN_GAIN = 0.2  # otherwise a further source must add this share of the sentence's weight
 _TRAILING_PUNCTUATION = frozenset("。！？；…!?;.．:：”’」』\"'")
-_sentence_units = sentence_units
-_holds = holds
 
 
 @dataclass(frozen=True)
@@ -80,19 +78,14 @@ def cited_sentences(answer: str) -> list[CitedSentence]:
     """Each number of each ``[n]`` marker in ``answer``, with its sentence: the one coverage counts it for
     (a marker right after a sentence end belongs to the sentence it ends).  Inferred citations are not
     in the text and so not here."""
-    units = _sentence_units(answer)
+    units = sentence_units(answer)
     out: list[CitedSentence] = []
     for m in MARKER_RE.finditer(answer):
         unit = next(((t_start, t_end) for t_start, t_end, m_start, m_end in units
-                     if _holds(t_start, t_end, m_start, m_end, m.start(), m.end())), (m.start(), m.start()))
+                     if holds(t_start, t_end, m_start, m_end, m.start(), m.end())), (m.start(), m.start()))
         out.extend(CitedSentence(index, m.start(), m.end(), unit[0], unit[1], answer[unit[0]:unit[1]])
                    for index in marker_numbers(m))
     return out
-
-
-def _holds(t_start: int, t_end: int, m_start: int, m_end: int, start: int, end: int) -> bool:
-    """The sentence unit (text span, marker span) holds the marker answer[start:end]."""
-    return min(t_start, m_start) <= start and end <= max(t_end, m_end)
 
 
 def parse_citations(answer: str, sources: Sequence[RetrievedChunk], min_sentence_len: int = 8) -> CitationResult:

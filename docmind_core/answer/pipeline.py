@@ -275,6 +275,7 @@ class AnswerPipeline:
         # 6. the model judge reads each claim against its source, over the offline checks' statuses
         if state.judge is not None and state.answer and not cancel.is_set():
             citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
+            state.citations = citations  # read once: the done event uses these unless the judge re-rates them
             claims = claims_to_check(citations, state.sources)
             if claims:
                 state.stage = "judge"

@@ -50,12 +50,6 @@ class ExperimentAsker(Protocol):
     def list_documents(self, kb_id: int) -> "list[DocumentRecord]": ...
 
 RunMode = Literal["auto", "rule", "agentic"]  # stored and asked as RequestedMode values
-# Every spelling of a variant's mode (lower case) -> the RequestedMode value its runs ask with.
-_MODE_SPELLINGS: dict[str, str] = {
-    "auto": RequestedMode.AUTO.value,
-    "rule": RequestedMode.RULE.value, Mode.RULE_PLANNER.value.lower(): RequestedMode.RULE.value,
-    "agentic": RequestedMode.AGENTIC.value, Mode.AGENTIC.value.lower(): RequestedMode.AGENTIC.value,
-}
 # The name a variant's mode is shown with: the Mode the forced path runs (AUTO: the router decides).
 MODE_NAMES: dict[str, str] = {RequestedMode.AUTO.value: "AUTO", RequestedMode.RULE.value: Mode.RULE_PLANNER.value,
                               RequestedMode.AGENTIC.value: Mode.AGENTIC.value}
@@ -81,10 +75,10 @@ class Variant(BaseModel):
     def _one_vocabulary(cls, value: Any) -> Any:
         key = value.value if isinstance(value, (Mode, RequestedMode)) else value
         if isinstance(key, str):
-            found = _MODE_SPELLINGS.get(key.strip().lower())
-            if found is None:
-                raise ValueError(f"mode {key!r} is not one of {MODE_CHOICES} (or auto, rule, agentic)")
-            return found
+            try:
+                return RequestedMode(key).value  # every spelling RequestedMode reads, in any case
+            except ValueError:
+                raise ValueError(f"mode {key!r} is not one of {MODE_CHOICES} (or auto, rule, agentic)") from None
         return value
 
     @property
