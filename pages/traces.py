@@ -7,7 +7,8 @@ from datetime import date, timedelta
 import pandas as pd
 import streamlit as st
 
-from docmind_core.compare import compare_runs, regrade
+from docmind_core.compare import compare_runs
+from docmind_core.regrade import regrade
 from docmind_core.errors import DocMindError
 from docmind_core.models import NO_RETRIEVAL_MODE, Mode, StopReason, Tier
 from docmind_core.pair_labels import pair_labels

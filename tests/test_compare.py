@@ -7,14 +7,9 @@ import json
 import pytest
 
 from docmind_core.citation_html import citation_html, source_card_html
-from docmind_core.compare import (
-    RunDigest,
-    compare_runs,
-    config_differences,
-    graded_input,
-    regrade,
-    timeline,
-)
+from docmind_core.compare import compare_runs, config_differences
+from docmind_core.regrade import graded_input, regrade
+from docmind_core.timeline import RunDigest, timeline
 from docmind_core.errors import ConfigError
 from docmind_core.events import (
     AgenticStep,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from docmind_core.answer.grade import CragGrader
-from docmind_core.compare import regrade_settings, score_distribution
+from docmind_core.compare import score_distribution
+from docmind_core.regrade import regrade_settings
 from docmind_core.experiments.sweep import sweep, sweep_input
 from docmind_core.models import RetrievedChunk, StageScores, Tier
 from docmind_core.settings import GraderSettings
@@ -35,7 +36,7 @@ def test_every_sweep_point_is_the_tier_a_fresh_grade_gives(recorded):
     live = GraderSettings()
     x = sweep_input(record, "v", positive=True, unanswerable=False)
     result = sweep([x], live)
-    from docmind_core.compare import graded_input
+    from docmind_core.regrade import graded_input
     query, chunks = graded_input(record)
     assert sum(p.live for p in result.points) == 1
     live_point = next(p for p in result.points if p.live)

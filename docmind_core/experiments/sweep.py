@@ -1,10 +1,10 @@
 """Threshold sweep without model calls: an experiment's stored runs re-graded over a grid of
 ``grader.high_threshold`` x ``grader.low_threshold`` x ``grader.gray_zone_mode``.
 
-Each run's graded input (the query and the chunks its first grading saw, ``compare.graded_input``) is
+Each run's graded input (the query and the chunks its first grading saw, ``regrade.graded_input``) is
 read once; its top score and lexical coverage do not depend on the thresholds, so every grid point asks
 the CRAG grader itself (``CragGrader.tier_for``) for the tier: one grader, as in the what-if regrade.
-As there (one rule, ``compare.regrade_settings``), each run keeps the grader settings it was recorded with
+As there (one rule, ``regrade.regrade_settings``), each run keeps the grader settings it was recorded with
 (its trace's config snapshot) for every key the sweep does not sweep; only a key the snapshot lacks comes from
 the live settings, and a recorded key that is no longer a grader setting is ignored.
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
-from docmind_core.compare import graded_input, recorded_grader_settings, regrade_settings
+from docmind_core.regrade import graded_input, recorded_grader_settings, regrade_settings
 from docmind_core.answer.grade import CoverageReport, CragGrader, chunk_score, coverage_report
 from docmind_core.errors import ConfigError
 from docmind_core.models import Tier
@@ -202,7 +202,7 @@ def sweep_input(record: Any, variant: str, positive: bool, unanswerable: bool) -
 
 
 def recorded_grader(record: Any) -> tuple[tuple[str, Any], ...]:
-    """The run's recorded grader settings (``compare.recorded_grader_settings``) less the swept keys, sorted."""
+    """The run's recorded grader settings (``regrade.recorded_grader_settings``) less the swept keys, sorted."""
     config = record.config if hasattr(record, "config") else record.get("config")
     return tuple(sorted((name, value) for name, value in recorded_grader_settings(config).items()
                         if name not in SWEPT_KEYS))
