@@ -12,7 +12,7 @@ from typing import Any, Generator, Literal, Sequence
 
 from docmind_core.answer.grade import CragGrader
 from docmind_core.retrieval.refine import EvidenceRefiner
-from docmind_core.deadline import RunGuard, elapsed_ms
+from docmind_core.deadline import elapsed_ms
 from docmind_core.events import Event, Graded, Reranked, WebCompensated
 from docmind_core.models import CutBy, GradeResult, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
 from docmind_core.settings import Settings
@@ -68,11 +68,12 @@ class EvidenceFinisher:
 
     def finish(self, query: str, union: Sequence[RetrievedChunk], ctx: ToolContext,
                web_already_used: bool, rerank_query: str | None = None,
-               groups: Sequence[Sequence[str]] = (), incomplete: Sequence[str] = (),
-               guard: RunGuard | None = None) -> Generator[Event, None, FinishedEvidence]:
+               groups: Sequence[Sequence[str]] = (), incomplete: Sequence[str] = ()
+               ) -> Generator[Event, None, FinishedEvidence]:
         """``groups``: chunk ids per search; each search's best-reranked chunk is kept (see keep_group_best).
-        ``incomplete``: what did not answer during retrieval; the grade's reason says so."""
-        settings = ctx.settings
+        ``incomplete``: what did not answer during retrieval; the grade's reason says so.  Settings and
+        deadline are the run's (``ctx.run``)."""
+        settings, guard = ctx.run.settings, ctx.run.guard
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         result = keep_group_best(self.refiner.refine(rerank_query or query, list(union), settings), groups, settings)
