@@ -81,7 +81,8 @@ class EvidenceFinisher:
         yield Reranked(candidates=result.candidates, reranker=_reranker_name(self.refiner),
                        duration_ms=timings["refine"])
         t0 = time.perf_counter()
-        grade = self.grader.grade(query, result.chunks, settings, incomplete=incomplete)
+        grade = self.grader.grade(query, result.chunks, settings.grader,
+                                  settings.retrieval.web_compensation_on_low, incomplete=incomplete)
         timings["grade"] = elapsed_ms(t0)
         yield Graded(grade=grade, round="initial")
 
@@ -111,7 +112,8 @@ class EvidenceFinisher:
         timings["web_compensation"] = elapsed_ms(t0)
         added = sum(1 for c in result.chunks if c.origin == "web")
         yield WebCompensated(ran=True, reason=reason, added_chunks=added, duration_ms=timings["web_compensation"])
-        grade = self.grader.grade(query, result.chunks, settings, incomplete=incomplete)
+        grade = self.grader.grade(query, result.chunks, settings.grader,
+                                  settings.retrieval.web_compensation_on_low, incomplete=incomplete)
         yield Graded(grade=grade, round="after_web")
         return FinishedEvidence(result, grade, True, timings)
 
