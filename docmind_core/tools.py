@@ -26,7 +26,7 @@ from typing import Any, Callable, Literal, Protocol, Sequence
 
 from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec, WebSearch
-from docmind_core.errors import DocMindError
+from docmind_core.errors import DocMindError, ToolExecutionError
 from docmind_core.limits import check_tool_call, clipped_arguments, tool_arguments_problem
 from docmind_core.models import CutBy, RetrievedChunk, ToolCallRecord
 from docmind_core.sandbox import run_python
@@ -38,15 +38,6 @@ ToolStatus = Literal["ok", "error", "deduplicated", "rejected", "unavailable"]
 # Argument names a model might use to pick knowledge bases or users; the session decides those.
 _SESSION_ARGS = ("kb_ids", "kbIds", "kb_id", "kbId", "user_id", "userId")
 _SNIPPET_TOKENS = 160  # per chunk in the text the model reads
-
-
-class ToolExecutionError(DocMindError):
-    """A tool's backend failed while running a well-formed call."""
-
-    def __init__(self, tool: str, cause: BaseException):
-        super().__init__(f"{tool} failed: {cause}")
-        self.tool = tool
-        self.cause = cause
 
 
 @dataclass
