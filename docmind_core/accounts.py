@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from docmind_core.errors import DocMindError, RuntimeFailure
+from docmind_core.errors import DocMindError, RuntimeFailure, UserError
 from docmind_core.store.db import Database
 from docmind_core.store.retired_ids import retire
-from docmind_core.users import User, UserError, UserStore
+from docmind_core.users import User, UserStore
 
 # What a removal reports, in this order.
 REPORT_ORDER = ("knowledge bases", "documents", "datasets", "experiments", "conversations", "traces", "memories",
