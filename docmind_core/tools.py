@@ -373,7 +373,8 @@ class Toolbox:
     def recall_memory(self, ctx: ToolContext, query: str) -> ToolOutput:
         if self.memory is None or ctx.run.user_id is None:
             return ToolOutput(status="unavailable", message="no memory for this session", text="No memories.")
-        items = self.memory.recall(ctx.run.user_id, query, ctx.run.settings.memory.top_k, ctx.run.settings.memory.min_similarity)
+        memory = ctx.run.settings.memory
+        items = self.memory.recall(ctx.run.user_id, query, memory.top_k, memory.min_similarity)
         texts = [getattr(m, "text", m) if not isinstance(m, str) else m for m in items]
         texts = [str(t) for t in texts if t]
         ctx.add_memories(texts)
