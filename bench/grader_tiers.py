@@ -146,7 +146,8 @@ def beir_runs(eval_dir: Path, name: str, splits: list[str], limit: int | None, s
                 for answerable in (True, False):
                     result = index.retriever.search(q.text, [index.kb_id], settings,
                                                     exclude_doc_ids=None if answerable else sorted(gold))
-                    grade = grader.grade(q.text, result.chunks, settings)
+                    grade = grader.grade(q.text, result.chunks, settings.grader,
+                                         settings.retrieval.web_compensation_on_low)
                     if regrade is not None:
                         grade = regrade(q.text, result.chunks, grade)
                     found = {c.doc_id for c in result.chunks}

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from docmind_core.errors import DocMindError
+from docmind_core.errors import DocMindError, RuntimeFailure, UserError
 from docmind_core.store.db import Database
 from docmind_core.store.retired_ids import retire
-from docmind_core.users import User, UserError, UserStore
+from docmind_core.users import User, UserStore
 
 # What a removal reports, in this order.
 REPORT_ORDER = ("knowledge bases", "documents", "datasets", "experiments", "conversations", "traces", "memories",
@@ -95,9 +95,9 @@ def remove_account(db: Database, users: UserStore, target: User, transfer_to: Us
             try:
                 delete_kb(kb_id)
             except DocMindError as exc:
-                raise DocMindError(f"'{target.username}' was not removed: knowledge base #{kb_id} could not be "
-                                   f"deleted ({exc}); its sessions and API keys are gone, run the removal "
-                                   "again later") from exc
+                raise RuntimeFailure(f"'{target.username}' was not removed: knowledge base #{kb_id} could not be "
+                                     f"deleted ({exc}); its sessions and API keys are gone, run the removal "
+                                     "again later") from exc
         deleted.update(owned)
     else:
         transferred = owned

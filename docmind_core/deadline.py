@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-from docmind_core.errors import ModelCallCut
+from docmind_core.errors import DeadlineCut, ModelCallCut
 from docmind_core.settings import Settings
 
 LLM = "llm"  # breaker key of the language model; retrieval tools use their tool name (searchDocs, webSearch ...)
@@ -35,10 +35,6 @@ UNDERSTANDING_SHARE = 0.5
 _MIN_CALL_S = 0.05  # a call given less than this would only fail; callers treat it as "no time left"
 _CANCEL_POLL_S = 0.1  # how often a bounded stream's reader looks at its cancel flag while no item arrives
 T = TypeVar("T")
-
-
-class DeadlineCut(TimeoutError):
-    """A call the clock ended: its time ran out while it was still in progress (whatever the server sent)."""
 
 
 @dataclass

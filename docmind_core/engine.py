@@ -307,7 +307,7 @@ class Engine:
     def _wire(self, b: Backends) -> None:
         from docmind_core.answer.agentic import AgenticSearch
         from docmind_core.answer.oneshot import OneShotRetrieval
-        from docmind_core.tools import ToolContext, Toolbox
+        from docmind_core.tools import Toolbox
 
         self.memory_store = MemoryStore(self.db, b.embedder)
         self.ingestor = Ingestor(self.store, b.embedder, b.vector_store, b.keyword_index, self.leases)
@@ -319,7 +319,6 @@ class Engine:
         self.pipeline = AnswerPipeline(
             llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, reranker=b.reranker,
             one_shot=one_shot, agentic=agentic, grader=self.grader, memory=self.memory_store,
-            tool_context_factory=ToolContext.for_run,
             judge=ModelJudge(b.llm, self.prompts) if isinstance(b.llm, CompletingModel) else None)
 
     def refresh(self) -> Settings:

@@ -10,12 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from docmind_core.errors import DocMindError
+from docmind_core.errors import InputTooLarge
 from docmind_core.settings import Settings
-
-
-class InputTooLarge(DocMindError):
-    """A question, id list or tool argument is over its ``limits.*`` cap."""
 
 
 def check_question(text: str, settings: Settings, what: str = "question") -> None:

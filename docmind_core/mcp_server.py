@@ -156,7 +156,7 @@ class McpToolService:
         bench = self._bench(caller)
         _limit_kb_ids(bench.settings(), caller, kb_ids)
         scope = bench.tool_scope(kb_ids)
-        if not scope.context.kb_ids:
+        if not scope.context.run.kb_ids:
             return _result(ToolOutput(text="No knowledge base is readable for this key's user."), scope.context)
         return _with_pending(_result(_checked(bench.run_tool(name, scope, **arguments)), scope.context), scope.pending)
 
@@ -169,7 +169,7 @@ class McpToolService:
     def web_search(self, caller: ResolvedKey, query: str, max_results: int | None) -> dict:
         bench = self._bench(caller)
         scope = bench.tool_scope(None, searches_kbs=False)
-        limit = scope.context.settings.web.mcp_rate_limit_per_minute
+        limit = scope.context.run.settings.web.mcp_rate_limit_per_minute
         decision = self.web_limiter.acquire(caller.key_id, limit)
         if not decision.allowed:
             raise ToolError(f"webSearch rate limit reached for this API key ({limit} calls per minute, "
@@ -222,7 +222,7 @@ def _result(output: ToolOutput, ctx: ToolContext) -> dict:
     return {
         "status": output.status,
         "message": output.message,
-        "kb_ids": list(ctx.kb_ids),
+        "kb_ids": list(ctx.run.kb_ids),
         "text": output.text,
         "chunks": [{"chunk_id": c.chunk_id, "kb_id": c.kb_id, "doc_id": c.doc_id, "document": c.document,
                     "text": c.text, "origin": c.origin, "url": c.url,

@@ -1,9 +1,10 @@
 """The retrieval tools and the per-run tool context that enforces the security boundary.
 
 One set of tool functions serves the one-shot workers, the agentic loop and
-the MCP server.  Every call runs under a :class:`ToolContext` built
-from the *session*: the knowledge-base ids and the user id never come from the
-model, so a prompt-injected ``kbIds=[999]`` is overridden, not obeyed.
+the MCP server.  Every call runs under a :class:`ToolContext` over the run's
+:class:`~docmind_core.answer.run_context.RunContext`, whose scope comes from the
+*session*: the knowledge-base ids and the user id never come from the model, so a
+prompt-injected ``kbIds=[999]`` is overridden, not obeyed.
 
 ``searchDocs`` is the hybrid search (vector + keyword, fused), not the dense
 retriever alone: the bundled encoder is weak on rare names and codes, and a
@@ -23,8 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence
 
+from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Observation, ToolCallRequest, ToolSpec, WebSearch
-from docmind_core.errors import DocMindError
+from docmind_core.errors import DocMindError, ToolExecutionError
 from docmind_core.limits import check_tool_call, clipped_arguments, tool_arguments_problem
 from docmind_core.models import CutBy, RetrievedChunk, ToolCallRecord
 from docmind_core.sandbox import run_python
@@ -36,15 +38,6 @@ ToolStatus = Literal["ok", "error", "deduplicated", "rejected", "unavailable"]
 # Argument names a model might use to pick knowledge bases or users; the session decides those.
 _SESSION_ARGS = ("kb_ids", "kbIds", "kb_id", "kbId", "user_id", "userId")
 _SNIPPET_TOKENS = 160  # per chunk in the text the model reads
-
-
-class ToolExecutionError(DocMindError):
-    """A tool's backend failed while running a well-formed call."""
-
-    def __init__(self, tool: str, cause: BaseException):
-        super().__init__(f"{tool} failed: {cause}")
-        self.tool = tool
-        self.cause = cause
 
 
 @dataclass
@@ -68,16 +61,17 @@ class ToolOutput:
 
 @dataclass
 class ToolContext:
-    """One run's tool state: the session's scope plus what the tools found so far.
+    """One run's tool state: what the tools found so far, under the run's :class:`RunContext`.
 
-    Calls in one agentic round run in parallel threads, so every mutation goes
-    through the lock.
+    The run (``run``) holds the session's scope and the settings; this adds only what the tools did.  ``stop``
+    is the tools' own flag, apart from the run's cancel: closing the context (the loop is over) or abandoning a
+    timed-out round sets it, and in-flight and later calls see it, while the run itself goes on.
+
+    Calls in one agentic round run in parallel threads, so every mutation goes through the lock.
     """
 
-    kb_ids: tuple[int, ...]
-    user_id: int | None
-    settings: Settings
-    cancel: threading.Event = field(default_factory=threading.Event)
+    run: RunContext
+    stop: threading.Event = field(default_factory=threading.Event)
     searched: set[tuple[str, str]] = field(default_factory=set)  # (tool, normalised query)
     chunks: dict[str, RetrievedChunk] = field(default_factory=dict)  # first-seen order
     records: list[ToolCallRecord] = field(default_factory=list)
@@ -87,22 +81,18 @@ class ToolContext:
     call_count: int = 0
     closed: bool = False
     search_groups: list[list[str]] = field(default_factory=list)  # chunk ids each KB search returned, in order
-    # Documents this run must never see (leave-gold-out evaluation): set by the session, like kb_ids.
-    exclude_doc_ids: frozenset[int] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def for_run(cls, kb_ids: Sequence[int], user_id: int | None, settings: Settings,
                 cancel: threading.Event | None = None,
                 exclude_doc_ids: Sequence[int] | None = None) -> "ToolContext":
-        return cls(kb_ids=tuple(int(k) for k in kb_ids), user_id=user_id, settings=settings,
-                   cancel=cancel if cancel is not None else threading.Event(),
-                   exclude_doc_ids=frozenset(int(d) for d in exclude_doc_ids or ()))
+        """The tool context of a run of its own, without a deadline (one MCP tool call, evaluation, tests)."""
+        return cls(RunContext.start(settings, kb_ids, user_id, exclude_doc_ids, cancel))
 
     def fresh(self) -> "ToolContext":
-        """Same session scope, empty state (used when the loop falls back to one-shot)."""
-        return ToolContext.for_run(self.kb_ids, self.user_id, self.settings, threading.Event(),
-                                   exclude_doc_ids=self.exclude_doc_ids)
+        """Same run, empty state (used when the loop falls back to one-shot)."""
+        return ToolContext(self.run)
 
     # -- state updates (thread-safe) ------------------------------------------
     def claim_query(self, tool: str, query: str) -> bool:
@@ -118,7 +108,7 @@ class ToolContext:
     def reserve_call(self) -> bool:
         """Count one call against the run's cap; False when the cap is reached."""
         with self._lock:
-            if self.call_count >= self.settings.agentic.max_tool_calls:
+            if self.call_count >= self.run.settings.agentic.max_tool_calls:
                 return False
             self.call_count += 1
             return True
@@ -163,10 +153,10 @@ class ToolContext:
             return [c.model_copy(deep=True) for c in self.chunks.values()]
 
     def close(self) -> None:
-        """End of run: in-flight tools see the cancel flag, later calls are refused."""
+        """End of the tools' work: in-flight tools see the stop flag, later calls are refused."""
         with self._lock:
             self.closed = True
-        self.cancel.set()
+        self.stop.set()
 
 
 # --------------------------------------------------------------------------
@@ -318,7 +308,7 @@ class Toolbox:
         A tool that can only answer "unavailable" costs a small model a call slot and prompt tokens: web search
         without a working backend and memory recall for a user with no memories are not offered.
         """
-        settings = ctx.settings
+        settings = ctx.run.settings
         offered: list[ToolSpec] = []
         withheld: dict[str, str] = {}
         for spec in loop_tool_specs(settings.sandbox.enabled, settings.agentic.compact_tools):
@@ -339,11 +329,11 @@ class Toolbox:
                 return f"web search status failed: {exc}"
             return "" if status.live else f"web search unavailable ({status.detail or status.name})"
         if name == "recall_memory":
-            if self.memory is None or ctx.user_id is None:
+            if self.memory is None or ctx.run.user_id is None:
                 return "no memory for this session"
             listing = getattr(self.memory, "list", None)
             try:
-                has_any = bool(listing(ctx.user_id)) if callable(listing) else True
+                has_any = bool(listing(ctx.run.user_id)) if callable(listing) else True
             except Exception:  # noqa: BLE001
                 has_any = False
             return "" if has_any else "the user has no memories"
@@ -352,24 +342,24 @@ class Toolbox:
     # -- the tools ---------------------------------------------------------------
     def search_docs(self, ctx: ToolContext, query: str, top_k: int | None = None) -> ToolOutput:
         """Hybrid candidates (vector + keyword, fused), best first; ``top_k=None`` returns all of them."""
-        excluded = {"exclude_doc_ids": sorted(ctx.exclude_doc_ids)} if ctx.exclude_doc_ids else {}
-        chunks = self.retriever.candidates(query, list(ctx.kb_ids), ctx.settings, **excluded)
+        excluded = {"exclude_doc_ids": sorted(ctx.run.exclude_doc_ids)} if ctx.run.exclude_doc_ids else {}
+        chunks = self.retriever.candidates(query, list(ctx.run.kb_ids), ctx.run.settings, **excluded)
         chunks = [c for c in chunks if c.cut_by != CutBy.FUSION] or chunks
         if top_k is not None:
             chunks = chunks[:top_k]
         return ToolOutput(chunks=_labelled(chunks, "searchDocs"), text=_describe(chunks))
 
     def keyword_search(self, ctx: ToolContext, query: str, top_k: int | None = None) -> ToolOutput:
-        k = top_k if top_k is not None else ctx.settings.retrieval.keyword_top_k
-        excluded = {"exclude_doc_ids": sorted(ctx.exclude_doc_ids)} if ctx.exclude_doc_ids else {}
-        chunks = self.retriever.keyword_candidates(query, list(ctx.kb_ids), k, **excluded)
+        k = top_k if top_k is not None else ctx.run.settings.retrieval.keyword_top_k
+        excluded = {"exclude_doc_ids": sorted(ctx.run.exclude_doc_ids)} if ctx.run.exclude_doc_ids else {}
+        chunks = self.retriever.keyword_candidates(query, list(ctx.run.kb_ids), k, **excluded)
         return ToolOutput(chunks=_labelled(chunks, "keywordSearch"), text=_describe(chunks))
 
     def web_search(self, ctx: ToolContext, query: str, max_results: int | None = None) -> ToolOutput:
         if self.web is None:
             return ToolOutput(status="unavailable", message="web search unavailable: no web backend configured",
                               text="Web search is unavailable.")
-        n = max_results if max_results is not None else ctx.settings.web.max_results
+        n = max_results if max_results is not None else ctx.run.settings.web.max_results
         result = self.web.search(query, n)
         if not result.available:
             msg = result.message or "web search unavailable"
@@ -381,9 +371,10 @@ class Toolbox:
         return ToolOutput(chunks=_labelled(chunks, "webSearch"), text=_describe(chunks), message=result.message)
 
     def recall_memory(self, ctx: ToolContext, query: str) -> ToolOutput:
-        if self.memory is None or ctx.user_id is None:
+        if self.memory is None or ctx.run.user_id is None:
             return ToolOutput(status="unavailable", message="no memory for this session", text="No memories.")
-        items = self.memory.recall(ctx.user_id, query, ctx.settings.memory.top_k, ctx.settings.memory.min_similarity)
+        memory = ctx.run.settings.memory
+        items = self.memory.recall(ctx.run.user_id, query, memory.top_k, memory.min_similarity)
         texts = [getattr(m, "text", m) if not isinstance(m, str) else m for m in items]
         texts = [str(t) for t in texts if t]
         ctx.add_memories(texts)
@@ -391,32 +382,32 @@ class Toolbox:
         return ToolOutput(text=body, memories=texts)
 
     def store_memory(self, ctx: ToolContext, text: str) -> ToolOutput:
-        if self.memory is None or ctx.user_id is None:
+        if self.memory is None or ctx.run.user_id is None:
             return ToolOutput(status="unavailable", message="no memory for this session", text="Not stored.")
-        self.memory.add(ctx.user_id, text, "tool")
+        self.memory.add(ctx.run.user_id, text, "tool")
         return ToolOutput(text="Stored.")
 
     def kb_meta(self, ctx: ToolContext) -> ToolOutput:
         if self.store is None:
             return ToolOutput(status="unavailable", message="no knowledge store", text="No metadata.")
         lines = []
-        for kb_id in ctx.kb_ids:
+        for kb_id in ctx.run.kb_ids:
             kb = self.store.get_kb(kb_id)
             desc = f": {kb.description}" if kb.description else ""
             lines.append(f"- {kb.name}{desc} ({kb.document_count} documents)")
         return ToolOutput(text="\n".join(lines) or "No knowledge base selected.")
 
     def execute_code(self, ctx: ToolContext, code: str) -> ToolOutput:
-        if not ctx.settings.sandbox.enabled:
+        if not ctx.run.settings.sandbox.enabled:
             return ToolOutput(status="rejected", message="executeCode is disabled (sandbox.enabled is off)",
                               text="Code execution is disabled.")
-        run = run_python(code, ctx.settings.sandbox.timeout_s)
+        run = run_python(code, ctx.run.settings.sandbox.timeout_s)
         return ToolOutput(status="ok" if run.ok else "error", text=run.output, message=run.problem)
 
     # -- dispatch ----------------------------------------------------------------
     def call(self, ctx: ToolContext, name: str, args: dict[str, Any]) -> ToolOutput:
         """Run one tool by name with already-validated arguments (used by the one-shot workers)."""
-        check_tool_call(args, ctx.settings)  # InputTooLarge before any work (MCP callers come in here)
+        check_tool_call(args, ctx.run.settings)  # InputTooLarge before any work (MCP callers come in here)
         try:
             return self._functions[name](ctx, **args)
         except DocMindError:
@@ -438,7 +429,7 @@ class Toolbox:
                 continue
             keys.add(key)
             unique.append(request)
-        room = max(0, ctx.settings.agentic.max_tool_calls - ctx.call_count)
+        room = max(0, ctx.run.settings.agentic.max_tool_calls - ctx.call_count)
         # calls past the cap are not run; the first of them is recorded as refused (the model learns the budget)
         run, over = unique[:max(room, 1)], unique[max(room, 1):]
         sinks: list[list[ToolCallRecord]] = [[] for _ in run]
@@ -469,7 +460,7 @@ class Toolbox:
         instead of letting the model reason over an error.
         """
         allowed = list(allowed) if allowed is not None else [s.name for s in
-                                                            loop_tool_specs(ctx.settings.sandbox.enabled)]
+                                                            loop_tool_specs(ctx.run.settings.sandbox.enabled)]
         started = time.perf_counter()
         args, notes = _scrub_session_args(request.arguments)
         adjusted: list[str] = []
@@ -486,21 +477,21 @@ class Toolbox:
             (sink or ctx.record)(record)
             return Observation(call=request, text=text, chunks=chunks, new_chunk_ids=new or [])
 
-        if ctx.closed or ctx.cancel.is_set():
+        if ctx.closed or ctx.stop.is_set():
             return finish("rejected", "The search has ended.", "run ended")
         if not ctx.reserve_call():
             return finish("rejected", "Tool-call budget exhausted; stop and let the answer be written.",
-                          f"cap of {ctx.settings.agentic.max_tool_calls} tool calls reached")
+                          f"cap of {ctx.run.settings.agentic.max_tool_calls} tool calls reached")
         if request.name not in allowed:
             return finish("error", f"Unknown tool {request.name!r}. Available: {', '.join(allowed)}.",
                           "unknown tool")
-        too_large = tool_arguments_problem(args, request.raw_arguments, ctx.settings)
+        too_large = tool_arguments_problem(args, request.raw_arguments, ctx.run.settings)
         if too_large:
             args = clipped_arguments(args)  # the trace keeps the call, not megabytes of it
         problem = request.parse_error or too_large or _check_args(request.name, args)
         if problem:
             return finish("error", f"Invalid arguments for {request.name}: {problem}", problem)
-        args, adjusted[:] = _with_defaults(request.name, args, ctx.settings)
+        args, adjusted[:] = _with_defaults(request.name, args, ctx.run.settings)
         query = args.get("query")
         if isinstance(query, str) and not ctx.claim_query(request.name, query):
             return finish("deduplicated", "Already searched; try another angle or stop.", "repeated query")

@@ -23,7 +23,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from pydantic import BaseModel, ConfigDict
 
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.errors import NotFound, UserError
 from docmind_core.store.db import Database, utcnow
 
 Role = Literal["admin", "member", "guest"]
@@ -34,10 +34,6 @@ ADMIN_USER_ENV = "DOCMIND_ADMIN_USER"
 ADMIN_PASSWORD_ENV = "DOCMIND_ADMIN_PASSWORD"
 
 _USERNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-
-
-class UserError(DocMindError):
-    """A user account could not be created or changed; the message says why."""
 
 
 class User(BaseModel):

@@ -21,7 +21,7 @@ from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.prompts import PromptLibrary
 from docmind_core.settings import Settings
-from docmind_core.tools import ToolContext, Toolbox
+from docmind_core.tools import Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner, settings
 from tests.fakes.openai_server import FakeOpenAIServer, text
 
@@ -42,8 +42,7 @@ def make_pipeline(llm, retriever) -> AnswerPipeline:
     one_shot = OneShotRetrieval(toolbox, refiner, grader)
     agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
     return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
-                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, grader=grader, memory=None,
-                          tool_context_factory=ToolContext.for_run)
+                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, grader=grader, memory=None)
 
 
 def ask(pipeline, question, cfg: Settings, mode=RequestedMode.RULE):

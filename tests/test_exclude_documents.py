@@ -97,7 +97,7 @@ def test_hybrid_retriever_and_tools_leave_out_excluded_documents(world):
         assert gold in _doc_ids(engine.toolbox.call(open_ctx, tool, {"query": "zephyr budget"}).chunks)
         found = engine.toolbox.call(closed, tool, {"query": "zephyr budget"}).chunks
         assert found and gold not in _doc_ids(found), tool
-    assert closed.fresh().exclude_doc_ids == frozenset({gold})  # the one-shot fallback keeps the filter
+    assert closed.fresh().run.exclude_doc_ids == frozenset({gold})  # the one-shot fallback keeps the filter
 
 
 def _run_doc_ids(events) -> set[int]:

@@ -14,7 +14,6 @@ import pytest
 from docmind_core.answer.agentic import AgenticSearch
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.oneshot import OneShotRetrieval
-from docmind_core.backends.protocols import UsageMeter
 from docmind_core.engine import Engine
 from docmind_core.events import Event, RunStarted
 from docmind_core.models import RetrievalPlan, Understanding
@@ -95,7 +94,7 @@ def _agentic_falling_back() -> list[Event]:
                           toolbox, refiner, grader, PromptLibrary(), OneShotRetrieval(toolbox, refiner, grader))
     question = "DM-3000 filter maintenance"
     events, outcome = drain(agent.run(question, Understanding(rewritten_query=question), "pumps: manuals",
-                                      ToolContext.for_run([1], 7, settings()), threading.Event(), UsageMeter()))
+                                      ToolContext.for_run([1], 7, settings())))
     assert outcome.fell_back
     return _run_of(question, events)
 

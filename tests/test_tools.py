@@ -40,7 +40,7 @@ def test_user_id_argument_is_overridden_too(toolbox):
     ctx = ToolContext.for_run([1], user_id=7, settings=settings())
     toolbox.dispatch(ctx, call("keywordSearch", query="warranty", userId=99))
     assert "userId overridden by the session" in ctx.records[0].message
-    assert ctx.user_id == 7
+    assert ctx.run.user_id == 7
 
 
 def test_store_memory_and_kb_meta_are_never_offered_to_the_loop():

@@ -143,7 +143,7 @@ def _ask_sees_kb(w: World, b: Workbench, v: str) -> bool:
 
 def _tool_scope(w: World, b: Workbench, v: str) -> bool:
     kb = w.kb(v)
-    return kb.id in b.tool_scope([kb.id]).context.kb_ids
+    return kb.id in b.tool_scope([kb.id]).context.run.kb_ids
 
 
 def _get_traces(w: World, b: Workbench, v: str) -> bool:

@@ -9,7 +9,7 @@ structured observations for the offline policy).
 The loop is bounded four ways (rounds, per-round time, total time, tool-call
 cap) and checks the cancel flag while it waits.  A round runs in a worker
 thread so a slow model cannot hold the loop past its deadline; on timeout the
-context's cancel flag stops pending tools, and the worker is joined before
+context's stop flag halts pending tools, and the worker is joined before
 ``run`` returns (the model call itself was given the same deadline).
 
 Finalize reranks the union of everything found on one scale, then grades and
@@ -34,12 +34,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from docmind_core.backends.protocols import (
-    AgentTranscript, AgentTurn, LanguageModel, Observation, ToolSpec, UsageMeter,
+    AgentTranscript, AgentTurn, LanguageModel, Observation, ToolSpec,
 )
 from docmind_core.answer.grade import CragGrader
 from docmind_core.prompts import PromptLibrary
 from docmind_core.retrieval.refine import EvidenceRefiner
-from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms, looks_like_timeout
+from docmind_core.deadline import LLM, bind_model, elapsed_ms, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.models import (RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
                               ToolCallRecord, Understanding)
@@ -115,20 +115,16 @@ class AgenticSearch:
         self.one_shot = one_shot  # the fallback path when the loop cannot go on
 
     # ------------------------------------------------------------------
-    def run(self, question: str, understanding: Understanding, kb_brief: str, ctx: ToolContext,
-            cancel: threading.Event | None = None, meter: UsageMeter | None = None,
-            guard: RunGuard | None = None) -> EventStream:
-        """The run's settings are the context's (``ctx.settings``): one copy travels with the run."""
-        settings = ctx.settings
-        cancel = cancel or threading.Event()
-        meter = meter or UsageMeter()
+    def run(self, question: str, understanding: Understanding, kb_brief: str, ctx: ToolContext) -> EventStream:
+        """Settings, cancel flag, deadline and meter are the run's (``ctx.run``)."""
+        settings, guard = ctx.run.settings, ctx.run.guard
         started = time.perf_counter()
         llm = bind_model(self.llm, guard)
         if guard is not None and not guard.usable(LLM):
             ctx.close()
-            return (yield from self._fall_back(question, understanding, ctx, cancel,
+            return (yield from self._fall_back(question, understanding, ctx,
                                                f"the language model is not called again in this run: "
-                                               f"{guard.breaker.reason(LLM)}", StopReason.ERROR, 0, 0.0, guard))
+                                               f"{guard.breaker.reason(LLM)}", StopReason.ERROR, 0, 0.0))
         query = understanding.rewritten_query or question
         tools, withheld = self.toolbox.offered_specs(ctx)
         transcript = AgentTranscript(question=question, rewritten_query=query, kb_brief=kb_brief,
@@ -140,7 +136,7 @@ class AgenticSearch:
         failure = ""
         end = _LoopEnd()
         try:
-            loop = self._loop(llm, transcript, tools, withheld, ctx, cancel, meter, started, guard, end)
+            loop = self._loop(llm, transcript, tools, withheld, ctx, started, end)
             try:
                 while True:
                     step = next(loop)
@@ -167,8 +163,7 @@ class AgenticSearch:
         if failure or not union:
             reason = failure or ("the loop found no evidence" if not timed_out else
                                  f"the loop stopped ({stop_reason}) before it found evidence")
-            return (yield from self._fall_back(question, understanding, ctx, cancel, reason,
-                                               stop_reason, rounds, loop_ms, guard))
+            return (yield from self._fall_back(question, understanding, ctx, reason, stop_reason, rounds, loop_ms))
         incomplete = [f"the agentic loop was cut short ({stop_reason})"] if timed_out else []
         try:
             yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), candidate_count=len(union),
@@ -180,14 +175,14 @@ class AgenticSearch:
             union = self._on_one_scale(rerank_query, union, ctx)
             done = yield from self.finisher.finish(query, union, ctx, ctx.used_web,
                                                    rerank_query=rerank_query, groups=list(ctx.search_groups),
-                                                   incomplete=incomplete, guard=guard)
+                                                   incomplete=incomplete)
         except Exception as exc:  # noqa: BLE001
-            return (yield from self._fall_back(question, understanding, ctx, cancel,
+            return (yield from self._fall_back(question, understanding, ctx,
                                                f"finalize failed: {type(exc).__name__}: {exc}", StopReason.ERROR,
-                                               rounds, loop_ms, guard))
+                                               rounds, loop_ms))
         if not done.result.chunks:
-            return (yield from self._fall_back(question, understanding, ctx, cancel,
-                                               "finalize kept no evidence", stop_reason, rounds, loop_ms, guard))
+            return (yield from self._fall_back(question, understanding, ctx,
+                                               "finalize kept no evidence", stop_reason, rounds, loop_ms))
         return RetrievalOutcome(
             result=done.result, grade=done.grade, mode="agentic_loop", stop_reason=stop_reason,
             web_compensated=done.web_compensated, memories=list(ctx.memories), tool_calls=list(ctx.records),
@@ -196,10 +191,9 @@ class AgenticSearch:
 
     # ------------------------------------------------------------------
     def _loop(self, llm: Any, transcript: AgentTranscript, tools: Sequence[ToolSpec], withheld: dict[str, str],
-              ctx: ToolContext, cancel: threading.Event, meter: UsageMeter, started: float, guard: RunGuard | None,
-              end: _LoopEnd):
+              ctx: ToolContext, started: float, end: _LoopEnd):
         """Yields one AgenticStep per round and returns the stop reason."""
-        settings = ctx.settings
+        settings, cancel, guard = ctx.run.settings, ctx.run.cancel, ctx.run.guard
         cfg = settings.agentic
         allowed = [t.name for t in tools]
         total_deadline = started + cfg.total_timeout_ms / 1000
@@ -222,10 +216,10 @@ class AgenticSearch:
                 before = len(ctx.records)
                 round_started = time.perf_counter()
                 phase = {"in_model": True}
-                worker = _RoundWorker(lambda: self._round(llm, transcript, tools, ctx, meter, round_s, allowed, phase),
+                worker = _RoundWorker(lambda: self._round(llm, transcript, tools, ctx, round_s, allowed, phase),
                                       name=f"docmind-agent-round-{iteration}")
                 if not worker.wait(round_s, cancel):  # deadline or cancel while the round was running
-                    ctx.cancel.set()
+                    ctx.stop.set()
                     if not cancel.is_set():
                         end.in_model = phase["in_model"]
                         end.error = f"round {iteration} got no answer within {round_s:.1f} s ({bound})"
@@ -254,20 +248,20 @@ class AgenticSearch:
             return StopReason.MAX_ITERATIONS
         finally:
             if worker is not None and worker.is_alive():
-                ctx.cancel.set()  # pending tools of the abandoned round see this and return at once
+                ctx.stop.set()  # pending tools of the abandoned round see this and return at once
                 worker.join(_JOIN_GRACE_S)  # the model call had the same deadline; let it end
 
     def _round(self, llm: Any, transcript: AgentTranscript, tools: Sequence[ToolSpec], ctx: ToolContext,
-               meter: UsageMeter, timeout_s: float, allowed: list[str], phase: dict[str, bool]) -> _Round:
+               timeout_s: float, allowed: list[str], phase: dict[str, bool]) -> _Round:
         # agent_turn's timeout is the whole call's budget, retries included (OpenAIChatModel fits every attempt
         # inside it), so the call has ended by the round's deadline and no thread survives run().
-        turn = llm.agent_turn(transcript, tools, meter, max(0.1, timeout_s))
+        turn = llm.agent_turn(transcript, tools, ctx.run.meter, max(0.1, timeout_s))
         phase["in_model"] = False
         calls = list(turn.tool_calls or [])
         for i, call in enumerate(calls):
             if not call.id:
                 call.id = f"call_{len(transcript.rounds) + 1}_{i + 1}"
-        if not calls or ctx.cancel.is_set():
+        if not calls or ctx.stop.is_set():
             return _Round(turn=turn)
         # in the model's order: repeats dropped, the cap applied in that order, the rest side by side
         done = self.toolbox.dispatch_round(ctx, calls, allowed)
@@ -314,7 +308,7 @@ class AgenticSearch:
                for r in ctx.records):
             return
         started = time.perf_counter()
-        top_k = ctx.settings.agentic.search_top_k
+        top_k = ctx.run.settings.agentic.search_top_k
         try:
             output = self.toolbox.call(ctx, "searchDocs", {"query": question, "top_k": top_k})
         except Exception:  # noqa: BLE001 - an addition to the loop's evidence, never a reason to fail it
@@ -353,9 +347,9 @@ class AgenticSearch:
             in_space = [c for c in kb_chunks if c.kb_id is None or c.kb_id in same]
             stored = stored_embeddings(vector_store, in_space, getattr(retriever, "store", None)) if in_space else {}
             qvec = np.asarray(query_vectors(embedder, [query])[0], dtype=np.float32) if stored else None
-            depth = max(ctx.settings.retrieval.keyword_top_k, 2 * len(kb_chunks))
+            depth = max(ctx.run.settings.retrieval.keyword_top_k, 2 * len(kb_chunks))
             bm25 = {c.chunk_id: (c.scores.keyword, rank) for rank, c in enumerate(
-                retriever.keyword_candidates(query, list(ctx.kb_ids), depth), start=1)}
+                retriever.keyword_candidates(query, list(ctx.run.kb_ids), depth), start=1)}
         except Exception:  # noqa: BLE001 - an optional refinement; the reranker can work from text alone
             return fresh
         for chunk in kb_chunks:
@@ -367,12 +361,11 @@ class AgenticSearch:
         return fresh
 
     # ------------------------------------------------------------------
-    def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, cancel: threading.Event, reason: str, stop_reason: str, rounds: int,
-                   loop_ms: float, guard: RunGuard | None = None) -> EventStream:
+    def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, reason: str,
+                   stop_reason: str, rounds: int, loop_ms: float) -> EventStream:
         yield Fallback(stage="agentic", reason=reason, to="one_shot")
         fresh = ctx.fresh()  # the loop's dedupe memory must not block the fallback's searches
-        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh, cancel,
-                                               guard=guard)
+        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh)
         outcome.fell_back = True
         outcome.stop_reason = stop_reason
         outcome.rounds = rounds

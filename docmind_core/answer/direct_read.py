@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator, Sequence
 
 from docmind_core.answer.grade import CragGrader
+from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Reranker
 from docmind_core.events import Event, Graded, Reranked, Retrieved
 from docmind_core.models import ChunkRecord, GradeResult, RetrievedChunk, StageScores, Tier
-from docmind_core.settings import Settings
 from docmind_core.text import truncate_to_tokens
 
 if TYPE_CHECKING:
@@ -44,11 +44,12 @@ class DirectReader:
         self.reranker = reranker
         self.grader = grader
 
-    def read(self, query: str, doc_ids: Sequence[int], exclude_doc_ids: Sequence[int],
-             settings: Settings, question: bool = False) -> Generator[Event, None, DirectReading]:
+    def read(self, query: str, doc_ids: Sequence[int], run: RunContext,
+             question: bool = False) -> Generator[Event, None, DirectReading]:
         """``question``: the user asks something of the documents (graded); otherwise a request about them
-        as a whole (a summary), whose relevance the choice of documents gives."""
-        excluded = set(exclude_doc_ids)
+        as a whole (a summary), whose relevance the choice of documents gives.  The run's excluded documents
+        are never read."""
+        settings, excluded = run.settings, run.exclude_doc_ids
         wanted = [d for d in doc_ids if d not in excluded][: settings.rag.selected_doc_max]
         chunks = read_selected_documents(self.store, wanted, settings.rag.context_max_tokens)
         yield Retrieved(mode="selected_doc", candidate_count=len(chunks), kb_chunks=len(chunks))

@@ -12,7 +12,7 @@ from typing import Any, Generator, Literal, Sequence
 
 from docmind_core.answer.grade import CragGrader
 from docmind_core.retrieval.refine import EvidenceRefiner
-from docmind_core.deadline import RunGuard, elapsed_ms
+from docmind_core.deadline import elapsed_ms
 from docmind_core.events import Event, Graded, Reranked, WebCompensated
 from docmind_core.models import CutBy, GradeResult, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
 from docmind_core.settings import Settings
@@ -68,11 +68,12 @@ class EvidenceFinisher:
 
     def finish(self, query: str, union: Sequence[RetrievedChunk], ctx: ToolContext,
                web_already_used: bool, rerank_query: str | None = None,
-               groups: Sequence[Sequence[str]] = (), incomplete: Sequence[str] = (),
-               guard: RunGuard | None = None) -> Generator[Event, None, FinishedEvidence]:
+               groups: Sequence[Sequence[str]] = (), incomplete: Sequence[str] = ()
+               ) -> Generator[Event, None, FinishedEvidence]:
         """``groups``: chunk ids per search; each search's best-reranked chunk is kept (see keep_group_best).
-        ``incomplete``: what did not answer during retrieval; the grade's reason says so."""
-        settings = ctx.settings
+        ``incomplete``: what did not answer during retrieval; the grade's reason says so.  Settings and
+        deadline are the run's (``ctx.run``)."""
+        settings, guard = ctx.run.settings, ctx.run.guard
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         result = keep_group_best(self.refiner.refine(rerank_query or query, list(union), settings), groups, settings)
@@ -80,7 +81,8 @@ class EvidenceFinisher:
         yield Reranked(candidates=result.candidates, reranker=_reranker_name(self.refiner),
                        duration_ms=timings["refine"])
         t0 = time.perf_counter()
-        grade = self.grader.grade(query, result.chunks, settings, incomplete=incomplete)
+        grade = self.grader.grade(query, result.chunks, settings.grader,
+                                  settings.retrieval.web_compensation_on_low, incomplete=incomplete)
         timings["grade"] = elapsed_ms(t0)
         yield Graded(grade=grade, round="initial")
 
@@ -110,7 +112,8 @@ class EvidenceFinisher:
         timings["web_compensation"] = elapsed_ms(t0)
         added = sum(1 for c in result.chunks if c.origin == "web")
         yield WebCompensated(ran=True, reason=reason, added_chunks=added, duration_ms=timings["web_compensation"])
-        grade = self.grader.grade(query, result.chunks, settings, incomplete=incomplete)
+        grade = self.grader.grade(query, result.chunks, settings.grader,
+                                  settings.retrieval.web_compensation_on_low, incomplete=incomplete)
         yield Graded(grade=grade, round="after_web")
         return FinishedEvidence(result, grade, True, timings)
 

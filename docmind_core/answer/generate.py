@@ -14,13 +14,13 @@ the order the UI lists them.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Generator, Sequence
 
-from docmind_core.backends.protocols import AnswerPrompt, LanguageModel, UsageMeter
-from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
+from docmind_core.answer.run_context import RunContext
+from docmind_core.backends.protocols import AnswerPrompt, LanguageModel
+from docmind_core.deadline import LLM, bind_model, elapsed_ms
 from docmind_core.errors import EmptyReply, IncompleteReply, ModelCallCut
 from docmind_core.events import AnswerStarted, ErrorRaised, Event, Fallback, Token
 from docmind_core.models import GradeResult, PendingIngest, RetrievedChunk, Tier, Turn
@@ -171,8 +171,10 @@ class AnswerWriter:
         self.prompts = prompts
 
     def write(self, template: str, question: str, sources: Sequence[RetrievedChunk], history: Sequence[Turn],
-              memories: Sequence[str], incomplete: Sequence[str], meter: UsageMeter, cancel: threading.Event,
-              guard: RunGuard, pending: Sequence[PendingIngest] = ()) -> Generator[Event, None, WrittenAnswer]:
+              memories: Sequence[str], incomplete: Sequence[str], run: RunContext,
+              pending: Sequence[PendingIngest] = ()) -> Generator[Event, None, WrittenAnswer]:
+        """The answer, streamed under the run's cancel flag, deadline and meter (``run``)."""
+        meter, cancel, guard = run.meter, run.cancel, run.guard
         if pending and template == "fallback":
             # nothing found in what is indexed, while documents are still arriving: never "nothing relevant"
             yield AnswerStarted(prompt="ingest_pending", sources=[], memories=list(memories))
@@ -201,7 +203,7 @@ class AnswerWriter:
             pieces.append(notice)
             yield Token(text=notice)
         llm = bind_model(self.llm, guard)
-        if self.llm is not self.fallback_llm and not guard.usable(LLM):
+        if self.llm is not self.fallback_llm and guard is not None and not guard.usable(LLM):
             yield Fallback(stage="generation", reason=f"the language model is not called again in this run: "
                                                       f"{guard.breaker.reason(LLM)}", to=self.fallback_llm.name)
             llm = self.fallback_llm
@@ -238,10 +240,10 @@ class AnswerWriter:
         return WrittenAnswer("".join(pieces), cancelled, elapsed_ms(started))
 
     def write_after_failure(self, question: str, sources: Sequence[RetrievedChunk], memories: Sequence[str],
-                            reasons: Sequence[str], meter: UsageMeter,
-                            cancel: threading.Event) -> Generator[Event, None, str]:
+                            reasons: Sequence[str], run: RunContext) -> Generator[Event, None, str]:
         """After a failure before the answer: the offline engine answers from whatever evidence there is;
         with none, the reader is told retrieval was incomplete (never "nothing relevant")."""
+        meter, cancel = run.meter, run.cancel
         try:
             if not sources:
                 yield AnswerStarted(prompt="retrieval_incomplete", sources=[])

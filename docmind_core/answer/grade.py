@@ -37,7 +37,7 @@ from typing import Callable, Iterable, Sequence
 
 from docmind_core.backends.rerankers import chunk_terms
 from docmind_core.models import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
-from docmind_core.settings import GraderSettings, GrayZoneMode, Settings
+from docmind_core.settings import GraderSettings, GrayZoneMode
 from docmind_core.text import is_cjk, keyword_tokens, salient_terms
 
 log = logging.getLogger(__name__)
@@ -124,12 +124,12 @@ class CragGrader:
             **(arbiters or {}),
         }
 
-    def grade(self, query: str, chunks: Sequence[RetrievedChunk], settings: GraderSettings | Settings,
-              web_compensation_on_low: bool | None = None, incomplete: Sequence[str] = ()) -> GradeResult:
-        """``settings`` is ``Settings.grader`` or the whole Settings (then the retrieval flag is read from it);
-        ``web_compensation_on_low`` overrides ``retrieval.web_compensation_on_low`` (default True);
-        ``incomplete`` lists what did not answer during retrieval (see the module docstring)."""
-        result = self._grade(query, chunks, settings, web_compensation_on_low)
+    def grade(self, query: str, chunks: Sequence[RetrievedChunk], grader: GraderSettings,
+              web_compensation_on_low: bool = True, incomplete: Sequence[str] = ()) -> GradeResult:
+        """``grader`` is ``Settings.grader``; ``web_compensation_on_low``: a LOW tier asks for web compensation
+        (a run passes ``retrieval.web_compensation_on_low``); ``incomplete`` lists what did not answer during
+        retrieval (see the module docstring)."""
+        result = self._grade(query, chunks, grader, web_compensation_on_low)
         if not incomplete:
             return result
         missing = "; ".join(incomplete)
@@ -137,16 +137,8 @@ class CragGrader:
             f"retrieval_incomplete: {missing}; of what was found: {result.reason}"
         return result.model_copy(update={"reason": reason})
 
-    def _grade(self, query: str, chunks: Sequence[RetrievedChunk], settings: GraderSettings | Settings,
-               web_compensation_on_low: bool | None) -> GradeResult:
-        if isinstance(settings, Settings):
-            grader = settings.grader
-            on_low = settings.retrieval.web_compensation_on_low if web_compensation_on_low is None \
-                else web_compensation_on_low
-        else:
-            grader = settings
-            on_low = True if web_compensation_on_low is None else web_compensation_on_low
-
+    def _grade(self, query: str, chunks: Sequence[RetrievedChunk], grader: GraderSettings,
+               on_low: bool) -> GradeResult:
         mode = grader.gray_zone_mode
         if not chunks:
             return GradeResult(tier=Tier.LOW, top_score=0.0, lex_coverage=0.0, kb_entity_weak=True,

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Generator, Sequence
 
 from docmind_core.answer.grade import chunk_score, judged_grade
+from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Completion, CompletingModel, TokenAlternatives, UsageMeter
 from docmind_core.citations import with_claims
 from docmind_core.deadline import LLM, RunGuard, elapsed_ms
@@ -52,7 +53,7 @@ from docmind_core.models import (
     RetrievedChunk,
 )
 from docmind_core.prompts import PromptLibrary, source_label
-from docmind_core.settings import GraderSettings, JudgeMode, Settings
+from docmind_core.settings import GraderSettings, JudgeMode
 from docmind_core.text import CITATION_MARKER_RE, keyword_tokens
 
 # What the judge reads and may write.  Three passages of ~700 characters is what a 1.5B model judges in ~2 s on
@@ -134,8 +135,10 @@ def resolve_judge(mode: JudgeMode, judge: ModelJudge | None) -> tuple[ModelJudge
 
 
 def evidence_step(judge: ModelJudge, question: str, grade: GradeResult, sources: Sequence[RetrievedChunk],
-                  settings: Settings, meter: UsageMeter, guard: RunGuard) -> Generator[Event, None, GradeResult]:
-    """Judge the evidence and return the grade with the verdict; on any failure the grade unchanged."""
+                  run: RunContext) -> Generator[Event, None, GradeResult]:
+    """Judge the evidence and return the grade with the verdict; on any failure the grade unchanged.  Inside an
+    answer run: the call's budget is read from the run's deadline (``run.guard``)."""
+    settings, meter, guard = run.settings, run.meter, run.guard
     started = time.perf_counter()
     budget = min(settings.llm.timeout_s, guard.remaining() * EVIDENCE_SHARE)
     skipped = _why_not_call(guard, budget)
@@ -153,9 +156,11 @@ def evidence_step(judge: ModelJudge, question: str, grade: GradeResult, sources:
     return judged
 
 
-def claims_step(judge: ModelJudge, claims: Sequence[ClaimToCheck], settings: Settings, meter: UsageMeter,
-                guard: RunGuard) -> Generator[Event, None, list[ClaimVerdict]]:
-    """Judge the answer's claims; on any failure no verdict (the offline checks stand)."""
+def claims_step(judge: ModelJudge, claims: Sequence[ClaimToCheck],
+                run: RunContext) -> Generator[Event, None, list[ClaimVerdict]]:
+    """Judge the answer's claims; on any failure no verdict (the offline checks stand).  Inside an answer run,
+    as :func:`evidence_step`."""
+    settings, meter, guard = run.settings, run.meter, run.guard
     if not claims:
         return []
     started = time.perf_counter()

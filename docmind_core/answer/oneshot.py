@@ -19,14 +19,13 @@ never presented as "nothing relevant".
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, Sequence
 
 from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalOutcome, merge_unique
 from docmind_core.answer.grade import CragGrader
-from docmind_core.deadline import RunGuard, elapsed_ms
+from docmind_core.deadline import elapsed_ms
 from docmind_core.events import ErrorRaised, Retrieved
 from docmind_core.models import RetrievalPlan, RetrievedChunk, ToolCallRecord, ToolName, Understanding, WorkerReport
 from docmind_core.retrieval.refine import EvidenceRefiner
@@ -48,14 +47,13 @@ class OneShotRetrieval:
         self.toolbox = toolbox
         self.finisher = EvidenceFinisher(toolbox, refiner, grader)
 
-    def run(self, question: str, understanding: Understanding, plan: RetrievalPlan, ctx: ToolContext,
-            cancel: threading.Event | None = None, guard: RunGuard | None = None) -> EventStream:
-        """The run's settings are the context's (``ctx.settings``): one copy travels with the run."""
+    def run(self, question: str, understanding: Understanding, plan: RetrievalPlan, ctx: ToolContext) -> EventStream:
+        """Settings, cancel flag and deadline are the run's (``ctx.run``)."""
         started = time.perf_counter()
         query = understanding.rewritten_query or question
         # the rewrite only adds recall: the KB searches also run the question as it was asked
         extra = [question] if question.strip() and normalise_query(question) != normalise_query(query) else []
-        reports, outputs = self._run_workers(query, plan.tools, ctx, cancel, guard, extra_queries=extra)
+        reports, outputs = self._run_workers(query, plan.tools, ctx, extra_queries=extra)
         incomplete = [f"{r.name} {'timed out' if r.status == 'timeout' else 'failed'} ({r.message})"
                       for r in reports if r.status in ("timeout", "error")]
         union: list[RetrievedChunk] = []
@@ -72,23 +70,21 @@ class OneShotRetrieval:
             if report.status in ("timeout", "error"):
                 yield ErrorRaised(stage=f"retrieval.{report.name}", message=f"{report.status}: {report.message}")
         web_used = any(r.name == "web_search" and r.status == "ok" for r in reports)
-        done = yield from self.finisher.finish(query, union, ctx, web_used, incomplete=incomplete,
-                                               guard=guard)
+        done = yield from self.finisher.finish(query, union, ctx, web_used, incomplete=incomplete)
         timings = {"retrieval": retrieval_ms, **done.timings_ms}
         return RetrievalOutcome(result=done.result, grade=done.grade, mode="one_shot", stop_reason="",
                                 web_compensated=done.web_compensated, memories=memories,
                                 tool_calls=list(ctx.records), workers=reports, timings_ms=timings,
                                 incomplete=incomplete)
 
-    def _run_workers(self, query: str, tools: Sequence[ToolName], ctx: ToolContext, cancel: threading.Event | None,
-                     guard: RunGuard | None = None,
+    def _run_workers(self, query: str, tools: Sequence[ToolName], ctx: ToolContext,
                      extra_queries: Sequence[str] = ()) -> tuple[list[WorkerReport], list[ToolOutput]]:
         """Each planned tool in its own thread; a slow or failing worker is reported and left out."""
-        settings = ctx.settings
+        settings, cancel, guard = ctx.run.settings, ctx.run.cancel, ctx.run.guard
         configured_ms = settings.retrieval.worker_timeout_ms
         timeout_s = configured_ms / 1000
         names = list(dict.fromkeys(tools))
-        if not names or (cancel is not None and cancel.is_set()):
+        if not names or cancel.is_set():
             return [], []
         reports: list[WorkerReport] = []
         if guard is not None:
@@ -111,7 +107,7 @@ class OneShotRetrieval:
         pending = set(futures.values())
         while pending:  # wake up early on cancel; otherwise until all finish or the deadline passes
             left = deadline - time.perf_counter()
-            if left <= 0 or (cancel is not None and cancel.is_set()):
+            if left <= 0 or cancel.is_set():
                 break
             _, pending = wait(pending, timeout=min(left, 0.1), return_when=FIRST_EXCEPTION)
         pool.shutdown(wait=False, cancel_futures=True)  # stragglers finish in the background, unused

@@ -9,9 +9,12 @@ A failure anywhere yields an ``ErrorRaised`` or ``Fallback`` event and the
 run still ends with ``Done``.  The pipeline holds no per-run state between
 calls; persistence (conversation, trace, Langfuse) is the engine's job.
 
-Every run has one deadline (``run.deadline_ms``): a :class:`RunGuard` made at
-the start is passed to understanding (through the bound model), the agentic
-loop, the one-shot workers and generation.  Once the model timed out in a run
+Each run has one :class:`~docmind_core.answer.run_context.RunContext`, built
+at its start from the request's session scope and the settings: every stage
+reads the settings, the cancel flag, the deadline and the usage meter from it.
+The deadline (``run.deadline_ms``, a :class:`RunGuard`) reaches understanding
+(through the bound model), the agentic loop, the one-shot workers, the judge
+and generation.  Once the model timed out in a run
 it is not called again: the offline engine writes the answer from the same
 evidence.  When retrieval was incomplete the answer says so first; with no
 evidence at all it says only that, and never "nothing relevant".
@@ -23,7 +26,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from docmind_core.answer.direct_read import DirectReader
 from docmind_core.answer.generate import AnswerWriter, choose_template
@@ -32,11 +35,12 @@ from docmind_core.answer.judge import (
     ModelJudge, claims_step, claims_to_check, evidence_step, judged_citations, resolve_judge,
 )
 from docmind_core.answer.route import route_with_plan
+from docmind_core.answer.run_context import RunContext
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
 from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
 from docmind_core.citations import confidence_from, parse_citations
-from docmind_core.deadline import LLM, RunGuard, bind_model, elapsed_ms
+from docmind_core.deadline import LLM, RunGuard, elapsed_ms
 from docmind_core.events import (
     Done, ErrorRaised, Event, Fallback, IngestPending, Routed, RunStarted, ScopeDecided, Understood,
 )
@@ -47,6 +51,7 @@ from docmind_core.models import (
 )
 from docmind_core.query_signals import fast_scope, memory_text
 from docmind_core.settings import Settings
+from docmind_core.tools import ToolContext
 
 if TYPE_CHECKING:
     from docmind_core.answer.agentic import AgenticSearch
@@ -54,7 +59,6 @@ if TYPE_CHECKING:
     from docmind_core.memory import MemoryStore
     from docmind_core.prompts import PromptLibrary
     from docmind_core.store.kb_store import KnowledgeStore
-    from docmind_core.tools import ToolContext
 
 # Scopes that never retrieve: each maps to the answer template that handles it.
 _DIRECT_TEMPLATES = {
@@ -117,26 +121,25 @@ class AnswerPipeline:
     def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary,
                  store: KnowledgeStore | None, reranker: Reranker, one_shot: OneShotRetrieval,
                  agentic: AgenticSearch, grader: CragGrader, memory: MemoryStore | None,
-                 tool_context_factory: Callable[..., ToolContext], judge: ModelJudge | None = None):
+                 judge: ModelJudge | None = None):
         # store None: no SELECTED_DOC reading; memory None: no "remember ..." (evaluation and unit tests)
         self.llm = llm
         self.prompts = prompts
         self.store = store
         self.direct_reader = DirectReader(store, reranker, grader)
+        self.understanding = QueryUnderstanding(llm, prompts)
         self.writer = AnswerWriter(llm, fallback_llm, prompts)
         self.one_shot = one_shot
         self.agentic = agentic
         self.memory = memory
-        self.tool_context_factory = tool_context_factory
         self.judge = judge  # over the configured model; None when it is the offline engine
 
     # ------------------------------------------------------------------
     def ask(self, request: AskRequest, settings: Settings, backends: Sequence[BackendStatus],
             cancel: threading.Event | None = None) -> Iterator[Event]:
-        cancel = cancel or threading.Event()
+        run = RunContext.start(settings, request.kb_ids, request.user_id, request.exclude_doc_ids, cancel,
+                               guard=RunGuard.start(settings))
         state = _RunState(started=time.perf_counter(), pending=list(request.pending))
-        meter = UsageMeter()
-        guard = RunGuard.start(settings)
 
         def stamp(event: Event) -> Event:
             return event.model_copy(update={"t_ms": round(state.elapsed_ms(), 2)})
@@ -152,24 +155,24 @@ class AnswerPipeline:
         try:
             if not request.question.strip():
                 raise ValueError("the question is empty")
-            for event in self._run(request, settings, cancel, meter, state, guard):
+            for event in self._run(request, run, state):
                 yield stamp(event)
         except GeneratorExit:  # the consumer went away: stop tools and the model, end quietly
-            cancel.set()
+            run.cancel.set()
             raise
         except Exception as exc:  # any stage: report it where it happened, then still finish the run
             yield stamp(ErrorRaised(stage=state.stage, message=f"{type(exc).__name__}: {exc}"))
             if state.stage in ("understanding", "routing", "retrieval"):
                 state.incomplete.append(f"{state.stage} failed ({type(exc).__name__}: {exc})")
             if not state.answer:
-                for event in self._fallback_answer(request, state, meter, cancel):
+                for event in self._fallback_answer(request, state, run):
                     yield stamp(event)
         state.timings["total"] = round(state.elapsed_ms(), 2)
-        yield stamp(self._done(request, state, meter, settings, cancel))
+        yield stamp(self._done(request, state, run))
 
     # ------------------------------------------------------------------
-    def _run(self, request: AskRequest, settings: Settings, cancel: threading.Event, meter: UsageMeter,
-             state: _RunState, guard: RunGuard) -> Iterator[Event]:
+    def _run(self, request: AskRequest, run: RunContext, state: _RunState) -> Iterator[Event]:
+        settings, guard = run.settings, run.guard
         question = request.question.strip()
         history = request.history[-2 * settings.rag.history_turns:] if settings.rag.history_turns else []
         state.judge, unavailable = resolve_judge(settings.grader.judge, self.judge)
@@ -190,14 +193,12 @@ class AnswerPipeline:
             # 2. understanding: one model call that also decides the scope
             state.stage = "understanding"
             t = time.perf_counter()
-            kb_brief = self._kb_brief(request.kb_ids)
-            understood = QueryUnderstanding(bind_model(self.llm, guard), self.prompts).understand(
-                question, history, kb_brief, meter,
-                rules_first=settings.llm.understanding == "rules_when_confident")
+            kb_brief = self._kb_brief(run.kb_ids)
+            understood = self.understanding.understand(question, history, kb_brief, run)
             understanding, via = understood.understanding, understood.via
             state.timings["understanding"] = elapsed_ms(t)
             if via == "fallback":  # the model's reply was not used: say why, and what classified instead
-                failed = _failed_call(meter, "understanding")
+                failed = _failed_call(run.meter, "understanding")
                 why = failed or (f"the language model is not called again in this run: "
                                  f"{guard.breaker.reason(LLM)}" if not guard.usable(LLM) else
                                  "the understanding step failed")
@@ -208,10 +209,10 @@ class AnswerPipeline:
             yield ScopeDecided(scope=state.scope, confidence=understanding.scope_confidence, via=via, reason=why)
             yield Understood(understanding=understanding, via=via, duration_ms=state.timings["understanding"],
                              note=understood.note)
-            self._store_memory_hints(request, understanding, settings)
+            self._store_memory_hints(run, understanding)
 
         if state.scope != Scope.KNOWLEDGE_QUERY:
-            yield from self._answer_without_retrieval(request, question, history, state, meter, cancel, guard)
+            yield from self._answer_without_retrieval(run, question, history, state)
             return
 
         if understanding is None:  # fast path said "knowledge" (it never does today, but stay total)
@@ -227,22 +228,18 @@ class AnswerPipeline:
         # 4. retrieval and grading
         state.stage = "retrieval"
         t = time.perf_counter()
-        ctx = self.tool_context_factory(kb_ids=list(request.kb_ids), user_id=request.user_id, settings=settings,
-                                        **({"exclude_doc_ids": list(request.exclude_doc_ids)}
-                                           if request.exclude_doc_ids else {}))
         if decision.mode == Mode.SELECTED_DOC:
             reading = yield from self.direct_reader.read(understanding.rewritten_query or request.question,
-                                                         request.selected_doc_ids, request.exclude_doc_ids, settings,
+                                                         request.selected_doc_ids, run,
                                                          question=decision.reason == "selected_doc_question")
             state.sources, state.grade = reading.sources, reading.grade
         else:
+            ctx = ToolContext(run)
             if decision.mode == Mode.AGENTIC:
-                outcome = yield from self.agentic.run(
-                    question, understanding, kb_brief or self._kb_brief(request.kb_ids), ctx, cancel, meter,
-                    guard=guard)
+                outcome = yield from self.agentic.run(question, understanding, kb_brief or self._kb_brief(run.kb_ids),
+                                                      ctx)
             else:
-                outcome = yield from self.one_shot.run(question, understanding, plan, ctx, cancel,
-                                                       guard=guard)
+                outcome = yield from self.one_shot.run(question, understanding, plan, ctx)
             state.sources = [c for c in outcome.result.chunks]
             state.incomplete = list(outcome.incomplete)
             state.grade = outcome.grade
@@ -253,7 +250,7 @@ class AnswerPipeline:
                 state.timings[f"retrieval.{name}"] = round(value, 2)
         state.timings["retrieval"] = elapsed_ms(t)
 
-        if cancel.is_set():
+        if run.cancel.is_set():
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
             return
 
@@ -263,63 +260,59 @@ class AnswerPipeline:
         if state.judge is not None and judged and state.sources and state.grade:
             state.stage = "judge"
             t = time.perf_counter()
-            state.grade = yield from evidence_step(state.judge, question, state.grade, state.sources, settings,
-                                                   meter, guard)
+            state.grade = yield from evidence_step(state.judge, question, state.grade, state.sources, run)
             state.timings["judge.evidence"] = elapsed_ms(t)
 
         # 5. generation
         state.stage = "generation"
         template = choose_template(state.grade, state.sources)
-        yield from self._generate(template, question, history, state, meter, cancel, guard)
+        yield from self._generate(template, question, history, state, run)
 
         # 6. the model judge reads each claim against its source, over the offline checks' statuses
-        if state.judge is not None and state.answer and not cancel.is_set():
+        if state.judge is not None and state.answer and not run.cancel.is_set():
             citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
             state.citations = citations  # read once: the done event uses these unless the judge re-rates them
             claims = claims_to_check(citations, state.sources)
             if claims:
                 state.stage = "judge"
                 t = time.perf_counter()
-                verdicts = yield from claims_step(state.judge, claims, settings, meter, guard)
+                verdicts = yield from claims_step(state.judge, claims, run)
                 state.citations = judged_citations(citations, claims, verdicts, state.answer, state.sources)
                 state.timings["judge.claims"] = elapsed_ms(t)
 
     # ------------------------------------------------------------------
-    def _answer_without_retrieval(self, request: AskRequest, question: str, history: list[Turn],
-                                  state: _RunState, meter: UsageMeter, cancel: threading.Event,
-                                  guard: RunGuard) -> Iterator[Event]:
+    def _answer_without_retrieval(self, run: RunContext, question: str, history: list[Turn],
+                                  state: _RunState) -> Iterator[Event]:
         template = _DIRECT_TEMPLATES[state.scope]
         if state.scope == Scope.MEMORY_COMMAND:
             text = state.memory_text or memory_text(question) or question
-            if request.user_id is not None and self.memory is not None:
-                self.memory.add(request.user_id, text, source="memory_command")
+            if run.user_id is not None and self.memory is not None:
+                self.memory.add(run.user_id, text, source="memory_command")
                 state.memories = [text]
             else:
                 yield Fallback(stage="memory", reason="no signed-in user to store a memory for", to="reply only")
         state.stage = "generation"
-        yield from self._generate(template, question, history, state, meter, cancel, guard)
+        yield from self._generate(template, question, history, state, run)
 
-    def _generate(self, template: str, question: str, history: list[Turn], state: _RunState, meter: UsageMeter,
-                  cancel: threading.Event, guard: RunGuard) -> Iterator[Event]:
+    def _generate(self, template: str, question: str, history: list[Turn], state: _RunState,
+                  run: RunContext) -> Iterator[Event]:
         written = yield from self.writer.write(template, question, state.sources, history, state.memories,
-                                               state.incomplete, meter, cancel, guard, pending=state.pending)
+                                               state.incomplete, run, pending=state.pending)
         state.answer = written.text
         if written.cancelled:
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
         if written.duration_ms:
             state.timings["generation"] = written.duration_ms
 
-    def _fallback_answer(self, request: AskRequest, state: _RunState, meter: UsageMeter,
-                         cancel: threading.Event) -> Iterator[Event]:
+    def _fallback_answer(self, request: AskRequest, state: _RunState, run: RunContext) -> Iterator[Event]:
         """After a failure before the answer: answer with the fallback template and whatever evidence we have."""
         yield Fallback(stage=state.stage, reason="the pipeline failed before answering", to="fallback prompt")
         state.answer = yield from self.writer.write_after_failure(
-            request.question, state.sources, state.memories, state.incomplete or [f"{state.stage} failed"],
-            meter, cancel)
+            request.question, state.sources, state.memories, state.incomplete or [f"{state.stage} failed"], run)
 
     # ------------------------------------------------------------------
-    def _done(self, request: AskRequest, state: _RunState, meter: UsageMeter, settings: Settings,
-              cancel: threading.Event) -> Done:
+    def _done(self, request: AskRequest, state: _RunState, run: RunContext) -> Done:
+        settings, cancel = run.settings, run.cancel
         citations = state.citations or parse_citations(state.answer, state.sources,
                                                        settings.citation.coverage_min_sentence_len)
         confidence = None
@@ -333,7 +326,7 @@ class AnswerPipeline:
             scope=state.scope, sources=state.sources, citations=citations, confidence=confidence,
             grade=state.grade, stop_reason=state.stop_reason or (StopReason.CANCELLED if cancel.is_set() else ""),
             web_compensated=state.web_compensated, cancelled=cancel.is_set(), timings_ms=state.timings,
-            model_calls=list(meter.calls), backend=self.llm.name,
+            model_calls=list(run.meter.calls), backend=self.llm.name,
             pending_documents=sum(p.pending_documents for p in state.pending),
         )
 
@@ -349,9 +342,9 @@ class AnswerPipeline:
             lines.append(f"- {kb.name}: {kb.description}" if kb.description else f"- {kb.name}")
         return "\n".join(lines) if lines else "(no knowledge base selected)"
 
-    def _store_memory_hints(self, request: AskRequest, understanding: Understanding, settings: Settings) -> None:
-        if request.user_id is None or self.memory is None:
+    def _store_memory_hints(self, run: RunContext, understanding: Understanding) -> None:
+        if run.user_id is None or self.memory is None:
             return
         for hint in understanding.memory_write_hints[:3]:
             if hint.strip():
-                self.memory.add(request.user_id, hint.strip(), source="hint")
+                self.memory.add(run.user_id, hint.strip(), source="hint")

@@ -21,7 +21,9 @@ import time
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from docmind_core.backends.protocols import LanguageModel, UnderstandingRequest, UsageMeter
+from docmind_core.answer.run_context import RunContext
+from docmind_core.backends.protocols import LanguageModel, UnderstandingRequest
+from docmind_core.deadline import bind_model
 from docmind_core.models import Turn
 from docmind_core.models import Complexity, Scope, Understanding
 from docmind_core.backends.offline.understanding import strip_filler, understand_offline
@@ -64,17 +66,18 @@ class QueryUnderstanding:
         return UnderstandingRequest(question=question, history=list(history), kb_brief=kb_brief, messages=messages)
 
     def run(self, question: str, history: Sequence[Turn], kb_brief: str,
-            meter: UsageMeter) -> tuple[Understanding, UnderstandingVia]:
-        outcome = self.understand(question, history, kb_brief, meter)
+            run: RunContext) -> tuple[Understanding, UnderstandingVia]:
+        outcome = self.understand(question, history, kb_brief, run)
         return outcome.understanding, outcome.via
 
-    def understand(self, question: str, history: Sequence[Turn], kb_brief: str, meter: UsageMeter,
-                   rules_first: bool = False) -> UnderstandingOutcome:
-        """The understanding of ``question``; ``rules_first``: the offline rules answer when they are sure
-        (``llm.understanding rules_when_confident``), and the model is not called."""
+    def understand(self, question: str, history: Sequence[Turn], kb_brief: str,
+                   run: RunContext) -> UnderstandingOutcome:
+        """The understanding of ``question``, the model called under the run's deadline and meter; under
+        ``llm.understanding rules_when_confident`` the offline rules answer when they are sure, and the model
+        is not called."""
         started = time.perf_counter()
         note = ""
-        if rules_first:
+        if run.settings.llm.understanding == "rules_when_confident":
             ruled, why = confident_rules(question, history)
             if ruled is not None:
                 return UnderstandingOutcome(upgrade_complexity(question, ruled), "offline",
@@ -82,7 +85,7 @@ class QueryUnderstanding:
             note = f"rules not confident ({why}): asked the model"
         try:
             request = self.build_request(question, history, kb_brief)
-            understanding = self.llm.understand(request, meter)
+            understanding = bind_model(self.llm, run.guard).understand(request, run.meter)
             via: UnderstandingVia = "offline" if getattr(self.llm, "name", "") == "offline" else "model"
         except Exception as exc:  # any failure degrades to the conservative classification
             log.info("understanding fell back after %.0f ms: %s", (time.perf_counter() - started) * 1000, exc)

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from docmind_core.backends.protocols import UsageMeter
 from docmind_core.eval.beir import EmbeddingCache, load_beir
 from docmind_core.models import RetrievalPlan, Understanding
 
@@ -126,8 +124,7 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
                 ctx = ToolContext.for_run([index.kb_id], None, settings)
                 t0 = time.perf_counter()
                 if mode == "agentic":
-                    outcome = _drain(agentic.run(q.text, understanding, kb_brief, ctx,
-                                                 threading.Event(), UsageMeter()))
+                    outcome = _drain(agentic.run(q.text, understanding, kb_brief, ctx))
                 else:
                     outcome = _drain(one_shot.run(q.text, understanding, ONE_SHOT_PLAN, ctx))
                 ms = (time.perf_counter() - t0) * 1000

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from docmind_core.errors import DocMindError
+from docmind_core.errors import CallerError
 from docmind_core.text import count_tokens, split_sentences, truncate_to_tokens
 
 
@@ -56,7 +56,7 @@ def load_beir(folder: Path, limit: int | None = None) -> BeirDataset:
     paths = {name: folder / name for name in ("corpus.jsonl", "queries.jsonl", "qrels.tsv")}
     missing = [name for name, p in paths.items() if not p.is_file()]
     if missing:
-        raise DocMindError(f"{folder} is not a BEIR folder: missing {', '.join(missing)}")
+        raise CallerError(f"{folder} is not a BEIR folder: missing {', '.join(missing)}")
     raw = paths["corpus.jsonl"].read_bytes()
     corpus: dict[str, tuple[str, str]] = {}
     for line in raw.decode("utf-8").splitlines():

@@ -19,16 +19,12 @@ from typing import Any, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.errors import DatasetError, NotFound
 from docmind_core.store.db import Database, utcnow
 
 Verdict = Literal["correct", "wrong", "should_abstain"]
 VERDICTS: tuple[str, ...] = ("correct", "wrong", "should_abstain")
 MAX_ITEMS = 100_000
-
-
-class DatasetError(DocMindError):
-    """A dataset file or folder cannot be read; the message says where and why."""
 
 
 class DatasetItem(BaseModel):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Protocol, Se
 
 from pydantic import BaseModel, Field, field_validator
 
-from docmind_core.errors import ConfigError, DocMindError, NotFound
+from docmind_core.errors import ConfigError, DocMindError, ExperimentError, NotFound
 from docmind_core.events import Done, Event
 from docmind_core.experiments.datasets import DatasetItem, DatasetStore, gold_document_ids
 from docmind_core.ingest.leases import process_start
@@ -58,10 +58,6 @@ ExperimentState = Literal["pending", "running", "cancelling", "cancelled", "done
 STALE_AFTER_S = 30.0  # a runner whose heartbeat is older than this is gone: its rows may be taken over
 HEARTBEAT_EVERY_S = 5.0
 MAX_VARIANTS = 8
-
-
-class ExperimentError(DocMindError):
-    """An experiment cannot be created or run; the message says why."""
 
 
 class Variant(BaseModel):

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.errors import CallerError, DocumentBusy, NotFound
 from docmind_core.models import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase, PendingIngest
 from docmind_core.store.db import Database, utcnow, where_sql
 
@@ -50,10 +50,6 @@ def _placeholders(n: int) -> str:
     return ", ".join("?" * n)
 
 
-class DocumentBusy(DocMindError):
-    """The document is pending under another live process's lease (being written or deleted there)."""
-
-
 class KnowledgeStore:
     """CRUD for knowledge bases, documents and chunks (no vector or keyword work here)."""
 
@@ -68,9 +64,9 @@ class KnowledgeStore:
                   owner_id: int | None = None, department: str = "", visibility: str = "private") -> KnowledgeBase:
         name = name.strip()
         if not name:
-            raise DocMindError("A knowledge base needs a name.")
+            raise CallerError("A knowledge base needs a name.")
         if visibility not in _VISIBILITIES:
-            raise DocMindError(f"visibility must be one of {', '.join(_VISIBILITIES)}, not {visibility!r}.")
+            raise CallerError(f"visibility must be one of {', '.join(_VISIBILITIES)}, not {visibility!r}.")
         try:
             with self.db.transaction() as db:
                 kb_id = db["knowledge_bases"].insert({
@@ -79,7 +75,7 @@ class KnowledgeStore:
                     "visibility": visibility, "created_at": utcnow(),
                 }).last_pk
         except sqlite3.IntegrityError:
-            raise DocMindError(f"A knowledge base named {name!r} already exists.") from None
+            raise CallerError(f"A knowledge base named {name!r} already exists.") from None
         return self.get_kb(kb_id)
 
     def get_kb(self, kb_id: int) -> KnowledgeBase:
@@ -115,13 +111,13 @@ class KnowledgeStore:
             raise ValueError(f"not a knowledge base field: {', '.join(sorted(unknown))}")
         self.get_kb(kb_id)
         if "visibility" in fields and fields["visibility"] not in _VISIBILITIES:
-            raise DocMindError(f"visibility must be one of {', '.join(_VISIBILITIES)}, not {fields['visibility']!r}.")
+            raise CallerError(f"visibility must be one of {', '.join(_VISIBILITIES)}, not {fields['visibility']!r}.")
         if fields:
             try:
                 with self.db.transaction() as db:
                     db["knowledge_bases"].update(kb_id, fields)
             except sqlite3.IntegrityError:
-                raise DocMindError(f"A knowledge base named {fields.get('name')!r} already exists.") from None
+                raise CallerError(f"A knowledge base named {fields.get('name')!r} already exists.") from None
         return self.get_kb(kb_id)
 
     def delete_kb(self, kb_id: int) -> None:

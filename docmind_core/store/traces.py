@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
-from docmind_core.errors import DocMindError, NotFound
+from docmind_core.errors import NotFound, TraceFormatError
 from docmind_core.events import Done, Event, RunStarted, event_from_dict, event_to_dict
 from docmind_core.models import RetrievedChunk, StopReason
 from docmind_core.store.db import Database, utcnow
@@ -35,10 +35,6 @@ FLUSH_EVERY = 200  # buffered events written in one executemany
 EXPORT_FORMAT = "docmind-traces"
 EXPORT_VERSION = 1
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")  # what an imported run may keep as its id
-
-
-class TraceFormatError(DocMindError):
-    """A file given to import is not a DocMind trace export."""
 
 
 class TraceMeta(BaseModel):

@@ -9,7 +9,6 @@ import pytest
 
 from docmind_core.answer.agentic import AgenticSearch, expanded_rerank_query
 from docmind_core.answer.oneshot import OneShotRetrieval
-from docmind_core.backends.protocols import UsageMeter
 from docmind_core.backends.web_search import TavilyWebSearch
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.answer.grade import CragGrader
@@ -44,9 +43,9 @@ def build(model, retriever=None, web=None, memory=None):
 
 def run(agent, question, cfg=None, cancel=None, kb_ids=(1,)):
     cfg = cfg or settings()
-    ctx = ToolContext.for_run(list(kb_ids), 7, cfg)
+    ctx = ToolContext.for_run(list(kb_ids), 7, cfg, cancel=cancel)
     events, outcome = drain(agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals",
-                                        ctx, cancel or threading.Event(), UsageMeter()))
+                                        ctx))
     return events, outcome, ctx
 
 
@@ -78,7 +77,7 @@ def test_one_tool_round_then_no_tool_call_runs_exactly_one_round_and_clears_the_
     assert outcome.stop_reason == "model_done" and outcome.rounds == 1 and outcome.mode == "agentic_loop"
     assert len(model.transcripts) == 2  # asked twice: one tool round, then "done"
     assert outcome.result.chunks[0].chunk_id == "a1"
-    assert ctx.closed and ctx.cancel.is_set()  # the run's tool context is cleared
+    assert ctx.closed and ctx.stop.is_set()  # the run's tool context is cleared
     assert not round_threads()
 
 

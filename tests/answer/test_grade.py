@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from docmind_core.answer.grade import CragGrader, lexical_coverage
@@ -108,8 +110,17 @@ def test_no_chunks_is_low_with_zero_score():
 ])
 def test_web_compensation_needed(text, score, overrides, needed):
     settings = Settings().with_overrides(overrides)
-    result = CragGrader().grade(QUERY, [chunk(text, score)], settings)
+    result = CragGrader().grade(QUERY, [chunk(text, score)], settings.grader,
+                                settings.retrieval.web_compensation_on_low)
     assert result.web_compensation_needed is needed
+
+
+def test_the_grader_reads_the_grader_settings_only():
+    # one type, no isinstance choice between Settings.grader and the whole Settings: a run passes
+    # settings.grader and its retrieval.web_compensation_on_low
+    parameters = inspect.signature(CragGrader.grade).parameters
+    assert parameters["grader"].annotation == "GraderSettings"
+    assert parameters["web_compensation_on_low"].annotation == "bool"
 
 
 def test_explicit_flag_overrides_settings():

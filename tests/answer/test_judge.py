@@ -29,7 +29,7 @@ from docmind_core.prompts import PromptLibrary
 from docmind_core.run_summary import summarise, timeline_lines
 from docmind_core.settings import Settings
 from docmind_core.timeline import RunDigest
-from docmind_core.tools import ToolContext, Toolbox
+from docmind_core.tools import Toolbox
 from docmind_ui.html_views import glance_html
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, scored, status, text
@@ -112,7 +112,7 @@ def pipeline_of(llm, judge: ModelJudge | None) -> AnswerPipeline:
     agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
     return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
                           reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, grader=grader,
-                          memory=None, tool_context_factory=ToolContext.for_run, judge=judge)
+                          memory=None, judge=judge)
 
 
 def ask(server: FakeOpenAIServer, script: Judge, question: str = QUESTION, timeout_s: float = 5.0, **overrides):

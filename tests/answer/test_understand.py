@@ -9,7 +9,8 @@ import pytest
 from docmind_core.backends.offline.chat import OfflineEngine
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.backends.offline.understanding import main_entity, strip_filler, understand_offline
-from docmind_core.backends.protocols import UsageMeter
+from docmind_core.answer.run_context import RunContext
+from docmind_core.settings import Settings
 from docmind_core.models import Turn
 from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
 from docmind_core.prompts import PromptLibrary
@@ -28,6 +29,13 @@ def server():
         yield fake
 
 
+def a_run(**overrides) -> RunContext:
+    return RunContext.start(Settings().with_overrides(overrides))
+
+
+RULES_FIRST = {"llm.understanding": "rules_when_confident"}
+
+
 def _model(server, prompts, retries=0):
     return OpenAIChatModel(server.base_url, "test-key", "fake-model", timeout_s=5, max_retries=retries,
                            prompts=prompts, retry_backoff_s=0.01)
@@ -40,10 +48,10 @@ VALID = {"rewrittenQuery": "DM-3000 电池续航", "intent": "factoid", "complex
 
 def test_model_path_parses_the_json_and_sends_the_prompt(server, prompts):
     server.script(text(json.dumps(VALID, ensure_ascii=False)))
-    meter = UsageMeter()
+    run = a_run()
     history = [Turn("user", "DM-3000 是什么？"), Turn("assistant", "一款投影仪[1]。")]
     understanding, via = QueryUnderstanding(_model(server, prompts), prompts).run(
-        "它的续航呢？", history, "产品手册: 硬件产品说明", meter)
+        "它的续航呢？", history, "产品手册: 硬件产品说明", run)
     assert via == "model"
     assert understanding.rewritten_query == "DM-3000 电池续航"
     assert understanding.specificity is Specificity.PRECISE
@@ -51,7 +59,7 @@ def test_model_path_parses_the_json_and_sends_the_prompt(server, prompts):
     assert body["response_format"] == {"type": "json_object"}
     sent = "\n".join(m["content"] for m in body["messages"])
     assert "它的续航呢？" in sent and "DM-3000 是什么？" in sent and "产品手册" in sent
-    assert [c.purpose for c in meter.calls] == ["understanding"]
+    assert [c.purpose for c in run.meter.calls] == ["understanding"]
 
 
 @pytest.mark.parametrize("reply", [
@@ -64,7 +72,7 @@ def test_model_path_parses_the_json_and_sends_the_prompt(server, prompts):
 def test_invalid_output_or_failure_falls_back(server, prompts, reply):
     server.script(reply)
     understanding, via = QueryUnderstanding(_model(server, prompts), prompts).run(
-        "DM-3000 的续航是多少？", [], "", UsageMeter())
+        "DM-3000 的续航是多少？", [], "", a_run())
     assert via == "fallback"
     assert understanding.is_fallback and understanding.is_ambiguous
     assert understanding.rewritten_query == "DM-3000 的续航是多少？"
@@ -72,7 +80,7 @@ def test_invalid_output_or_failure_falls_back(server, prompts, reply):
 
 def test_unreachable_endpoint_falls_back(prompts):
     model = OpenAIChatModel("http://127.0.0.1:9/v1", "k", "m", timeout_s=1, max_retries=0, prompts=prompts)
-    understanding, via = QueryUnderstanding(model, prompts).run("hello there", [], "", UsageMeter())
+    understanding, via = QueryUnderstanding(model, prompts).run("hello there", [], "", a_run())
     assert via == "fallback" and understanding.is_fallback
 
 
@@ -107,7 +115,7 @@ def test_upgrade_never_lowers_or_touches_complex():
 
 def test_offline_engine_via_is_offline(prompts):
     understanding, via = QueryUnderstanding(OfflineEngine(prompts), prompts).run(
-        "请问 DM-3000 的续航是多少呢？", [], "", UsageMeter())
+        "请问 DM-3000 的续航是多少呢？", [], "", a_run())
     assert via == "offline"
     assert understanding.rewritten_query == "DM-3000 的续航是多少"
     assert understanding.specificity is Specificity.PRECISE
@@ -201,7 +209,7 @@ def _reply(rewrite: str) -> dict:
 def test_a_rewrite_that_switched_language_is_discarded_and_the_note_says_so(server, prompts, question, rewrite,
                                                                            switched):
     server.script(text(json.dumps(_reply(rewrite), ensure_ascii=False)))
-    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, [], "", UsageMeter())
+    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, [], "", a_run())
     assert outcome.via == "model" and outcome.understanding.rewritten_query == question
     assert outcome.note == f"the rewrite {switched}: discarded, the question is searched"
 
@@ -212,15 +220,15 @@ def test_a_rewrite_that_switched_language_is_discarded_and_the_note_says_so(serv
 ])
 def test_a_rewrite_in_the_questions_language_is_kept(server, prompts, question, rewrite):
     server.script(text(json.dumps(_reply(rewrite), ensure_ascii=False)))
-    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, [], "", UsageMeter())
+    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, [], "", a_run())
     assert outcome.understanding.rewritten_query == rewrite and outcome.note == ""
 
 
 def test_confident_rules_answer_without_a_model_call(server, prompts):
-    meter = UsageMeter()
+    run = a_run(**RULES_FIRST)
     outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(
-        "What is the maximum power draw of the Nimbus N2?", [], "", meter, rules_first=True)
-    assert server.requests == [] and meter.calls == []
+        "What is the maximum power draw of the Nimbus N2?", [], "", run)
+    assert server.requests == [] and run.meter.calls == []
     assert outcome.via == "offline" and outcome.note.startswith("rules were confident")
     assert outcome.understanding.rewritten_query == "What is the maximum power draw of the Nimbus N2"
 
@@ -232,7 +240,7 @@ def test_confident_rules_answer_without_a_model_call(server, prompts):
 ])
 def test_unsure_rules_ask_the_model(server, prompts, question, history, why, rewrite):
     server.script(text(json.dumps(_reply(rewrite), ensure_ascii=False)))
-    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, history, "", UsageMeter(),
-                                                                              rules_first=True)
+    outcome = QueryUnderstanding(_model(server, prompts), prompts).understand(question, history, "",
+                                                                              a_run(**RULES_FIRST))
     assert len(server.requests) == 1 and outcome.via == "model"
     assert outcome.note == f"rules not confident ({why}): asked the model"

@@ -8,13 +8,11 @@ under ``llama-server --jinja``: the call printed in ``content``.
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 from docmind_core.answer.agentic import AgenticSearch
 from docmind_core.backends.chat_openai import OpenAIChatModel
-from docmind_core.backends.protocols import UsageMeter
 from docmind_core.engine import Engine
 from docmind_core.events import AgenticStep, Done, Retrieved, event_from_dict, event_to_dict
 from docmind_core.answer.grade import CragGrader
@@ -43,8 +41,7 @@ def run_loop(server, question: str):
     agent = AgenticSearch(model, toolbox, refiner, grader, PROMPTS, OneShotRetrieval(toolbox, refiner, grader))
     cfg = settings()
     ctx = ToolContext.for_run([1], 7, cfg)
-    gen = agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals", ctx,
-                    threading.Event(), UsageMeter())
+    gen = agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals", ctx)
     events, outcome = drain(gen)
     return events, outcome, ctx
 
@@ -204,7 +201,7 @@ def run_small(server, question: str = "What flow rate does the DM-3000 pump have
     agent = AgenticSearch(model, toolbox, refiner, grader, PROMPTS, OneShotRetrieval(toolbox, refiner, grader))
     ctx = ToolContext.for_run([1], 7, settings(**overrides))
     events, outcome = drain(agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals",
-                                      ctx, threading.Event(), UsageMeter()))
+                                      ctx))
     return events, outcome, ctx, retriever
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 
@@ -11,7 +10,7 @@ from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.backends.offline.tool_policy import OfflineToolPolicy
 from docmind_core.query_signals import bridge_entities, exact_terms, split_foci
 from docmind_core.backends.offline.chat import OfflineEngine
-from docmind_core.backends.protocols import AgentTranscript, Observation, ToolCallRequest, UsageMeter
+from docmind_core.backends.protocols import AgentTranscript, Observation, ToolCallRequest
 from docmind_core.events import AgenticStep
 from docmind_core.answer.grade import CragGrader
 from docmind_core.models import Understanding
@@ -118,8 +117,7 @@ def _offline_agent(corpus):
 def _run(agent, question):
     cfg = settings()
     ctx = ToolContext.for_run([1], None, cfg)
-    gen = agent.run(question, Understanding(rewritten_query=question), "fixtures", ctx, threading.Event(),
-                    UsageMeter())
+    gen = agent.run(question, Understanding(rewritten_query=question), "fixtures", ctx)
     return drain(gen)
 
 
