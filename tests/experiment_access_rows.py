@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from docmind_core.experiments.runner import Variant
+from docmind_core.experiments.records import Variant
 
 
 def may_read(actor: str, visibility: str) -> bool:

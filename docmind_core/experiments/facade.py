@@ -30,9 +30,11 @@ from docmind_core.experiments.metrics import ExperimentReport
 from docmind_core.experiments.results import (
     ExperimentResults, compute_results, items_digest, revision_of, stored_run_ids,
 )
-from docmind_core.experiments.runner import (
-    Experiment, ExperimentError, ExperimentRunner, ExperimentStore, Progress, Variant, describe_experiment,
+from docmind_core.experiments.experiment_store import ExperimentStore
+from docmind_core.experiments.records import (
+    Experiment, ExperimentError, Progress, Variant, describe_experiment,
 )
+from docmind_core.experiments.runner import ExperimentRunner
 from docmind_core.experiments.sweep import SweepPoint, SweepResult
 from docmind_core.settings import Settings
 

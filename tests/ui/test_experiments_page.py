@@ -8,7 +8,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from docmind_core.experiments.runner import Variant
+from docmind_core.experiments.records import Variant
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 from tests.paths import ROOT
@@ -121,7 +121,7 @@ def test_page_loads_each_run_once_and_reruns_load_none(engine, trace_loads):
 def test_one_page_run_reads_the_experiment_once(engine, monkeypatch):
     """A page run fetched the picked experiment five times (get_experiment, experiment_results twice,
     experiment_progress twice) and listed the experiments one by one."""
-    from docmind_core.experiments.runner import ExperimentStore
+    from docmind_core.experiments.experiment_store import ExperimentStore
 
     at = _page()
     calls: list[str] = []
