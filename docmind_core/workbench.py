@@ -47,7 +47,6 @@ from docmind_core.experiments.metrics import ExperimentReport
 from docmind_core.experiments.records import Experiment, Progress, Variant
 from docmind_core.experiments.results import ExperimentResults
 from docmind_core.experiments.sweep import SweepPoint, SweepResult
-from docmind_core.memory import Memory
 from docmind_core.models import (
     BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, PendingIngest,
     RequestedMode, SearchResult,
@@ -58,7 +57,7 @@ from docmind_core.store.conversations import Conversation, Message
 from docmind_core.store.retired_ids import RetiredId
 from docmind_core.store.traces import TraceRecord, TraceSummary
 from docmind_core.tools import ToolContext, ToolOutput
-from docmind_core.users import ROLES, User, UserError
+from docmind_core.users import User
 
 if TYPE_CHECKING:
     from docmind_core.engine import Engine
@@ -129,10 +128,6 @@ class Workbench:
     def backends(self) -> list[BackendStatus]:
         self._signed_in()
         return self._engine.backends()
-
-    def backend_notes(self) -> list[str]:
-        self._signed_in()
-        return self._engine.backend_notes()
 
     # ------------------------------------------------------------------ config
     def settings(self) -> Settings:
@@ -448,14 +443,6 @@ class Workbench:
         runs = [m.run_id for m in self._engine.conversations.messages(conversation_id) if m.run_id]
         return self._engine.conversations.export_markdown(conversation_id, self._engine.traces.sources_by_run(runs))
 
-    def rename_conversation(self, conversation_id: str, title: str) -> None:
-        self._own_conversation(conversation_id)
-        self._engine.conversations.rename(conversation_id, title, self.user.owner_key)
-
-    def delete_conversation(self, conversation_id: str) -> None:
-        self._own_conversation(conversation_id)
-        self._engine.conversations.delete(conversation_id, self.user.owner_key)
-
     def _own_conversation(self, conversation_id: str) -> None:
         user = self._signed_in()
         try:
@@ -466,16 +453,6 @@ class Workbench:
             raise AccessDenied(f"conversation {conversation_id} is not one of {user.username}'s conversations")
 
     # ------------------------------------------------------------------ memories
-    def list_memories(self) -> list[Memory]:
-        return self._memory().list(self._signed_in().owner_key)
-
-    def forget_memory(self, memory_id: int) -> None:
-        user = self._signed_in()
-        try:
-            self._memory().delete(user.owner_key, memory_id)
-        except NotFound:  # someone else's and a missing memory look the same
-            raise AccessDenied(f"memory #{memory_id} is not one of {user.username}'s memories") from None
-
     def _memory(self):
         self._engine.refresh()  # the memory store follows the live embedder
         return self._engine.memory_store
@@ -510,11 +487,6 @@ class Workbench:
 
     def _trace_refused(self, run_id: str) -> AccessDenied:
         return AccessDenied(f"run {run_id} is not one {self.user.username} may read (or it does not exist)")
-
-    def pair_runs(self, pair_id: str) -> list[TraceRecord]:
-        """The readable runs of one side-by-side pair, in the order they started."""
-        listed = self.list_traces(pair_id=pair_id)  # newest first: the pair's order reversed
-        return self.get_traces([t.run_id for t in reversed(listed)]).records
 
     def new_pair_id(self) -> str:
         self._signed_in()
@@ -566,9 +538,6 @@ class Workbench:
                   dataset: str | None = None) -> RunLabel:
         return self._experiments.label_run(run_id, verdict, gold_chunk_ids, dataset)
 
-    def run_label(self, run_id: str) -> RunLabel | None:
-        return self._experiments.run_label(run_id)
-
     def create_experiment(self, name: str, dataset_id: int, variants: Sequence[Variant],
                           leave_gold_out: bool = False, limit: int | None = None) -> Experiment:
         return self._experiments.create_experiment(name, dataset_id, variants, leave_gold_out, limit)
@@ -578,9 +547,6 @@ class Workbench:
 
     def get_experiment(self, experiment_id: int) -> Experiment:
         return self._experiments.get_experiment(experiment_id)
-
-    def delete_experiment(self, experiment_id: int) -> None:
-        self._experiments.delete_experiment(experiment_id)
 
     def run_experiment(self, experiment_id: int, progress: Callable[[Progress], None] | None = None,
                        cancel: threading.Event | None = None, max_runs: int | None = None,
@@ -628,13 +594,6 @@ class Workbench:
         if added.is_admin:
             self._hand_over_single_user_rows()
         return added
-
-    def update_user(self, username: str, department: str | None = None, role: str | None = None) -> User:
-        self._admin("change user accounts")
-        if role is not None and role not in ROLES:
-            raise UserError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-        return self._engine.users.update(self._user_named(username).id, department=department,
-                                         role=role)  # type: ignore[arg-type]
 
     def set_password(self, username: str, password: str) -> None:
         user = self._signed_in()

@@ -237,10 +237,6 @@ class UserExperiments:
                                                  gold_chunk_ids=list(gold_chunk_ids), labelled_by=user.owner_key,
                                                  dataset_item_id=item_id))
 
-    def run_label(self, run_id: str) -> RunLabel | None:
-        self._calls.get_trace(run_id)
-        return self._datasets.label(run_id)
-
     def _readable_kb_names(self, kb_ids: Sequence[int]) -> list[str]:
         names = []
         for kb_id in kb_ids:
@@ -273,11 +269,6 @@ class UserExperiments:
 
     def get_experiment(self, experiment_id: int) -> Experiment:
         return self._own_experiment(experiment_id)
-
-    def delete_experiment(self, experiment_id: int) -> None:
-        """The experiment and its state; its runs stay in the trace store."""
-        self._own_experiment(experiment_id)
-        self._experiments.delete(experiment_id)
 
     def run_experiment(self, experiment_id: int, progress: Callable[[Progress], None] | None = None,
                        cancel: threading.Event | None = None, max_runs: int | None = None,
