@@ -1,6 +1,10 @@
 """Experiments: labelled datasets, one dataset x N configuration variants run through the normal pipeline,
 metrics with bootstrap intervals, and threshold sweeps over stored runs without any model call.
 
+Every run here is a product run: ``Workbench.ask`` of the acting user on a KB that went through ingest
+(and its chunker), stored as a trace.  The BEIR retrieval benchmarks are :mod:`docmind_core.eval`, which
+indexes a corpus directly with its own chunker; the README ("Code layout") says how the two differ.
+
 * :mod:`.datasets` — labelled questions in SQLite (JSONL / BEIR import, labels from traces);
 * :mod:`.records`  — what an experiment is: variants, rows, progress;
 * :mod:`.experiment_store` — experiments and their rows in SQLite, with the runner heartbeat;
