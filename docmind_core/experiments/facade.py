@@ -1,10 +1,10 @@
-"""The Workbench methods for datasets, run labels and experiments; every one decides access first.
+"""One user's datasets, run labels and experiments behind the access facade; every call decides access first.
 
 | object      | read                                             | change                              |
 |-------------|--------------------------------------------------|-------------------------------------|
 | dataset     | as a KB: admin, owner, its department, or every  | admin or owner (share, delete);     |
 |             | signed-in user when public                       | anyone signed in imports (owns it)  |
-| run label   | who may read the run                             | who may read the run, into a dataset|
+| run label   | as an item of its dataset                        | who may read the run, into a dataset|
 |             |                                                  | they manage                         |
 | experiment  | the owner and admins (like traces)               | the owner and admins                |
 
@@ -31,13 +31,11 @@ from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.experiments.datasets import (
     VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, read_beir, read_jsonl_file,
 )
+from docmind_core.experiments.experiment_store import ExperimentStore
 from docmind_core.experiments.metrics import ExperimentReport
+from docmind_core.experiments.records import Experiment, ExperimentError, Progress, Variant, describe_experiment
 from docmind_core.experiments.results import (
     ExperimentResults, compute_results, items_digest, revision_of, stored_run_ids,
-)
-from docmind_core.experiments.experiment_store import ExperimentStore
-from docmind_core.experiments.records import (
-    Experiment, ExperimentError, Progress, Variant, describe_experiment,
 )
 from docmind_core.experiments.runner import ExperimentAsker, ExperimentRunner
 from docmind_core.experiments.sweep import SweepPoint, SweepResult
