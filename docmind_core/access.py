@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol, Sequence
 
-from docmind_core.errors import AccessDenied, NotFound
+from docmind_core.errors import AccessDenied, NotFound, SignInRequired
 from docmind_core.models import KnowledgeBase, Visibility
 from docmind_core.users import User, UserStore
 
@@ -140,6 +140,13 @@ class KbAccessGuard:
             return self.users.get(kb.owner_id).department
         except NotFound:
             return ""
+
+
+def require_signed_in(user: User) -> User:
+    """``user``; a signed-out visitor is refused everything."""
+    if not user.is_signed_in:
+        raise SignInRequired("sign in first: this DocMind requires it")
+    return user
 
 
 def denied_message(user: User, kb_ids: Sequence[int]) -> str:

@@ -25,6 +25,7 @@ refusal is an :class:`AccessDenied` whose message names the object only by id
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +33,20 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
 from docmind_core.access import (
     KbAccessGuard, can_read_conversation, can_read_trace, denied_message, name_unavailable_message,
+    require_signed_in,
 )
 from docmind_core.accounts import RemovalReport
 from docmind_core.apikeys import ApiKey
-from docmind_core.errors import AccessDenied, ConfigError, DocMindError, NotFound, SignInRequired
+from docmind_core.compare import RunComparison
+from docmind_core.errors import AccessDenied, ConfigError, DocMindError, NotFound
 from docmind_core.events import Event
-from docmind_core.experiments.facade import ExperimentMethods
-from docmind_core.memory import Memory
+from docmind_core.experiments.datasets import Dataset, DatasetItem, DatasetStore, RunLabel
+from docmind_core.experiments.experiment_store import ExperimentStore
+from docmind_core.experiments.facade import DatasetsAsKbs, UserExperiments
+from docmind_core.experiments.metrics import ExperimentReport
+from docmind_core.experiments.records import Experiment, Progress, Variant
+from docmind_core.experiments.results import ExperimentResults
+from docmind_core.experiments.sweep import SweepPoint, SweepResult
 from docmind_core.models import (
     BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, PendingIngest,
     RequestedMode, SearchResult,
@@ -49,7 +57,7 @@ from docmind_core.store.conversations import Conversation, Message
 from docmind_core.store.retired_ids import RetiredId
 from docmind_core.store.traces import TraceRecord, TraceSummary
 from docmind_core.tools import ToolContext, ToolOutput
-from docmind_core.users import ROLES, User, UserError
+from docmind_core.users import User
 
 if TYPE_CHECKING:
     from docmind_core.engine import Engine
@@ -89,10 +97,11 @@ class ToolScope:
     pending: list[PendingIngest] = field(default_factory=list)  # of those KBs, the ones still being ingested
 
 
-class Workbench(ExperimentMethods):
+class Workbench:
     """One user's view of DocMind. Cheap to build: make one per request or script run.
 
-    Datasets, run labels and experiments: see :mod:`docmind_core.experiments.facade`.
+    Datasets, run labels and experiments are decided by :class:`~docmind_core.experiments.facade.UserExperiments`,
+    which this workbench holds; the methods of the same names here call it.
     """
 
     def __init__(self, engine: "Engine", user: User, channel: Channel = "web"):
@@ -108,9 +117,7 @@ class Workbench(ExperimentMethods):
         return f"{self.user.username} ({self.channel})"
 
     def _signed_in(self) -> User:
-        if not self.user.is_signed_in:
-            raise SignInRequired("sign in first: this DocMind requires it")
-        return self.user
+        return require_signed_in(self.user)
 
     def _admin(self, what: str) -> User:
         user = self._signed_in()
@@ -121,10 +128,6 @@ class Workbench(ExperimentMethods):
     def backends(self) -> list[BackendStatus]:
         self._signed_in()
         return self._engine.backends()
-
-    def backend_notes(self) -> list[str]:
-        self._signed_in()
-        return self._engine.backend_notes()
 
     # ------------------------------------------------------------------ config
     def settings(self) -> Settings:
@@ -440,14 +443,6 @@ class Workbench(ExperimentMethods):
         runs = [m.run_id for m in self._engine.conversations.messages(conversation_id) if m.run_id]
         return self._engine.conversations.export_markdown(conversation_id, self._engine.traces.sources_by_run(runs))
 
-    def rename_conversation(self, conversation_id: str, title: str) -> None:
-        self._own_conversation(conversation_id)
-        self._engine.conversations.rename(conversation_id, title, self.user.owner_key)
-
-    def delete_conversation(self, conversation_id: str) -> None:
-        self._own_conversation(conversation_id)
-        self._engine.conversations.delete(conversation_id, self.user.owner_key)
-
     def _own_conversation(self, conversation_id: str) -> None:
         user = self._signed_in()
         try:
@@ -458,16 +453,6 @@ class Workbench(ExperimentMethods):
             raise AccessDenied(f"conversation {conversation_id} is not one of {user.username}'s conversations")
 
     # ------------------------------------------------------------------ memories
-    def list_memories(self) -> list[Memory]:
-        return self._memory().list(self._signed_in().owner_key)
-
-    def forget_memory(self, memory_id: int) -> None:
-        user = self._signed_in()
-        try:
-            self._memory().delete(user.owner_key, memory_id)
-        except NotFound:  # someone else's and a missing memory look the same
-            raise AccessDenied(f"memory #{memory_id} is not one of {user.username}'s memories") from None
-
     def _memory(self):
         self._engine.refresh()  # the memory store follows the live embedder
         return self._engine.memory_store
@@ -503,11 +488,6 @@ class Workbench(ExperimentMethods):
     def _trace_refused(self, run_id: str) -> AccessDenied:
         return AccessDenied(f"run {run_id} is not one {self.user.username} may read (or it does not exist)")
 
-    def pair_runs(self, pair_id: str) -> list[TraceRecord]:
-        """The readable runs of one side-by-side pair, in the order they started."""
-        listed = self.list_traces(pair_id=pair_id)  # newest first: the pair's order reversed
-        return self.get_traces([t.run_id for t in reversed(listed)]).records
-
     def new_pair_id(self) -> str:
         self._signed_in()
         return self._engine.traces.new_pair_id()
@@ -524,6 +504,85 @@ class Workbench(ExperimentMethods):
         """Imported runs belong to the importing user."""
         return self._engine.traces.import_json(text, user_id=self._signed_in().owner_key)
 
+    # ------------------------------------------------------------------ datasets, run labels, experiments
+    @functools.cached_property
+    def _experiments(self) -> UserExperiments:
+        # Built at first use: a workbench is made per request, and most requests touch no experiment.
+        datasets = DatasetStore(self._engine.db)
+        return UserExperiments(self.user, self, datasets, ExperimentStore(self._engine.db),
+                               KbAccessGuard(DatasetsAsKbs(datasets), self._engine.users),  # type: ignore[arg-type]
+                               self._engine.traces, self._engine.db)
+
+    def list_datasets(self) -> list[Dataset]:
+        return self._experiments.list_datasets()
+
+    def get_dataset(self, name_or_id: str | int) -> Dataset:
+        return self._experiments.get_dataset(name_or_id)
+
+    def dataset_items(self, dataset_id: int, limit: int | None = None) -> list[DatasetItem]:
+        return self._experiments.dataset_items(dataset_id, limit)
+
+    def import_dataset(self, name: str, path: Path | str, kb: str = "", description: str = "",
+                       visibility: str = "private", limit: int | None = None, ingest_corpus: bool = False,
+                       if_missing: bool = False) -> Dataset:
+        return self._experiments.import_dataset(name, path, kb=kb, description=description, visibility=visibility,
+                                                limit=limit, ingest_corpus=ingest_corpus, if_missing=if_missing)
+
+    def share_dataset(self, dataset_id: int, visibility: str) -> Dataset:
+        return self._experiments.share_dataset(dataset_id, visibility)
+
+    def delete_dataset(self, dataset_id: int) -> None:
+        self._experiments.delete_dataset(dataset_id)
+
+    def label_run(self, run_id: str, verdict: str, gold_chunk_ids: Sequence[str] = (),
+                  dataset: str | None = None) -> RunLabel:
+        return self._experiments.label_run(run_id, verdict, gold_chunk_ids, dataset)
+
+    def create_experiment(self, name: str, dataset_id: int, variants: Sequence[Variant],
+                          leave_gold_out: bool = False, limit: int | None = None) -> Experiment:
+        return self._experiments.create_experiment(name, dataset_id, variants, leave_gold_out, limit)
+
+    def list_experiments(self) -> list[Experiment]:
+        return self._experiments.list_experiments()
+
+    def get_experiment(self, experiment_id: int) -> Experiment:
+        return self._experiments.get_experiment(experiment_id)
+
+    def run_experiment(self, experiment_id: int, progress: Callable[[Progress], None] | None = None,
+                       cancel: threading.Event | None = None, max_runs: int | None = None,
+                       parallel: int | None = None) -> Progress:
+        return self._experiments.run_experiment(experiment_id, progress=progress, cancel=cancel,
+                                                max_runs=max_runs, parallel=parallel)
+
+    def start_experiment(self, experiment_id: int) -> threading.Thread:
+        return self._experiments.start_experiment(experiment_id)
+
+    def cancel_experiment(self, experiment_id: int) -> str:
+        return self._experiments.cancel_experiment(experiment_id)
+
+    def experiment_progress(self, experiment_id: int) -> Progress:
+        return self._experiments.experiment_progress(experiment_id)
+
+    def experiment_results(self, experiment_id: int, reuse: ExperimentResults | None = None) -> ExperimentResults:
+        return self._experiments.experiment_results(experiment_id, reuse)
+
+    def experiment_report(self, experiment_id: int) -> ExperimentReport:
+        return self._experiments.experiment_report(experiment_id)
+
+    def compare_experiment_runs(self, experiment_id: int, item_id: int, variant_a: str, variant_b: str,
+                                gold_left_out: bool = False) -> RunComparison:
+        return self._experiments.compare_experiment_runs(experiment_id, item_id, variant_a, variant_b,
+                                                         gold_left_out)
+
+    def sweep_experiment(self, experiment_id: int, variant: str | None = None) -> SweepResult:
+        return self._experiments.sweep_experiment(experiment_id, variant)
+
+    def apply_thresholds(self, point: SweepPoint | dict[str, Any]) -> Settings:
+        return self._experiments.apply_thresholds(point)
+
+    def export_experiment(self, experiment_id: int) -> str:
+        return self._experiments.export_experiment(experiment_id)
+
     # ------------------------------------------------------------------ users and API keys
     def list_users(self) -> list[User]:
         self._admin("list user accounts")
@@ -535,13 +594,6 @@ class Workbench(ExperimentMethods):
         if added.is_admin:
             self._hand_over_single_user_rows()
         return added
-
-    def update_user(self, username: str, department: str | None = None, role: str | None = None) -> User:
-        self._admin("change user accounts")
-        if role is not None and role not in ROLES:
-            raise UserError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-        return self._engine.users.update(self._user_named(username).id, department=department,
-                                         role=role)  # type: ignore[arg-type]
 
     def set_password(self, username: str, password: str) -> None:
         user = self._signed_in()

@@ -11,7 +11,7 @@ import streamlit as st
 
 from docmind_core.errors import DocMindError
 from docmind_core.experiments.metrics import METRICS, TIERS
-from docmind_core.experiments.runner import MODE_NAMES, parse_variant
+from docmind_core.experiments.records import MODE_NAMES, parse_variant
 from docmind_core.experiments.sweep import OBJECTIVE_HELP, OBJECTIVES
 from docmind_core.safe_text import escape_markdown
 from docmind_core.settings import GRAY_ZONE_MODES

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from docmind_core.experiments.runner import Variant
+from docmind_core.experiments.records import Variant
 
 
 def may_read(actor: str, visibility: str) -> bool:
@@ -58,12 +58,6 @@ def _label(w, b, v) -> bool:
     return b.label_run(run_id, "should_abstain").verdict == "should_abstain"
 
 
-def _run_label(w, b, v) -> bool:
-    run_id = w.trace()
-    w.alice.label_run(run_id, "wrong")
-    label = b.run_label(run_id)
-    return label is not None and label.verdict == "wrong"
-
 
 def _start(w, b, v) -> bool:
     thread = b.start_experiment(_experiment(w))
@@ -89,13 +83,11 @@ EXPERIMENT_ROWS = [
      lambda w, b, v: b.share_dataset(_dataset(w, v).id, "private").visibility == "private"),
     ("delete_dataset", True, may_manage, lambda w, b, v: b.delete_dataset(_dataset(w, v).id) is None),
     ("label_run", False, owner_or_admin, _label),
-    ("run_label", False, owner_or_admin, _run_label),
     ("create_experiment", True, may_read,
      lambda w, b, v: b.create_experiment("x", _dataset(w, v).id, [Variant(name="a", mode="rule")]).id > 0),
     ("list_experiments", False, owner_or_admin, lambda w, b, v: (e := _experiment(w)) in
      {x.id for x in b.list_experiments()}),
     ("get_experiment", False, owner_or_admin, lambda w, b, v: b.get_experiment(_experiment(w)).id > 0),
-    ("delete_experiment", False, owner_or_admin, lambda w, b, v: b.delete_experiment(_experiment(w)) is None),
     ("run_experiment", False, owner_or_admin, lambda w, b, v: b.run_experiment(_experiment(w)).done == 1),
     ("start_experiment", False, owner_or_admin, _start),
     ("cancel_experiment", False, owner_or_admin, lambda w, b, v: b.cancel_experiment(_experiment(w)) == "cancelled"),

@@ -85,10 +85,11 @@ def test_the_checks_catch_a_page_written_the_old_way():
 def test_the_checks_catch_the_job_dataset_and_experiment_stores():
     page = ("from docmind_core.ingest.job_store import JobStore\n"
             "from docmind_core.experiments.datasets import DatasetStore\n"
-            "from docmind_core.experiments.runner import ExperimentStore, parse_variant\n"
+            "from docmind_core.experiments.experiment_store import ExperimentStore\n"
+            "from docmind_core.experiments.records import parse_variant\n"
             "from docmind_core import store\n"
             "get_engine().jobs.cancel(job_id)\n")
     assert store_imports(page) == ["docmind_core.ingest.job_store.JobStore",
                                    "docmind_core.experiments.datasets.DatasetStore",
-                                   "docmind_core.experiments.runner.ExperimentStore", "docmind_core.store"]
-    assert unchecked_uses(page) == ["line 5: get_engine().jobs"]
+                                   "docmind_core.experiments.experiment_store.ExperimentStore", "docmind_core.store"]
+    assert unchecked_uses(page) == ["line 6: get_engine().jobs"]

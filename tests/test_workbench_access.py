@@ -216,21 +216,6 @@ def _add_user(w: World, b: Workbench, v: str) -> bool:
     return True
 
 
-def _memory_listed(w: World, b: Workbench, v: str) -> bool:
-    text = f"alice keeps her notes in drawer {uuid.uuid4().hex[:6]}"
-    w.engine.refresh()
-    # a near-identical memory of an earlier row may be returned instead (deduplication): look for what was kept
-    kept = w.engine.memory_store.add(w.people["owner"].id, text).memory
-    return any(m.id == kept.id for m in b.list_memories())
-
-
-def _forget_memory(w: World, b: Workbench, v: str) -> bool:
-    text = f"alice parks on level {uuid.uuid4().hex[:6]}"
-    w.engine.refresh()
-    memory = w.engine.memory_store.add(w.people["owner"].id, text).memory
-    b.forget_memory(memory.id)
-    return not any(m.text == text for m in w.alice.list_memories())
-
 
 def _job_file():
     from docmind_core.ingest.jobs import JobInput
@@ -287,18 +272,11 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("conversation_messages", False, owner_only, lambda w, b, v: bool(b.conversation_messages(w.conversation()))),
     ("export_conversation", False, owner_only,
      lambda w, b, v: "alice's secret question" in b.export_conversation(w.conversation())),
-    ("rename_conversation", False, owner_only,
-     lambda w, b, v: b.rename_conversation(w.conversation(), "renamed") is None),
-    ("delete_conversation", False, owner_only, lambda w, b, v: b.delete_conversation(w.conversation()) is None),
-    # memories: the owner only
-    ("list_memories", False, owner_only, _memory_listed),
-    ("forget_memory", False, owner_only, _forget_memory),
     # traces: the owner and admins
     ("list_traces", False, owner_or_admin, lambda w, b, v: (t := w.trace()) in {x.run_id for x in b.list_traces()}),
     ("get_trace", False, owner_or_admin, lambda w, b, v: b.get_trace(w.trace()) is not None),
     ("get_traces", False, owner_or_admin, _get_traces),
     ("export_traces", False, owner_or_admin, lambda w, b, v: (t := w.trace()) in b.export_traces([t])),
-    ("pair_runs", False, signed_in, lambda w, b, v: b.pair_runs("pair-none") == []),
     ("new_pair_id", False, signed_in, lambda w, b, v: b.new_pair_id().startswith("pair-")),
     ("import_traces", False, signed_in,
      lambda w, b, v: len(b.import_traces(w.alice.export_traces([w.trace()]))) == 1),
@@ -315,7 +293,6 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     # users and API keys
     ("list_users", False, admin_only, lambda w, b, v: bool(b.list_users())),
     ("add_user", False, admin_only, _add_user),
-    ("update_user", False, admin_only, lambda w, b, v: b.update_user("alice", department="research") is not None),
     ("remove_user", False, admin_only, _remove_user),
     ("list_retired_accounts", False, admin_only, lambda w, b, v: isinstance(b.list_retired_accounts(), list)),
     ("user_count", False, admin_only, lambda w, b, v: b.user_count() >= 4),
@@ -327,7 +304,6 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     # sessions and status
     ("sign_out_everywhere", False, signed_in, lambda w, b, v: b.sign_out_everywhere() >= 0),
     ("backends", False, signed_in, lambda w, b, v: bool(b.backends())),
-    ("backend_notes", False, signed_in, lambda w, b, v: isinstance(b.backend_notes(), list)),
 ]
 # Rows whose "other actor" check is in a second, personal-value row (members may set these as their own).
 EXTRA_ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [

@@ -21,7 +21,7 @@ import click
 from docmind_core.commands import echo, echo_json, write_or_echo_json
 from docmind_core.commands.user_cmds import as_user_option, cli_workbench
 from docmind_core.experiments.metrics import METRICS, TIERS, ExperimentReport
-from docmind_core.experiments.runner import MODE_NAMES, Progress, parse_variant
+from docmind_core.experiments.records import MODE_NAMES, Progress, parse_variant
 from docmind_core.experiments.sweep import OBJECTIVE_HELP, OBJECTIVES
 
 

@@ -2,9 +2,13 @@
 
 A BEIR folder holds ``corpus.jsonl`` (id, title, text), ``queries.jsonl`` (id,
 text, optional answers) and ``qrels.tsv`` (query-id, corpus-id, score).  The
-evaluation indexes *chunks* like the product does (sentence-packed windows of
-``rag.chunk_tokens`` with overlap), so chunk-level answer recall means what it
-says; document metrics take a document's best chunk.
+evaluation indexes *chunks*, so chunk-level answer recall means what it says;
+document metrics take a document's best chunk.  :func:`chunk_text` packs whole
+sentences into windows of ``rag.chunk_tokens`` with ``rag.chunk_overlap_tokens``
+of overlap and no parent blocks.  The ingestor (``ingest/chunking.py``) cuts
+children inside parent blocks of ``rag.parent_tokens``: the two agree on a
+document that fits in one child and differ on longer ones, so these benchmarks
+measure retrieval over this chunking, not over an ingested KB's.
 
 Encoding a corpus with the bundled encoder takes minutes, so the vectors are
 kept on disk under ``<home>/cache/embeddings``, keyed by the embedder id and

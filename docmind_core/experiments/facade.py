@@ -1,49 +1,58 @@
-"""The Workbench methods for datasets, run labels and experiments; every one decides access first.
+"""One user's datasets, run labels and experiments behind the access facade; every call decides access first.
 
 | object      | read                                             | change                              |
 |-------------|--------------------------------------------------|-------------------------------------|
 | dataset     | as a KB: admin, owner, its department, or every  | admin or owner (share, delete);     |
 |             | signed-in user when public                       | anyone signed in imports (owns it)  |
-| run label   | who may read the run                             | who may read the run, into a dataset|
+| run label   | as an item of its dataset                        | who may read the run, into a dataset|
 |             |                                                  | they manage                         |
 | experiment  | the owner and admins (like traces)               | the owner and admins                |
 
 Experiment runs go through ``Workbench.ask`` of the acting user: their KB access applies to every
 question and the runs are their traces.  Applying swept thresholds goes through ``set_config``: a
 member's personal values, an admin's global ones.
+
+:class:`UserExperiments` is held by ``Workbench``, whose methods of the same names call it.  It gets
+what it works with passed in: the acting user, that user's own access-checked calls on the facade
+(:class:`UserCalls`), the dataset and experiment stores, the dataset guard and the trace store.
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from docmind_core.access import KbAccessGuard, can_read_trace
+from docmind_core.access import KbAccessGuard, can_read_trace, require_signed_in
 from docmind_core.compare import RunComparison, compare_runs
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.experiments.datasets import (
     VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, read_beir, read_jsonl_file,
 )
+from docmind_core.experiments.experiment_store import ExperimentStore
 from docmind_core.experiments.metrics import ExperimentReport
+from docmind_core.experiments.records import Experiment, ExperimentError, Progress, Variant, describe_experiment
 from docmind_core.experiments.results import (
     ExperimentResults, compute_results, items_digest, revision_of, stored_run_ids,
 )
-from docmind_core.experiments.runner import (
-    Experiment, ExperimentError, ExperimentRunner, ExperimentStore, Progress, Variant, describe_experiment,
-)
+from docmind_core.experiments.runner import ExperimentAsker, ExperimentRunner
 from docmind_core.experiments.sweep import SweepPoint, SweepResult
 from docmind_core.settings import Settings
+from docmind_core.store.db import Database
+from docmind_core.store.traces import TraceRecord, TraceStore
 
 if TYPE_CHECKING:
-    from docmind_core.engine import Engine
+    from docmind_core.models import IngestOutcome, KnowledgeBase
     from docmind_core.users import User
+
+log = logging.getLogger(__name__)
 
 LABELLED_FROM_TRACES = "labelled runs of {user}"
 
 
-class _DatasetsAsKbs:
+class DatasetsAsKbs:
     """The guard's store protocol over datasets: a dataset is owned and shared like a KB."""
 
     def __init__(self, store: DatasetStore):
@@ -59,43 +68,55 @@ class _DatasetsAsKbs:
         self.store.update(dataset_id, **fields)
 
 
-class ExperimentMethods:
-    """Mixed into ``Workbench``; relies on its ``_engine``, ``user``, ``_signed_in``, ``ask``, ``get_trace``,
-    ``kb_by_name``, ``ingest`` and ``set_config``."""
+class UserCalls(ExperimentAsker, Protocol):
+    """The acting user's own calls on the access facade (``Workbench``) that experiments build on; each
+    decides access itself."""
 
-    _engine: "Engine"
-    user: "User"
+    def settings(self) -> Settings: ...
 
-    # -- helpers ------------------------------------------------------------------
-    @property
-    def _datasets(self) -> DatasetStore:
-        return DatasetStore(self._engine.db)
+    def get_kb(self, kb_id: int) -> "KnowledgeBase": ...
 
-    @property
-    def _experiments(self) -> ExperimentStore:
-        return ExperimentStore(self._engine.db)
+    def get_trace(self, run_id: str) -> TraceRecord: ...
 
-    def _dataset_guard(self) -> KbAccessGuard:
-        return KbAccessGuard(_DatasetsAsKbs(self._datasets), self._engine.users)  # type: ignore[arg-type]
+    def ingest(self, kb_id: int, paths: Sequence[Path | str]) -> "list[IngestOutcome]": ...
+
+    def set_config(self, changes: dict[str, Any]) -> Settings: ...
+
+
+class UserExperiments:
+    """One acting user's datasets, run labels and experiments; every method decides access first."""
+
+    def __init__(self, user: "User", calls: UserCalls, datasets: DatasetStore, experiments: ExperimentStore,
+                 dataset_guard: KbAccessGuard, traces: TraceStore, db: Database):
+        self.user = user
+        self._calls = calls
+        self._datasets = datasets
+        self._experiments = experiments
+        self._dataset_guard = dataset_guard  # over datasets (DatasetsAsKbs): owned and shared like KBs
+        self._traces = traces
+        self._db = db
+
+    def _signed_in(self) -> "User":
+        return require_signed_in(self.user)
 
     def _readable_dataset(self, dataset_id: int) -> Dataset:
-        user = self._signed_in()  # type: ignore[attr-defined]
+        user = self._signed_in()
         try:
             dataset = self._datasets.get(dataset_id)
         except NotFound:
             dataset = None
-        if dataset is None or not self._dataset_guard().can_read(user, dataset):  # type: ignore[arg-type]
+        if dataset is None or not self._dataset_guard.can_read(user, dataset):  # type: ignore[arg-type]
             raise AccessDenied(f"{user.username} may not read dataset #{dataset_id} (or it does not exist)")
         return dataset
 
     def _managed_dataset(self, dataset_id: int) -> Dataset:
         dataset = self._readable_dataset(dataset_id)
-        if not self._dataset_guard().can_manage(self.user, dataset):  # type: ignore[arg-type]
+        if not self._dataset_guard.can_manage(self.user, dataset):  # type: ignore[arg-type]
             raise AccessDenied(f"only the owner of dataset #{dataset_id} or an admin may change it")
         return dataset
 
     def _own_experiment(self, experiment_id: int) -> Experiment:
-        user = self._signed_in()  # type: ignore[attr-defined]
+        user = self._signed_in()
         try:
             experiment = self._experiments.get(experiment_id)
         except NotFound:
@@ -107,17 +128,17 @@ class ExperimentMethods:
 
     # -- datasets -------------------------------------------------------------------
     def list_datasets(self) -> list[Dataset]:
-        user = self._signed_in()  # type: ignore[attr-defined]
-        guard = self._dataset_guard()
+        user = self._signed_in()
+        guard = self._dataset_guard
         return [d for d in self._datasets.list() if guard.can_read(user, d)]  # type: ignore[arg-type]
 
     def get_dataset(self, name_or_id: str | int) -> Dataset:
         """A readable dataset by id or name; an unknown and an unreadable one get the same answer."""
-        user = self._signed_in()  # type: ignore[attr-defined]
+        user = self._signed_in()
         if isinstance(name_or_id, int) or str(name_or_id).isdigit():
             return self._readable_dataset(int(name_or_id))
         found = self._datasets.find(str(name_or_id))
-        if found is None or not self._dataset_guard().can_read(user, found):  # type: ignore[arg-type]
+        if found is None or not self._dataset_guard.can_read(user, found):  # type: ignore[arg-type]
             raise AccessDenied(f"no dataset named '{name_or_id}' that {user.username} may read")
         return found
 
@@ -135,24 +156,24 @@ class ExperimentMethods:
         that KB (the user must manage it), as ``<corpus id>.txt``.  ``if_missing``: an existing dataset of
         that name that this user may read is returned as it is.
         """
-        user = self._signed_in()  # type: ignore[attr-defined]
+        user = self._signed_in()
         if if_missing:
             existing = self._datasets.find(name)
-            if existing is not None and self._dataset_guard().can_read(user, existing):  # type: ignore[arg-type]
+            if existing is not None and self._dataset_guard.can_read(user, existing):  # type: ignore[arg-type]
                 return existing
         path = Path(path)
         if kb:
-            self.kb_by_name(kb)  # type: ignore[attr-defined]  # refused when this user may not read it
+            self._calls.kb_by_name(kb)  # refused when this user may not read it
         if path.is_dir():
             if not kb:
                 raise DatasetError("a BEIR folder needs --kb: the knowledge base its corpus is (or goes) in")
             items = read_beir(path, limit=limit)
             source = "beir"
             if ingest_corpus:
-                target = self.kb_by_name(kb)  # type: ignore[attr-defined]
+                target = self._calls.kb_by_name(kb)
                 with tempfile.TemporaryDirectory(prefix="docmind-beir-") as tmp:
                     files = beir_corpus_files(path, Path(tmp))
-                    self.ingest(target.id, files)  # type: ignore[attr-defined]  # the KB's owner or an admin
+                    self._calls.ingest(target.id, files)  # the KB's owner or an admin
         elif path.is_file():
             items = read_jsonl_file(path)
             if limit:
@@ -167,7 +188,7 @@ class ExperimentMethods:
 
     def share_dataset(self, dataset_id: int, visibility: str) -> Dataset:
         self._managed_dataset(dataset_id)
-        return self._dataset_guard().set_visibility(self.user, dataset_id, visibility)  # type: ignore[arg-type,return-value]
+        return self._dataset_guard.set_visibility(self.user, dataset_id, visibility)  # type: ignore[arg-type,return-value]
 
     def delete_dataset(self, dataset_id: int) -> None:
         self._managed_dataset(dataset_id)
@@ -184,16 +205,15 @@ class ExperimentMethods:
         """
         if verdict not in VERDICTS:
             raise DatasetError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
-        record = self.get_trace(run_id)  # type: ignore[attr-defined]  # the owner or an admin
-        user = self._signed_in()  # type: ignore[attr-defined]
+        record = self._calls.get_trace(run_id)  # the owner or an admin
+        user = self._signed_in()
         sources = {c.chunk_id for c in (record.done.sources if record.done else [])}
         unknown = [c for c in gold_chunk_ids if c not in sources]
         if unknown:
             raise DatasetError(f"gold chunks must be sources of the run; not: {', '.join(unknown[:3])}")
         name = dataset or LABELLED_FROM_TRACES.format(user=user.username)
         target = self._datasets.find(name)
-        kb_names = [self._engine.store.get_kb(k).name for k in record.meta.kb_ids
-                    if self._kb_readable(k)]
+        kb_names = self._readable_kb_names(record.meta.kb_ids)
         item = DatasetItem(question=record.meta.question, kb=kb_names[0] if kb_names else "",
                            gold_chunk_ids=list(gold_chunk_ids), answerable=verdict != "should_abstain",
                            answers=[record.done.answer] if verdict == "correct" and record.done else [],
@@ -215,16 +235,14 @@ class ExperimentMethods:
                                                  gold_chunk_ids=list(gold_chunk_ids), labelled_by=user.owner_key,
                                                  dataset_item_id=item_id))
 
-    def run_label(self, run_id: str) -> RunLabel | None:
-        self.get_trace(run_id)  # type: ignore[attr-defined]
-        return self._datasets.label(run_id)
-
-    def _kb_readable(self, kb_id: int) -> bool:
-        try:
-            self.get_kb(kb_id)  # type: ignore[attr-defined]
-            return True
-        except (AccessDenied, NotFound):
-            return False
+    def _readable_kb_names(self, kb_ids: Sequence[int]) -> list[str]:
+        names = []
+        for kb_id in kb_ids:
+            try:
+                names.append(self._calls.get_kb(kb_id).name)
+            except (AccessDenied, NotFound):
+                continue
+        return names
 
     # -- experiments --------------------------------------------------------------------
     def create_experiment(self, name: str, dataset_id: int, variants: Sequence[Variant],
@@ -233,27 +251,22 @@ class ExperimentMethods:
 
         ``name`` "" is made from the dataset and the variants ("orion-set: rule vs agentic"); the
         description is generated from the variants, this user's grader thresholds and the questions."""
-        user = self._signed_in()  # type: ignore[attr-defined]
+        user = self._signed_in()
         dataset = self._readable_dataset(dataset_id)
         items = self._datasets.items(dataset_id, limit)
         variants = list(variants)
         name = name.strip() or f"{dataset.name}: {' vs '.join(v.name for v in variants)}"
-        description = describe_experiment(variants, self.settings().grader, leave_gold_out, limit,  # type: ignore[attr-defined]
+        description = describe_experiment(variants, self._calls.settings().grader, leave_gold_out, limit,
                                           dataset.name)
         return self._experiments.create(name, dataset_id, variants, items, owner_id=user.owner_key,
                                         leave_gold_out=leave_gold_out, item_limit=limit, description=description)
 
     def list_experiments(self) -> list[Experiment]:
-        user = self._signed_in()  # type: ignore[attr-defined]
+        user = self._signed_in()
         return [e for e in self._experiments.list() if can_read_trace(user, e.owner_id)]
 
     def get_experiment(self, experiment_id: int) -> Experiment:
         return self._own_experiment(experiment_id)
-
-    def delete_experiment(self, experiment_id: int) -> None:
-        """The experiment and its state; its runs stay in the trace store."""
-        self._own_experiment(experiment_id)
-        self._experiments.delete(experiment_id)
 
     def run_experiment(self, experiment_id: int, progress: Callable[[Progress], None] | None = None,
                        cancel: threading.Event | None = None, max_runs: int | None = None,
@@ -261,8 +274,8 @@ class ExperimentMethods:
         """Run (or resume) the experiment in this thread; returns its progress when it stops."""
         experiment = self._own_experiment(experiment_id)
         self._readable_dataset(experiment.dataset_id)
-        limit = self.settings().experiments.max_parallel  # type: ignore[attr-defined]
-        runner = ExperimentRunner(self, self._experiments, self._datasets,  # type: ignore[arg-type]
+        limit = self._calls.settings().experiments.max_parallel
+        runner = ExperimentRunner(self._calls, self._experiments, self._datasets,
                                   min(limit, parallel) if parallel else limit)
         return runner.run(experiment_id, progress=progress, cancel=cancel, max_runs=max_runs)
 
@@ -280,9 +293,7 @@ class ExperimentMethods:
         try:
             self.run_experiment(experiment_id)
         except Exception:  # noqa: BLE001 - the state row says where it stopped; a resume continues from there
-            import logging
-
-            logging.getLogger(__name__).exception("experiment #%s stopped", experiment_id)
+            log.exception("experiment #%s stopped", experiment_id)
 
     def cancel_experiment(self, experiment_id: int) -> str:
         self._own_experiment(experiment_id)
@@ -294,7 +305,7 @@ class ExperimentMethods:
 
     def _progress(self, experiment: Experiment) -> Progress:
         """Of an experiment this call has just read (and decided access to)."""
-        return self._experiments.progress(experiment.id, self.settings().experiments.max_parallel,  # type: ignore[attr-defined]
+        return self._experiments.progress(experiment.id, self._calls.settings().experiments.max_parallel,
                                           state=experiment.state)
 
     def experiment_results(self, experiment_id: int, reuse: ExperimentResults | None = None) -> ExperimentResults:
@@ -306,12 +317,12 @@ class ExperimentMethods:
         experiment = self._own_experiment(experiment_id)
         items = self._datasets.items(experiment.dataset_id)
         progress = self._progress(experiment)
-        revision = revision_of(self._engine.db, experiment, progress, items_digest(items))
+        revision = revision_of(self._db, experiment, progress, items_digest(items))
         if reuse is not None and reuse.experiment.id == experiment.id and reuse.revision == revision:
             return reuse
-        return compute_results(self._engine.traces, experiment, progress, revision, items,
+        return compute_results(self._traces, experiment, progress, revision, items,
                                self._experiments.runs(experiment_id, ["done"]),
-                               stored_run_ids(self._engine.db, experiment_id), reuse)
+                               stored_run_ids(self._db, experiment_id), reuse)
 
     def experiment_report(self, experiment_id: int) -> ExperimentReport:
         """Metrics per variant with 95% bootstrap intervals and paired differences against the first variant."""
@@ -326,12 +337,12 @@ class ExperimentMethods:
                 if r.item_id == item_id and r.gold_left_out == gold_left_out and r.run_id}
         if variant_a not in runs or variant_b not in runs:
             raise NotFound(f"experiment #{experiment_id} has no runs of item #{item_id} for both variants")
-        return compare_runs(self._engine.traces.get(runs[variant_a]), self._engine.traces.get(runs[variant_b]))
+        return compare_runs(self._traces.get(runs[variant_a]), self._traces.get(runs[variant_b]))
 
     def sweep_experiment(self, experiment_id: int, variant: str | None = None) -> SweepResult:
         """Tiers of the experiment's stored runs re-computed over the threshold grid; no model call.  Each
         run keeps its recorded grader settings for the keys the grid does not set."""
-        return self.experiment_results(experiment_id).sweep(self.settings().grader, variant)  # type: ignore[attr-defined]
+        return self.experiment_results(experiment_id).sweep(self._calls.settings().grader, variant)
 
     def apply_thresholds(self, point: SweepPoint | dict[str, Any]) -> Settings:
         """Make a sweep point this user's thresholds: personal values for a member, global for an admin."""
@@ -341,7 +352,7 @@ class ExperimentMethods:
         keys = {"grader.high_threshold", "grader.low_threshold", "grader.gray_zone_mode"}
         if set(values) - keys:
             raise ExperimentError(f"only {', '.join(sorted(keys))} are applied from a sweep")
-        return self.set_config(dict(values))  # type: ignore[attr-defined]
+        return self._calls.set_config(dict(values))
 
     def export_experiment(self, experiment_id: int) -> str:
         """The experiment, its report and every run's scores as one JSON document."""

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from docmind_core.experiments.datasets import DatasetItem
 from docmind_core.experiments.metrics import ExperimentReport, RunScore, build_report, score_run
-from docmind_core.experiments.runner import Experiment, ExperimentRun, Progress
+from docmind_core.experiments.records import Experiment, ExperimentRun, Progress
 from docmind_core.experiments.sweep import SweepInput, SweepResult, sweep, sweep_input
 from docmind_core.settings import GraderSettings
 from docmind_core.store.db import Database

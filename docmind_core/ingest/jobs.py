@@ -1,10 +1,11 @@
 """Ingestion as background jobs owned by the core (rows in ``ingest_jobs``), not by a page's script run.
 
-Why: an upload used to run inside the Streamlit script that received it, so
-navigating away stopped it (``StopException``) and nobody could see it from
-anywhere else.  Now a page (or any entry point) *enqueues* a job and returns;
-each Engine has one worker thread that claims queued jobs one at a time,
-holding a lease (``leases.py``) so that other processes can tell it is alive.
+Why: an ingest run inside the Streamlit script that received the upload would
+stop when the user navigates away (``StopException``) and nobody could see it
+from anywhere else.  So a page (or any entry point) *enqueues* a job and
+returns; each Engine has one worker thread that claims queued jobs one at a
+time, holding a lease (``leases.py``) so that other processes can tell it is
+alive.
 Progress per file is written to SQLite as the ingest reports it, so every
 page, every browser session and ``docmind jobs`` see the same state.
 

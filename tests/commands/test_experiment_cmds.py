@@ -138,7 +138,7 @@ def test_a_live_runner_is_not_taken_over_and_cancel_stops_it(home):
 
     engine = Engine.open(home, warm=False)
     bench = Workbench(engine, LOCAL_USER, "cli")
-    from docmind_core.experiments.runner import ExperimentError, Variant
+    from docmind_core.experiments.records import ExperimentError, Variant
 
     made = bench.create_experiment("cancel me", bench.get_dataset("orion-set").id, [Variant(name="a", mode="rule")])
     engine.db.db.execute("UPDATE experiments SET state = 'running', runner = 'elsewhere:2', heartbeat_at = ? "

@@ -81,7 +81,8 @@ def test_a_new_account_inherits_nothing_of_a_removed_one(home, tmp_path):
     with pytest.raises(AccessDenied):
         mallory.get_trace(dave["run_id"])
     assert mallory.settings().grader.high_threshold == engine.settings.grader.high_threshold != 0.55
-    assert mallory.list_memories() == []
+    nothing = mallory.tool_scope(None, searches_kbs=False)
+    assert mallory.run_tool("recall_memory", nothing, query="when is dave's bonus paid").memories == []
     assert mallory.user.id > engine.retired_user_ids()[0].id  # a fresh id, above dave's
     # deleted through the ingestor: no document row, no vectors of the KB left
     assert engine.db.db.execute("SELECT COUNT(*) FROM documents WHERE kb_id = ?", [dave["kb_id"]]).fetchone()[0] == 0

@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from docmind_core.experiments.datasets import DatasetItem, DatasetStore
-from docmind_core.experiments.runner import ExperimentStore, Variant
+from docmind_core.experiments.experiment_store import ExperimentStore
+from docmind_core.experiments.records import Variant
 from docmind_core.store.db import Database
 from tests.paths import ROOT
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.slow  # a subprocess
 
 TAKE_OVER_THEN_DIE = textwrap.dedent("""
     import os, signal, sys
-    from docmind_core.experiments.runner import ExperimentStore, runner_identity
+    from docmind_core.experiments.experiment_store import ExperimentStore, runner_identity
     from docmind_core.store.db import Database
     store = ExperimentStore(Database(sys.argv[1]))
     store.take_over(int(sys.argv[2]), runner_identity(), retry_failed=False)

@@ -10,7 +10,7 @@ from docmind_core.experiments.datasets import DatasetError, DatasetItem, gold_do
 from docmind_core.experiments.metrics import (
     RunScore, bootstrap_interval, confusion_matrix, contains_answer, gold_ndcg10, gold_recall, paired_difference,
 )
-from docmind_core.experiments.runner import ExperimentError, parse_variant
+from docmind_core.experiments.records import ExperimentError, parse_variant
 from docmind_core.experiments.sweep import SweepInput, sweep
 from docmind_core.answer.grade import CoverageReport
 from docmind_core.models import RetrievedChunk, StageScores
@@ -131,7 +131,8 @@ def test_cancel_pressed_twice_leaves_a_live_runner_cancelling(tmp_path):
     """A second Cancel must not mark a live run 'cancelled' (its runner would never see the request and a
     resume could start a second runner on the same rows)."""
     from docmind_core.experiments.datasets import DatasetStore
-    from docmind_core.experiments.runner import ExperimentStore, Variant
+    from docmind_core.experiments.experiment_store import ExperimentStore
+    from docmind_core.experiments.records import Variant
     from docmind_core.store.db import Database
 
     db = Database(tmp_path / "docmind.db")

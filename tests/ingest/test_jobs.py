@@ -20,7 +20,7 @@ from docmind_core.engine import Engine
 from docmind_core.errors import AccessDenied, IngestError
 from docmind_core.ingest.chunking import chunk_document, iter_chunk_blocks
 from docmind_core.ingest.jobs import JobInput
-from docmind_core.ingest.pipeline import STREAM_MIN_CHUNKS
+from docmind_core.ingest.streaming import STREAM_MIN_CHUNKS
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 from tests.paths import ROOT

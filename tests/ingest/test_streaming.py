@@ -18,7 +18,7 @@ import pytest
 from docmind_core.errors import IngestCancelled, IngestError
 from docmind_core.ingest.chunking import chunk_document, iter_stream_blocks
 from docmind_core.ingest.loaders import load_document, open_text_file
-from docmind_core.ingest.pipeline import STREAM_MIN_BYTES
+from docmind_core.ingest.streaming import STREAM_MIN_BYTES
 from docmind_core.settings import Settings
 from docmind_core.text import SentenceScanner, split_sentences
 from tests.ingest.test_pipeline import World

@@ -1,0 +1,161 @@
+"""Streamed ingest: one large document read, chunked, encoded and written one batch at a time.
+
+The ingestor (``pipeline.py``) streams a document estimated to make more than ``STREAM_MIN_CHUNKS``
+child chunks, and reads a plain-text file larger than ``STREAM_MIN_BYTES`` in pieces; memory then
+holds a couple of batches and their text, never the whole document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from dataclasses import replace
+from typing import Iterable, Iterator, TypeVar
+
+from docmind_core.backends.protocols import IndexedChunk, KeywordIndex
+from docmind_core.errors import IngestError
+from docmind_core.ingest.chunking import TextChunk, iter_stream_blocks
+from docmind_core.ingest.indexing import IndexWriter
+from docmind_core.ingest.leases import Lease, LeaseBook
+from docmind_core.ingest.prepared import PreparedFile, check_cancel
+from docmind_core.models import KnowledgeBase
+from docmind_core.settings import Settings
+from docmind_core.store.kb_store import KnowledgeStore
+from docmind_core.text import stored_terms
+
+# A document estimated to make more child chunks than this is streamed: chunked, tokenised, encoded and
+# written one batch at a time (bounded memory), with the next batch prepared while the encoder runs.
+STREAM_MIN_CHUNKS = 512
+# A plain-text file larger than this is never read whole: hashed, counted, chunked and stored in pieces.
+STREAM_MIN_BYTES = 1 << 20
+
+
+class StreamedWriter:
+    """Writes a large prepared document to SQLite, the vector store and the keyword index."""
+
+    def __init__(self, store: KnowledgeStore, writer: IndexWriter, keyword_index: KeywordIndex, leases: LeaseBook):
+        self.store = store
+        self.writer = writer
+        self.keyword_index = keyword_index
+        self.leases = leases
+
+    def write(self, kb: KnowledgeBase, doc: PreparedFile, settings: Settings, lease: Lease,
+              cancel: threading.Event | None) -> None:
+        """Write one large document batch by batch: memory holds a couple of batches and their text.
+
+        A producer thread reads, chunks and tokenises the next batch (pure Python, holding the GIL)
+        while this thread encodes the current one (numpy, which releases it) and writes it.  The text
+        goes to a spool in SQLite piece by piece and becomes the document's text at the end.  The
+        document stays pending until its last batch is written, exactly as in :meth:`Ingestor._write`.
+        """
+        retry = doc.doc_id is not None
+        doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),
+                                               content_hash=doc.digest, mime=doc.mime, size=doc.size,
+                                               text="", lease_id=lease.id, owner_alive=self.leases.alive)
+        if retry or doc.existing is not None:
+            self.writer.purge(kb.id, doc.doc_id)
+        self.store.store_spooled_text(doc.doc_id, keep=False)  # whatever a failed attempt left
+        written = 0
+        try:
+            for parents, children, end, text in _prefetched(
+                    _batches(kb.id, doc.source.name, doc.pieces(), settings), depth=2, stop=cancel):
+                check_cancel(cancel)
+                self.store.spool_document_text(doc.doc_id, text)
+                self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in parents + children])
+                indexed = [IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in children]
+                if indexed:
+                    self.writer.embed(indexed)
+                    self.keyword_index.add(indexed)
+                written += len(children)
+                doc.reporter("embedding", 0.12 + 0.83 * end / max(1, doc.chars), f"{written} chunks")
+            check_cancel(cancel)
+            if not written:
+                raise IngestError(f"{doc.source.name}: no text could be extracted")
+            self.store.store_spooled_text(doc.doc_id)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the failure being raised is the one to report
+                self.store.store_spooled_text(doc.doc_id, keep=False)
+            raise
+        doc.streamed_chunks = written
+        doc.reporter("indexing", 0.97)
+        if not self.store.complete_document(doc.doc_id, lease.id):
+            raise IngestError(f"{doc.source.name}: another process took this document over while it was being "
+                              f"written (no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
+
+
+def _batches(kb_id: int, name: str, pieces: Iterable[str],
+             settings: Settings) -> Iterator[tuple[list[TextChunk], list[TextChunk], int, list[str]]]:
+    """(parents, children with their keyword terms, end offset, the text read since the previous batch) of
+    about one encoder batch each; the texts of all batches join to the whole text."""
+    taken: list[str] = []
+
+    def read() -> Iterator[str]:
+        for piece in pieces:
+            taken.append(piece)
+            yield piece
+
+    parents: list[TextChunk] = []
+    children: list[TextChunk] = []
+    end = 0
+    for parent, kids in iter_stream_blocks(kb_id, name, read(), settings.rag.chunk_tokens,
+                                           settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens):
+        parents.append(parent)
+        children.extend(replace(c, terms=stored_terms(c.text)) for c in kids)
+        end = parent.end
+        if len(children) >= settings.embedding.batch_size:
+            yield parents, children, end, taken[:]
+            parents, children, taken[:] = [], [], []
+    if parents or taken:
+        yield parents, children, end, taken[:]
+
+
+_T = TypeVar("_T")
+_END = object()
+
+
+def _prefetched(items: Iterable[_T], depth: int, stop: threading.Event | None = None) -> Iterator[_T]:
+    """``items``, produced by a helper thread up to ``depth`` ahead of the consumer.
+
+    An exception in the producer is raised in the consumer; a consumer that stops early (or an
+    exception in it) ends the producer at its next item.
+    """
+    box: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    done = threading.Event()
+
+    def put(item: object) -> bool:
+        while not done.is_set():
+            try:
+                box.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item) or (stop is not None and stop.is_set()):
+                    return
+            put(_END)
+        except BaseException as exc:  # handed to the consumer
+            put(exc)
+
+    thread = threading.Thread(target=produce, name="docmind-ingest-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            try:
+                item = box.get(timeout=0.5)
+            except queue.Empty:
+                if not thread.is_alive() and box.empty():
+                    return  # the producer stopped (cancel)
+                continue
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        done.set()
+        thread.join(timeout=5)
