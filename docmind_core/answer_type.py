@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from docmind_core.claims import values_in
+from docmind_core.claims import _UNITS, values_in
 from docmind_core.models import ClaimCheck
 from docmind_core.text import CITATION_MARKER_RE, keyword_tokens
 
@@ -117,13 +117,32 @@ _CUE_WORDS = frozenset(keyword_tokens(
     "名称", "分别", "范围", "命令"}
 
 
+# a measure the question names, and the units (claims.py's kinds) a value of it is stated in: the pricing row
+# "Nimbus N2 | 2,390 USD | 32 GB | … | see the N2 datasheet" states numbers, and no power draw
+_TIME = frozenset({"day", "hour", "minute", "second", "week", "month", "year", "ms", "us", "ns"})
+_LENGTH = frozenset({"mm", "cm", "m", "km", "nm", "um"})
+_MEASURE_UNITS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"\b(?:power|draw|wattage|consumption)\b|功耗|功率|耗电", re.I), frozenset({"w", "kw"})),
+    (re.compile(r"\bweigh(?:t|s)?\b|重量|多重", re.I), frozenset({"kg", "g", "mg"})),
+    (re.compile(r"\b(?:storage|memory|ram|disk)\b|内存|存储|硬盘", re.I), frozenset({"tb", "gb", "mb", "kb", "pb"})),
+    (re.compile(r"\btemperature\b|温度", re.I), frozenset({"degree"})),
+    (re.compile(r"\bvoltage\b|电压", re.I), frozenset({"v"})),
+    (re.compile(r"\b(?:uptime|percentage|availability)\b|百分比|百分之|可用性", re.I), frozenset({"%"})),
+    (re.compile(r"\bhow\s+long\b", re.I), _TIME | _LENGTH),
+    (re.compile(r"\b(?:duration|period|retention|timeout|interval|lifetime|warranty)\b|多久|多长时间|期限|保留期|"
+                r"时长|保修期", re.I), _TIME),
+)
+
+
 @dataclass(frozen=True)
 class QuestionPart:
-    """One part of a question: its text, the kind of value it asks for (None: yes/no or open), its words."""
+    """One part of a question: its text, the kind of value it asks for (None: yes/no or open), its words,
+    and for a named measure ("power draw", "保留期") the units its value is stated in (empty: any)."""
 
     text: str
     kind: ValueKind | None
     words: frozenset[str]
+    units: frozenset[str] = frozenset()
 
 
 def kind_of(part: str) -> ValueKind | None:
@@ -151,6 +170,14 @@ def kind_of(part: str) -> ValueKind | None:
     return None
 
 
+def measure_units(part: str) -> frozenset[str]:
+    """The units a value of the measure ``part`` names is stated in (empty: none named, any unit)."""
+    for pattern, units in _MEASURE_UNITS:
+        if pattern.search(part):
+            return units
+    return frozenset()
+
+
 def question_parts(question: str) -> list[QuestionPart]:
     """The parts of ``question``; a piece without any question word joins the piece after it (or before,
     at the end): "根据文档，X 是多少" is one part."""
@@ -169,7 +196,12 @@ def question_parts(question: str) -> list[QuestionPart]:
             merged[-1] = f"{merged[-1]} {carry}"
         else:
             merged.append(carry)
-    return [QuestionPart(p, kind_of(p), frozenset(keyword_tokens(p, stem=True)) - _CUE_WORDS) for p in merged]
+    out = []
+    for p in merged:
+        kind = kind_of(p)
+        units = measure_units(p) if kind == "quantity" else frozenset()
+        out.append(QuestionPart(p, kind, frozenset(keyword_tokens(p, stem=True)) - _CUE_WORDS, units))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -189,6 +221,13 @@ _DATE_WORD_RE = re.compile(
     r"monthly|yearly|annually|midnight|noon)\b"
     r"|[\d一二三四五六七八九十〇零]+\s*(?:年|月|日|号|点)|(?:上午|下午|凌晨|中午|晚上|每天|每周|每月|每年|昨天|今天|明天)"
     r"|(?:周|星期)[一二三四五六日天]", re.IGNORECASE)
+# a number in words with its unit ("three years", "两年", "半小时")
+_WORDED_VALUE_RE = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
+    r"sixty|a\s+hundred|hundred|a\s+thousand|thousand|a\s+dozen|half\s+an?|an?)\s+(?P<unit>[a-z]+)\b"
+    r"|[一二两三四五六七八九十百千万半]+\s*(?P<unit_zh>" + "|".join(u for u in sorted(
+        (k for k in _UNITS if not k.isascii()), key=len, reverse=True)) + r")",
+    re.IGNORECASE)
 _TIME_UNITS = frozenset({"day", "hour", "minute", "second", "week", "month", "year", "ms"})
 _VERSION_WORD_RE = re.compile(r"\bv\d+(?:\.\d+)*\b|(?:version|firmware|release|build|版本|固件)\s*v?\d+(?:\.\d+)*",
                               re.IGNORECASE)
@@ -199,6 +238,7 @@ _ADDRESS_VALUE_RE = re.compile(
     re.IGNORECASE)
 _FREE_RE = re.compile(r"\b(?:free|no\s+charge|no\s+cost|at\s+no\s+extra\s+cost)\b|免费|不收费", re.IGNORECASE)
 _NUMERIC_KINDS_EXCLUDED = frozenset({"ip", "version"})
+_CURRENCIES = frozenset({"usd", "eur", "cny"})
 
 
 def _bare(text: str) -> str:
@@ -215,22 +255,27 @@ def _fresh_matches(pattern: re.Pattern[str], claim: str, question: str) -> bool:
     return any(m.group(0).strip().lower() not in lower for m in pattern.finditer(claim))
 
 
-def states_value(kind: ValueKind, claim: str, question: str) -> bool:
-    """``claim`` states a value of ``kind`` that ``question`` does not already state."""
+def states_value(kind: ValueKind, claim: str, question: str, units: frozenset[str] = frozenset()) -> bool:
+    """``claim`` states a value of ``kind`` (in one of ``units``, when given) that ``question`` does not
+    already state."""
     claim = _bare(claim)
     values = _fresh_values(claim, question)
+    if units:
+        return any(v.kind in units for v in values) or any(
+            _UNITS.get((m.group("unit") or m.group("unit_zh")).lower()) in units
+            for m in _WORDED_VALUE_RE.finditer(claim))
     if kind == "version":
         return any(v.kind == "version" or (v.kind == "" and "." in v.key) for v in values) or \
             _fresh_matches(_VERSION_WORD_RE, claim, question)
     if kind == "date":
         return any(v.kind in ("date", "year") or v.kind in _TIME_UNITS for v in values) or \
             _fresh_matches(_DATE_WORD_RE, claim, question)
-    if kind in ("money", "quantity", "count"):
-        if any(v.kind not in _NUMERIC_KINDS_EXCLUDED for v in values):
-            return True
-        if kind == "money" and _FREE_RE.search(claim):
-            return True
-        return _fresh_matches(_NUMBER_WORD_RE, claim, question)
+    if kind == "money":  # a currency, or a bare number (a price column); 45 W or 32 GB is no price
+        return any(v.kind in _CURRENCIES or v.kind == "" for v in values) or bool(_FREE_RE.search(claim)) or \
+            _fresh_matches(_NUMBER_WORD_RE, claim, question)
+    if kind in ("quantity", "count"):
+        return any(v.kind not in _NUMERIC_KINDS_EXCLUDED for v in values) or \
+            _fresh_matches(_NUMBER_WORD_RE, claim, question)
     if kind == "address":
         return any(v.kind == "ip" for v in values) or _fresh_matches(_ADDRESS_VALUE_RE, claim, question)
     # a name: some word the question does not hold (lenient: a claim restating the question names nothing)
@@ -282,7 +327,8 @@ def check_answer_type(question: str, claims: Sequence[ClaimCheck]) -> AnswerType
     missing: list[ValueKind] = []
     for part in asked:
         own = part.words if len(part.words) >= 2 else everything
-        if not any(states_value(part.kind, text, question) and not _belongs_elsewhere(words, part, parts, own)
+        if not any(states_value(part.kind, text, question, part.units)
+                   and not _belongs_elsewhere(words, part, parts, own)
                    for text, words in supported):
             missing.append(part.kind)
     return AnswerTypeCheck(tuple(dict.fromkeys(p.kind for p in asked)), tuple(dict.fromkeys(missing)))

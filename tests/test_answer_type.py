@@ -138,3 +138,32 @@ def test_kind_of_reads_english_and_chinese_forms():
     assert kind_of("how long is data kept") == "quantity"
     assert kind_of("数据保留多少天") == "quantity"
     assert kind_of("what is the name of the admin tool") == "name"
+
+
+def test_a_number_in_another_unit_does_not_answer_a_named_measure_or_a_price():
+    """Gold left out, the offline answers to q01 and q05 stated numbers, none of the asked measure."""
+    from docmind_core.models import ClaimCheck
+
+    def missing(question: str, answer: str):
+        claims = [ClaimCheck(text=answer, char_start=0, char_end=len(answer), status="supported")]
+        return check_answer_type(question, claims).missing
+
+    row = "Nimbus N2 | 2,390 USD | 8-core x86 | 32 GB | 2 TB NVMe | see the N2 datasheet | [1]."
+    assert missing("What is the maximum power draw of the Nimbus N2?", row) == ("quantity",)
+    assert missing("What is the maximum power draw of the Nimbus N2?", "The N2 draws up to 45 W.") == ()
+    watts = "The maximum power draw of the Nimbus N2 is 45 W at full load [4];"
+    assert missing("Nimbus N1 和 N2 的价格分别是多少？", watts) == ("money",)
+    assert missing("Aurora 默认的数据保留期是多久？", "Aurora 的数据保留期默认为 180 天。") == ()
+    assert missing("Aurora 默认的数据保留期是多久？", "Aurora 有 3 个区域。") == ("quantity",)
+
+
+@pytest.mark.parametrize("answer, answered", [
+    ("The warranty lasts three years.", True),
+    ("保修期为两年。", True),
+    ("Nimbus 目前有 N1 和 N2 两个型号。", False),  # a count of models is no duration
+])
+def test_a_number_in_words_answers_a_named_measure_only_in_its_unit(answer, answered):
+    from docmind_core.models import ClaimCheck
+
+    claims = [ClaimCheck(text=answer, char_start=0, char_end=len(answer), status="supported")]
+    assert check_answer_type("What is the warranty period?", claims).answers is answered
