@@ -77,11 +77,17 @@ _MONEY_RE = re.compile(
     r"|多少钱|(?:价格|售价|价钱|费用|报价|收费|定价|单价|价位)", re.IGNORECASE)
 _COUNT_RE = re.compile(
     r"\bhow\s+many\b|\b(?:what|which)\s+(?:is\s+|are\s+)?(?:the\s+)?(?:total\s+)?number\s+of\b"
-    r"|多少(?:个|位|名|人|家|种|款|台|条|次|项)|几(?:个|位|名|家|种|款|台|条|次|项)|有多少(?!钱)", re.IGNORECASE)
+    r"|多少(?:个|位|名|人|家|种|款|台|条|次|项)|(?<![哪那这前后头])几(?:个|位|名|家|种|款|台|条|次|项)|有多少(?!钱)",
+    re.IGNORECASE)
+# open questions (why / how / in what way) and alternatives ("X or Y?", "还是") ask for no value of a kind
+_OPEN_RE = re.compile(r"\bwhy\b|\bhow\s+come\b|\bmean(?:s|ing)?\b|什么意思|含义|为什么|为何|怎样|怎么样|如何|怎么|,\s*[^,]+\s+or\s+[^,]+$|还是", re.IGNORECASE)
+# a code or serial the question asks for ("编号是多少", "型号"): a name, not a quantity
+_CODE_ASKED_RE = re.compile(r"编号|号码|代号|型号|代码|\b(?:code|id|serial)\b", re.IGNORECASE)
 _QUANTITY_RE = re.compile(
     r"\bhow\s+(?:much|long|big|large|far|old|fast|heavy|tall|wide|high|deep|hot|cold|often|soon)\b"
     r"|\bwhat\s+(?:percentage|proportion|share|ratio|fraction|rate|size|capacity)\b"
-    r"|多少|多久|多长|多大|多重|多高|多远|多快|多宽|多深|几(?:天|年|月|小时|分钟|秒|周|倍|成)|百分之几",
+    r"|多少|多久|多长|多大(?!学)|多重(?=[？?呢]|$)|多高|多远|多快|多宽|多深|(?<![那这前后头])几(?:天|年|月|小时|分钟|秒|周|倍|成)"
+    r"|百分之几",
     re.IGNORECASE)
 _NAME_RE = re.compile(
     r"^\s*(?:and\s+|but\s+|so\s+)?(?:who|whom|whose|where)\b|\bwhat(?:'s|\s+is|\s+are|\s+was)\s+(?:the\s+)?"
@@ -90,8 +96,8 @@ _NAME_RE = re.compile(
     r"|谁|哪里|哪儿|在哪|哪个(?:城市|国家|地区|公司|部门|团队|产品|客户)|哪家|哪位|叫什么|什么名字|名称是|什么地方",
     re.IGNORECASE)
 _ADDRESS_RE = re.compile(
-    r"\b(?:what|which)\b.*\b(?:address|addresses|url|urls|link|ip|endpoint|hostname|host|port|path|command|"
-    r"commands|email|e-mail|website|domain|uri)\b"
+    r"\b(?:what|which)(?:'s|\s+is|\s+are|\s+was)?\s+(?:the\s+|its\s+|their\s+)?(?:[\w-]+\s+){0,3}?(?:address|"
+    r"addresses|url|urls|link|ip|endpoint|hostname|port|path|command|commands|email|e-mail|website|domain|uri)\b"
     r"|(?:什么|哪|多少|是).{0,4}(?:地址|网址|链接|命令|端口|路径|邮箱|域名|指令)|(?:地址|网址|链接|命令|端口|路径|邮箱|域名|指令)"
     r"(?:是|为)?(?:什么|多少|哪)", re.IGNORECASE)
 # "what is the maximum power draw of …": the head of the noun phrase after "what is (the)" names a measure
@@ -107,7 +113,7 @@ _MEASURES = frozenset({
     "minimum", "dimensions", "resolution", "sla", "quota", "lifetime", "warranty", "headcount",
 })
 _ZH_MEASURE_RE = re.compile(r"(?:功耗|功率|重量|容量|尺寸|速度|温度|电压|保留期|期限|时长|上限|下限|比例|百分比|带宽|延迟|"
-                            r"可用性|人数|数量|金额|面积|距离|保修期)(?:是|为)(?:什么|多少|几)")
+                            r"可用性|人数|数量|金额|面积|距离|保修期)(?:是(?:什么|多少|几)|为(?:多少|几))")
 
 # words that say what kind of value is asked, not what it is about: not a part's own words
 _CUE_WORDS = frozenset(keyword_tokens(
@@ -148,8 +154,10 @@ class QuestionPart:
 def kind_of(part: str) -> ValueKind | None:
     """The kind of value one question part asks for; None for a yes/no or an open question."""
     text = part.strip()
-    if not text or _YES_NO_RE.search(text):
+    if not text or _YES_NO_RE.search(text) or _OPEN_RE.search(text):
         return None
+    if _COUNT_RE.search(text):
+        return "count"
     if _VERSION_RE.search(text):
         return "version"
     if _DATE_RE.search(text):
@@ -158,8 +166,8 @@ def kind_of(part: str) -> ValueKind | None:
         return "address"
     if _MONEY_RE.search(text):
         return "money"
-    if _COUNT_RE.search(text):
-        return "count"
+    if _CODE_ASKED_RE.search(text):
+        return "name"
     if _QUANTITY_RE.search(text) or _ZH_MEASURE_RE.search(text):
         return "quantity"
     if _NAME_RE.search(text):
@@ -211,7 +219,7 @@ def question_parts(question: str) -> list[QuestionPart]:
 _NUMBER_WORD_RE = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
     r"sixty|hundred|thousand|million|billion|dozen|half|single|double|twice)\b"
-    r"|[一二两三四五六七八九十百千万亿半]+\s*(?:个|位|名|人|家|种|台|条|次|项|天|年|月|周|小时|分钟|秒|倍|成|元|美元|瓦|%)",
+    r"|[一二两三四五六七八九十百千万亿半]+\s*[\u4e00-\u9fff%]",
     re.IGNORECASE)
 _MONTHS = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
           r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
@@ -220,7 +228,9 @@ _DATE_WORD_RE = re.compile(
     r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|yesterday|tomorrow|ago|daily|weekly|"
     r"monthly|yearly|annually|midnight|noon)\b"
     r"|[\d一二三四五六七八九十〇零]+\s*(?:年|月|日|号|点)|(?:上午|下午|凌晨|中午|晚上|每天|每周|每月|每年|昨天|今天|明天)"
-    r"|(?:周|星期)[一二三四五六日天]", re.IGNORECASE)
+    r"|(?:周|星期)[一二三四五六日天]|\b\d+(?:st|nd|rd|th)\s+centur(?:y|ies)\b|\b(?:century|centuries|decade|era)\b"
+    r"|\d+\s*时(?:\s*\d+\s*分)?|[初晚早盛仲孟季][春夏秋冬]|年前|年后|世纪|年代|时代|时期|期间|时候|之后|以后|之前|当时|那一刻|"
+    r"春节|[初末]期|幕末|[春夏秋冬]季|[\u4e00-\u9fff]朝", re.IGNORECASE)
 # a number in words with its unit ("three years", "两年", "半小时")
 _WORDED_VALUE_RE = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
@@ -229,12 +239,13 @@ _WORDED_VALUE_RE = re.compile(
         (k for k in _UNITS if not k.isascii()), key=len, reverse=True)) + r")",
     re.IGNORECASE)
 _TIME_UNITS = frozenset({"day", "hour", "minute", "second", "week", "month", "year", "ms"})
-_VERSION_WORD_RE = re.compile(r"\bv\d+(?:\.\d+)*\b|(?:version|firmware|release|build|版本|固件)\s*v?\d+(?:\.\d+)*",
+_VERSION_WORD_RE = re.compile(r"\bv\d+(?:\.\d+)*\b|(?:version|firmware|release|build|版本|固件)\s*v?\d+(?:\.\d+)*"
+                              r"|[A-Za-z0-9][\w.+-]*\s*版(?:本)?|\b[\w.+-]+\s+(?:version|edition)\b",
                               re.IGNORECASE)
 _ADDRESS_VALUE_RE = re.compile(
     r"https?://\S+|\bwww\.\S+|[\w.+-]+@[\w-]+\.[\w.-]+|\b[\w-]+(?:\.[\w-]+)*:\d{2,5}\b|`[^`]+`"
     r"|(?:^|\s)(?:/[\w.-]+){2,}|\b[A-Za-z]:\\|\b[\w-]+\.(?:com|cn|io|net|org|local|internal|dev|ai)\b"
-    r"|[→>»]|\b(?:sudo|curl|wget|pip|npm|apt(?:-get)?|git|ssh|systemctl|docker|kubectl|docmind)\s+\S+",
+    r"|[\u4e00-\u9fff]{2,}(?:省|市|区|县|镇|乡|村|路|街|道|号|大厦|楼)|[→>»]|\b(?:sudo|curl|wget|pip|npm|apt(?:-get)?|git|ssh|systemctl|docker|kubectl|docmind)\s+\S+",
     re.IGNORECASE)
 _FREE_RE = re.compile(r"\b(?:free|no\s+charge|no\s+cost|at\s+no\s+extra\s+cost)\b|免费|不收费", re.IGNORECASE)
 _NUMERIC_KINDS_EXCLUDED = frozenset({"ip", "version"})
