@@ -13,8 +13,11 @@ two).  Each part asks for one kind of value, or for none:
   ``money`` ("how much does … cost", "price", "价格", "多少钱"), ``count`` ("how many", "多少个", "几位"),
   ``quantity`` ("how much/long/big", "what is the maximum power draw", "多少", "多久"), ``name`` ("who",
   "where", "叫什么", "在哪里") and ``address`` ("what address/URL/command", "地址", "命令");
-- none: a yes/no question ("Is there …", "…吗", "是否") or an open one ("how do I", "why", "what does X
-  mean", "怎么处理", "为什么").
+- none: a yes/no question ("Is there …", "…吗", "是否"), an open one ("how do I", "why", "what does X
+  mean", "怎么处理", "为什么") or a choice between named alternatives ("…, X or Y?", "还是").
+
+A part naming a measure ("the maximum power draw", "保留期") asks for a value in its units (W, a duration): the
+pricing row "Nimbus N2 | 2,390 USD | 32 GB | … | see the N2 datasheet" states numbers, and no power draw.
 
 A part that asks for a kind is *answered* when a supported claim states a value of that kind the question
 does not already state ("when was 3.2.1 released" is not answered by "3.2.1").  A claim that shares no word
