@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from docmind_core.answer_type import check_answer_type
 from docmind_core.claims import ABSENCE_RE, check_claims, claim_counts, holds, sentence_units
 from docmind_core.models import (
     Band,
@@ -236,16 +237,21 @@ _BAND_CAP: dict[str, Band] = {Tier.AMBIGUOUS.value: "MEDIUM", Tier.LOW.value: "L
 
 
 def confidence_from(citations: CitationResult | None, top_score: float, tier: Tier | str | None,
-                    settings: CitationSettings) -> Confidence:
+                    settings: CitationSettings, question: str = "") -> Confidence:
     """confidence = supported coverage x top rerank score (or the top score alone), with a band and a reason.
 
     Supported coverage is the share of the answer's substantive claims a source states (see claims.py), so
     an answer whose claims state nothing checkable, or only values its sources do not hold, scores 0
     whatever the evidence grade.  An answer without any claim ("Sorry.") or with unknown citations (parsing
     failed) scores 0 too.  A contradicted claim caps the band at LOW, and so does evidence graded LOW; evidence
-    graded AMBIGUOUS caps it at MEDIUM, as does any unsupported claim: HIGH says every claim was found.  ``ungrounded`` marks an answer with a
-    substantive claim unsupported or contradicted, whatever the tier (and, as before, one that cites almost
-    nothing while the grader found the evidence weak).
+    graded AMBIGUOUS caps it at MEDIUM, as does any unsupported claim: HIGH says every claim was found.
+    ``ungrounded`` marks an answer with a substantive claim unsupported or contradicted, whatever the tier (and,
+    as before, one that cites almost nothing while the grader found the evidence weak).
+
+    With the ``question``, the answer must also state what it asks for (answer_type.py): a question asking for
+    a version, date, price, count, quantity, name or address that no supported claim states is not answered,
+    and the band is at most MEDIUM (HIGH says the question is answered too).  This changes neither the score
+    nor ``ungrounded``: the claims hold, they miss the point.
     """
     top = min(1.0, max(0.0, float(top_score or 0.0)))
     tier_value = tier.value if isinstance(tier, Tier) else (tier or "")
@@ -272,6 +278,9 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
         band = capped
     if unsupported and band == "HIGH":  # HIGH says every claim was found in its source
         band = "MEDIUM"
+    answered = check_answer_type(question, claims) if question.strip() else None
+    if answered is not None and answered.missing and band == "HIGH":
+        band = "MEDIUM"
     ungrounded = bool(unsupported or contradicted) or (
         coverage is not None and coverage < UNGROUNDED_COVERAGE and tier_value == Tier.LOW.value)
     grade = f"evidence tier {tier_value or 'unknown'}, top score {top:.2f}"
@@ -286,4 +295,9 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
         if claims and not supported and all("nothing checkable" in c.reason for c in claims
                                             if c.status == "unsupported"):
             said += " (nothing checkable stated)"
-    return Confidence(score=round(score, 4), band=band, ungrounded=ungrounded, reason=f"{said}; {grade}")
+    if answered is not None and answered.missing:
+        said += f"; {answered.reason}"
+    return Confidence(score=round(score, 4), band=band, ungrounded=ungrounded, reason=f"{said}; {grade}",
+                      asks_for=list(answered.asked) if answered else [],
+                      answers_question=answered.answers if answered else None,
+                      unanswered=list(answered.missing) if answered else [])

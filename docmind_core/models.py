@@ -393,6 +393,9 @@ class Confidence(_Value):
     band: Band
     ungrounded: bool = False  # a substantive claim is unsupported or contradicted (or nothing is cited)
     reason: str = ""  # the score in words: supported claims, contradictions, evidence grade
+    asks_for: list[str] = Field(default_factory=list)  # kinds of value the question asks for (answer_type.py)
+    answers_question: bool | None = None  # False: an asked value no supported claim states; None: none asked
+    unanswered: list[str] = Field(default_factory=list)  # the asked kinds no supported claim states
 
 
 # --------------------------------------------------------------------------

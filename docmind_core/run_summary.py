@@ -53,6 +53,8 @@ class RunSummary(BaseModel):
     band: str = ""
     ungrounded: bool = False
     confidence_reason: str = ""
+    asks_for: list[str] = Field(default_factory=list)  # kinds of value the question asks for (version, date, ...)
+    answers_question: bool | None = None  # False: no supported claim states an asked value; None: none asked
     # each claim of the answer read against its source: supported / unsupported / contradicted / not_checkable
     claims: list[dict[str, Any]] = Field(default_factory=list)
     claim_counts: dict[str, int] = Field(default_factory=dict)
@@ -116,6 +118,8 @@ def summary_of(digest: RunDigest) -> RunSummary:
             summary.confidence, summary.band = done.confidence.score, done.confidence.band
             summary.ungrounded = done.confidence.ungrounded
             summary.confidence_reason = done.confidence.reason
+            summary.asks_for = list(done.confidence.asks_for)
+            summary.answers_question = done.confidence.answers_question
         tokens = digest.tokens
         summary.usage = {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
                          "model_calls": tokens["calls"]}

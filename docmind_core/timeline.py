@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Literal, Sequence
 
 from docmind_core import events as ev
+from docmind_core.answer_type import KIND_WORDS
 from docmind_core.events import Event, EventFold, event_from_dict
 from docmind_core.models import GradeResult, RetrievedChunk, ToolCallRecord
 from docmind_core.reasons import describe_reason
@@ -265,11 +266,15 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
                                 f"{c.contradicted_claims} contradicted")
         if event.confidence is not None and event.confidence.reason:
             fields["confidence reason"] = event.confidence.reason
+        unanswered = event.confidence is not None and event.confidence.answers_question is False
+        if unanswered:
+            fields["answers the question"] = "no: no supported claim states " + " or ".join(
+                KIND_WORDS.get(k, k) for k in event.confidence.unanswered)
         if event.cancelled:
             fields["cancelled"] = "True"
         items = [{"claim": _short(k.text), "status": k.status, "source": f"[{k.source_index}]" if k.source_index
                   else "", "why": k.reason, "by": k.via} for k in c.claims if k.status != "supported"]
-        flagged = c.contradicted_claims or c.unsupported_claims
+        flagged = c.contradicted_claims or c.unsupported_claims or unanswered
         return _row(event, "Done" + (" (cancelled)" if event.cancelled else ""),
                     "warn" if event.cancelled or flagged else "ok", event.timings_ms.get("total"), fields, items)
 

@@ -120,6 +120,8 @@ def confidence_html(digest: RunDigest) -> str:
             bits.append(f'<span class="dm-cite-unsupported">{c.unsupported_claims} unsupported</span>')
         if c.contradicted_claims:
             bits.append(f'<span class="dm-cite-contradicted">{c.contradicted_claims} contradicted</span>')
+    if conf is not None and conf.answers_question is False:
+        bits.append('<span class="dm-cite-unsupported">does not answer the question</span>')
     if conf is not None and conf.reason:
         bits.append(f'<span title="{esc(conf.reason)}">why: {esc(conf.reason)}</span>')
     if c.invalid_refs:

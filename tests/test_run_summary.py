@@ -40,7 +40,8 @@ SUMMARY_KEYS = {
     "planned_tools", "tool_calls", "rounds", "tier", "top_score", "lex_coverage", "grade_reason",
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
     "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps",
-    "pending_documents", "pending", "usage", "confidence_reason", "claims", "claim_counts",
+    "pending_documents", "pending", "usage", "confidence_reason", "asks_for", "answers_question", "claims",
+    "claim_counts",
     "route_reason_words", "grade_reason_words", "stop_reason_words",
 }
 CLAIM_KEYS = {"text", "char_start", "char_end", "cited", "status", "source_index", "inferred", "evidence", "reason",
@@ -132,6 +133,8 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "band": confidence.band if confidence is not None else "",
         "ungrounded": confidence.ungrounded if confidence is not None else False,
         "confidence_reason": confidence.reason if confidence is not None else "",
+        "asks_for": list(confidence.asks_for) if confidence is not None else [],
+        "answers_question": confidence.answers_question if confidence is not None else None,
         "claims": [c.model_dump(mode="json") for c in done.citations.claims] if done is not None else [],
         "claim_counts": ({"supported": done.citations.supported_claims,
                           "unsupported": done.citations.unsupported_claims,

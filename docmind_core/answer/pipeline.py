@@ -317,7 +317,8 @@ class AnswerPipeline:
                                                        settings.citation.coverage_min_sentence_len)
         confidence = None
         if state.grade is not None and not cancel.is_set():  # a stopped answer is partial: no confidence
-            confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation)
+            confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation,
+                                         question=request.question)
         decision = state.decision
         return Done(
             run_id=request.run_id, answer=state.answer,
