@@ -36,6 +36,52 @@ def home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
+@pytest.fixture
+def db(tmp_path):
+    """A fresh, migrated DocMind database file for one test."""
+    from docmind_core.store.db import Database
+
+    return Database(tmp_path / "docmind.db")
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    """The bundled prompt library (read only; a test that edits prompts works on its own copy)."""
+    from docmind_core.prompts import PromptLibrary
+
+    return PromptLibrary()
+
+
+@pytest.fixture
+def server():
+    """A started fake OpenAI Chat Completions server (tests/fakes/openai_server.py); a module may name its own
+    ``server`` (the browser tests' app server) instead."""
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def tavily():
+    """A started fake Tavily search API that accepts the key "tvly-test"."""
+    from tests.fakes.tavily_server import FakeTavilyServer
+
+    with FakeTavilyServer(api_key="tvly-test") as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory, request):
+    """A home with the demo corpus ingested as the KB "demo", once for a test module (ingestion encodes every
+    chunk); a module's tests may change its config, so modules do not share it."""
+    from tests.demo_world import open_demo_engine
+
+    home = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1] + "-demo")
+    open_demo_engine(home)
+    return home
+
+
 @pytest.fixture(scope="session")
 def embedder():
     """The bundled multilingual encoder, loaded once per test session."""

@@ -12,20 +12,8 @@ from docmind_core.backends.offline.understanding import main_entity, strip_fille
 from docmind_core.backends.protocols import UsageMeter
 from docmind_core.models import Turn
 from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
-from docmind_core.prompts import PromptLibrary
 from docmind_core.answer.understand import QueryUnderstanding, upgrade_complexity
-from tests.fakes.openai_server import FakeOpenAIServer, status, text
-
-
-@pytest.fixture(scope="module")
-def prompts():
-    return PromptLibrary()
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as fake:
-        yield fake
+from tests.fakes.openai_server import status, text
 
 
 def _model(server, prompts, retries=0):
