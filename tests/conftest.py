@@ -133,16 +133,19 @@ _WRITE_SQL = re.compile(r"\s*(?:BEGIN\s+IMMEDIATE|INSERT|UPDATE|DELETE|REPLACE)\
 @pytest.fixture
 def sql_writes(monkeypatch) -> list[str]:
     """Every statement that writes or takes SQLite's write lock, on the connections DocMind's databases open from
-    now on (every write of ours begins with BEGIN IMMEDIATE): a start that only reads leaves this empty."""
-    from docmind_core.store.db import Database
+    now on (every write of ours begins with BEGIN IMMEDIATE): a start that only reads leaves this empty.
+    Chroma's own database (``chroma.sqlite3``) is not ours and not watched."""
+    import sqlite3
+    from pathlib import Path
 
     statements: list[str] = []
-    real_connect = Database._connect
+    real_connect = sqlite3.connect
 
-    def connect(self):
-        conn = real_connect(self)
-        conn.set_trace_callback(lambda sql: statements.append(sql) if _WRITE_SQL.match(sql) else None)
+    def connect(database, *args, **kwargs):
+        conn = real_connect(database, *args, **kwargs)
+        if Path(str(database)).name != "chroma.sqlite3":
+            conn.set_trace_callback(lambda sql: statements.append(sql) if _WRITE_SQL.match(sql) else None)
         return conn
 
-    monkeypatch.setattr(Database, "_connect", connect)
+    monkeypatch.setattr(sqlite3, "connect", connect)
     return statements
