@@ -66,7 +66,7 @@ def chroma_server(tmp_path_factory):
         proc.kill()
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.slow)])  # a Chroma server process
 def store(request, tmp_path):
     if request.param == "embedded":
         yield ChromaVectorStore(path=tmp_path / "chroma")
