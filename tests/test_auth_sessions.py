@@ -50,11 +50,14 @@ def test_an_engine_start_reads_the_signing_key_without_a_write(tmp_path, sql_wri
     from docmind_core.store.db import Database
 
     home = tmp_path / "home"
-    first_key = Engine.open(home, env={}, warm=False).sessions._key
+    engine = Engine.open(home, env={}, warm=False)
+    alice = UserStore(engine.db, hasher=FAST_HASHER).add("alice", PASSWORD)
+    token = engine.sessions.create(alice, lifetime_hours=1)
     sql_writes.clear()
     db = Database(home / "docmind.db")
-    assert SessionStore(db, UserStore(db))._key == first_key
+    sessions = SessionStore(db, UserStore(db))
     assert sql_writes == []
+    assert sessions.resolve(token).id == alice.id  # signed with the first start's key: the key was read, not made
 
 
 @pytest.mark.parametrize("token", ["caf\u00e9.x", "abc.\u2603", "\u00e9", "a.b\udcff"])

@@ -23,7 +23,7 @@ from docmind_core.prompts import PromptLibrary
 from docmind_core.settings import Settings
 from docmind_core.tools import Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner, settings
-from tests.fakes.openai_server import FakeOpenAIServer, text
+from tests.fakes.openai_server import text
 
 PROMPTS = PromptLibrary()
 NOTHING_RELEVANT = "nothing relevant"
@@ -102,12 +102,6 @@ def test_worker_timeouts_are_clipped_to_the_run_deadline():
 # --------------------------------------------------------------------------
 # 6. a stalled LLM: the run ends by its deadline, the breaker stops further calls, the offline engine answers
 # --------------------------------------------------------------------------
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as fake:
-        yield fake
-
 
 def stalled_model(server, cfg: Settings):
     env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": server.base_url}

@@ -87,6 +87,7 @@ def _assert_nothing_fetches_or_links_out(strings: list[str]) -> None:
         assert not bad and not [u for u in rendered.images if not u.startswith("data:")], (s, rendered)
 
 
+@pytest.mark.slow  # a whole-app run (AppTest)
 def test_traces_page_shows_a_hostile_question_as_text_without_images_or_links(hostile_home):
     at = _app_page("pages/traces.py")
     at.session_state["dm_tr_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
@@ -106,6 +107,7 @@ def test_traces_page_shows_a_hostile_question_as_text_without_images_or_links(ho
     _assert_nothing_fetches_or_links_out(strings)
 
 
+@pytest.mark.slow  # a whole-app run (AppTest)
 def test_kb_page_shows_a_hostile_description_and_name_as_text(hostile_home):
     at = _app_page("pages/knowledge_bases.py")
     strings = _markdown_strings(at)
@@ -113,6 +115,7 @@ def test_kb_page_shows_a_hostile_description_and_name_as_text(hostile_home):
     assert any("Notes" in text_of(s) and IMAGE in text_of(s) for s in strings)
 
 
+@pytest.mark.slow  # a whole-app run (AppTest)
 def test_a_public_address_with_sign_in_off_shows_no_page_unless_allowed(hostile_home):
     from streamlit import config
     from streamlit.testing.v1 import AppTest

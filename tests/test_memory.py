@@ -7,12 +7,6 @@ import pytest
 
 from docmind_core.errors import NotFound
 from docmind_core.memory import MemoryStore, RecalledMemory
-from docmind_core.store.db import Database
-
-
-@pytest.fixture
-def db(tmp_path):
-    return Database(tmp_path / "docmind.db")
 
 
 @pytest.fixture

@@ -13,11 +13,6 @@ from docmind_core.models import GradeResult, RetrievedChunk, Tier
 from docmind_core.prompts import REQUIRED_PLACEHOLDERS, PromptLibrary, default_prompt_dir, format_sources
 
 
-@pytest.fixture(scope="module")
-def prompts():
-    return PromptLibrary()
-
-
 @pytest.fixture
 def prompt_copy(tmp_path):
     target = tmp_path / "prompts"

@@ -20,11 +20,6 @@ from docmind_core.users import (
 
 
 @pytest.fixture
-def db(tmp_path):
-    return Database(tmp_path / "docmind.db")
-
-
-@pytest.fixture
 def users(db):
     return UserStore(db)  # the real argon2 parameters
 

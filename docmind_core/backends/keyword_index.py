@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from docmind_core.backends.keyword_memory import PostingsCache
+from docmind_core.backends.keyword_memory import PostingsCache, PostingsCopy
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.models import BackendStatus
 from docmind_core.store.db import Database
@@ -221,6 +221,10 @@ class Fts5KeywordIndex:
         if self._memory is None:
             return 0
         return sum(self._memory.build(int(k)) is not None for k in dict.fromkeys(kb_ids))
+
+    def postings_copies(self) -> dict[int, PostingsCopy]:
+        """The in-memory postings copies in use now, by KB id (none when they are turned off)."""
+        return {} if self._memory is None else self._memory.copies()
 
     def _rebuild_from_chunks(self, db) -> None:
         rows = db.execute(

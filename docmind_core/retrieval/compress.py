@@ -33,7 +33,7 @@ class Compression:
     used_tokens: int = 0
 
 
-def _water_level(lengths: Sequence[int], budget: int) -> int:
+def water_level(lengths: Sequence[int], budget: int) -> int:
     """The largest cap c with sum(min(l, c)) <= budget."""
     lo, hi = 0, max(lengths, default=0)
     while lo < hi:
@@ -50,7 +50,9 @@ def _cjk_bigrams(text: str) -> set[str]:
     return {a + b for a, b in zip(chars, chars[1:])}
 
 
-class _SentenceScorer:
+class SentenceScorer:
+    """How well a sentence matches the query: weighted salient-term hits, plus Chinese bigram overlap."""
+
     def __init__(self, query: str):
         self.weights = salient_terms(query)
         self.stemmed = {t: (keyword_tokens(t, stem=True) or [t])[0] for t in self.weights}
@@ -66,7 +68,7 @@ class _SentenceScorer:
         return value
 
 
-def shorten(text: str, cap: int, scorer: _SentenceScorer) -> str:
+def shorten(text: str, cap: int, scorer: SentenceScorer) -> str:
     """At most ``cap`` tokens of ``text``: its most query-relevant sentences, in document order."""
     if count_tokens(text) <= cap:
         return text
@@ -97,11 +99,11 @@ def compress_to_budget(query: str, chunks: Sequence[RetrievedChunk], max_tokens:
     if sum(lengths) <= max_tokens:
         return Compression(kept, [], sum(lengths))
     dropped: list[RetrievedChunk] = []
-    while len(kept) > 1 and _water_level(lengths, max_tokens) < min(MIN_USEFUL_TOKENS, max(lengths)):
+    while len(kept) > 1 and water_level(lengths, max_tokens) < min(MIN_USEFUL_TOKENS, max(lengths)):
         dropped.append(kept.pop())
         lengths.pop()
-    cap = _water_level(lengths, max_tokens)
-    scorer = _SentenceScorer(query)
+    cap = water_level(lengths, max_tokens)
+    scorer = SentenceScorer(query)
     out: list[RetrievedChunk] = []
     used = 0
     for chunk, n in zip(kept, lengths):

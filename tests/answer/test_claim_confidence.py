@@ -10,7 +10,6 @@ import pytest
 
 from docmind_core.engine import Engine
 from docmind_core.events import Done
-from tests.demo_world import open_demo_engine
 from tests.fakes.openai_server import FakeOpenAIServer, text
 
 pytestmark = pytest.mark.slow  # the demo KB is ingested
@@ -22,13 +21,6 @@ UNDERSTANDING = {
     "scope": "knowledge_query", "scopeConfidence": 0.95, "memoryWriteHints": [],
 }
 _SOURCE_RE = re.compile(r"\[(\d+)\] \(([^)\n]*)\)\n(.*?)(?=\n\[\d+\] \(|\Z)", re.S)
-
-
-@pytest.fixture(scope="module")
-def demo_home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("claims-home")
-    open_demo_engine(home)
-    return home
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,9 @@ from tests.demo_world import open_demo_engine
 ORION = "The Orion launch budget is 4.2 million dollars."
 
 
+pytestmark = pytest.mark.slow  # the demo KB is ingested
+
+
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
     engine, _ = open_demo_engine(tmp_path_factory.mktemp("grader-defaults-home"))

@@ -95,12 +95,6 @@ class Judge:
         return reply
 
 
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as fake:
-        yield fake
-
-
 def model_of(server: FakeOpenAIServer, timeout_s: float = 5.0) -> OpenAIChatModel:
     return OpenAIChatModel(server.base_url, "test-key", "fake-model", timeout_s=timeout_s, max_retries=0,
                            prompts=PROMPTS)
@@ -391,15 +385,6 @@ class DemoModel:
             status = "supported" if "45 W" in claim else "not_found" if "documents" in claim else "contradicted"
             return claims_reply(status)
         return text(json.dumps({**UNDERSTANDING, "rewrittenQuery": "Nimbus N2 maximum power draw"}))
-
-
-@pytest.fixture(scope="module")
-def demo_home(tmp_path_factory):
-    from tests.demo_world import open_demo_engine
-
-    home = tmp_path_factory.mktemp("judge-demo-home")
-    open_demo_engine(home)
-    return home
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from docmind_core.models import RetrievalPlan, Tier, Understanding
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, drain, make_refiner, settings
-from tests.fakes.tavily_server import FakeTavilyServer, result
+from tests.fakes.tavily_server import result
 
 WEB_RESULTS = [
     result("Pump market news", "https://news.example/pumps", "Zorblax pumps launched a quantum flux capacitor line."),
@@ -22,10 +22,9 @@ WEB_RESULTS = [
 
 
 @pytest.fixture
-def tavily():
-    with FakeTavilyServer(api_key="tvly-test") as server:
-        server.default_results = WEB_RESULTS
-        yield server
+def tavily(tavily):
+    tavily.default_results = WEB_RESULTS
+    return tavily
 
 
 def make(retriever=None, web=None):

@@ -15,18 +15,9 @@ from docmind_core.events import (
 from docmind_core.models import Scope, Tier
 from docmind_core.users import UserStore
 from tests.fakes.openai_server import FakeOpenAIServer, status, text
-from tests.demo_world import open_demo_engine
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast
 
-
-
-@pytest.fixture(scope="module")
-def demo_home(tmp_path_factory):
-    """A home with the demo corpus ingested once for the whole module (ingestion encodes every chunk)."""
-    home = tmp_path_factory.mktemp("pipeline-home")
-    open_demo_engine(home)
-    return home
 
 
 @pytest.fixture(scope="module")

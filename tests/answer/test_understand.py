@@ -13,20 +13,8 @@ from docmind_core.answer.run_context import RunContext
 from docmind_core.settings import Settings
 from docmind_core.models import Turn
 from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
-from docmind_core.prompts import PromptLibrary
 from docmind_core.answer.understand import QueryUnderstanding, upgrade_complexity
-from tests.fakes.openai_server import FakeOpenAIServer, status, text
-
-
-@pytest.fixture(scope="module")
-def prompts():
-    return PromptLibrary()
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as fake:
-        yield fake
+from tests.fakes.openai_server import status, text
 
 
 def a_run(**overrides) -> RunContext:

@@ -22,7 +22,6 @@ from docmind_core.deadline import RunGuard
 from docmind_core.errors import BackendUnavailable, EmptyReply, IncompleteReply, ModelCallCut, ModelOutputError
 from docmind_core.models import Complexity, Intent, Scope
 from tests.fakes.openai_server import (
-    FakeOpenAIServer,
     call,
     cut_stream,
     empty_stream,
@@ -38,12 +37,6 @@ from tests.fakes.openai_server import (
 
 SEARCH = ToolSpec("searchDocs", "Semantic search over the selected knowledge bases",
                   {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as fake:
-        yield fake
 
 
 def model(server, **kw) -> OpenAIChatModel:

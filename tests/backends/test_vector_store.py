@@ -11,11 +11,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import chromadb
 import numpy as np
 import pytest
+from chromadb.config import Settings as ChromaSettings
 
 from docmind_core.backends.protocols import IndexedChunk, VectorStore
-from docmind_core.backends.vector_store import ChromaVectorStore, parse_server_url
+from docmind_core.backends.vector_store import ChromaVectorStore, collection_name, parse_server_url
 from docmind_core.errors import BackendUnavailable
 
 DIM = 16
@@ -64,7 +66,7 @@ def chroma_server(tmp_path_factory):
         proc.kill()
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.slow)])  # a Chroma server process
 def store(request, tmp_path):
     if request.param == "embedded":
         yield ChromaVectorStore(path=tmp_path / "chroma")
@@ -156,7 +158,9 @@ def test_embedded_store_persists_across_reopen(tmp_path):
 def test_collections_never_get_a_default_embedding_function(tmp_path):
     store = ChromaVectorStore(path=tmp_path / "chroma")
     _fill(store, 1, {10: 1})
-    collection = store._collection(1, create=False)
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"),
+                                       settings=ChromaSettings(anonymized_telemetry=False))
+    collection = client.get_collection(collection_name(1))  # as any other client of the store sees it
     assert collection.configuration.get("embedding_function") is None
     assert collection.configuration["hnsw"]["space"] == "cosine"
 

@@ -13,13 +13,7 @@ from docmind_core.backends.web_search import (
     web_chunk_id,
 )
 from docmind_core.settings import Settings
-from tests.fakes.tavily_server import FakeTavilyServer, ScriptedReply, result
-
-
-@pytest.fixture
-def tavily():
-    with FakeTavilyServer(api_key="tvly-test") as server:
-        yield server
+from tests.fakes.tavily_server import ScriptedReply, result
 
 
 def test_results_are_mapped_to_web_chunks(tavily):

@@ -44,8 +44,8 @@ def _kb_built_by_the_hash_encoder(home, tmp_path) -> None:
     engine = Engine.open(home, env={}, warm=False)  # the CLI below opens its own engine on the same home
     tiny = HashEmbedder()
     kb = engine.store.create_kb("mixed", tiny.id, tiny.dim)
-    b = engine._current(engine.settings)
-    ingestor = Ingestor(engine.store, tiny, b.vector_store, b.keyword_index, engine.leases)
+    live = engine.retriever  # the engine's own stores, written with another encoder's vectors
+    ingestor = Ingestor(engine.store, tiny, live.vector_store, live.keyword_index, engine.leases)
     paths = []
     for name, text in DOCS.items():
         (tmp_path / name).write_text(text, encoding="utf-8")

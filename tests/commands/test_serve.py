@@ -34,6 +34,7 @@ def _listening(port: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # three `docmind serve` subprocesses
 @pytest.mark.parametrize("address_args, env", [
     (["--server.address", "0.0.0.0"], {}),
     (["--server.address=192.168.1.20"], {}),

@@ -16,8 +16,12 @@ SET = FIXTURES / "experiment" / "set.jsonl"
 
 
 @pytest.fixture
-def bench(tmp_path):
-    engine = Engine.open(tmp_path / "home", env={}, warm=False)
+def engine(tmp_path):
+    return Engine.open(tmp_path / "home", env={}, warm=False)
+
+
+@pytest.fixture
+def bench(engine):
     bench = Workbench(engine, LOCAL_USER, "cli")
     bench.import_dataset("orion-set", SET)
     return bench
@@ -30,10 +34,10 @@ def _create(bench: Workbench, count: int) -> list[int]:
             for i in range(count)]
 
 
-def _statements(bench: Workbench, call) -> list[str]:
+def _statements(engine: Engine, call) -> list[str]:
     """The SQL statements ``call`` runs on this thread's connection (the facade runs in the caller's thread)."""
     seen: list[str] = []
-    conn = bench._engine.db.db.conn
+    conn = engine.db.db.conn
     conn.set_trace_callback(seen.append)
     try:
         call()
@@ -46,11 +50,11 @@ def _experiment_reads(statements: list[str]) -> list[str]:
     return [s for s in statements if " FROM experiments " in s]
 
 
-def test_listing_is_a_fixed_number_of_queries(bench):
+def test_listing_is_a_fixed_number_of_queries(engine, bench):
     _create(bench, 1)
-    one = _statements(bench, bench.list_experiments)
+    one = _statements(engine, bench.list_experiments)
     _create(bench, 5)
-    six = _statements(bench, bench.list_experiments)
+    six = _statements(engine, bench.list_experiments)
     assert len(bench.list_experiments()) == 6
     assert len(six) == len(one) <= 2, six  # the experiments, then every variant of them in one query
     listed = bench.list_experiments()
@@ -58,18 +62,18 @@ def test_listing_is_a_fixed_number_of_queries(bench):
     assert all([v.name for v in e.variants] == ["rule", "agentic"] for e in listed)
 
 
-def test_results_handed_back_read_the_experiment_once(bench):
+def test_results_handed_back_read_the_experiment_once(engine, bench):
     exp_id = _create(bench, 1)[0]
     first = bench.experiment_results(exp_id)
-    statements = _statements(bench, lambda: bench.experiment_results(exp_id, reuse=first))
+    statements = _statements(engine, lambda: bench.experiment_results(exp_id, reuse=first))
     assert len(_experiment_reads(statements)) == 1, statements
     # the access check's read (experiment and variants), the items, the settings, the progress, the revision
     assert len(statements) == 6, statements
 
 
-def test_progress_reads_the_experiment_once(bench):
+def test_progress_reads_the_experiment_once(engine, bench):
     exp_id = _create(bench, 1)[0]
-    statements = _statements(bench, lambda: bench.experiment_progress(exp_id))
+    statements = _statements(engine, lambda: bench.experiment_progress(exp_id))
     assert len(_experiment_reads(statements)) == 1, statements
     assert len(statements) == 4, statements  # experiment, variants, settings, row counts
     progress = bench.experiment_progress(exp_id)

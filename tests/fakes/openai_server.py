@@ -65,8 +65,9 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Literal
+
+from tests.fakes.loopback import FakeHandler, LoopbackServer
 
 
 @dataclass
@@ -171,7 +172,7 @@ def printed_calls(*calls: dict[str, Any], shape: PrintedShape = "bare", before: 
                  delay=delay)
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """A Chat Completions endpoint in a background thread; use as a context manager."""
 
     def __init__(self, model: str = "fake-model"):
@@ -182,8 +183,6 @@ class FakeOpenAIServer:
         self._default: Reply | None = None
         self._responder: Callable[[dict[str, Any]], Reply] | None = None
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- scripting -----------------------------------------------------------
     def script(self, *replies: Reply) -> "FakeOpenAIServer":
@@ -210,51 +209,18 @@ class FakeOpenAIServer:
             return self._default
         return status(500, "no scripted reply")
 
-    # -- lifecycle -----------------------------------------------------------
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def start(self) -> "FakeOpenAIServer":
-        server = self
-
-        class Handler(_Handler):
-            fake = server
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        httpd = self._httpd  # a short poll interval keeps stop() (and test teardown) fast
-        self._thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.02), name="fake-openai",
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> "FakeOpenAIServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return f"{self.url}/v1"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     fake: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
     _sent = 0  # body bytes of the current reply written so far (a trickle's head goes at once)
 
-    def log_message(self, *args: Any) -> None:  # keep test output quiet
-        pass
-
     def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b"{}"
+        raw = self.read_body() or b"{}"
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"unknown path {self.path}", "type": "invalid_request_error"}})
             return
@@ -342,6 +308,9 @@ class _Handler(BaseHTTPRequestHandler):
         if (body.get("stream_options") or {}).get("include_usage"):
             send([], usage=_usage(reply))
         self._write(b"data: [DONE]\n\n", reply)
+
+
+FakeOpenAIServer.handler = _Handler  # the handler reads the server's script, so it comes after the server
 
 
 def _stopped(reply: Reply, stop: Any) -> Reply:

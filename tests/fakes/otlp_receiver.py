@@ -16,13 +16,14 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from tests.fakes.loopback import FakeHandler, LoopbackServer
 
 TRACES_PATH = "/api/public/otel/v1/traces"
 
@@ -43,29 +44,41 @@ class ReceivedSpan:
         return (self.end_ns - self.start_ns) / 1e6
 
 
-class OtlpReceiver:
+class _Handler(FakeHandler):
+    fake: OtlpReceiver
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+        receiver = self.fake
+        body = self.read_body()
+        receiver.requests.append(dict(self.headers.items()))
+        if receiver.hang_s:
+            time.sleep(receiver.hang_s)
+        if self.path != TRACES_PATH:
+            return self.send_bytes(404, b"not found", "text/plain")
+        encoding = (self.headers.get("Content-Encoding") or "").lower()
+        if encoding == "gzip":
+            body = gzip.decompress(body)
+        elif encoding == "deflate":
+            body = zlib.decompress(body)
+        try:
+            receiver._store(body)
+        except Exception as exc:  # a malformed body is the client's bug: say so
+            return self.send_bytes(400, str(exc).encode(), "text/plain")
+        self.send_bytes(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
+
+
+class OtlpReceiver(LoopbackServer):
+    handler = _Handler
+
     def __init__(self, hang_s: float = 0.0):
         self.hang_s = hang_s
         self.spans: list[ReceivedSpan] = []
         self.requests: list[dict[str, str]] = []  # headers of each request
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)  # quick shutdown between tests
 
     @property
     def host(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> "OtlpReceiver":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return self.url
 
     def wait_for(self, count: int, timeout_s: float = 10.0) -> list[ReceivedSpan]:
         deadline = time.monotonic() + timeout_s
@@ -86,7 +99,6 @@ class OtlpReceiver:
         user, _, password = base64.b64decode(header[6:]).decode("utf-8").partition(":")
         return user, password
 
-    # ------------------------------------------------------------------
     def _store(self, body: bytes) -> None:
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
@@ -101,44 +113,6 @@ class OtlpReceiver:
                         attributes={kv.key: _any_value(kv.value) for kv in span.attributes}))
         with self._lock:
             self.spans.extend(received)
-
-    def _handler_class(self):
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                receiver.requests.append(dict(self.headers.items()))
-                if receiver.hang_s:
-                    time.sleep(receiver.hang_s)
-                if self.path != TRACES_PATH:
-                    return self._reply(404, b"not found", "text/plain")
-                encoding = (self.headers.get("Content-Encoding") or "").lower()
-                if encoding == "gzip":
-                    body = gzip.decompress(body)
-                elif encoding == "deflate":
-                    body = zlib.decompress(body)
-                try:
-                    receiver._store(body)
-                except Exception as exc:  # a malformed body is the client's bug: say so
-                    return self._reply(400, str(exc).encode(), "text/plain")
-                self._reply(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
-
-            def _reply(self, status: int, data: bytes, content_type: str) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", content_type)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        return Handler
 
 
 def _any_value(value) -> Any:

@@ -80,6 +80,7 @@ def test_a_docx_that_unpacks_past_the_file_limit_is_refused_before_it_is_parsed(
     assert engine.check_kb(kb.id).ok
 
 
+@pytest.mark.slow  # encodes a 280 KB document (~17 s of CPU)
 def test_csv_with_a_huge_cell_is_read_and_a_ragged_row_keeps_its_extra_values(tmp_path):
     engine = _engine(tmp_path / "home")
     kb = engine.create_kb("k")

@@ -282,16 +282,18 @@ def test_vector_search_skips_pending_documents(served):
 @pytest.mark.parametrize("postings_copy", [False, True])
 def test_keyword_search_skips_pending_documents(served, postings_copy):
     world, kb, retriever, doc_id = served
-    generation = world.keywords._generations(world.db.db.conn, [kb.id])[kb.id]
+    keywords = world.keywords
+    generation = keywords.generation(kb.id)
     if postings_copy:
-        assert world.keywords.warm([kb.id]) == 1
-        assert world.keywords._memory.current(kb.id, generation) is not None
-    else:
-        world.keywords._memory.drop(kb.id)
-        world.keywords._memory.min_rows = 10**9
-    raw = world.keywords.search([kb.id], "Zephyr QX-7781 calibration", 5)
+        assert keywords.warm([kb.id]) == 1
+        assert keywords.postings_copies()[kb.id].generation == generation
+    else:  # the same database, searched by FTS5 alone
+        keywords = Fts5KeywordIndex(world.db, memory_min_rows=None)
+        retriever = HybridRetriever(world.store, world.embedder, world.vectors, keywords, refiner=retriever.refiner)
+    raw = keywords.search([kb.id], "Zephyr QX-7781 calibration", 5)
     assert raw and {cid.split("-c")[0] for cid, _ in raw} == {"pending.md"}  # only the pending doc matches
-    assert (world.keywords._memory.current(kb.id, generation) is not None) == postings_copy
+    copy = keywords.postings_copies().get(kb.id)
+    assert (copy is not None and copy.generation == generation) == postings_copy
     assert retriever.keyword_candidates("Zephyr QX-7781 calibration", [kb.id], 5) == []
 
 

@@ -499,6 +499,7 @@ def test_demo_corpus_ingests_completely_and_keyword_search_finds_the_sources(wor
             assert source.strip() in found, (q["id"], found)
 
 
+@pytest.mark.slow  # runs the demo generator script in a subprocess
 def test_demo_generator_is_deterministic(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_demo_docs.py"), "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from docmind_core.models import RetrievedChunk
-from docmind_core.retrieval.compress import _water_level, compress_to_budget, shorten, _SentenceScorer
+from docmind_core.retrieval.compress import SentenceScorer, compress_to_budget, shorten, water_level
 from docmind_core.text import count_tokens
 
 
@@ -22,9 +22,9 @@ WARRANTY = "The warranty period lasts two years from the date of purchase."  # 1
 
 
 def test_water_level_hand_computed():
-    assert _water_level([30, 100], 80) == 50
-    assert _water_level([10, 10, 10], 100) == 10
-    assert _water_level([40, 40, 40], 60) == 20
+    assert water_level([30, 100], 80) == 50
+    assert water_level([10, 10, 10], 100) == 10
+    assert water_level([40, 40, 40], 60) == 20
 
 
 def test_under_budget_is_untouched():
@@ -58,7 +58,7 @@ def test_drops_lowest_ranked_chunks_when_too_many():
 
 
 def test_one_overlong_sentence_is_cut_at_a_token_boundary():
-    scorer = _SentenceScorer("anything")
+    scorer = SentenceScorer("anything")
     text = " ".join(["word"] * 50)
     short = shorten(text, 10, scorer)
     assert count_tokens(short) == 10 and text.startswith(short)

@@ -14,11 +14,6 @@ from docmind_core.store.db import Database
 
 
 @pytest.fixture
-def db(tmp_path):
-    return Database(tmp_path / "docmind.db")
-
-
-@pytest.fixture
 def store(db):
     return ConfigStore(db)
 

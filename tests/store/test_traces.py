@@ -18,11 +18,6 @@ from tests.fakes.sample_events import sample_events
 
 
 @pytest.fixture
-def db(tmp_path):
-    return Database(tmp_path / "docmind.db")
-
-
-@pytest.fixture
 def store(db):
     return TraceStore(db)
 

@@ -12,7 +12,6 @@ from docmind_core.models import Turn
 from docmind_core.citations import parse_citations
 from docmind_core.answer.generate import build_answer_prompt
 from docmind_core.models import RetrievedChunk
-from docmind_core.prompts import PromptLibrary
 
 SOURCES = [
     RetrievedChunk(chunk_id="warranty", document="保修政策.md",
@@ -25,11 +24,6 @@ SOURCES = [
     RetrievedChunk(chunk_id="web", document="Vendor news", origin="web", url="https://example.org/n",
                    text="The Nova X2 firmware 3.1 was released in March 2026 and adds a guest network."),
 ]
-
-
-@pytest.fixture(scope="module")
-def prompts():
-    return PromptLibrary()
 
 
 @pytest.fixture(scope="module")
