@@ -3,12 +3,13 @@
 Word overlap cannot tell a passage that states the answer from one that only
 shares its words, nor a claim that copies its source's value from one that
 swaps it.  When ``grader.judge`` resolves to ``llm`` (by default whenever an
-OpenAI-compatible model is configured), a run makes at most two extra calls,
-each one JSON reply:
+OpenAI-compatible model is configured), a run makes at most two extra calls:
 
-* the **evidence judge**, after retrieval: do the top passages state the answer
-  (yes / no, with a one-line reason)?  When the server returns log-probabilities,
-  P(yes) at the verdict token is the score ("answers" at or above
+* the **evidence judge**, after retrieval: do the top passages (the part of
+  each closest to the question) state the answer?  One plain line, the verdict
+  first ("yes: [n] "<words>"" / "no: <what is missing>"; a JSON verdict is read
+  too).  When the server returns log-probabilities, P(yes) at the verdict
+  token is the score ("answers" at or above
   ``grader.judge_yes_high``, "no" at or below ``grader.judge_yes_low``, "partly"
   between): a small model's stated verdict separates answerable from
   unanswerable evidence far worse than that probability.  Without
@@ -17,7 +18,7 @@ each one JSON reply:
   selected (SELECTED_DOC) are not judged: their relevance is the user's choice.
 * the **claim judge**, after the answer: each claim the offline checks
   (``docmind_core/claims.py``) tied to a source, against that source's span,
-  batched in one call (supported / contradicted / not found).  Its verdicts
+  batched in one JSON reply (supported / contradicted / not found).  Its verdicts
   become the claims' statuses (``via="llm"``, "not found" as unsupported)
   before coverage and confidence are computed, except that an offline
   "contradicted" is never cleared.
