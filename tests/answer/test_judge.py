@@ -244,8 +244,8 @@ def test_an_evidence_reply_that_does_not_start_with_its_verdict_is_malformed(rep
 
 
 def test_logprobs_decide_over_the_stated_word(server):
-    # the model writes "yes" but puts most of its weight on neither: P(yes) 0.4 is "partly", which moves nothing
-    events, done = ask(server, Judge(evidence_reply("yes", 0.4)), **GRAY)
+    # the model writes "yes" but P(yes) is between judge_yes_low and judge_yes_high: "partly", which moves nothing
+    events, done = ask(server, Judge(evidence_reply("yes", 0.58)), **GRAY)
     verdict = judged(events, "evidence")
     assert verdict.evidence.verdict == "partly" and verdict.tier_after == "AMBIGUOUS"
 
@@ -320,7 +320,7 @@ def test_a_claim_the_source_does_not_state_keeps_the_answer_out_of_band_high(ser
 def test_a_malformed_claim_reply_keeps_the_offline_confidence(server):
     _, offline = ask(server, Judge(), **{"grader.judge": "off"})
     # an evidence verdict of "partly" leaves the tier as the offline grade set it
-    events, done = ask(server, Judge(evidence=evidence_reply("yes", 0.4), claims=text('{"claims": "all fine"}')))
+    events, done = ask(server, Judge(evidence=evidence_reply("yes", 0.58), claims=text('{"claims": "all fine"}')))
     verdict = judged(events, "claims")
     assert verdict.via == "offline" and "malformed" in verdict.reason
     assert done.confidence == offline.confidence
