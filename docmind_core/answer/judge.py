@@ -276,9 +276,11 @@ _STATUS_OF_VERDICT = {"supported": "supported", "contradicted": "contradicted", 
 def judged_citations(citations: CitationResult, checked: Sequence[ClaimToCheck], verdicts: Sequence[ClaimVerdict],
                      answer: str, sources: Sequence[RetrievedChunk]) -> CitationResult:
     """``citations`` with the judge's verdicts as the statuses of the claims it read (``via="llm"``); coverage,
-    inferred citations and counts follow (``citations.with_claims``).  A claim the offline check found
-    contradicted stays contradicted: its reading of a value against the same row is exact, and a small model
-    saying "supported" is not enough to clear it."""
+    inferred citations and counts follow (``citations.with_claims``).  The judge can flag a claim the offline
+    check passed, never pass one it flagged: a claim found contradicted stays contradicted (its reading of a
+    value against the same row is exact), and one found unsupported stays unsupported.  A 1.5B model says
+    "supported" to content-free text and to a claim about another entity (bench/claim_support.py with
+    bench/claim_judge_llm.py), so its "supported" alone is not enough to clear either."""
     if not verdicts:
         return citations
     by_claim = {(v.claim, v.source): v for v in verdicts}
@@ -290,8 +292,9 @@ def judged_citations(citations: CitationResult, checked: Sequence[ClaimToCheck],
         claim = claims[item.position]
         status = _STATUS_OF_VERDICT[verdict.status]
         reason = f"judge: {verdict.status.replace('_', ' ')}" + (f" ({verdict.reason})" if verdict.reason else "")
-        if claim.status == "contradicted" and status != "contradicted":
-            status, reason = "contradicted", f"{claim.reason}; the judge said {verdict.status.replace('_', ' ')}"
+        if claim.status in ("contradicted", "unsupported") and status == "supported" or \
+                claim.status == "contradicted" and status != "contradicted":
+            status, reason = claim.status, f"{claim.reason}; the judge said {verdict.status.replace('_', ' ')}"
         claims[item.position] = claim.model_copy(update={
             "status": status, "via": "llm", "reason": reason, "source_index": item.source,
             "evidence": item.span if claim.source_index != item.source else claim.evidence})

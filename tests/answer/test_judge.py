@@ -350,19 +350,24 @@ def test_the_judge_reads_each_checkable_claim_against_the_span_of_the_source_it_
     assert "| Nimbus N5 | 50 W | 5 TB |" in claims[2].span and len(claims[2].span) <= 500
 
 
-def test_the_judges_verdicts_become_the_claims_statuses_but_never_clear_an_offline_contradiction():
+def test_the_judge_can_flag_a_claim_the_offline_check_passed_but_never_pass_one_it_flagged():
     source = CORPUS[0].model_copy(update={"text": TABLE})
     offline = parse_citations(TABLE_ANSWER, [source])
     assert [c.status for c in offline.claims[:3]] == ["supported", "contradicted", "unsupported"]
     claims = claims_to_check(offline, [source])
+    # a judge that says "supported" to everything (as the 1.5B model did to content-free claims)
     verdicts = [ClaimVerdict(claim=c.claim, source=c.source, status="supported", reason="the row says so")
                 for c in claims]
     judged_result = judged_citations(offline, claims, verdicts, TABLE_ANSWER, [source])
     statuses = [(c.status, c.via) for c in judged_result.claims]
-    assert statuses[:3] == [("supported", "llm"), ("contradicted", "llm"), ("supported", "llm")]
+    assert statuses[:3] == [("supported", "llm"), ("contradicted", "llm"), ("unsupported", "llm")]
     assert statuses[3] == ("unsupported", "offline")  # the out-of-range marker names no source to read
-    assert judged_result.coverage > offline.coverage
-    assert "the judge said supported" in judged_result.claims[1].reason
+    assert judged_result.coverage == offline.coverage
+    assert all("the judge said supported" in c.reason for c in judged_result.claims[1:3])
+    # a judge that finds the first claim's value missing from its row flags it
+    flagged = [v.model_copy(update={"status": "not_found"}) if i == 0 else v for i, v in enumerate(verdicts)]
+    judged_result = judged_citations(offline, claims, flagged, TABLE_ANSWER, [source])
+    assert judged_result.claims[0].status == "unsupported" and judged_result.coverage < offline.coverage
 
 
 # --------------------------------------------------------------------------
