@@ -31,7 +31,7 @@ from docmind_core.answer.judge import ModelJudge, claims_to_check, judged_citati
 from docmind_core.backends.chat_openai import OpenAIChatModel  # noqa: E402
 from docmind_core.backends.protocols import UsageMeter  # noqa: E402
 from docmind_core.citations import parse_citations  # noqa: E402
-from docmind_core.models import ClaimCheck, RetrievedChunk  # noqa: E402
+from docmind_core.models import ClaimCheck, ClaimVerdict, RetrievedChunk  # noqa: E402
 from docmind_core.prompts import PromptLibrary  # noqa: E402
 
 TIMEOUT_S = float(os.environ.get("JUDGE_TIMEOUT_S", "300"))
@@ -53,30 +53,8 @@ def _judge() -> ModelJudge:
 
 def judge(claim: str, sources: Sequence[RetrievedChunk], cited: list[int], offline: ClaimCheck) -> ClaimCheck:
     """The claim's status after the model judge read it, as a DocMind run sets it.  With ``JUDGE_CACHE`` set
-    to a file, each judged claim is kept there and read back in a later run (a slow server's run can stop
-    and go on)."""
-    key = json.dumps([claim, [c.chunk_id for c in sources], cited], ensure_ascii=False)
-    kept = _kept()
-    if key in kept:
-        calls["from the cache"] += 1
-        return ClaimCheck.model_validate(kept[key])
-    result = _judged(claim, sources, cited, offline)
-    if os.environ.get("JUDGE_CACHE") and not os.environ.get("JUDGE_DRY"):
-        with open(os.environ["JUDGE_CACHE"], "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"key": key, "claim": result.model_dump()}, ensure_ascii=False) + "\n")
-    return result
-
-
-@lru_cache(maxsize=1)
-def _kept() -> dict[str, dict]:
-    path = Path(os.environ.get("JUDGE_CACHE", ""))
-    if not os.environ.get("JUDGE_CACHE") or not path.is_file():
-        return {}
-    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-    return {row["key"]: row["claim"] for row in rows}
-
-
-def _judged(claim: str, sources: Sequence[RetrievedChunk], cited: list[int], offline: ClaimCheck) -> ClaimCheck:
+    to a file, the model's verdicts are kept there and read back in a later run (a slow server's run can stop
+    and go on; a change to how verdicts become statuses is measured again without calls)."""
     citations = parse_citations(claim, list(sources))
     checked = claims_to_check(citations, list(sources))
     own = _own_claim(citations.claims, offline)
@@ -90,17 +68,35 @@ def _judged(claim: str, sources: Sequence[RetrievedChunk], cited: list[int], off
     if os.environ.get("JUDGE_DRY"):  # the same path without the call: the baseline the verdicts change
         calls["dry"] += 1
         return own
-    try:
-        verdicts = _judge().judge_claims(checked, UsageMeter(), TIMEOUT_S, MAX_TOKENS)
-    except Exception as exc:  # noqa: BLE001 - counted; the offline status stands, as in a run
-        calls["failed"] += 1
-        calls[f"failed: {type(exc).__name__}"] += 1
-        return own
-    calls["sent"] += 1
-    judged = judged_citations(citations, checked, verdicts, claim, list(sources))
-    result = judged.claims[checked[0].position]
+    key = json.dumps([claim, [c.chunk_id for c in sources], cited], ensure_ascii=False)
+    if key in _kept():
+        calls["verdicts from the cache"] += 1
+        verdicts = [ClaimVerdict(claim=c.claim, source=c.source, status=v["status"], reason=v.get("reason", ""))
+                    for c, v in zip(checked, _kept()[key])]
+    else:
+        try:
+            verdicts = _judge().judge_claims(checked, UsageMeter(), TIMEOUT_S, MAX_TOKENS)
+        except Exception as exc:  # noqa: BLE001 - counted; the offline status stands, as in a run
+            calls["failed"] += 1
+            calls[f"failed: {type(exc).__name__}"] += 1
+            return own
+        calls["sent"] += 1
+        if os.environ.get("JUDGE_CACHE"):
+            with open(os.environ["JUDGE_CACHE"], "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"key": key, "verdicts": [v.model_dump() for v in verdicts]},
+                                    ensure_ascii=False) + "\n")
     calls[f"verdict {verdicts[0].status}" if verdicts else "no verdict"] += 1
-    return result
+    judged = judged_citations(citations, checked, verdicts, claim, list(sources))
+    return judged.claims[checked[0].position]
+
+
+@lru_cache(maxsize=1)
+def _kept() -> dict[str, list[dict]]:
+    path = Path(os.environ.get("JUDGE_CACHE", ""))
+    if not os.environ.get("JUDGE_CACHE") or not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return {row["key"]: row["verdicts"] for row in rows if "verdicts" in row}
 
 
 def _own_claim(claims: Sequence[ClaimCheck], offline: ClaimCheck) -> ClaimCheck | None:
