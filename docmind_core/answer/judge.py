@@ -278,9 +278,9 @@ def judged_citations(citations: CitationResult, checked: Sequence[ClaimToCheck],
     """``citations`` with the judge's verdicts as the statuses of the claims it read (``via="llm"``); coverage,
     inferred citations and counts follow (``citations.with_claims``).  The judge can flag a claim the offline
     check passed, never pass one it flagged: a claim found contradicted stays contradicted (its reading of a
-    value against the same row is exact), and one found unsupported stays unsupported.  A 1.5B model says
-    "supported" to content-free text and to a claim about another entity (bench/claim_support.py with
-    bench/claim_judge_llm.py), so its "supported" alone is not enough to clear either."""
+    value against the same row is exact), and one found unsupported stays unsupported.  A 1.5B model said
+    "supported" to 24 of 27 benchmark claims, content-free text and another entity's name among them
+    (bench/RESULTS.md, claim support with the model claim judge): its "supported" alone clears nothing."""
     if not verdicts:
         return citations
     by_claim = {(v.claim, v.source): v for v in verdicts}
