@@ -33,6 +33,10 @@ A model judge can be measured the same way: ``--judge module:function`` names a 
 (its status replaces the offline one); :func:`evaluate` takes the same function as ``judge=``.
 
     python bench/claim_support.py [--per-set 120] [--seed 20] [--json out.json] [--judge mod:fn]
+                                  [--split both|fit|held_out] [--sample N]
+
+``bench/claim_judge_llm.py`` is such a judge: the claim-judge path of a DocMind run against an
+OpenAI-compatible server (one call per claim, so ``--split held_out --sample N`` keeps it short).
 """
 
 from __future__ import annotations
@@ -335,6 +339,19 @@ def build(per_set: int, seed: int, shared: Path = SHARED) -> list[Item]:
     return items
 
 
+def _once(judge: Judge) -> Judge:
+    """``judge`` asked once per claim and source set (the tables read each claim twice)."""
+    seen: dict[tuple, ClaimCheck] = {}
+
+    def once(claim: str, sources: list[RetrievedChunk], cited: list[int], offline: ClaimCheck) -> ClaimCheck:
+        key = (claim, tuple(c.chunk_id for c in sources), tuple(cited))
+        if key not in seen:
+            seen[key] = judge(claim, sources, cited, offline)
+        return seen[key]
+    once.calls = getattr(sys.modules.get(getattr(judge, "__module__", "")), "calls", None)  # type: ignore[attr-defined]
+    return once
+
+
 def _load_judge(spec: str) -> Judge:
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name or "judge")
@@ -348,13 +365,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge", default="", help="module:function of a claim judge (see the module notes)")
     parser.add_argument("--show", default="", help="print misread fit-split claims of this kind (tuning)")
     parser.add_argument("--json", default="", help="write the table as JSON here")
+    parser.add_argument("--split", choices=("both", "fit", "held_out"), default="both",
+                        help="score one split only (a model judge makes one call per claim)")
+    parser.add_argument("--sample", type=int, default=0, help="score a seeded sample of this many claims")
     args = parser.parse_args(argv)
     items = build(args.per_set, args.seed, args.shared)
+    if args.split != "both":
+        items = [item for item in items if item.split == args.split]
+    if args.sample and args.sample < len(items):  # seeded, in the order built (a model judge is slow)
+        picked = sorted(random.Random(args.seed).sample(range(len(items)), args.sample))
+        items = [items[i] for i in picked]
     if args.show:
         for row in examples(items, args.show, "fit", 15):
             print(json.dumps(row, ensure_ascii=False))
         return 0
-    judge = _load_judge(args.judge) if args.judge else None
+    judge = _once(_load_judge(args.judge)) if args.judge else None
     table = evaluate(items, judge)
     kinds = ["true", *KINDS_FALSE, "all false"]
     print(f"claim support ({'judge ' + args.judge if judge else 'offline'}), seed {args.seed}; "
@@ -378,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, rows in per_set.items():
         t, f = rows["true"], rows["false"]
         print(f"| {name} | {t[1]}/{t[0]} | {f[1]}/{f[0]} |")
+    if judge is not None and getattr(judge, "calls", None) is not None:
+        print("\njudge calls:", dict(sorted(judge.calls.items())))
     if args.json:
         Path(args.json).write_text(json.dumps({"table": table, "seed": args.seed}, indent=1))
     return 0

@@ -14,9 +14,17 @@ log-probabilities, and how many calls failed (the offline tier then stands, as i
 Sets: the demo set (data/demo_labelled.jsonl, its files ingested into a temp home) and, when EVAL_DIR holds
 them, the shared BEIR sets (cmrc2018, hotpotqa, scifact; ``--limit`` questions of the report split each).
 
+Calls are slow on a small local model, so a run can be kept and re-read: ``--dump FILE`` keeps each run's
+offline grade and the judge's verdict (with P(yes)); ``--replay FILE...`` recomputes both tables from dumps
+under the thresholds given with ``--set`` (no call), and ``--sweep`` adds the grid of ``judge_yes_low`` /
+``judge_yes_high`` over them: fit the thresholds on dumps of the fit split, then replay the report split and
+the demo set under the chosen ones.  ``--decisive-only`` sends only the runs whose tier some verdict can
+change (an offline LOW, or a gray zone too weak to lift, keeps its tier whatever the judge says).
+
 Usage: python bench/judge_tiers.py --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder-1.5b-instruct
        [--eval-dir ../shared/eval] [--sets demo,cmrc2018,hotpotqa,scifact] [--split report] [--limit 20]
-       [--timeout 120] [--set key=value ...] [--dump FILE.jsonl]
+       [--timeout 120] [--set key=value ...] [--dump FILE.jsonl] [--decisive-only]
+       python bench/judge_tiers.py --replay DUMP.jsonl [DUMP.jsonl ...] [--set key=value ...] [--sweep]
 """
 
 from __future__ import annotations
@@ -38,9 +46,9 @@ from docmind_core.answer.grade import judged_grade  # noqa: E402
 from docmind_core.answer.judge import ModelJudge  # noqa: E402
 from docmind_core.backends.chat_openai import OpenAIChatModel  # noqa: E402
 from docmind_core.backends.protocols import UsageMeter  # noqa: E402
-from docmind_core.models import GradeResult  # noqa: E402
+from docmind_core.models import EvidenceVerdict, GradeResult  # noqa: E402
 from docmind_core.prompts import PromptLibrary  # noqa: E402
-from docmind_core.settings import Settings  # noqa: E402
+from docmind_core.settings import GraderSettings, Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,16 +68,23 @@ class JudgeCall:
 class TimedJudge:
     """The regrade hook of grader_tiers: judge a graded run, remember the call, return the judged grade."""
 
-    def __init__(self, judge: ModelJudge, settings: Settings, timeout_s: float):
+    def __init__(self, judge: ModelJudge, settings: Settings, timeout_s: float, decisive_only: bool = False):
         self.judge = judge
         self.settings = settings
         self.timeout_s = timeout_s
+        self.decisive_only = decisive_only
+        self.not_asked = 0  # runs whose tier no verdict could change (--decisive-only)
         self.calls: list[JudgeCall] = []
         self.offline_tiers: list[str] = []  # one per graded run, judged or not (grader_tiers makes one row each)
+        self.verdicts: list[tuple[GradeResult, EvidenceVerdict | None]] = []  # the same runs: grade, verdict
 
     def __call__(self, question: str, chunks: list, grade: GradeResult) -> GradeResult:
         self.offline_tiers.append(grade.tier.value)
+        self.verdicts.append((grade, None))
         if not chunks:  # a run without evidence is not judged (nor is it in DocMind)
+            return grade
+        if self.decisive_only and not verdict_can_change(grade, self.settings.grader):
+            self.not_asked += 1
             return grade
         started = time.perf_counter()
         try:
@@ -79,9 +94,63 @@ class TimedJudge:
                                         _ms(started), f"{type(exc).__name__}: {exc}"))
             return grade
         judged = judged_grade(grade, verdict, self.settings.grader)
+        self.verdicts[-1] = (grade, verdict)
         self.calls.append(JudgeCall(question, grade.tier.value, judged.tier.value, verdict.verdict, verdict.p_yes,
                                     verdict.scored_by, _ms(started)))
         return judged
+
+
+def verdict_can_change(grade: GradeResult, grader: GraderSettings) -> bool:
+    """Whether some verdict of the judge moves this tier (``judged_grade`` asked with "answers" and "no"):
+    a LOW tier, or a gray zone the lexical signals find too weak to lift, keeps its tier whatever is said."""
+    return any(judged_grade(grade, EvidenceVerdict(verdict=v), grader).tier != grade.tier for v in ("answers", "no"))
+
+
+def replayable(grade: GradeResult, verdict: EvidenceVerdict | None) -> dict:
+    """What a dump keeps of a run so its judged tier can be recomputed under other thresholds (--replay)."""
+    return {"offline_grade": grade.model_dump(mode="json"),
+            "verdict": verdict.model_dump(mode="json") if verdict is not None else None}
+
+
+def replay(record: dict, grader: GraderSettings) -> tuple[grader_tiers.RunRow, grader_tiers.RunRow]:
+    """A dumped run (see ``replayable``) as (offline row, judged row) under ``grader``: P(yes) read against its
+    thresholds as ``parse_evidence_reply`` reads it, then ``judged_grade``.  No call is made."""
+    grade = GradeResult.model_validate(record["offline_grade"])
+    row = grader_tiers.RunRow(**record["run"])
+    offline = replace(row, tier=grade.tier.value)
+    if record.get("verdict") is None:
+        return offline, offline
+    verdict = EvidenceVerdict.model_validate(record["verdict"])
+    if verdict.p_yes is not None:
+        p = verdict.p_yes
+        named = "answers" if p >= grader.judge_yes_high else "no" if p <= grader.judge_yes_low else "partly"
+        verdict = verdict.model_copy(update={"verdict": named})
+    return offline, replace(row, tier=judged_grade(grade, verdict, grader).tier.value)
+
+
+def sweep(records: list[dict], grader: GraderSettings, floor: float = 0.90) -> list[dict]:
+    """Every (judge_yes_low, judge_yes_high) pair of a 0.05 grid over the dumped runs: the two rates, pooled,
+    and whether "unanswerable -> not HIGH" stays at or above ``floor``; best first (most answerable runs with
+    gold in context HIGH among the pairs that keep the floor, then the higher floor rate)."""
+    grid = [round(0.05 * i, 2) for i in range(1, 20)]
+    out = []
+    for low in grid:
+        for high in grid:
+            if low >= high:
+                continue
+            g = grader.model_copy(update={"judge_yes_low": low, "judge_yes_high": high})
+            rows = [replay(r, g)[1] for r in records]
+            unans = [r for r in rows if not r.answerable and not r.answer_in_evidence]  # as grader_tiers.table
+            gic = [r for r in rows if r.answerable and r.gold_in_context]
+            safe = sum(r.tier != "HIGH" for r in unans) / len(unans) if unans else 1.0
+            recall = sum(r.tier == "HIGH" for r in gic) / len(gic) if gic else 0.0
+            out.append({"judge_yes_low": low, "judge_yes_high": high, "unanswerable_not_high": round(safe, 3),
+                        "gold_in_context_high": round(recall, 3), "keeps_floor": safe >= floor,
+                        "n_unanswerable": len(unans), "n_gold_in_context": len(gic)})
+    # among equals, the widest "partly" band in the middle: the least confident reading of P(yes)
+    out.sort(key=lambda t: (not t["keeps_floor"], -t["gold_in_context_high"], -t["unanswerable_not_high"],
+                            -(t["judge_yes_high"] - t["judge_yes_low"]), abs(t["judge_yes_high"] + t["judge_yes_low"] - 1)))
+    return out
 
 
 def _ms(started: float) -> float:
@@ -105,8 +174,8 @@ def latency_line(calls: list[JudgeCall]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
+    ap.add_argument("--model", default="")
     ap.add_argument("--api-key", default="not-needed")
     ap.add_argument("--eval-dir", type=Path, default=ROOT.parent / "shared" / "eval",
                     help="folder of the shared BEIR sets (skipped when absent)")
@@ -118,12 +187,24 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("data/cache"), help="embedding cache folder")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--dump", type=Path, default=None, help="write every run and judge call as JSON lines")
+    ap.add_argument("--decisive-only", action="store_true",
+                    help="judge only runs whose tier a verdict can change (the others keep their tier either way; "
+                         "saves calls on a slow server)")
+    ap.add_argument("--replay", type=Path, nargs="+", default=None, metavar="DUMP",
+                    help="no calls: the tables of earlier --dump files under the settings given (--set)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="with --replay: the judge_yes_low / judge_yes_high grid over the dumped runs (fit only)")
     args = ap.parse_args()
 
     overrides = dict(o.split("=", 1) for o in args.overrides)
     settings = Settings().with_overrides(overrides) if overrides else Settings()
+    if args.replay:
+        replay_main(args.replay, settings, args.sweep)
+        return
+    if not args.base_url or not args.model:
+        ap.error("--base-url and --model are needed (or --replay DUMP)")
     model = OpenAIChatModel(args.base_url, args.api_key, args.model, timeout_s=args.timeout, max_retries=0)
-    judge = TimedJudge(ModelJudge(model, PromptLibrary()), settings, args.timeout)
+    judge = TimedJudge(ModelJudge(model, PromptLibrary()), settings, args.timeout, args.decisive_only)
     splits = ["fit", "report"] if args.split == "both" else [args.split]
 
     offline_rows: list[grader_tiers.RunRow] = []
@@ -150,15 +231,46 @@ def main() -> None:
     for title, rows in (("offline grade (grader.judge off)", offline_rows),
                         (f"with the model judge ({args.model})", judged_rows)):
         grader_tiers.print_table(title, grader_tiers.table(rows))
-    print("\nJudge calls")
+    print("\nJudge calls" + (f" ({judge.not_asked} runs not sent: no verdict could change their tier)"
+                              if args.decisive_only else ""))
     for name, calls in calls_by_set.items():
         print(f"- {name}: {latency_line(calls)}")
     if args.dump:
         with args.dump.open("w", encoding="utf-8") as fh:
-            for r in judged_rows:
-                fh.write(json.dumps({"run": asdict(r)}, ensure_ascii=False) + "\n")
+            for r, (grade, verdict) in zip(judged_rows, judge.verdicts):
+                fh.write(json.dumps({"run": asdict(r), **replayable(grade, verdict)}, ensure_ascii=False) + "\n")
             for c in judge.calls:
                 fh.write(json.dumps({"judge": asdict(c)}, ensure_ascii=False) + "\n")
+
+
+def replay_main(paths: list[Path], settings: Settings, show_sweep: bool) -> None:
+    records = [json.loads(line) for path in paths for line in path.read_text("utf-8").splitlines()
+               if line.strip() and '"offline_grade"' in line]
+    g = settings.grader
+    pairs = [replay(r, g) for r in records]
+    print(f"replayed {len(records)} runs of {', '.join(p.name for p in paths)}; judge_yes_low {g.judge_yes_low}, "
+          f"judge_yes_high {g.judge_yes_high}, judge_lift_min_coverage {g.judge_lift_min_coverage}")
+    for title, rows in (("offline grade (grader.judge off)", [o for o, _ in pairs]),
+                        ("with the model judge", [j for _, j in pairs])):
+        grader_tiers.print_table(title, grader_tiers.table(rows))
+    judged = [r for r in records if r.get("verdict")]
+    print(f"\n{len(judged)} runs judged; P(yes) by group: "
+          + "; ".join(f"{name} {_p_yes_summary([r for r in judged if pick(r['run'])])}" for name, pick in (
+              ("gold in context", lambda run: run["answerable"] and run["gold_in_context"]),
+              ("unanswerable", lambda run: not run["answerable"] and not run["answer_in_evidence"]))))
+    if show_sweep:
+        print("\n| judge_yes_low | judge_yes_high | unanswerable -> not HIGH | gold in context -> HIGH |")
+        print("|---:|---:|---:|---:|")
+        for t in sweep(records, g)[:12]:
+            print(f"| {t['judge_yes_low']} | {t['judge_yes_high']} | {t['unanswerable_not_high']} "
+                  f"(n={t['n_unanswerable']}) | {t['gold_in_context_high']} (n={t['n_gold_in_context']}) |")
+
+
+def _p_yes_summary(records: list[dict]) -> str:
+    values = sorted(r["verdict"]["p_yes"] for r in records if r["verdict"].get("p_yes") is not None)
+    if not values:
+        return "none"
+    return f"median {statistics.median(values):.2f} (min {values[0]:.2f}, max {values[-1]:.2f}, n={len(values)})"
 
 
 if __name__ == "__main__":

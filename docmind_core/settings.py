@@ -197,11 +197,13 @@ class GraderSettings(_Group):
                             "whether the evidence answers the question and checks each claim against its cited "
                             "span (at most two extra calls per run); off: offline checks only; auto: llm when an "
                             "OpenAI-compatible model is configured, else off")
+    # fitted for Qwen2.5-Coder 1.5B on a fit split of cmrc2018 (bench/judge_tiers.py --replay --sweep): a small
+    # model's P(yes) sits near the middle, answerable evidence a little above unanswerable
     judge_yes_high: float = Field(
         0.6, ge=0, le=1, description="The judge's P(yes) (from logprobs) at or above this means the evidence "
                                      "answers the question")
     judge_yes_low: float = Field(
-        0.25, ge=0, le=1, description="The judge's P(yes) at or below this means the evidence does not answer it "
+        0.55, ge=0, le=1, description="The judge's P(yes) at or below this means the evidence does not answer it "
                                       "(between the two: partly)")
     judge_lift_min_coverage: float = Field(
         0.3, ge=0, le=1, description="The judge's 'answers' lifts a gray-zone AMBIGUOUS to HIGH only when lexical "

@@ -3,12 +3,13 @@
 Word overlap cannot tell a passage that states the answer from one that only
 shares its words, nor a claim that copies its source's value from one that
 swaps it.  When ``grader.judge`` resolves to ``llm`` (by default whenever an
-OpenAI-compatible model is configured), a run makes at most two extra calls,
-each one JSON reply:
+OpenAI-compatible model is configured), a run makes at most two extra calls:
 
-* the **evidence judge**, after retrieval: do the top passages state the answer
-  (yes / no, with a one-line reason)?  When the server returns log-probabilities,
-  P(yes) at the verdict token is the score ("answers" at or above
+* the **evidence judge**, after retrieval: do the top passages (the part of
+  each closest to the question) state the answer?  One plain line, the verdict
+  first ("yes: [n] "<words>"" / "no: <what is missing>"; a JSON verdict is read
+  too).  When the server returns log-probabilities, P(yes) at the verdict
+  token is the score ("answers" at or above
   ``grader.judge_yes_high``, "no" at or below ``grader.judge_yes_low``, "partly"
   between): a small model's stated verdict separates answerable from
   unanswerable evidence far worse than that probability.  Without
@@ -17,7 +18,7 @@ each one JSON reply:
   selected (SELECTED_DOC) are not judged: their relevance is the user's choice.
 * the **claim judge**, after the answer: each claim the offline checks
   (``docmind_core/claims.py``) tied to a source, against that source's span,
-  batched in one call (supported / contradicted / not found).  Its verdicts
+  batched in one JSON reply (supported / contradicted / not found).  Its verdicts
   become the claims' statuses (``via="llm"``, "not found" as unsupported)
   before coverage and confidence are computed, except that an offline
   "contradicted" is never cleared.
@@ -54,16 +55,17 @@ from docmind_core.models import (
 )
 from docmind_core.prompts import PromptLibrary, source_label
 from docmind_core.settings import GraderSettings, JudgeMode
-from docmind_core.text import CITATION_MARKER_RE, keyword_tokens
+from docmind_core.text import CITATION_MARKER_RE, keyword_tokens, split_sentences
 
-# What the judge reads and may write.  Three passages of ~700 characters is what a 1.5B model judges in ~2 s on
-# two cores; more claims than MAX_CLAIMS are not judged (the offline checks keep them).
+# What the judge reads and may write.  Of each of the top three passages, the ~320 characters closest to the
+# question: a 1.5B model on one thread reads ~5-50 prompt tokens a second, and the evidence judge has a quarter
+# of the run's time.  More claims than MAX_CLAIMS are not judged (the offline checks keep them).
 EVIDENCE_SOURCES = 3
-PASSAGE_CHARS = 700
+PASSAGE_CHARS = 320
 SPAN_CHARS = 500
 MAX_CLAIMS = 6
 TOP_LOGPROBS = 5
-EVIDENCE_MAX_TOKENS = 80
+EVIDENCE_MAX_TOKENS = 24  # "yes: [2] says ..." in at most fifteen words
 CLAIM_MAX_TOKENS = 32  # per claim, plus CLAIM_MAX_TOKENS for the reply's frame
 REASON_CHARS = 200
 # The evidence judge may use this share of the run's time left, so that the answer (and the claim judge) keep
@@ -97,11 +99,12 @@ class ModelJudge:
                        meter: UsageMeter, timeout_s: float) -> EvidenceVerdict:
         """Raises BackendUnavailable (no reply in time, an error) or ModelOutputError (a malformed reply)."""
         top = sorted(sources, key=chunk_score, reverse=True)[:EVIDENCE_SOURCES]
-        passages = "\n\n".join(f"[{n}] ({source_label(c)})\n{_cut(c.text, PASSAGE_CHARS)}"
+        passages = "\n\n".join(f"[{n}] ({source_label(c)})\n{closest_span(question, c.text, PASSAGE_CHARS)}"
                                for n, c in enumerate(top, start=1))
         messages = self.prompts.render_messages("judge_evidence", question=question.strip(), sources=passages)
+        # a plain reply, not JSON: its first token is the verdict, so P(yes) is read where the model commits
         reply = self.model.complete(messages, meter, purpose="judge_evidence", timeout_s=timeout_s,
-                                    max_tokens=EVIDENCE_MAX_TOKENS, top_logprobs=TOP_LOGPROBS)
+                                    max_tokens=EVIDENCE_MAX_TOKENS, top_logprobs=TOP_LOGPROBS, json_object=False)
         return parse_evidence_reply(reply, grader)
 
     def judge_claims(self, claims: Sequence[ClaimToCheck], meter: UsageMeter, timeout_s: float,
@@ -239,8 +242,9 @@ def _plain_claim(text: str) -> str:
 
 
 def closest_span(claim: str, text: str, limit: int = SPAN_CHARS) -> str:
-    """The window of ``text``'s lines (up to ``limit`` characters) that shares the most words with ``claim``."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The window of ``text``'s lines (up to ``limit`` characters) that shares the most words with ``claim``;
+    a line longer than ``limit`` (a paragraph) is read sentence by sentence."""
+    lines = [part for line in text.splitlines() for part in _pieces(line.strip(), limit) if part]
     if not lines:
         return ""
     if len(" ".join(lines)) <= limit:
@@ -264,6 +268,12 @@ def closest_span(claim: str, text: str, limit: int = SPAN_CHARS) -> str:
     return _cut("\n".join(lines[start:end + 1]), limit)
 
 
+def _pieces(line: str, limit: int) -> list[str]:
+    if len(line) <= limit:
+        return [line]
+    return [line[a:b].strip() for a, b in split_sentences(line)]
+
+
 # the judge's verdict as a claim status; "not found" is what the offline checks call unsupported
 _STATUS_OF_VERDICT = {"supported": "supported", "contradicted": "contradicted", "not_found": "unsupported"}
 
@@ -271,9 +281,11 @@ _STATUS_OF_VERDICT = {"supported": "supported", "contradicted": "contradicted", 
 def judged_citations(citations: CitationResult, checked: Sequence[ClaimToCheck], verdicts: Sequence[ClaimVerdict],
                      answer: str, sources: Sequence[RetrievedChunk]) -> CitationResult:
     """``citations`` with the judge's verdicts as the statuses of the claims it read (``via="llm"``); coverage,
-    inferred citations and counts follow (``citations.with_claims``).  A claim the offline check found
-    contradicted stays contradicted: its reading of a value against the same row is exact, and a small model
-    saying "supported" is not enough to clear it."""
+    inferred citations and counts follow (``citations.with_claims``).  The judge can flag a claim the offline
+    check passed, never pass one it flagged: a claim found contradicted stays contradicted (its reading of a
+    value against the same row is exact), and one found unsupported stays unsupported.  A 1.5B model said
+    "supported" to 24 of 27 benchmark claims, content-free text and another entity's name among them
+    (bench/RESULTS.md, claim support with the model claim judge): its "supported" alone clears nothing."""
     if not verdicts:
         return citations
     by_claim = {(v.claim, v.source): v for v in verdicts}
@@ -285,8 +297,9 @@ def judged_citations(citations: CitationResult, checked: Sequence[ClaimToCheck],
         claim = claims[item.position]
         status = _STATUS_OF_VERDICT[verdict.status]
         reason = f"judge: {verdict.status.replace('_', ' ')}" + (f" ({verdict.reason})" if verdict.reason else "")
-        if claim.status == "contradicted" and status != "contradicted":
-            status, reason = "contradicted", f"{claim.reason}; the judge said {verdict.status.replace('_', ' ')}"
+        if claim.status in ("contradicted", "unsupported") and status == "supported" or \
+                claim.status == "contradicted" and status != "contradicted":
+            status, reason = claim.status, f"{claim.reason}; the judge said {verdict.status.replace('_', ' ')}"
         claims[item.position] = claim.model_copy(update={
             "status": status, "via": "llm", "reason": reason, "source_index": item.source,
             "evidence": item.span if claim.source_index != item.source else claim.evidence})
@@ -306,6 +319,9 @@ _VERDICT_RE = re.compile(r'"verdict"\s*:\s*"([A-Za-z_ ]+)"')
 _CLAIM_ENTRY_RE = re.compile(r'\{\s*"n"\s*:\s*(\d+)\s*,\s*"status"\s*:\s*"([A-Za-z_ ]+)"'
                              r'(?:\s*,\s*"reason"\s*:\s*"((?:[^"\\]|\\.)*)")?\s*\}')
 _REASON_RE = re.compile(r'"reason"\s*:\s*"((?:[^"\\]|\\.)*)')
+# a reply that starts with its verdict word, then (after a colon, dash or full stop) the words that decide it
+_PLAIN_VERDICT_RE = re.compile(r'\s*["\'*]*(yes|no|partly)\b["\'*]*\s*[:.,;\-–—]?\s*(.*)\Z',
+                               re.IGNORECASE | re.DOTALL)
 
 
 def parse_evidence_reply(reply: Completion, grader: GraderSettings) -> EvidenceVerdict:
@@ -319,6 +335,9 @@ def parse_evidence_reply(reply: Completion, grader: GraderSettings) -> EvidenceV
         stated = match.group(1).strip().lower() if match else ""
         found = _REASON_RE.search(reply.text)
         reason = _json_string(found.group(1)) if found else ""
+        plain = _PLAIN_VERDICT_RE.match(reply.text) if match is None else None
+        if plain:  # the plain form the prompt asks for: "yes: [2] says ..."
+            stated, reason = plain.group(1).lower(), plain.group(2) or ""
     reason = _one_line(reason)
     p_yes = verdict_probability(reply.logprobs)
     if p_yes is not None:

@@ -15,8 +15,10 @@ import pytest
 from docmind_core.answer.agentic import AgenticSearch
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.judge import (
-    ClaimToCheck, ModelJudge, claims_to_check, judged_citations, parse_claims_reply, resolve_judge,
+    PASSAGE_CHARS, ClaimToCheck, ModelJudge, claims_to_check, closest_span, judged_citations, parse_claims_reply,
+    parse_evidence_reply, resolve_judge,
 )
+from docmind_core.backends.protocols import Completion
 from docmind_core.citations import parse_citations
 from docmind_core.answer.oneshot import OneShotRetrieval
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
@@ -60,6 +62,15 @@ def evidence_reply(verdict: str, p_yes: float | None, reason: str = "passage 1 g
     tokens = [('{"', {'{"': 1.0}), ("verdict", {"verdict": 1.0}), ('": "', {'": "': 1.0}),
               (verdict, {"yes": p_yes, "no": 1 - p_yes}), (content[len(head) + len(verdict):], {})]
     return scored(content, tokens, delay=delay)
+
+
+def plain_reply(word: str, p_yes: float | None, reason: str = "[1] gives 40 litres per minute") -> Reply:
+    """The reply the evidence prompt asks for, "yes: <the deciding words>", with the verdict word's
+    log-probabilities when ``p_yes`` is given."""
+    content = f"{word}: {reason}"
+    if p_yes is None:
+        return text(content)
+    return scored(content, [(word, {"yes": p_yes, "no": 1 - p_yes}), (f": {reason}", {})])
 
 
 def claims_reply(*statuses: str) -> Reply:
@@ -154,12 +165,13 @@ def test_a_confident_judge_lifts_a_gray_zone_tier_to_high_and_is_shown_in_the_ti
     assert "<b>judge (claims)</b> 1 supported" in glance
 
 
-def test_the_evidence_call_asks_one_short_json_reply_with_logprobs(server):
+def test_the_evidence_call_asks_one_short_plain_reply_with_logprobs(server):
     ask(server, Judge(), **GRAY)
     call = judge_requests(server)[0]
     assert call["logprobs"] is True and call["top_logprobs"] == 5
-    assert call["max_tokens"] <= 80 and call["temperature"] == 0.0
-    assert call["response_format"] == {"type": "json_object"}
+    assert call["max_tokens"] <= 24 and call["temperature"] == 0.0
+    # no JSON frame: the reply's first token is the verdict, where P(yes) is read
+    assert "response_format" not in call
     assert "40 litres per minute" in call["messages"][-1]["content"]  # the top evidence is what it reads
 
 
@@ -195,9 +207,39 @@ def test_without_logprobs_the_stated_verdict_counts(server):
     assert verdict.evidence.verdict == "answers" and done.grade.tier.value == "HIGH"
 
 
+def test_a_plain_reply_is_scored_at_its_first_token_and_its_deciding_words_are_the_reason(server):
+    events, done = ask(server, Judge(plain_reply("yes", 0.91)), **GRAY)
+    verdict = judged(events, "evidence")
+    assert verdict.evidence.scored_by == "logprobs" and verdict.evidence.p_yes == pytest.approx(0.91)
+    assert (verdict.tier_before, verdict.tier_after) == ("AMBIGUOUS", "HIGH") and done.grade.tier.value == "HIGH"
+    assert verdict.reason == "[1] gives 40 litres per minute"
+
+    events, _ = ask(server, Judge(plain_reply("no", 0.12, "[1] names the pump, not its flow rate")), **GRAY)
+    verdict = judged(events, "evidence")
+    assert verdict.evidence.verdict == "no" and verdict.reason == "[1] names the pump, not its flow rate"
+
+
+@pytest.mark.parametrize("reply, verdict, reason", [
+    ("yes: [2] says \"45 W at full load\"", "answers", '[2] says "45 W at full load"'),
+    ("No. [1] names the N2 but gives no price", "no", "[1] names the N2 but gives no price"),
+    ("**Yes** - passage 1, \"90 days\"", "answers", 'passage 1, "90 days"'),
+    ("no", "no", ""),
+    ('{"verdict": "yes", "reason": "[3] states it"}', "answers", "[3] states it"),
+])
+def test_a_plain_or_json_evidence_reply_without_logprobs_counts_its_stated_verdict(reply, verdict, reason):
+    read = parse_evidence_reply(Completion(text=reply), Settings().grader)
+    assert (read.verdict, read.scored_by, read.p_yes, read.reason) == (verdict, "verbal", None, reason)
+
+
+@pytest.mark.parametrize("reply", ["I think yes.", "Yesterday's release notes", "maybe: [1]", ""])
+def test_an_evidence_reply_that_does_not_start_with_its_verdict_is_malformed(reply):
+    with pytest.raises(ModelOutputError):
+        parse_evidence_reply(Completion(text=reply), Settings().grader)
+
+
 def test_logprobs_decide_over_the_stated_word(server):
-    # the model writes "yes" but puts most of its weight on neither: P(yes) 0.4 is "partly", which moves nothing
-    events, done = ask(server, Judge(evidence_reply("yes", 0.4)), **GRAY)
+    # the model writes "yes" but P(yes) is between judge_yes_low and judge_yes_high: "partly", which moves nothing
+    events, done = ask(server, Judge(evidence_reply("yes", 0.58)), **GRAY)
     verdict = judged(events, "evidence")
     assert verdict.evidence.verdict == "partly" and verdict.tier_after == "AMBIGUOUS"
 
@@ -272,7 +314,7 @@ def test_a_claim_the_source_does_not_state_keeps_the_answer_out_of_band_high(ser
 def test_a_malformed_claim_reply_keeps_the_offline_confidence(server):
     _, offline = ask(server, Judge(), **{"grader.judge": "off"})
     # an evidence verdict of "partly" leaves the tier as the offline grade set it
-    events, done = ask(server, Judge(evidence=evidence_reply("yes", 0.4), claims=text('{"claims": "all fine"}')))
+    events, done = ask(server, Judge(evidence=evidence_reply("yes", 0.58), claims=text('{"claims": "all fine"}')))
     verdict = judged(events, "claims")
     assert verdict.via == "offline" and "malformed" in verdict.reason
     assert done.confidence == offline.confidence
@@ -302,19 +344,24 @@ def test_the_judge_reads_each_checkable_claim_against_the_span_of_the_source_it_
     assert "| Nimbus N5 | 50 W | 5 TB |" in claims[2].span and len(claims[2].span) <= 500
 
 
-def test_the_judges_verdicts_become_the_claims_statuses_but_never_clear_an_offline_contradiction():
+def test_the_judge_can_flag_a_claim_the_offline_check_passed_but_never_pass_one_it_flagged():
     source = CORPUS[0].model_copy(update={"text": TABLE})
     offline = parse_citations(TABLE_ANSWER, [source])
     assert [c.status for c in offline.claims[:3]] == ["supported", "contradicted", "unsupported"]
     claims = claims_to_check(offline, [source])
+    # a judge that says "supported" to everything (as the 1.5B model did to content-free claims)
     verdicts = [ClaimVerdict(claim=c.claim, source=c.source, status="supported", reason="the row says so")
                 for c in claims]
     judged_result = judged_citations(offline, claims, verdicts, TABLE_ANSWER, [source])
     statuses = [(c.status, c.via) for c in judged_result.claims]
-    assert statuses[:3] == [("supported", "llm"), ("contradicted", "llm"), ("supported", "llm")]
+    assert statuses[:3] == [("supported", "llm"), ("contradicted", "llm"), ("unsupported", "llm")]
     assert statuses[3] == ("unsupported", "offline")  # the out-of-range marker names no source to read
-    assert judged_result.coverage > offline.coverage
-    assert "the judge said supported" in judged_result.claims[1].reason
+    assert judged_result.coverage == offline.coverage
+    assert all("the judge said supported" in c.reason for c in judged_result.claims[1:3])
+    # a judge that finds the first claim's value missing from its row flags it
+    flagged = [v.model_copy(update={"status": "not_found"}) if i == 0 else v for i, v in enumerate(verdicts)]
+    judged_result = judged_citations(offline, claims, flagged, TABLE_ANSWER, [source])
+    assert judged_result.claims[0].status == "unsupported" and judged_result.coverage < offline.coverage
 
 
 # --------------------------------------------------------------------------
@@ -465,3 +512,12 @@ def test_a_claim_reply_cut_short_keeps_the_verdicts_it_holds_whole():
         ("The N2 draws 45 W.", "supported", 'the row says "45 W"'), ("It has 2 TB.", "supported", "same row")]
     with pytest.raises(ModelOutputError):
         parse_claims_reply('{"claims": [{"n": 1, "stat', claims)
+
+
+def test_the_evidence_judge_reads_the_sentences_of_a_long_paragraph_closest_to_the_question():
+    filler = "Aurora Cloud is a hosted analytics service with dashboards and alerts. " * 8
+    paragraph = filler + "By default Aurora keeps ingested data for 90 days. " + filler  # one line, no breaks
+    span = closest_span("How long does Aurora keep data by default?", paragraph, PASSAGE_CHARS)
+    assert "keeps ingested data for 90 days" in span and len(span) <= PASSAGE_CHARS
+    short = "The DM-3000 pump runs at 40 litres per minute."
+    assert closest_span("DM-3000 flow rate?", short, PASSAGE_CHARS) == short
