@@ -31,6 +31,8 @@ from typing import Any
 
 import sqlite_utils
 
+from docmind_core.store.sql import utcnow
+
 log = logging.getLogger(__name__)
 
 # Tables whose ids other rows (or other stores: Chroma collections, keyword-index generations) point at.
@@ -101,10 +103,6 @@ def list_retired(db: sqlite_utils.Database) -> list[RetiredId]:
     return [RetiredId(r[0], r[1], r[2], r[3], retired_counts(db, r[0])) for r in rows]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 def _table_exists(db: sqlite_utils.Database, table: str) -> bool:
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]).fetchone() is not None
 
@@ -156,7 +154,7 @@ def allocate_user_id(db: sqlite_utils.Database) -> int:
 
 def retire(db: sqlite_utils.Database, user_id: int, username: str, reason: str) -> None:
     db.execute("INSERT OR IGNORE INTO retired_user_ids (id, username, retired_at, reason) VALUES (?, ?, ?, ?)",
-               [user_id, username, _now(), reason])
+               [user_id, username, utcnow(), reason])
 
 
 def retired_counts(db: sqlite_utils.Database, user_id: int) -> dict[str, int]:
