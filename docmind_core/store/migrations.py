@@ -8,13 +8,14 @@ changes), registered with :func:`migration`.  :func:`apply_pending` runs the one
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import sqlite_utils
 
 from docmind_core.store.retired_ids import make_ids_never_reused
-from docmind_core.store.sql import utcnow
+from docmind_core.store.sql import utcnow, write_transaction
 
 try:
     import fcntl
@@ -31,8 +32,8 @@ def migration(fn: Callable[[sqlite_utils.Database], Any]) -> Callable[[sqlite_ut
 
 
 def rebuilds_tables(fn: Callable[[sqlite_utils.Database], Any]) -> Callable[[sqlite_utils.Database], Any]:
-    """Mark a migration that drops and recreates tables: it runs in one explicit transaction with foreign keys
-    off (SQLite ignores that pragma inside a transaction, and a DROP of a parent table would cascade)."""
+    """Mark a migration that drops and recreates tables: it runs with foreign keys off (a DROP of a parent
+    table would cascade), switched off before its transaction begins (SQLite ignores the pragma inside one)."""
     fn.rebuilds_tables = True  # type: ignore[attr-defined]
     return fn
 
@@ -46,8 +47,9 @@ def pending_migrations(db: sqlite_utils.Database) -> list[str]:
 
 @contextlib.contextmanager
 def _migration_lock(path: Path | None) -> Iterator[None]:
-    """An exclusive lock beside the database file while migrating.  Some migrations run scripts that commit
-    on their own, so a transaction cannot hold other processes off; an OS file lock can."""
+    """An exclusive lock beside the database file while migrating, so processes starting at once migrate one
+    after the other: a second one waits here as long as the first one migrates, where its transaction would
+    give up after the connection's busy timeout (a rebuild of a large table can take longer)."""
     if path is None or fcntl is None:  # in-memory (one process), or a platform without flock
         yield
         return
@@ -73,33 +75,48 @@ def apply_pending(db: sqlite_utils.Database, path: Path | None) -> list[str]:
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply pending migrations in order; returns the names applied.
 
-    A migration may return lines saying what it repaired; they are logged by the migration and kept in
-    ``_migrations.report``.
+    Each migration and its ``_migrations`` row are one transaction: a process killed inside a migration
+    leaves the database as it was before it, and the next start applies it whole.  A migration may return
+    lines saying what it repaired; they are logged by the migration and kept in ``_migrations.report``.
     """
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()}
-    applied = []
-    for fn in MIGRATIONS:
-        if fn.__name__ in done:
-            continue
-        rebuilding = getattr(fn, "rebuilds_tables", False)
+    return [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in done and _apply(db, fn)]
+
+
+def _apply(db: sqlite_utils.Database, fn: Callable[[sqlite_utils.Database], Any]) -> bool:
+    """Run one migration and record it in one transaction; False when another process applied it first."""
+    rebuilding = getattr(fn, "rebuilds_tables", False)
+    if rebuilding:
+        db.execute("PRAGMA foreign_keys=OFF")  # before the transaction: SQLite ignores it inside one
+    try:
+        with write_transaction(db.conn):
+            if db.execute("SELECT 1 FROM _migrations WHERE name = ?", [fn.__name__]).fetchone():
+                return False  # a process without the file lock (not POSIX) applied it while this one waited
+            report = fn(db)
+            if not db.conn.in_transaction:
+                raise RuntimeError(f"migration {fn.__name__} ended its transaction (a commit, or executescript, "
+                                   "inside it): it must run its statements one by one (_run_script)")
+            db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [fn.__name__, utcnow()])
+            if report:
+                _keep_report(db, fn.__name__, report)
+    finally:
         if rebuilding:
-            db.execute("PRAGMA foreign_keys=OFF")
-        try:
-            with db.conn:
-                if rebuilding:
-                    db.execute("BEGIN IMMEDIATE")
-                    if db.execute("SELECT 1 FROM _migrations WHERE name = ?", [fn.__name__]).fetchone():
-                        continue  # another process starting at the same time applied it while we waited
-                report = fn(db)
-                db.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", [fn.__name__, utcnow()])
-                if report:
-                    _keep_report(db, fn.__name__, report)
-        finally:
-            if rebuilding:
-                db.execute("PRAGMA foreign_keys=ON")
-        applied.append(fn.__name__)
-    return applied
+            db.execute("PRAGMA foreign_keys=ON")
+    return True
+
+
+def _run_script(db: sqlite_utils.Database, script: str) -> None:
+    """Execute the statements of ``script`` one by one, inside the caller's transaction (``executescript``
+    would commit first)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"a migration script ends inside a statement: {statement.strip()[:80]}")
 
 
 def _keep_report(db: sqlite_utils.Database, name: str, report: list[str]) -> None:
@@ -118,7 +135,8 @@ def migration_reports(db: sqlite_utils.Database) -> dict[str, list[str]]:
 
 @migration
 def m001_knowledge(db: sqlite_utils.Database) -> None:
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE knowledge_bases (
             id INTEGER PRIMARY KEY,
@@ -166,7 +184,8 @@ def m001_knowledge(db: sqlite_utils.Database) -> None:
 
 @migration
 def m002_config(db: sqlite_utils.Database) -> None:
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE config (
             key TEXT PRIMARY KEY,
@@ -187,7 +206,8 @@ def m002_config(db: sqlite_utils.Database) -> None:
 
 @migration
 def m003_conversations(db: sqlite_utils.Database) -> None:
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE conversations (
             id TEXT PRIMARY KEY,
@@ -236,7 +256,8 @@ def m003_conversations(db: sqlite_utils.Database) -> None:
 
 @migration
 def m004_memories(db: sqlite_utils.Database) -> None:
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE memories (
             id INTEGER PRIMARY KEY,
@@ -254,7 +275,8 @@ def m004_memories(db: sqlite_utils.Database) -> None:
 
 @migration
 def m005_users(db: sqlite_utils.Database) -> None:
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE users (
             id INTEGER PRIMARY KEY,
@@ -297,7 +319,8 @@ def m007_chunk_vectors(db: sqlite_utils.Database) -> None:
 def m008_access(db: sqlite_utils.Database) -> None:
     # Personal config overrides (a member's grader/agentic/retrieval/rag tuning applies to their runs only),
     # who changed a key in the history, and server-side sign-in sessions (only a hash of the token is kept).
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE user_config (
             user_id INTEGER NOT NULL,
@@ -327,7 +350,8 @@ def m009_ingest_leases(db: sqlite_utils.Database) -> None:
     # only documents whose owner is provably gone (see docmind_core/ingest/leases.py).  Every re-index is
     # a row of kb_reindex_runs, so an interrupted one is finished at the next start instead of leaving a KB
     # with part of its vectors.
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE ingest_leases (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a pending row's lease id names one owner
@@ -366,7 +390,8 @@ def m010_experiments(db: sqlite_utils.Database) -> None:
     # and experiments: one dataset x N variants, each (item, variant, leave-gold-out?) one row whose state
     # survives a crash, so a restarted experiment resumes where it stopped.  Runs are ordinary traces
     # (label "experiment:<id>", one pair id per question so the variants compare step by step).
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE datasets (
             id INTEGER PRIMARY KEY,
@@ -446,7 +471,8 @@ def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
     # Ingestion as background jobs owned by the core, not by a page's script run: a job and its files
     # survive navigation and server restarts (docmind_core/ingest/jobs.py).  A running job names the lease
     # of the worker that owns it, so a starting process resumes only jobs whose worker is provably gone.
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE ingest_jobs (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -499,7 +525,8 @@ def m013_config_versions(db: sqlite_utils.Database) -> None:
     # One version per stored key and scope, for compare-and-set from a form: a write names the version its
     # form was drawn from and is refused when the key changed since.  Rows stay when a value is reset to
     # its default, so a version never repeats (a reset and a new value cannot look like the old one).
-    db.executescript(
+    _run_script(
+        db,
         """
         CREATE TABLE config_versions (
             owner_id INTEGER NOT NULL,           -- 0: the global value; else the user whose personal value
