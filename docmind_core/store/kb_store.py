@@ -96,12 +96,6 @@ class KnowledgeStore:
             raise NotFound(f"No knowledge base with id {kb_id}.")
         return row[0], row[1]
 
-    def get_kb_by_name(self, name: str) -> KnowledgeBase:
-        rows = self._kb_rows("WHERE k.name = ?", [name])
-        if not rows:
-            raise NotFound(f"No knowledge base named {name!r}.")
-        return rows[0]
-
     def find_kb(self, name: str) -> KnowledgeBase | None:
         rows = self._kb_rows("WHERE k.name = ?", [name])
         return rows[0] if rows else None
