@@ -77,7 +77,8 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
 
     Each migration and its ``_migrations`` row are one transaction: a process killed inside a migration
     leaves the database as it was before it, and the next start applies it whole.  A migration may return
-    lines saying what it repaired; they are logged by the migration and kept in ``_migrations.report``.
+    lines saying what it repaired; they are logged by the migration and kept in ``_migrations.report`` (one
+    line each) for whoever inspects the database later.
     """
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()}
@@ -123,14 +124,6 @@ def _keep_report(db: sqlite_utils.Database, name: str, report: list[str]) -> Non
     if "report" not in {row[1] for row in db.execute("PRAGMA table_info(_migrations)").fetchall()}:
         db.execute("ALTER TABLE _migrations ADD COLUMN report TEXT NOT NULL DEFAULT ''")
     db.execute("UPDATE _migrations SET report = ? WHERE name = ?", ["\n".join(report), name])
-
-
-def migration_reports(db: sqlite_utils.Database) -> dict[str, list[str]]:
-    """What each applied migration reported repairing (only those that reported something)."""
-    if "report" not in {row[1] for row in db.execute("PRAGMA table_info(_migrations)").fetchall()}:
-        return {}
-    rows = db.execute("SELECT name, report FROM _migrations WHERE report != '' ORDER BY applied_at, name")
-    return {name: report.split("\n") for name, report in rows.fetchall()}
 
 
 @migration

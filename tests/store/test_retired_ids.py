@@ -11,7 +11,6 @@ import pytest
 
 from docmind_core.store import migrations
 from docmind_core.store.db import Database
-from docmind_core.store.migrations import migration_reports
 from docmind_core.store.retired_ids import list_retired
 from docmind_core.users import User
 from docmind_core.access import can_read_conversation, can_read_trace
@@ -82,7 +81,8 @@ def test_m012_repairs_reuse_and_stops_it(old_database, caplog):
     assert conn.execute("SELECT user_id FROM traces WHERE run_id = 'r-carol'").fetchone()[0] == 3
 
     # what it did: a log line, the migration's stored report, and the retired ids with what they hold
-    report = migration_reports(db.db)["m012_ids_never_reused"]
+    report = conn.execute("SELECT report FROM _migrations WHERE name = 'm012_ids_never_reused'").fetchone()[0]
+    report = report.split("\n")
     assert any("user id 2 was handed out again (to 'mallory')" in line and f"retired id {retired}" in line
                for line in report), report
     assert any("user id 3 names no account" in line for line in report)
