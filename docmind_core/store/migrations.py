@@ -507,9 +507,9 @@ def m011_ingest_jobs(db: sqlite_utils.Database) -> None:
 @migration
 @rebuilds_tables
 def m012_ids_never_reused(db: sqlite_utils.Database) -> list[str]:
-    # User, KB, dataset, experiment and API-key ids were reused after a delete (SQLite hands out the highest
-    # id plus one), so a new account inherited a removed one's rows.  AUTOINCREMENT, and a repair of the rows
-    # an earlier holder of a reused id left: see docmind_core/store/retired_ids.py.
+    # Without AUTOINCREMENT SQLite hands out the highest id plus one, so after a delete a new account gets a
+    # removed one's id and its rows.  User, KB, dataset, experiment and API-key ids get AUTOINCREMENT, and
+    # the rows an earlier holder of a reused id left are repaired: see docmind_core/store/retired_ids.py.
     return make_ids_never_reused(db)
 
 

@@ -1,9 +1,9 @@
 """Ids that are never handed out twice, and the accounts whose ids are retired.
 
 SQLite gives a ``INTEGER PRIMARY KEY`` without ``AUTOINCREMENT`` the highest
-id plus one, so removing the newest account and adding another handed the
+id plus one, so removing the newest account and adding another hands the
 same id out again, and every row still carrying it (knowledge bases,
-conversations, traces, memories, personal config) belonged to the newcomer.
+conversations, traces, memories, personal config) belongs to the newcomer.
 Migration m012 rebuilds the tables whose ids other rows point at with
 ``AUTOINCREMENT``: SQLite then keeps the highest id ever used in
 ``sqlite_sequence`` and never goes below it, for every insert, whoever writes
