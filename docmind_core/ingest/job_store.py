@@ -99,11 +99,6 @@ class JobStore:
                        [lease_id, time.time(), row[0]])
             return int(row[0])
 
-    def file_started(self, file_id: int) -> None:
-        with self.db.transaction() as db:
-            db.execute("UPDATE ingest_job_files SET state = 'running', started_at = COALESCE(started_at, ?) "
-                       "WHERE id = ? AND state IN ('queued', 'running')", [time.time(), file_id])
-
     def file_progress(self, file_id: int, stage: str, fraction: float) -> None:
         with self.db.transaction() as db:
             db.execute("UPDATE ingest_job_files SET stage = ?, fraction = ?, state = 'running', "

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
@@ -82,6 +82,26 @@ class ConfigChange(BaseModel):
     changed_at: str
     user_id: int | None = None  # the acting user (0: the local operator / single-user mode)
     scope: str = "global"  # global | personal (then user_id is whose personal value changed)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """One scope's table of stored values: the statements that drop and store a value (a personal one's
+    parameters start with the user's id)."""
+
+    name: str  # global | personal
+    delete_sql: str
+    upsert_sql: str
+
+
+_GLOBAL = _Scope(
+    "global", "DELETE FROM config WHERE key = ?",
+    "INSERT INTO config (key, value, updated_at) VALUES (?, ?, ?) "
+    "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at")
+_PERSONAL = _Scope(
+    "personal", "DELETE FROM user_config WHERE user_id = ? AND key = ?",
+    "INSERT INTO user_config (user_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at")
 
 
 class ConfigStore:
@@ -222,23 +242,8 @@ class ConfigStore:
             stored = _readable(raw)[0]
             base = self.load()
             new_settings = base.with_overrides({**stored, **changes})  # ConfigError: nothing written
-            now = utcnow()
-            for key in changes:
-                value = new_settings.get(key)
-                old = stored.get(key)
-                if key in stored and old == value:
-                    continue
-                if key not in raw and value == base.get(key):
-                    continue  # the global value already is this
-                if value == base.get(key):
-                    db.execute("DELETE FROM user_config WHERE user_id = ? AND key = ?", [user_id, key])
-                else:
-                    db.execute(
-                        "INSERT INTO user_config (user_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT(user_id, key) DO UPDATE SET value = excluded.value, "
-                        "updated_at = excluded.updated_at", [user_id, key, _encode(value), now])
-                self._log(db, key, _encode(old) if key in stored else raw.get(key), _encode(value), by, now,
-                          user_id, "personal")
+            # the global value is each key's default here: a personal value equal to it is not kept
+            self._write(db, _PERSONAL, changes, new_settings, raw, base.get, by, user_id)
         return self.load_for(user_id)
 
     def reset_personal(self, user_id: int, key: str | None = None, by: str = "") -> Settings:
@@ -290,6 +295,33 @@ class ConfigStore:
                    [user_id if scope == "personal" else 0, key, by])
 
     # -- writing -------------------------------------------------------------
+    def _write(self, db, scope: _Scope, changes: dict[str, Any], new_settings: Settings, raw: dict[str, str],
+               default_of: Callable[[str], Any], by: str, user_id: int | None) -> None:
+        """Store the keys of ``changes`` as ``new_settings`` validated them (0.5, not the text "0.5" typed into
+        a form), each with its history row and new version; the caller holds the transaction.
+
+        ``raw`` is the scope's stored text before the change.  ``default_of(key)`` is what a key is without a
+        value of its own in this scope: a value equal to it is dropped rather than stored, so the stored values
+        stay minimal.  ``user_id``: the acting user for a global value, the owner for a personal one.
+        """
+        stored = _readable(raw)[0]
+        owner = [user_id] if scope is _PERSONAL else []
+        now = utcnow()
+        for key in changes:
+            value = new_settings.get(key)
+            old = stored.get(key)
+            if key in stored and old == value:
+                continue
+            default = default_of(key)
+            if key not in raw and value == default:
+                continue  # setting a value that is already in effect changes nothing
+            if value == default:
+                db.execute(scope.delete_sql, [*owner, key])
+            else:
+                db.execute(scope.upsert_sql, [*owner, key, _encode(value), now])
+            self._log(db, key, _encode(old) if key in stored else raw.get(key), _encode(value), by, now,
+                      user_id, scope.name)
+
     def set(self, key: str, value: Any, by: str = "", user_id: int | None = None) -> Settings:
         """Validate and store one override; raises ConfigError (nothing stored) when refused."""
         return self.set_many({key: value}, by=by, user_id=user_id)
@@ -315,26 +347,11 @@ class ConfigStore:
             # presets (so setting a key back to its plain default under a profile is stored, and wins).
             profile = new_settings.llm.profile
             under_profile = Settings() if profile == "default" else Settings().with_overrides({"llm.profile": profile})
-            now = utcnow()
-            for key in changes:
-                defaults = Settings() if key == "llm.profile" else under_profile
-                # Store the validated value (e.g. 0.5, not the text "0.5" typed into a form).
-                value = new_settings.get(key)
-                old = stored.get(key)
-                if key in stored and old == value:
-                    continue
-                if key not in raw and value == defaults.get(key):
-                    continue  # setting a default that is already in effect changes nothing
-                if value == defaults.get(key):
-                    db.execute("DELETE FROM config WHERE key = ?", [key])  # back to the default: keep overrides minimal
-                else:
-                    db.execute(
-                        "INSERT INTO config (key, value, updated_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                        [key, _encode(value), now],
-                    )
-                self._log(db, key, _encode(old) if key in stored else raw.get(key), _encode(value), by, now,
-                          user_id, "global")
+
+            def default_of(key: str) -> Any:
+                return (Settings() if key == "llm.profile" else under_profile).get(key)
+
+            self._write(db, _GLOBAL, changes, new_settings, raw, default_of, by, user_id)
         return new_settings
 
     def reset(self, key: str, by: str = "", user_id: int | None = None) -> Settings:

@@ -1,9 +1,9 @@
 """Ids that are never handed out twice, and the accounts whose ids are retired.
 
 SQLite gives a ``INTEGER PRIMARY KEY`` without ``AUTOINCREMENT`` the highest
-id plus one, so removing the newest account and adding another handed the
+id plus one, so removing the newest account and adding another hands the
 same id out again, and every row still carrying it (knowledge bases,
-conversations, traces, memories, personal config) belonged to the newcomer.
+conversations, traces, memories, personal config) belongs to the newcomer.
 Migration m012 rebuilds the tables whose ids other rows point at with
 ``AUTOINCREMENT``: SQLite then keeps the highest id ever used in
 ``sqlite_sequence`` and never goes below it, for every insert, whoever writes
@@ -30,6 +30,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import sqlite_utils
+
+from docmind_core.store.sql import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +103,6 @@ def list_retired(db: sqlite_utils.Database) -> list[RetiredId]:
     return [RetiredId(r[0], r[1], r[2], r[3], retired_counts(db, r[0])) for r in rows]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
 def _table_exists(db: sqlite_utils.Database, table: str) -> bool:
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]).fetchone() is not None
 
@@ -156,7 +154,7 @@ def allocate_user_id(db: sqlite_utils.Database) -> int:
 
 def retire(db: sqlite_utils.Database, user_id: int, username: str, reason: str) -> None:
     db.execute("INSERT OR IGNORE INTO retired_user_ids (id, username, retired_at, reason) VALUES (?, ?, ?, ?)",
-               [user_id, username, _now(), reason])
+               [user_id, username, utcnow(), reason])
 
 
 def retired_counts(db: sqlite_utils.Database, user_id: int) -> dict[str, int]:

@@ -256,12 +256,6 @@ class TraceStore:
         return [TraceSummary(**_meta(row[:-1]).model_dump(), event_count=row[-1])
                 for row in self._db.db.execute(sql, params).fetchall()]
 
-    def pair(self, pair_id: str) -> list[TraceRecord]:
-        """The runs of one side-by-side pair, in the order they started."""
-        rows = self._db.db.execute("SELECT run_id FROM traces WHERE pair_id = ? ORDER BY started_at, rowid",
-                                   [pair_id]).fetchall()
-        return list(self.iter_many(r[0] for r in rows))
-
     def sources_by_run(self, run_ids: Iterable[str]) -> dict[str, list[RetrievedChunk]]:
         """Each run's numbered answer sources (from its done event), for the Markdown export."""
         out: dict[str, list[RetrievedChunk]] = {}

@@ -53,7 +53,7 @@ def ask(demo_home, fake_llm, question: str, answer, mode: str = "rule", sink: li
     fake_llm.respond_with(reply)
     engine = Engine.open(demo_home, env={"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": fake_llm.base_url})
     engine.config.set("llm.max_retries", 0)
-    kb = engine.store.get_kb_by_name("demo").id
+    kb = engine.store.find_kb("demo").id
     events = list(engine.ask(question, [kb], mode=mode))
     if sink is not None:
         sink.extend(events)
@@ -155,7 +155,7 @@ def test_the_offline_engines_answers_to_the_demo_questions_stay_supported(demo_h
     from tests.paths import ROOT
 
     engine = Engine.open(demo_home, env={})
-    kb = engine.store.get_kb_by_name("demo").id
+    kb = engine.store.find_kb("demo").id
     rows = [line for line in (ROOT / "data" / "demo" / "QUESTIONS.md").read_text(encoding="utf-8").splitlines()
             if re.match(r"\| q\d\d ", line)]
     assert len(rows) == 16

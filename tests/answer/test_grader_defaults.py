@@ -30,7 +30,7 @@ def engine(tmp_path_factory):
 
 
 def kb_ids(engine, *names: str) -> list[int]:
-    return [engine.store.get_kb_by_name(n).id for n in names]
+    return [engine.store.find_kb(n).id for n in names]
 
 
 def first_grading(engine, question: str, kbs: list[int], mode: str = "auto") -> tuple[Reranked, Graded]:

@@ -485,7 +485,7 @@ def test_q01_with_its_gold_left_out_is_not_high_once_the_judge_reads_the_pricing
     from docmind_core.engine import Engine
 
     engine = Engine.open(demo_home, warm=False)
-    kb = engine.store.get_kb_by_name("demo")
+    kb = engine.store.find_kb("demo")
     gold = [d.id for d in engine.store.list_documents(kb.id) if d.name == N2_DATASHEET]
     # offline (judge off), the pricing row that says "see the N2 datasheet" was graded HIGH
     settings = engine.settings

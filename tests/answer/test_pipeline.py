@@ -26,7 +26,7 @@ def engine(demo_home):
 
 
 def demo_kb(engine) -> int:
-    return engine.store.get_kb_by_name("demo").id
+    return engine.store.find_kb("demo").id
 
 
 def run(engine, question, **kwargs):

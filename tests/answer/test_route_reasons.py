@@ -107,7 +107,7 @@ def notes_home(tmp_path_factory):
 
 def test_the_routed_event_and_done_carry_the_sentence(notes_home):
     engine = Engine.open(notes_home, env={}, warm=False)
-    kb = engine.store.get_kb_by_name("notes")
+    kb = engine.store.find_kb("notes")
     events = list(engine.ask("Nimbus 报 NIM-201 错误应该怎么办？", [kb.id]))
     routed = next(e for e in events if isinstance(e, Routed))
     assert routed.decision.reason == "rule_planner"

@@ -21,8 +21,9 @@ from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.hybrid import HybridRetriever
 from docmind_core.retrieval.refine import EvidenceRefiner, lexical_vectors
 from docmind_core.settings import Settings
-from docmind_core.store.db import MIGRATIONS, Database
+from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
+from docmind_core.store.migrations import MIGRATIONS
 from docmind_core.text import keyword_tokens, split_terms, stem_tokens, stored_terms
 from tests.retrieval.test_hybrid import PRODUCT_DOCS
 from tests.ingest.test_pipeline import SMALL

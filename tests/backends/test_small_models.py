@@ -132,7 +132,7 @@ def test_a_local_small_model_run_uses_its_printed_calls_and_its_unmarked_answer_
     engine.config.set("llm.base_url", server.base_url)
     engine.config.set("llm.model", "qwen2.5-coder:1.5b")
     try:
-        kb_id = engine.store.get_kb_by_name("nimbus").id
+        kb_id = engine.store.find_kb("nimbus").id
         events = list(engine.ask(COMPARISON, [kb_id], mode="agentic"))
     finally:
         engine.config.reset("llm.base_url")
@@ -305,7 +305,7 @@ def test_a_rewrite_into_english_is_discarded_and_rule_mode_finds_the_chinese_man
     engine.config.set("llm.base_url", server.base_url)
     engine.config.set("llm.model", "qwen2.5-coder-1.5b-instruct")
     try:
-        kb_id = engine.store.get_kb_by_name("nimbus").id
+        kb_id = engine.store.find_kb("nimbus").id
         events = list(engine.ask(Q07, [kb_id], mode="rule"))
     finally:
         engine.config.reset("llm.base_url")

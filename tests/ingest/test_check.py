@@ -283,7 +283,7 @@ def test_cli_kb_check_and_search_say_what_is_missing(tmp_path):
     ok = _cli(home, "kb", "check", "manuals")
     assert ok.returncode == 0 and "consistent" in ok.stdout, ok.stdout + ok.stderr
     store = KnowledgeStore(Database(home / "docmind.db"))
-    kb = store.get_kb_by_name("manuals")
+    kb = store.find_kb("manuals")
     lost = [cid for cid, _doc, _ in store.child_chunk_index(kb.id)][:2]
     ChromaVectorStore(path=home / "chroma").delete_chunks(kb.id, lost)
 

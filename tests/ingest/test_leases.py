@@ -115,7 +115,7 @@ def test_engine_starts_in_another_process_during_an_ingest_remove_nothing(tmp_pa
     assert "removed interrupted document" not in err + s_err
     # Every document that was reported added is there, complete, and fully indexed.
     world = World(home, embedder=HashingEmbedder())
-    kb = world.store.get_kb_by_name("extra")
+    kb = world.store.find_kb("extra")
     docs = world.store.list_documents(kb.id)
     assert sorted(d.name for d in docs) == sorted(p.name for p in files)
     assert {d.status for d in docs} == {"complete"}

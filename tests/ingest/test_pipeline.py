@@ -542,7 +542,7 @@ def test_cli_reindex_and_json_listing(tmp_path):
     assert listed[0]["name"] == "demo" and listed[0]["document_count"] == 1
     live_embedder = listed[0]["embedder_id"]
     store = KnowledgeStore(Database(home / "docmind.db"))  # as if the KB had been indexed with another model
-    store.update_kb(store.get_kb_by_name("demo").id, embedder_id="test:older-model")
+    store.update_kb(store.find_kb("demo").id, embedder_id="test:older-model")
     result = cli(["ingest", str(path), "--kb", "demo", "--no-progress"])
     assert result.exit_code != 0 and "docmind kb reindex demo" in result.output
     result = cli(["kb", "reindex", "demo"])

@@ -213,3 +213,18 @@ def test_a_personal_form_sees_a_global_change_and_its_own(store):
     with pytest.raises(ConfigConflict, match=r"changed by alice \(cli\)"):
         store.set_personal(5, {"grader.low_threshold": 0.35}, by="alice (web)", expected=seen)
     assert store.personal_overrides(5) == {"grader.low_threshold": 0.3}
+
+
+def test_a_personal_value_equal_to_the_global_one_is_not_kept(store):
+    store.set("grader.high_threshold", 0.8, by="boss")
+    store.set_personal(7, {"grader.high_threshold": 0.8}, by="ann")  # already in effect: nothing to store
+    assert store.personal_overrides(7) == {} and store.history(personal_of=7)[0].scope == "global"
+    store.set_personal(7, {"grader.high_threshold": 0.85}, by="ann")
+    assert store.personal_overrides(7) == {"grader.high_threshold": 0.85}
+    assert (store.load_for(7).grader.high_threshold, store.load().grader.high_threshold) == (0.85, 0.8)
+    store.set_personal(7, {"grader.high_threshold": 0.8}, by="ann")  # back to the global value: dropped
+    assert store.personal_overrides(7) == {} and store.load_for(7).grader.high_threshold == 0.8
+    personal = [(h.old_value, h.new_value, h.changed_by, h.user_id) for h in store.history(personal_of=7)
+                if h.scope == "personal"]
+    assert personal == [(0.85, 0.8, "ann", 7), (None, 0.85, "ann", 7)]
+    assert store.versions(["grader.high_threshold"], user_id=7)["grader.high_threshold"].personal_version == 2

@@ -1,7 +1,10 @@
-"""store/db.py helpers."""
+"""store/db.py helpers, and the migration runner's refusals."""
 
 from __future__ import annotations
 
+import pytest
+
+from docmind_core.store import migrations
 from docmind_core.store.db import Database, where_sql
 
 
@@ -21,3 +24,14 @@ def test_where_sql_filters_rows(tmp_path):
                               ({"kb_id = ?": 2, "state = ?": "running"}, 1), ({"kb_id = ?": None}, 3)):
         where, params = where_sql(filters)
         assert conn.execute("SELECT count(*) FROM t" + where, params).fetchone()[0] == expected
+
+
+def test_a_migration_that_ends_its_transaction_is_refused(tmp_path, monkeypatch):
+    """A migration runs inside the transaction that records it; one that commits on its own is a mistake."""
+    def m900_commits_halfway(db):
+        db.execute("CREATE TABLE halfway (id INTEGER)")
+        db.conn.commit()
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, m900_commits_halfway])
+    with pytest.raises(RuntimeError, match="m900_commits_halfway ended its transaction"):
+        Database(tmp_path / "docmind.db")

@@ -34,7 +34,7 @@ def _doc(store, kb_id, name, text="Hello world. Second sentence.", status="compl
 def test_create_get_list_update_kb(store):
     kb = store.create_kb("demo", "usem3:x", 512, description="Demo corpus")
     assert kb.id > 0 and kb.name == "demo" and kb.embedding_dim == 512 and kb.created_at
-    assert store.get_kb(kb.id) == kb == store.get_kb_by_name("demo")
+    assert store.get_kb(kb.id) == kb == store.find_kb("demo")
     store.create_kb("alpha", "usem3:x", 512)
     assert [k.name for k in store.list_kbs()] == ["alpha", "demo"]
     updated = store.update_kb(kb.id, description="new", visibility="public")
@@ -51,8 +51,6 @@ def test_kb_errors_are_clear(store):
         store.create_kb("  ", "e", 4)
     with pytest.raises(DocMindError, match="visibility must be one of"):
         store.create_kb("x", "e", 4, visibility="everyone")
-    with pytest.raises(NotFound, match="No knowledge base named 'nope'"):
-        store.get_kb_by_name("nope")
     with pytest.raises(NotFound):
         store.get_kb(999)
     assert store.find_kb("nope") is None

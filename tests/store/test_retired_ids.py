@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from docmind_core.store import db as db_module
-from docmind_core.store.db import Database, migration_reports
+from docmind_core.store import migrations
+from docmind_core.store.db import Database
 from docmind_core.store.retired_ids import list_retired
 from docmind_core.users import User
 from docmind_core.access import can_read_conversation, can_read_trace
@@ -25,9 +25,9 @@ def _at(minutes: int) -> str:
 def old_database(tmp_path, monkeypatch):
     """A database in the layout before m012, with dave (id 2) removed and mallory given id 2 afterwards."""
     path = tmp_path / "docmind.db"
-    before = db_module.MIGRATIONS[:db_module.MIGRATIONS.index(db_module.m012_ids_never_reused)]
+    before = migrations.MIGRATIONS[:migrations.MIGRATIONS.index(migrations.m012_ids_never_reused)]
     with monkeypatch.context() as patch:
-        patch.setattr(db_module, "MIGRATIONS", before)
+        patch.setattr(migrations, "MIGRATIONS", before)
         old = Database(path)
     conn = old.db.conn
     conn.execute("INSERT INTO users (id, username, password_hash, role, created_at) VALUES (1, 'boss', 'x', "
@@ -81,7 +81,8 @@ def test_m012_repairs_reuse_and_stops_it(old_database, caplog):
     assert conn.execute("SELECT user_id FROM traces WHERE run_id = 'r-carol'").fetchone()[0] == 3
 
     # what it did: a log line, the migration's stored report, and the retired ids with what they hold
-    report = migration_reports(db.db)["m012_ids_never_reused"]
+    report = conn.execute("SELECT report FROM _migrations WHERE name = 'm012_ids_never_reused'").fetchone()[0]
+    report = report.split("\n")
     assert any("user id 2 was handed out again (to 'mallory')" in line and f"retired id {retired}" in line
                for line in report), report
     assert any("user id 3 names no account" in line for line in report)

@@ -134,8 +134,7 @@ def test_side_by_side_pair(store):
     record_run(store, "rule", mode="RULE_PLANNER", pair_id=pair, requested_mode="rule")
     record_run(store, "agentic", mode="AGENTIC", pair_id=pair, requested_mode="agentic")
     record_run(store, "other")
-    assert [r.run_id for r in store.pair(pair)] == ["rule", "agentic"]
-    assert {r.run_id for r in store.list(pair_id=pair)} == {"rule", "agentic"}
+    assert [r.run_id for r in store.list(pair_id=pair)] == ["agentic", "rule"]  # newest first
 
 
 def test_export_import_round_trip_of_one_trace(store, tmp_path):
@@ -176,7 +175,7 @@ def test_export_import_of_a_comparison_keeps_it_a_pair(store, tmp_path):
     records = [other.get(i) for i in ids]
     assert records[0].events == rule and records[1].events == agentic
     assert records[0].meta.pair_id == records[1].meta.pair_id != pair
-    assert [r.run_id for r in other.pair(records[0].meta.pair_id)] == ids
+    assert [r.run_id for r in reversed(other.list(pair_id=records[0].meta.pair_id))] == ids
 
 
 @pytest.mark.parametrize("text, message", [
@@ -221,8 +220,9 @@ def test_a_pair_and_an_export_read_their_runs_in_one_batch_not_a_query_pair_per_
     for i in range(5):
         record_run(store, f"side-{i}", mode="RULE_PLANNER", pair_id=pair, tokens=3)
     statements = _counting_statements(db)
-    assert [r.run_id for r in store.pair(pair)] == [f"side-{i}" for i in range(5)]
-    assert len(statements) == 3, statements  # the pair's run ids, then the runs and their events
+    in_order_started = [r.run_id for r in reversed(store.list(pair_id=pair))]  # as Workbench.pair_runs reads
+    assert [r.run_id for r in store.iter_many(in_order_started)] == [f"side-{i}" for i in range(5)]
+    assert len(statements) == 3, statements  # the pair's listing, then the runs and their events
     statements.clear()
     document = json.loads(store.export_json(["side-3", "side-1"]))
     assert [r["meta"]["run_id"] for r in document["runs"]] == ["side-3", "side-1"]  # in the order asked
