@@ -214,7 +214,7 @@ def test_offline_with_the_gold_document_left_out_the_answer_that_does_not_answer
     the product and never states the value (the pricing row's "see the N2 datasheet"; the N2's 45 W for a
     price)."""
     engine = Engine.open(demo_home, env={})
-    kb = engine.store.get_kb_by_name("demo").id
+    kb = engine.store.find_kb("demo").id
     left_out = [d.id for d in engine.store.list_documents(kb) if d.name == gold]
     for mode in ("rule", "agentic"):
         done = list(engine.ask(question, [kb], mode=mode, exclude_doc_ids=left_out))[-1]
