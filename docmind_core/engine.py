@@ -20,7 +20,6 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from docmind_core import parse_lock
 from docmind_core.accounts import RemovalReport, adopt_single_user_rows, remove_account
 from docmind_core.query_signals import question_entities
 from docmind_core.backends.offline.chat import OfflineEngine
@@ -153,9 +152,6 @@ class Engine:
 
     def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None,
                  warm: bool = True, background: bool = False):
-        # This engine runs threads (the opener, the warm-up, the ingest worker) that import and load libraries
-        # which parse Python source, beside whatever the caller's threads parse: one parse at a time.
-        parse_lock.install()
         self.home = home
         self.db = db
         self.config = config
@@ -248,8 +244,6 @@ class Engine:
         in the notes and in ``backends()``."""
         key = _backend_key(settings)
         notes: list[str] = []
-        if not settings.embedding.allow_hub_download:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # an uncached hub name would otherwise retry for ~70 s
         embedder, note = build_embedder(settings.embedding)
         embedder = QueryFirstEmbedder(embedder)  # a question never waits behind a whole ingestion batch
         notes += [note] if note else []

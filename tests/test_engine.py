@@ -211,6 +211,9 @@ def test_the_engines_threads_never_parse_beside_another_thread(tmp_path, monkeyp
     interpreter, are tests/test_engine_open.py's.)"""
     import ast
 
+    from docmind_core.process import prepare_process
+
+    prepare_process()  # what every entry point does first: it locks the counting parse the fixture put in
     monkeypatch.setattr(engine_module, "build_embedder", _fresh_bundled_encoder)
     stop = threading.Event()
 

@@ -74,6 +74,8 @@ def counting(*args, **kwargs):
         threads_parsing[0] -= 1
 ast.parse = counting
 from docmind_core.engine import Engine
+from docmind_core.process import prepare_process
+prepare_process()  # what app.py does first
 stop = threading.Event()
 def script_thread():  # what Streamlit does on every script run: parse the page
     while not stop.is_set():

@@ -37,7 +37,6 @@ go through a sigmoid so its scores share the same [0, 1] range.
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -240,9 +239,6 @@ class CrossEncoderReranker:
         self.model_name = model.strip()
         self.name = f"cross-encoder:{self.model_name}"
         self.batch_size = batch_size
-        if not allow_download:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
         try:
             import torch
             from sentence_transformers import CrossEncoder
