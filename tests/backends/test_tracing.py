@@ -10,10 +10,10 @@ from datetime import datetime
 
 import pytest
 
+from docmind_core.backends.factory import build_exporter
 from docmind_core.backends.tracing import (
     LangfuseExporter,
     NullExporter,
-    build_exporter,
     plan_observations,
 )
 from docmind_core.settings import Settings
