@@ -69,13 +69,16 @@ def stored_settings(home: Path) -> Settings:
     return ConfigStore(Database(home / "docmind.db")).load()
 
 
-# What the opener sets (see Engine.__getattr__): read before it is done, they wait for it.
-_OPENED_ATTRS = frozenset({"memory_store", "ingestor", "refiner", "retriever", "toolbox", "pipeline",
-                           "start_report"})
 _ROLES = ("llm", "embedder", "reranker", "vector_store", "keyword_index", "web_search", "tracing")
 
 
 class Engine:
+    """Readiness is explicit: with ``background=True`` the stores answer at once, while the backends, the stages
+    wired to them (``memory_store``, ``ingestor``, ``refiner``, ``retriever``, ``toolbox``, ``pipeline``) and
+    ``start_report`` come from the opener thread.  Whoever reads those calls ``wait_ready()`` first; the
+    engine's own operations (``ask``, ``search``, ``ingest`` ...) do.  ``backends()`` never waits: it says
+    "starting…" meanwhile."""
+
     memory_store: MemoryStore
     start_report: list[str]  # what this start repaired (reconcile), also logged as warnings
 
@@ -128,32 +131,25 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - never stop a start for it; the next start tries again
                 log.warning("ingest jobs were not recovered: %s", exc)
             self.start_report = report
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever needs the backends (wait_open)
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever needs the backends (wait_ready)
             self._open_error = exc
         finally:
             self._opened.set()
 
-    def wait_open(self, timeout: float | None = None) -> bool:
-        """Wait until the backends are built and the start-up repairs done; raises what stopped them."""
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the backends are built, the start-up repairs done and the ingest jobs recovered (at once
+        for an engine opened in the foreground); raises what stopped them.  False when ``timeout`` ran out."""
         done = self._opened.wait(timeout)
         if self._open_error is not None:
             raise self._open_error
         return done
-
-    def __getattr__(self, name: str) -> Any:
-        # only reached while an attribute is not set: the opener's ones are waited for
-        if name in _OPENED_ATTRS and "_opened" in self.__dict__:
-            self.wait_open()
-            if name in self.__dict__:
-                return self.__dict__[name]
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     # ------------------------------------------------------------------
     @classmethod
     def open(cls, home: Path | str | None = None, overrides: dict[str, Any] | None = None,
              env: dict[str, str] | None = None, warm: bool = True, background: bool = False) -> "Engine":
         """``warm``: warm the encoder and indexes in a background thread (see ``warm_up``); ``background``:
-        build the backends in a background thread too (the stores answer at once, the rest waits for them)."""
+        build the backends in a background thread too (the stores answer at once; see ``wait_ready``)."""
         home = Path(home) if home else default_home()
         home.mkdir(parents=True, exist_ok=True)
         db = Database(home / "docmind.db")
@@ -178,6 +174,7 @@ class Engine:
         ``budget_s``; a failure is logged and skipped.  Returns the seconds spent."""
         started = time.perf_counter()
         try:
+            self.wait_ready()
             settings = self.settings
             b = self._current(settings)
             b.embedder.embed(["warm up the encoder"])
@@ -320,6 +317,7 @@ class Engine:
         Such a KB stays searchable by keyword only (the retriever leaves it out of vector search);
         the notice names the fix, ``docmind kb reindex NAME``.
         """
+        self.wait_ready()
         retriever = self.retriever
         vector_side = set(retriever.vector_kbs(kb_ids))
         problems = [gap.message() for gap in retriever.index_gaps([k for k in kb_ids if k not in vector_side])
@@ -335,15 +333,18 @@ class Engine:
                                     department=department, visibility=visibility)
 
     def delete_kb(self, kb_id: int) -> None:
+        self.wait_ready()
         self._current(self.settings)
         self.ingestor.delete_kb(kb_id)
 
     def delete_document(self, doc_id: int) -> None:
+        self.wait_ready()
         self._current(self.settings)
         self.ingestor.delete_document(doc_id)
 
     def ingest(self, kb_id: int, paths: Sequence[Path | str], progress: Callable[[IngestProgress], None] | None = None,
                names: Sequence[str] | None = None, cancel: threading.Event | None = None) -> list[IngestOutcome]:
+        self.wait_ready()
         settings = self.settings
         self._current(settings)
         return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
@@ -352,16 +353,18 @@ class Engine:
     def _run_job_files(self, kb_id: int, paths: list[Path], names: list[str],
                        progress: Callable[[IngestProgress], None], cancel: threading.Event) -> list[IngestOutcome]:
         """What the ingest job worker runs for a job's remaining files (after the start-up repairs)."""
-        self.wait_open()
+        self.wait_ready()
         return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel)
 
     def reindex_kb(self, kb_id: int) -> int:
+        self.wait_ready()
         settings = self.settings
         self._current(settings)
         return self.ingestor.reindex_kb(kb_id, batch_size=settings.embedding.batch_size)
 
     def check_kb(self, kb_id: int, repair: bool = False) -> KbCheckReport:
         """Compare the KB's chunk rows, keyword rows and vectors per document; ``repair`` fixes them."""
+        self.wait_ready()
         self._current(self.settings)
         return self.ingestor.check_kb(kb_id, repair=repair)
 
@@ -370,6 +373,7 @@ class Engine:
                doc_ids: Sequence[int] | None = None) -> SearchResult:
         """Hybrid retrieval + the refining pass over these KBs (hit testing, ``docmind search``)."""
         check_question(query, settings, what="query")  # InputTooLarge before any work
+        self.wait_ready()
         self._current(settings)
         # a KB built by another encoder stays, keyword only: result.index_gaps says so and names the fix
         usable, _notices = self.check_embedder(kb_ids)
@@ -390,6 +394,7 @@ class Engine:
         """
         settings = settings if settings is not None else self.settings
         check_question(question, settings)  # InputTooLarge before any work: no run, no trace
+        self.wait_ready()
         backends = self._current(settings)
         pipeline = self.pipeline
         requested = mode if isinstance(mode, RequestedMode) else RequestedMode(str(mode).lower())

@@ -38,8 +38,13 @@ def test_background_open_serves_the_stores_at_once_and_the_backends_once_built(t
     statuses = bench.backends()  # the sidebar asks at every run: it must not wait for the encoder
     assert statuses and all(not s.live and "starting" in s.name for s in statuses)
     assert time.perf_counter() - started < 20 and not release.is_set()
+    assert not engine.wait_ready(0.2)  # readiness is asked for, never implied by reading an attribute:
+    with pytest.raises(AttributeError):
+        engine.retriever  # noqa: B018 - not there yet, and reading it does not wait
+    assert time.perf_counter() - started < 25
     release.set()
-    kb = bench.create_kb("k")  # waits for the backends
+    assert engine.wait_ready(60) and engine.retriever is not None
+    kb = bench.create_kb("k")
     path = tmp_path / "a.txt"
     path.write_text("The Nimbus N2 draws at most 45 W.", encoding="utf-8")
     assert [o.status for o in bench.ingest(kb.id, [path])] == ["added"]
@@ -55,7 +60,9 @@ def test_a_failed_background_open_is_raised_to_whoever_needs_the_backends(tmp_pa
     monkeypatch.setattr(factory, "build_embedder", broken)
     engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True)
     with pytest.raises(RuntimeError, match="disk on fire"):
-        engine.retriever  # noqa: B018 - the attribute access is the call under test
+        engine.wait_ready(60)
+    with pytest.raises(RuntimeError, match="disk on fire"):  # an operation that needs the backends asks too
+        engine.search("anything", [], engine.settings)
     assert Workbench(engine, LOCAL_USER).list_kbs() == []
 
 
@@ -82,7 +89,7 @@ def script_thread():  # what Streamlit does on every script run: parse the page
         ast.parse("x = 1\\n" * 200)
 threading.Thread(target=script_thread, name="ScriptRunner.scriptThread", daemon=True).start()
 engine = Engine.open(sys.argv[1], env={}, warm=False, background=True)
-engine.wait_open(120)
+engine.wait_ready(120)
 stop.set()
 kb = engine.create_kb("k")
 print("chromadb imported:", "chromadb" in sys.modules)

@@ -123,4 +123,4 @@ def test_the_app_prepares_the_process_before_the_frame(app_engine, monkeypatch):
     at.run()
     assert not at.exception, at.exception
     assert calls[:2] == ["prepare", "frame"], calls
-    assert app_engine.wait_open(90)  # its opener thread is done before the next test counts parses
+    assert app_engine.wait_ready(90)  # its opener thread is done before the next test counts parses
