@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -83,10 +83,14 @@ class Engine:
     start_report: list[str]  # what this start repaired (reconcile), also logged as warnings
 
     def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None,
-                 warm: bool = True, background: bool = False):
+                 warm: bool = True, background: bool = False, overrides: Mapping[str, Any] | None = None):
         self.home = home
         self.db = db
         self.config = config
+        # laid over the stored settings for this engine only; checked now, so a bad key or value fails the open
+        self._overrides = dict(overrides or {})
+        if self._overrides:
+            config.load().with_overrides(self._overrides)
         self.env = dict(os.environ if env is None else env)
         self.prompts = PromptLibrary(PROMPTS_DIR)
         self.offline_llm = OfflineEngine(self.prompts)
@@ -146,21 +150,31 @@ class Engine:
 
     # ------------------------------------------------------------------
     @classmethod
-    def open(cls, home: Path | str | None = None, overrides: dict[str, Any] | None = None,
-             env: dict[str, str] | None = None, warm: bool = True, background: bool = False) -> "Engine":
-        """``warm``: warm the encoder and indexes in a background thread (see ``warm_up``); ``background``:
-        build the backends in a background thread too (the stores answer at once; see ``wait_ready``)."""
+    def open(cls, home: Path | str | None = None, overrides: Mapping[str, Any] | None = None,
+             env: dict[str, str] | None = None, warm: bool = True, background: bool = False,
+             persist_overrides: bool = False) -> "Engine":
+        """``overrides``: dotted keys laid over the stored settings (global and personal) of this engine only;
+        the config store, the config page and every other engine on ``home`` never see them.
+        ``persist_overrides``: write them to the config store instead (as ``docmind config set`` does), for every
+        later engine on ``home``.  ``warm``: warm the encoder and indexes in a background thread (see
+        ``warm_up``); ``background``: build the backends in a background thread too (the stores answer at
+        once; see ``wait_ready``)."""
         home = Path(home) if home else default_home()
         home.mkdir(parents=True, exist_ok=True)
         db = Database(home / "docmind.db")
         config = ConfigStore(db)
-        if overrides:
-            config.set_many(overrides, by="engine.open")
-        return cls(home, db, config, env, warm=warm, background=background)
+        if overrides and persist_overrides:
+            config.set_many(dict(overrides), by="engine.open")
+            overrides = None
+        return cls(home, db, config, env, warm=warm, background=background, overrides=overrides)
 
     @property
     def settings(self) -> Settings:
-        return self.config.load()
+        """The stored settings with this engine's overrides on top, read anew at every call."""
+        return self._with_overrides(self.config.load())
+
+    def _with_overrides(self, settings: Settings) -> Settings:
+        return settings.with_overrides(self._overrides) if self._overrides else settings
 
     # ------------------------------------------------------------------
     def _build(self, settings: Settings) -> None:
@@ -308,8 +322,8 @@ class Engine:
         return self.users.count() > 0
 
     def settings_for(self, user: User) -> Settings:
-        """Global settings with this user's personal overrides laid over them."""
-        return self.config.load_for(user.owner_key)
+        """Global settings with this user's personal overrides laid over them, then this engine's overrides."""
+        return self._with_overrides(self.config.load_for(user.owner_key))
 
     def check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
         """The KBs to search, and a notice for each one built by another encoder than the live one.

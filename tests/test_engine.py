@@ -280,3 +280,24 @@ def test_one_ask_reads_and_validates_the_stored_settings_once(wired, mode):
     events = list(bench.ask("What is the maximum power draw of the Nimbus N2?", [kb.id], mode=mode))
     assert events[-1].kind == "done" and events[-1].sources
     assert len(loads) == 1
+
+
+def test_open_overrides_apply_to_that_engine_only(tmp_path):
+    """Engine.open(overrides=) lays them over the stored settings of that engine only; a caller that wants them
+    kept for every later engine on the home says so (persist_overrides=True)."""
+    from docmind_core.engine import stored_settings
+    from docmind_core.errors import ConfigError
+    from docmind_core.settings import Settings
+
+    home = tmp_path / "home"
+    default = Settings().rag.history_turns
+    engine = Engine.open(home, overrides={"rag.history_turns": default + 1}, env={}, warm=False)
+    assert engine.settings.rag.history_turns == default + 1
+    assert Workbench(engine, LOCAL_USER).settings().rag.history_turns == default + 1  # what its runs read
+    assert stored_settings(home).rag.history_turns == default  # nothing written to the config store
+    assert engine.config.history() == []
+    Engine.open(home, overrides={"rag.history_turns": default + 2}, env={}, warm=False, persist_overrides=True)
+    assert stored_settings(home).rag.history_turns == default + 2
+    assert engine.settings.rag.history_turns == default + 1  # the first engine's own value still wins for it
+    with pytest.raises(ConfigError):
+        Engine.open(home, overrides={"rag.history_turns": 10_000}, env={}, warm=False)
