@@ -202,10 +202,12 @@ class Engine:
                 if time.perf_counter() - started > budget_s:
                     break
                 b.vector_store.query([kb_id], probe, 1)
-            # the first question's other one-off costs: jieba's dictionary and part-of-speech tables (keyword
-            # terms; the offline tool policy's names) and one whole search (rerank, MMR, compression)
-            keyword_tokens("预热中文分词 warm up")
+            # the first question's other one-off costs: jieba's dictionary and part-of-speech tables (the tagger
+            # loads both; the offline tool policy's names), the stemmer and one whole search (rerank, MMR,
+            # compression).  No Chinese text of the warm-up's goes through the keyword tokeniser: what that
+            # tokenises stays the callers' texts alone, even while a warm-up runs beside them.
             question_entities("海岚数据总部在杭州吗")
+            keyword_tokens("warm up the stemmer")
             if kb_ids and time.perf_counter() - started < budget_s:
                 self.retriever.search("warm up the search", kb_ids[:1], settings)
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first query pays instead
