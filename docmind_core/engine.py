@@ -239,7 +239,9 @@ class Engine:
             judge=ModelJudge(b.llm, self.prompts) if isinstance(b.llm, CompletingModel) else None)
 
     def refresh(self) -> Settings:
-        """Re-read the settings and rebuild the backends if a backend key changed; returns the settings."""
+        """Wait until ready, re-read the settings and rebuild the backends if a backend key changed; returns the
+        settings.  What the facade calls before it reads the memory store or hands out a tool scope."""
+        self.wait_ready()
         settings = self.settings
         self._current(settings)
         return settings

@@ -469,7 +469,6 @@ class Workbench(ExperimentMethods):
             raise AccessDenied(f"memory #{memory_id} is not one of {user.username}'s memories") from None
 
     def _memory(self):
-        self._engine.wait_ready()  # the memory store comes with the backends (the opener may still run)
         self._engine.refresh()  # the memory store follows the live embedder
         return self._engine.memory_store
 
@@ -625,5 +624,4 @@ class Workbench(ExperimentMethods):
     def run_tool(self, name: str, scope: ToolScope, **arguments: Any) -> ToolOutput:
         """Run one of the agentic loop's tools inside ``scope`` (what MCP exposes)."""
         self._signed_in()
-        self._engine.wait_ready()  # the toolbox comes with the backends
         return self._engine.toolbox.call(scope.context, name, arguments)
