@@ -13,9 +13,11 @@ from __future__ import annotations
 import streamlit as st
 
 from docmind_core.errors import SignInRequired
+from docmind_core.process import prepare_process
 from docmind_ui.nav import navigate
 from docmind_ui.session import draw_frame, draw_sign_in_screen, frame_run, warm_server
 
+prepare_process()  # this process's one-off set-up, before the frame opens the engine (a no-op after the first run)
 with frame_run():
     page = navigate()
     if not draw_frame().user.is_signed_in:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
 
-from docmind_core.backends.embedders import build_embedder  # noqa: E402
+from docmind_core.backends.factory import build_embedder  # noqa: E402
 from docmind_core.eval.beir import EmbeddingCache, load_beir  # noqa: E402
 from docmind_core.eval.retrieval_eval import build_index, evaluate  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402

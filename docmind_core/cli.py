@@ -100,6 +100,9 @@ for _name in _COMMAND_MODULES:
 
 
 def main() -> None:
+    from docmind_core.process import prepare_process
+
+    prepare_process()  # the process-wide set-up, once, before any command opens an engine
     cli(prog_name="docmind")
 
 

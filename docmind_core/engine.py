@@ -14,26 +14,16 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from docmind_core import parse_lock
 from docmind_core.accounts import RemovalReport, adopt_single_user_rows, remove_account
 from docmind_core.query_signals import question_entities
+from docmind_core.backends.factory import Backends, backend_key, build_backends
 from docmind_core.backends.offline.chat import OfflineEngine
-from docmind_core.backends.embedders import build_embedder
-from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
-from docmind_core.backends.query_first import QueryFirstEmbedder
-from docmind_core.backends.protocols import (
-    CompletingModel, Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
-)
-from docmind_core.backends.rerankers import build_reranker
-from docmind_core.backends.tracing import NullExporter, build_exporter
-from docmind_core.backends.vector_store import ChromaVectorStore
-from docmind_core.backends.web_search import UnavailableWebSearch, build_web_search
+from docmind_core.backends.protocols import CompletingModel, Embedder, LanguageModel, WebSearch
 from docmind_core.errors import NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.answer.grade import CragGrader
@@ -65,8 +55,6 @@ from docmind_core.users import User, UserStore
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = PACKAGE_ROOT / "prompts"
-# Settings groups whose change means rebuilding backends rather than just reading a new value.
-_BACKEND_GROUPS = ("llm", "embedding", "reranker", "vector_store", "keyword", "web", "tracing")
 
 
 def default_home() -> Path:
@@ -81,84 +69,28 @@ def stored_settings(home: Path) -> Settings:
     return ConfigStore(Database(home / "docmind.db")).load()
 
 
-def build_language_model(settings: Settings, env: dict[str, str], prompts: PromptLibrary) -> LanguageModel:
-    """OpenAI-compatible endpoint when one is configured (key or base URL), else the offline engine."""
-    llm = settings.llm
-    if llm.provider == "offline":
-        return OfflineEngine(prompts)
-    base_url = llm.base_url or env.get("OPENAI_BASE_URL", "")
-    api_key = env.get("OPENAI_API_KEY") or env.get("DASHSCOPE_API_KEY", "")
-    if env.get("DASHSCOPE_API_KEY") and not env.get("OPENAI_API_KEY") and not base_url:
-        base_url = "https://dashscope.aliyuncs.com/compatible-mode/v1"
-    if llm.provider == "auto" and not (api_key or base_url):
-        return OfflineEngine(prompts)
-    from docmind_core.backends.chat_openai import OpenAIChatModel  # imported only when configured
-
-    return OpenAIChatModel(base_url=base_url or None, api_key=api_key or "not-needed", model=llm.model,
-                           timeout_s=llm.timeout_s, max_retries=llm.max_retries, temperature=llm.temperature,
-                           prompts=prompts, max_tokens=llm.max_tokens)
-
-
-def build_vector_store(settings: Settings, home: Path) -> VectorStore:
-    """The Chroma server when vector_store.url is set (built even when unreachable: its status and every call
-    then say so), else the embedded store under ``home/chroma``."""
-    if settings.vector_store.url:
-        return ChromaVectorStore(url=settings.vector_store.url)
-    return ChromaVectorStore(path=home / "chroma")
-
-
-def _built(role: str, build: Callable[[], Any], fallback: Callable[[], Any], notes: list[str]) -> Any:
-    """``build()``, or ``fallback()`` with a note naming the role when the configured backend cannot be built:
-    no stored setting may keep the CLI or the app from starting (``config reset`` must always be reachable)."""
-    try:
-        return build()
-    except Exception as exc:  # noqa: BLE001 - any backend failure: say which, keep going
-        note = f"{role}: the configured backend could not be built ({type(exc).__name__}: {exc})"
-        log.warning("%s", note)
-        notes.append(note)
-        return fallback()
-
-
-def build_keyword_index(settings: Settings, db: Database) -> KeywordIndex:
-    if settings.keyword.backend == "rank_bm25":
-        return RankBM25KeywordIndex(db, stem=settings.keyword.english_stemming)
-    return Fts5KeywordIndex(db, stem=settings.keyword.english_stemming,
-                            memory_min_rows=settings.keyword.memory_min_chunks)
-
-
-@dataclass
-class Backends:
-    """Everything chosen from settings at start-up (or after a backend key changed)."""
-
-    settings_key: str
-    llm: LanguageModel
-    embedder: Embedder
-    reranker: Reranker
-    vector_store: VectorStore
-    keyword_index: KeywordIndex
-    web: WebSearch
-    exporter: TraceExporter
-    notes: list[str]
-
-
-# What the opener sets (see Engine.__getattr__): read before it is done, they wait for it.
-_OPENED_ATTRS = frozenset({"memory_store", "ingestor", "refiner", "retriever", "toolbox", "pipeline",
-                           "start_report"})
 _ROLES = ("llm", "embedder", "reranker", "vector_store", "keyword_index", "web_search", "tracing")
 
 
 class Engine:
+    """Readiness is explicit: with ``background=True`` the stores answer at once, while the backends, the stages
+    wired to them (``memory_store``, ``ingestor``, ``refiner``, ``retriever``, ``toolbox``, ``pipeline``) and
+    ``start_report`` come from the opener thread.  Whoever reads those calls ``wait_ready()`` first; the
+    engine's own operations (``ask``, ``search``, ``ingest`` ...) do.  ``backends()`` never waits: it says
+    "starting…" meanwhile."""
+
     memory_store: MemoryStore
     start_report: list[str]  # what this start repaired (reconcile), also logged as warnings
 
     def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None,
-                 warm: bool = True, background: bool = False):
-        # This engine runs threads (the opener, the warm-up, the ingest worker) that import and load libraries
-        # which parse Python source, beside whatever the caller's threads parse: one parse at a time.
-        parse_lock.install()
+                 warm: bool = True, background: bool = False, overrides: Mapping[str, Any] | None = None):
         self.home = home
         self.db = db
         self.config = config
+        # laid over the stored settings for this engine only; checked now, so a bad key or value fails the open
+        self._overrides = dict(overrides or {})
+        if self._overrides:
+            config.load().with_overrides(self._overrides)
         self.env = dict(os.environ if env is None else env)
         self.prompts = PromptLibrary(PROMPTS_DIR)
         self.offline_llm = OfflineEngine(self.prompts)
@@ -203,70 +135,51 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - never stop a start for it; the next start tries again
                 log.warning("ingest jobs were not recovered: %s", exc)
             self.start_report = report
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever needs the backends (wait_open)
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever needs the backends (wait_ready)
             self._open_error = exc
         finally:
             self._opened.set()
 
-    def wait_open(self, timeout: float | None = None) -> bool:
-        """Wait until the backends are built and the start-up repairs done; raises what stopped them."""
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the backends are built, the start-up repairs done and the ingest jobs recovered (at once
+        for an engine opened in the foreground); raises what stopped them.  False when ``timeout`` ran out."""
         done = self._opened.wait(timeout)
         if self._open_error is not None:
             raise self._open_error
         return done
 
-    def __getattr__(self, name: str) -> Any:
-        # only reached while an attribute is not set: the opener's ones are waited for
-        if name in _OPENED_ATTRS and "_opened" in self.__dict__:
-            self.wait_open()
-            if name in self.__dict__:
-                return self.__dict__[name]
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-
     # ------------------------------------------------------------------
     @classmethod
-    def open(cls, home: Path | str | None = None, overrides: dict[str, Any] | None = None,
-             env: dict[str, str] | None = None, warm: bool = True, background: bool = False) -> "Engine":
-        """``warm``: warm the encoder and indexes in a background thread (see ``warm_up``); ``background``:
-        build the backends in a background thread too (the stores answer at once, the rest waits for them)."""
+    def open(cls, home: Path | str | None = None, overrides: Mapping[str, Any] | None = None,
+             env: dict[str, str] | None = None, warm: bool = True, background: bool = False,
+             persist_overrides: bool = False) -> "Engine":
+        """``overrides``: dotted keys laid over the stored settings (global and personal) of this engine only;
+        the config store, the config page and every other engine on ``home`` never see them.
+        ``persist_overrides``: write them to the config store instead (as ``docmind config set`` does), for every
+        later engine on ``home``.  ``warm``: warm the encoder and indexes in a background thread (see
+        ``warm_up``); ``background``: build the backends in a background thread too (the stores answer at
+        once; see ``wait_ready``)."""
         home = Path(home) if home else default_home()
         home.mkdir(parents=True, exist_ok=True)
         db = Database(home / "docmind.db")
         config = ConfigStore(db)
-        if overrides:
-            config.set_many(overrides, by="engine.open")
-        return cls(home, db, config, env, warm=warm, background=background)
+        if overrides and persist_overrides:
+            config.set_many(dict(overrides), by="engine.open")
+            overrides = None
+        return cls(home, db, config, env, warm=warm, background=background, overrides=overrides)
 
     @property
     def settings(self) -> Settings:
-        return self.config.load()
+        """The stored settings with this engine's overrides on top, read anew at every call."""
+        return self._with_overrides(self.config.load())
+
+    def _with_overrides(self, settings: Settings) -> Settings:
+        return settings.with_overrides(self._overrides) if self._overrides else settings
 
     # ------------------------------------------------------------------
     def _build(self, settings: Settings) -> None:
-        """Every backend from settings.  Never raises for a backend: one that cannot be built is replaced by its
-        embedded default (or, for an unreachable Chroma server, a store that says so on every call) and named
-        in the notes and in ``backends()``."""
-        key = _backend_key(settings)
-        notes: list[str] = []
-        if not settings.embedding.allow_hub_download:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # an uncached hub name would otherwise retry for ~70 s
-        embedder, note = build_embedder(settings.embedding)
-        embedder = QueryFirstEmbedder(embedder)  # a question never waits behind a whole ingestion batch
-        notes += [note] if note else []
-        reranker, note = build_reranker(settings, embedder)
-        notes += [note] if note else []
-        vector_store = _built("vector_store", lambda: build_vector_store(settings, self.home),
-                              lambda: ChromaVectorStore(path=self.home / "chroma"), notes)
-        keyword_index = _built("keyword_index", lambda: build_keyword_index(settings, self.db),
-                               lambda: Fts5KeywordIndex(self.db), notes)
-        web = _built("web_search", lambda: build_web_search(settings.web, self.env),
-                     lambda: UnavailableWebSearch("the configured web search could not be built; see the notes"),
-                     notes)
-        llm = _built("llm", lambda: build_language_model(settings, self.env, self.prompts),
-                     lambda: self.offline_llm, notes)
-        exporter = _built("tracing", lambda: build_exporter(settings.tracing, self.env),
-                          lambda: NullExporter("the configured exporter could not be built; see the notes"), notes)
-        self._backends = Backends(key, llm, embedder, reranker, vector_store, keyword_index, web, exporter, notes)
+        """Every backend from settings (``backends/factory.py``), then every stage wired to them."""
+        self._backends = build_backends(settings, self.home, self.db, self.env, self.prompts, self.offline_llm)
         self._wire(self._backends)
 
     def warm_up(self, max_kbs: int = 20, budget_s: float = 10.0) -> float:
@@ -275,6 +188,7 @@ class Engine:
         ``budget_s``; a failure is logged and skipped.  Returns the seconds spent."""
         started = time.perf_counter()
         try:
+            self.wait_ready()
             settings = self.settings
             b = self._current(settings)
             b.embedder.embed(["warm up the encoder"])
@@ -288,10 +202,12 @@ class Engine:
                 if time.perf_counter() - started > budget_s:
                     break
                 b.vector_store.query([kb_id], probe, 1)
-            # the first question's other one-off costs: jieba's dictionary and part-of-speech tables (keyword
-            # terms; the offline tool policy's names) and one whole search (rerank, MMR, compression)
-            keyword_tokens("预热中文分词 warm up")
+            # the first question's other one-off costs: jieba's dictionary and part-of-speech tables (the tagger
+            # loads both; the offline tool policy's names), the stemmer and one whole search (rerank, MMR,
+            # compression).  No Chinese text of the warm-up's goes through the keyword tokeniser: what that
+            # tokenises stays the callers' texts alone, even while a warm-up runs beside them.
             question_entities("海岚数据总部在杭州吗")
+            keyword_tokens("warm up the stemmer")
             if kb_ids and time.perf_counter() - started < budget_s:
                 self.retriever.search("warm up the search", kb_ids[:1], settings)
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first query pays instead
@@ -322,14 +238,16 @@ class Engine:
             judge=ModelJudge(b.llm, self.prompts) if isinstance(b.llm, CompletingModel) else None)
 
     def refresh(self) -> Settings:
-        """Re-read the settings and rebuild the backends if a backend key changed; returns the settings."""
+        """Wait until ready, re-read the settings and rebuild the backends if a backend key changed; returns the
+        settings.  What the facade calls before it reads the memory store or hands out a tool scope."""
+        self.wait_ready()
         settings = self.settings
         self._current(settings)
         return settings
 
     def _current(self, settings: Settings) -> Backends:
         with self._lock:
-            if self._backends is None or self._backends.settings_key != _backend_key(settings):
+            if self._backends is None or self._backends.settings_key != backend_key(settings):
                 self._build(settings)
             assert self._backends is not None
             return self._backends
@@ -407,8 +325,8 @@ class Engine:
         return self.users.count() > 0
 
     def settings_for(self, user: User) -> Settings:
-        """Global settings with this user's personal overrides laid over them."""
-        return self.config.load_for(user.owner_key)
+        """Global settings with this user's personal overrides laid over them, then this engine's overrides."""
+        return self._with_overrides(self.config.load_for(user.owner_key))
 
     def check_embedder(self, kb_ids: Sequence[int]) -> tuple[list[int], list[str]]:
         """The KBs to search, and a notice for each one built by another encoder than the live one.
@@ -416,6 +334,7 @@ class Engine:
         Such a KB stays searchable by keyword only (the retriever leaves it out of vector search);
         the notice names the fix, ``docmind kb reindex NAME``.
         """
+        self.wait_ready()
         retriever = self.retriever
         vector_side = set(retriever.vector_kbs(kb_ids))
         problems = [gap.message() for gap in retriever.index_gaps([k for k in kb_ids if k not in vector_side])
@@ -431,15 +350,18 @@ class Engine:
                                     department=department, visibility=visibility)
 
     def delete_kb(self, kb_id: int) -> None:
+        self.wait_ready()
         self._current(self.settings)
         self.ingestor.delete_kb(kb_id)
 
     def delete_document(self, doc_id: int) -> None:
+        self.wait_ready()
         self._current(self.settings)
         self.ingestor.delete_document(doc_id)
 
     def ingest(self, kb_id: int, paths: Sequence[Path | str], progress: Callable[[IngestProgress], None] | None = None,
                names: Sequence[str] | None = None, cancel: threading.Event | None = None) -> list[IngestOutcome]:
+        self.wait_ready()
         settings = self.settings
         self._current(settings)
         return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
@@ -448,16 +370,18 @@ class Engine:
     def _run_job_files(self, kb_id: int, paths: list[Path], names: list[str],
                        progress: Callable[[IngestProgress], None], cancel: threading.Event) -> list[IngestOutcome]:
         """What the ingest job worker runs for a job's remaining files (after the start-up repairs)."""
-        self.wait_open()
+        self.wait_ready()
         return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel)
 
     def reindex_kb(self, kb_id: int) -> int:
+        self.wait_ready()
         settings = self.settings
         self._current(settings)
         return self.ingestor.reindex_kb(kb_id, batch_size=settings.embedding.batch_size)
 
     def check_kb(self, kb_id: int, repair: bool = False) -> KbCheckReport:
         """Compare the KB's chunk rows, keyword rows and vectors per document; ``repair`` fixes them."""
+        self.wait_ready()
         self._current(self.settings)
         return self.ingestor.check_kb(kb_id, repair=repair)
 
@@ -466,6 +390,7 @@ class Engine:
                doc_ids: Sequence[int] | None = None) -> SearchResult:
         """Hybrid retrieval + the refining pass over these KBs (hit testing, ``docmind search``)."""
         check_question(query, settings, what="query")  # InputTooLarge before any work
+        self.wait_ready()
         self._current(settings)
         # a KB built by another encoder stays, keyword only: result.index_gaps says so and names the fix
         usable, _notices = self.check_embedder(kb_ids)
@@ -486,6 +411,7 @@ class Engine:
         """
         settings = settings if settings is not None else self.settings
         check_question(question, settings)  # InputTooLarge before any work: no run, no trace
+        self.wait_ready()
         backends = self._current(settings)
         pipeline = self.pipeline
         requested = mode if isinstance(mode, RequestedMode) else RequestedMode(str(mode).lower())
@@ -533,7 +459,3 @@ def _record(recorder, event: Event) -> Event:
     recorder.record(event)
     return event
 
-
-def _backend_key(settings: Settings) -> str:
-    dumped = settings.model_dump()
-    return repr({g: dumped[g] for g in _BACKEND_GROUPS})

@@ -41,6 +41,7 @@ from docmind_core.apikeys import ResolvedKey
 from docmind_core.errors import DocMindError
 from docmind_core.limits import InputTooLarge, check_kb_ids
 from docmind_core.models import PendingIngest
+from docmind_core.process import prepare_process
 from docmind_core.rate_limit import SlidingWindowLimiter
 from docmind_core.safe_text import visible_data
 from docmind_core.settings import Settings
@@ -305,6 +306,7 @@ def serve(engine: ToolEngine, host: str = "127.0.0.1", port: int = 8765,
     """Run the MCP server until interrupted."""
     import uvicorn
 
+    prepare_process()  # the process-wide set-up (already made when the docmind command started this server)
     if host not in _LOOPBACK:
         print(f"warning: serving MCP on {host}: API keys travel in plain HTTP; put TLS in front of it",
               file=sys.stderr)

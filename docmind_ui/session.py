@@ -7,7 +7,6 @@ this browser session acts as.  They never touch the engine's stores.
 from __future__ import annotations
 
 import inspect
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +40,6 @@ def _engine_for(home: str) -> Engine:
     # One Engine per home for the whole server: it is thread-safe and holds the models.  Its backends are
     # built in the background (the first page needs only the stores); warmed by warm_server() once the first
     # page is drawn, not now.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return Engine.open(Path(home), warm=False, background=True)
 
 

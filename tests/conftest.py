@@ -9,8 +9,9 @@ import socket
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from docmind_core.process import prepare_process
+
+prepare_process()  # what every entry point does first (offline hubs, the parse lock): tests open engines directly
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY", "LANGFUSE_PUBLIC_KEY",
              "LANGFUSE_SECRET_KEY", "DASHSCOPE_API_KEY"):

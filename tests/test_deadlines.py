@@ -13,7 +13,7 @@ from docmind_core.errors import ConfigError
 
 from docmind_core.answer.agentic import AgenticSearch
 from docmind_core.backends.offline.chat import OfflineEngine
-from docmind_core.engine import build_language_model
+from docmind_core.backends.factory import build_language_model
 from docmind_core.events import Done, ErrorRaised, Fallback, Retrieved
 from docmind_core.answer.grade import CragGrader
 from docmind_core.models import RequestedMode, Tier

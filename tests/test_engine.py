@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-import docmind_core.engine as engine_module
+import docmind_core.backends.factory as factory
 from docmind_core.apikeys import ResolvedKey
 from docmind_core.engine import Engine
 from docmind_core.mcp_server import McpToolService
@@ -67,11 +67,10 @@ def wired(tmp_path, monkeypatch):
             return (proxy, *rest) if rest is not None else proxy
         return wrapper
 
-    monkeypatch.setattr(engine_module, "build_embedder", recording("embedder", engine_module.build_embedder))
-    monkeypatch.setattr(engine_module, "build_reranker", recording("reranker", engine_module.build_reranker))
-    monkeypatch.setattr(engine_module, "ChromaVectorStore", recording("vector_store", engine_module.ChromaVectorStore))
-    monkeypatch.setattr(engine_module, "build_keyword_index",
-                        recording("keyword_index", engine_module.build_keyword_index))
+    monkeypatch.setattr(factory, "build_embedder", recording("embedder", factory.build_embedder))
+    monkeypatch.setattr(factory, "build_reranker", recording("reranker", factory.build_reranker))
+    monkeypatch.setattr(factory, "ChromaVectorStore", recording("vector_store", factory.ChromaVectorStore))
+    monkeypatch.setattr(factory, "build_keyword_index", recording("keyword_index", factory.build_keyword_index))
     engine = Engine.open(tmp_path / "home", env={}, warm=False)
     # warm-up reads settings in its own thread; finished here, it cannot be counted as a run's read below
     engine.start_warm_up().join(120)
@@ -211,7 +210,10 @@ def test_the_engines_threads_never_parse_beside_another_thread(tmp_path, monkeyp
     interpreter, are tests/test_engine_open.py's.)"""
     import ast
 
-    monkeypatch.setattr(engine_module, "build_embedder", _fresh_bundled_encoder)
+    from docmind_core.process import prepare_process
+
+    prepare_process()  # what every entry point does first: it locks the counting parse the fixture put in
+    monkeypatch.setattr(factory, "build_embedder", _fresh_bundled_encoder)
     stop = threading.Event()
 
     def script_run():
@@ -278,3 +280,24 @@ def test_one_ask_reads_and_validates_the_stored_settings_once(wired, mode):
     events = list(bench.ask("What is the maximum power draw of the Nimbus N2?", [kb.id], mode=mode))
     assert events[-1].kind == "done" and events[-1].sources
     assert len(loads) == 1
+
+
+def test_open_overrides_apply_to_that_engine_only(tmp_path):
+    """Engine.open(overrides=) lays them over the stored settings of that engine only; a caller that wants them
+    kept for every later engine on the home says so (persist_overrides=True)."""
+    from docmind_core.engine import stored_settings
+    from docmind_core.errors import ConfigError
+    from docmind_core.settings import Settings
+
+    home = tmp_path / "home"
+    default = Settings().rag.history_turns
+    engine = Engine.open(home, overrides={"rag.history_turns": default + 1}, env={}, warm=False)
+    assert engine.settings.rag.history_turns == default + 1
+    assert Workbench(engine, LOCAL_USER).settings().rag.history_turns == default + 1  # what its runs read
+    assert stored_settings(home).rag.history_turns == default  # nothing written to the config store
+    assert engine.config.history() == []
+    Engine.open(home, overrides={"rag.history_turns": default + 2}, env={}, warm=False, persist_overrides=True)
+    assert stored_settings(home).rag.history_turns == default + 2
+    assert engine.settings.rag.history_turns == default + 1  # the first engine's own value still wins for it
+    with pytest.raises(ConfigError):
+        Engine.open(home, overrides={"rag.history_turns": 10_000}, env={}, warm=False)

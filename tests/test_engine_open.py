@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import docmind_core.engine as engine_module
+import docmind_core.backends.factory as factory
 from docmind_core.engine import Engine
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_background_open_serves_the_stores_at_once_and_the_backends_once_built(tmp_path, monkeypatch):
     release = threading.Event()
-    real_build = engine_module.build_embedder
+    real_build = factory.build_embedder
 
     def slow_build(settings):  # the encoder's load, held until the test lets it go
         assert release.wait(30)
         return real_build(settings)
 
-    monkeypatch.setattr(engine_module, "build_embedder", slow_build)
+    monkeypatch.setattr(factory, "build_embedder", slow_build)
     started = time.perf_counter()
     engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True)
     bench = Workbench(engine, LOCAL_USER)
@@ -38,8 +38,13 @@ def test_background_open_serves_the_stores_at_once_and_the_backends_once_built(t
     statuses = bench.backends()  # the sidebar asks at every run: it must not wait for the encoder
     assert statuses and all(not s.live and "starting" in s.name for s in statuses)
     assert time.perf_counter() - started < 20 and not release.is_set()
+    assert not engine.wait_ready(0.2)  # readiness is asked for, never implied by reading an attribute:
+    with pytest.raises(AttributeError):
+        engine.retriever  # noqa: B018 - not there yet, and reading it does not wait
+    assert time.perf_counter() - started < 25
     release.set()
-    kb = bench.create_kb("k")  # waits for the backends
+    assert engine.wait_ready(60) and engine.retriever is not None
+    kb = bench.create_kb("k")
     path = tmp_path / "a.txt"
     path.write_text("The Nimbus N2 draws at most 45 W.", encoding="utf-8")
     assert [o.status for o in bench.ingest(kb.id, [path])] == ["added"]
@@ -52,10 +57,12 @@ def test_a_failed_background_open_is_raised_to_whoever_needs_the_backends(tmp_pa
     def broken(settings):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(engine_module, "build_embedder", broken)
+    monkeypatch.setattr(factory, "build_embedder", broken)
     engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True)
     with pytest.raises(RuntimeError, match="disk on fire"):
-        engine.retriever  # noqa: B018 - the attribute access is the call under test
+        engine.wait_ready(60)
+    with pytest.raises(RuntimeError, match="disk on fire"):  # an operation that needs the backends asks too
+        engine.search("anything", [], engine.settings)
     assert Workbench(engine, LOCAL_USER).list_kbs() == []
 
 
@@ -74,13 +81,15 @@ def counting(*args, **kwargs):
         threads_parsing[0] -= 1
 ast.parse = counting
 from docmind_core.engine import Engine
+from docmind_core.process import prepare_process
+prepare_process()  # what app.py does first
 stop = threading.Event()
 def script_thread():  # what Streamlit does on every script run: parse the page
     while not stop.is_set():
         ast.parse("x = 1\\n" * 200)
 threading.Thread(target=script_thread, name="ScriptRunner.scriptThread", daemon=True).start()
 engine = Engine.open(sys.argv[1], env={}, warm=False, background=True)
-engine.wait_open(120)
+engine.wait_ready(120)
 stop.set()
 kb = engine.create_kb("k")
 print("chromadb imported:", "chromadb" in sys.modules)

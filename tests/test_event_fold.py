@@ -7,7 +7,7 @@ from typing import Literal
 
 import pytest
 
-from docmind_core.backends.tracing import ObservationPlanner, plan_observations
+from docmind_core.backends.observation_plan import ObservationPlanner, plan_observations
 from docmind_core.events import EVENT_CLASSES, EVENT_KINDS, Event, EventFold, fold
 from docmind_core.run_summary import summarise
 from docmind_core.timeline import RunDigest, TimelineBuilder, _Digester, timeline

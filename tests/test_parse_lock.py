@@ -1,4 +1,5 @@
-"""docmind_core.parse_lock: ast.parse, and what goes through it, runs in one thread at a time once installed."""
+"""docmind_core.process.install_parse_lock: ast.parse, and what goes through it, runs in one thread at a time once
+installed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import inspect
 import threading
 import time
 
-from docmind_core import parse_lock
+from docmind_core.process import install_parse_lock
 
 
 def _counting(parse):
@@ -54,7 +55,7 @@ def _overlap_seen(calls) -> int:
     real = ast.parse
     ast.parse, most = _counting(real)
     try:
-        parse_lock.install()  # wraps the counting parse, as it wraps the real one
+        install_parse_lock()  # wraps the counting parse, as it wraps the real one
         _in_threads(calls)
     finally:
         ast.parse = real
@@ -89,8 +90,8 @@ def test_without_the_lock_the_same_threads_do_overlap():
 
 
 def test_install_is_idempotent_and_keeps_parse_working():
-    parse_lock.install()
+    install_parse_lock()
     wrapped = ast.parse
-    parse_lock.install()
+    install_parse_lock()
     assert ast.parse is wrapped and ast.parse.docmind_parse_lock
     assert isinstance(ast.parse("x = 1"), ast.Module)

@@ -79,3 +79,25 @@ def test_the_ui_warms_the_server_once_after_the_first_page(tmp_path, monkeypatch
     first.join(90)
     assert not first.is_alive()
     assert len(warmed) == 1 and warmed[0] is session.get_engine()  # the engine was warmed once, by that thread
+
+
+@pytest.mark.slow  # a real engine ingests and warms up
+def test_the_warm_up_never_runs_the_keyword_tokeniser(tmp_path, monkeypatch):
+    """A warm-up thread beside a search must not add to what that search tokenised (a search counts its jieba
+    calls in tests/backends/test_chunk_terms.py, and a fresh-clone `make test` once saw the warm-up's own
+    "预热中文分词" there): the warm-up loads jieba through the tagger and searches in English, so the keyword
+    tokeniser never sees a text of its own."""
+    import docmind_core.text as text_module
+    from docmind_core.engine import Engine
+
+    engine = Engine.open(tmp_path / "home", env={}, warm=False)
+    kb = engine.create_kb("notes")
+    doc = tmp_path / "notes.txt"
+    doc.write_text("X5 净水器的滤芯每六个月更换一次。The Nimbus N2 draws at most 45 W.", encoding="utf-8")
+    assert all(o.status == "added" for o in engine.ingest(kb.id, [doc]))
+    seen: list[str] = []
+    real = text_module._jieba_words
+    monkeypatch.setattr(text_module, "_jieba_words", lambda segment: seen.append(segment) or real(segment))
+    text_module._cached_plain_tokens.cache_clear()  # nothing tokenised earlier in this process hides a call
+    engine.warm_up(budget_s=120)
+    assert seen == []

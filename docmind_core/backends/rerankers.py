@@ -37,7 +37,6 @@ go through a sigmoid so its scores share the same [0, 1] range.
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -240,9 +239,6 @@ class CrossEncoderReranker:
         self.model_name = model.strip()
         self.name = f"cross-encoder:{self.model_name}"
         self.batch_size = batch_size
-        if not allow_download:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
         try:
             import torch
             from sentence_transformers import CrossEncoder
@@ -269,14 +265,3 @@ class CrossEncoderReranker:
 
     def status(self) -> BackendStatus:
         return BackendStatus(role="reranker", name=self.name, live=True, detail="sentence-transformers CrossEncoder")
-
-
-def build_reranker(settings, embedder) -> tuple[object, str]:
-    """(reranker, note) from the settings; a CrossEncoder that cannot load falls back to the offline scorer."""
-    if settings.reranker.provider == "cross_encoder":
-        try:
-            return CrossEncoderReranker(settings.reranker.model, settings.reranker.batch_size,
-                                        allow_download=settings.embedding.allow_hub_download), ""
-        except BackendUnavailable as exc:
-            return OfflineReranker(embedder), f"{exc}; using the offline calibrated reranker instead"
-    return OfflineReranker(embedder), ""

@@ -12,15 +12,12 @@ derived from the URL, so the same page found twice in one run dedupes.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
-from typing import Mapping
 
 from typing import TYPE_CHECKING
 
-from docmind_core.backends.protocols import WebSearch, WebSearchResult
+from docmind_core.backends.protocols import WebSearchResult
 from docmind_core.models import BackendStatus, RetrievedChunk
-from docmind_core.settings import WebSettings
 
 if TYPE_CHECKING:
     from tavily import TavilyClient
@@ -109,18 +106,6 @@ class UnavailableWebSearch:
     def status(self) -> BackendStatus:
         return BackendStatus(role="web_search", name="none", live=False, detail=self.reason,
                              how_to_enable=HOW_TO_ENABLE)
-
-
-def build_web_search(settings: WebSettings, env: Mapping[str, str] | None = None) -> WebSearch:
-    """Tavily when a key is present and the provider allows it, else an explained stand-in."""
-    env = os.environ if env is None else env
-    if settings.provider == "off":
-        return UnavailableWebSearch("turned off (web.provider = off)")
-    key = (env.get("TAVILY_API_KEY") or "").strip()
-    if not key:
-        return UnavailableWebSearch("set TAVILY_API_KEY")
-    base_url = settings.tavily_base_url or env.get("TAVILY_BASE_URL", "")
-    return TavilyWebSearch(key, base_url=base_url, timeout_s=settings.timeout_s)
 
 
 def _to_chunks(results: list[dict], max_results: int) -> list[RetrievedChunk]:

@@ -53,7 +53,7 @@ def eval_setup(get_engine, overrides=()) -> tuple:
 
     Evaluations build their own throw-away index, so they also work without a usable home (defaults then).
     """
-    from docmind_core.backends.embedders import build_embedder
+    from docmind_core.backends.factory import build_embedder
     from docmind_core.settings import Settings, coerce
 
     engine = None

@@ -134,8 +134,7 @@ class EvalIndex:
 
 def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: EmbeddingCache,
                 progress: Callable[[str], None] | None = None) -> EvalIndex:
-    from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
-    from docmind_core.backends.rerankers import build_reranker
+    from docmind_core.backends.factory import build_keyword_index, build_reranker
     from docmind_core.backends.vector_store import ChromaVectorStore
     from docmind_core.retrieval.hybrid import HybridRetriever
     from docmind_core.retrieval.refine import EvidenceRefiner
@@ -184,8 +183,7 @@ def build_index(dataset: BeirDataset, workdir: Path, embedder, settings, cache: 
     store.add_chunks(records)
     store.set_kb_documents_status(kb.id, "complete")
     say("indexing keywords")
-    keyword_cls = RankBM25KeywordIndex if settings.keyword.backend == "rank_bm25" else Fts5KeywordIndex
-    keyword_index = keyword_cls(db, stem=settings.keyword.english_stemming)
+    keyword_index = build_keyword_index(settings, db)
     keyword_index.add(indexed)
     say("indexing vectors")
     vector_store = ChromaVectorStore(path=workdir / "chroma")

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from docmind_core.backends.embedders import USEM3_ID, SentenceTransformerEmbedder, Usem3Embedder, build_embedder
+from docmind_core.backends.embedders import USEM3_ID, SentenceTransformerEmbedder, Usem3Embedder
+from docmind_core.backends.factory import build_embedder
 from docmind_core.backends.protocols import Embedder
 from docmind_core.errors import BackendUnavailable
 from docmind_core.settings import EmbeddingSettings

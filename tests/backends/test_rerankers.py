@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from docmind_core.backends.factory import build_reranker
 from docmind_core.backends.protocols import Reranker
-from docmind_core.backends.rerankers import (FITTED_WEIGHTS, WEIGHTS, OfflineReranker, build_reranker,
-                                             logistic)
+from docmind_core.backends.rerankers import FITTED_WEIGHTS, WEIGHTS, OfflineReranker, logistic
 from docmind_core.models import RetrievedChunk, StageScores
 from docmind_core.settings import Settings
 

@@ -10,12 +10,9 @@ from datetime import datetime
 
 import pytest
 
-from docmind_core.backends.tracing import (
-    LangfuseExporter,
-    NullExporter,
-    build_exporter,
-    plan_observations,
-)
+from docmind_core.backends.factory import build_exporter
+from docmind_core.backends.observation_plan import plan_observations
+from docmind_core.backends.tracing import LangfuseExporter, NullExporter
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.traces import TraceStore

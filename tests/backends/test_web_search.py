@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from docmind_core.backends.factory import build_web_search
 from docmind_core.backends.web_search import (
     TavilyWebSearch,
     UnavailableWebSearch,
-    build_web_search,
     web_chunk_id,
 )
 from docmind_core.settings import Settings

@@ -413,7 +413,8 @@ def _cli(home: Path):
     from docmind_core.engine import Engine
 
     Engine.open(home, overrides={k: SMALL.get(k) for k in ("rag.chunk_tokens", "rag.chunk_overlap_tokens",
-                                                           "rag.parent_tokens", "embedding.batch_size")}, env={})
+                                                           "rag.parent_tokens", "embedding.batch_size")}, env={},
+                persist_overrides=True)  # stored: the command opens an engine of its own on this home
 
     def invoke(args, input=None):
         return CliRunner().invoke(cli, ["--home", str(home), *args], input=input)
