@@ -1,48 +1,30 @@
 """The ``docmind`` command: a thin click front over the Engine.
 
-The engine is opened lazily, once per invocation, so ``docmind --help`` stays
-instant and every subcommand shares the same composition root as the UI.
+Each invocation puts an :class:`~docmind_core.commands.Invocation` on ``ctx.obj``: its data folder, and the
+engine on it, opened on first use (so ``docmind --help`` stays instant) with the same composition root as
+the UI, and released when the invocation ends.  The commands live in ``docmind_core/commands/``, one module
+per area; this module adds them to the ``docmind`` group.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from docmind_core.commands import echo
+from docmind_core.commands import Invocation, echo, pass_invocation
+from docmind_core.commands.agentic_cmds import eval_agentic
+from docmind_core.commands.ask_cmds import ask, config, traces
+from docmind_core.commands.eval_cmds import eval_group, search
+from docmind_core.commands.experiment_cmds import dataset, experiment
+from docmind_core.commands.ingest_cmds import ingest, kb
+from docmind_core.commands.job_cmds import jobs
+from docmind_core.commands.serve_cmds import serve
+from docmind_core.commands.user_cmds import apikey_group, mcp_group, user_group
+from docmind_core.engine import default_home
 from docmind_core.errors import DocMindError
-
-_COMMAND_MODULES = ("ingest_cmds", "eval_cmds", "ask_cmds", "agentic_cmds", "user_cmds", "experiment_cmds",
-                    "job_cmds", "serve_cmds")
-
-
-class _EngineHolder:
-    """One engine per data folder: an invocation with another --home (several in one process, as in
-    tests or scripts calling ``cli`` twice) must never act on the previous folder's engine."""
-
-    def __init__(self) -> None:
-        self.home: Path | None = None
-        self._engine = None
-        self._engine_home: Path | None = None
-
-    def __call__(self):
-        from docmind_core.engine import Engine, default_home
-
-        home = (self.home or default_home()).resolve()
-        if self._engine is None or self._engine_home != home:
-            # No background warm-up for a one-shot command: it would only compete with the command, and a
-            # daemon thread still inside native code (Chroma, BLAS) when the interpreter exits can crash it.
-            self._engine = Engine.open(home, warm=False)
-            self._engine_home = home
-        return self._engine
-
-
-_holder = _EngineHolder()
 
 
 class _StderrWarnings(logging.Handler):
@@ -73,18 +55,20 @@ class _FriendlyGroup(click.Group):
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), envvar="DOCMIND_HOME",
               help="Data folder (database, vectors, caches). Default: ./data")
 @click.version_option(package_name="docmind")
-def cli(home: Path | None) -> None:
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None) -> None:
     """DocMind: agentic RAG over your document collections."""
-    if home is not None:
-        os.environ["DOCMIND_HOME"] = str(home)
-    _holder.home = home
+    invocation = Invocation((home or default_home()).resolve())
+    ctx.obj = invocation
+    ctx.call_on_close(invocation.close)
     _warn_on_stderr()
 
 
 @cli.command()
-def backends() -> None:
+@pass_invocation
+def backends(invocation: Invocation) -> None:
     """Show which backend is live for each role."""
-    engine = _holder()
+    engine = invocation.engine()
     for status in engine.backends():
         mark = "live" if status.live else "embedded default"
         echo(f"{status.role:<14} {status.name:<40} [{mark}] {status.detail}", single_line=True)
@@ -94,9 +78,10 @@ def backends() -> None:
         echo(f"note: {note}")
 
 
-for _name in _COMMAND_MODULES:
-    _module = importlib.import_module(f"docmind_core.commands.{_name}")
-    _module.register(cli, _holder)
+eval_group.add_command(eval_agentic)
+for command in (ingest, kb, search, eval_group, ask, config, traces, user_group, apikey_group, mcp_group, dataset,
+                experiment, jobs, serve):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -162,13 +162,14 @@ def engine(tmp_path):
 def cli(engine):
     import click
 
-    from docmind_core.commands.user_cmds import register
+    from docmind_core.commands import Invocation
+    from docmind_core.commands.user_cmds import apikey_group, mcp_group, user_group
 
-    @click.group()
-    def group() -> None:
-        pass
+    @click.group(commands=[user_group, apikey_group, mcp_group])
+    @click.pass_context
+    def group(ctx: click.Context) -> None:
+        ctx.obj = Invocation(engine.home, engine)
 
-    register(group, lambda: engine)
     return group
 
 
@@ -233,7 +234,7 @@ def test_cli_init_admin_from_env(cli, engine, monkeypatch):
 def test_cli_acting_user_option(engine):
     import click
 
-    from docmind_core.commands.user_cmds import acting_user, as_user_option
+    from docmind_core.commands import acting_user, as_user_option
     from docmind_core.errors import DocMindError
 
     UserStore(engine.db).add("alice", "member passphrase", department="research")

@@ -13,8 +13,7 @@ import time
 
 import click
 
-from docmind_core.commands import echo, echo_json
-from docmind_core.commands.user_cmds import as_user_option, cli_workbench
+from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
 
 
 def _eta(seconds: float | None) -> str:
@@ -37,78 +36,84 @@ def _job_json(job) -> dict:
     return data
 
 
-def register(cli: click.Group, get_engine) -> None:
-    @cli.group()
-    def jobs() -> None:
-        """Background ingest jobs (uploads from the Knowledge bases page)."""
+@click.group()
+def jobs() -> None:
+    """Background ingest jobs (uploads from the Knowledge bases page)."""
 
-    @jobs.command("list")
-    @click.option("--kb", "kb_name", default=None, help="Only this knowledge base's jobs.")
-    @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
-    @click.option("--json", "as_json", is_flag=True)
-    @as_user_option
-    def list_jobs(kb_name, limit, as_json, as_user):
-        """Recent jobs, newest first (the KBs you own; every KB's for admins)."""
-        bench = cli_workbench(get_engine(), as_user)
-        kb_id = bench.kb_by_name(kb_name).id if kb_name else None
-        found = bench.list_jobs(kb_id, limit=limit)
-        if as_json:
-            echo_json(json.dumps([_job_json(j) for j in found], ensure_ascii=False, indent=2))
-            return
-        if not found:
-            click.echo("no ingest jobs")
-            return
-        names = {kb.id: kb.name for kb in bench.list_kbs()}
-        for job in found:
-            echo(_job_line(job, names), single_line=True)
 
-    @jobs.command("show")
-    @click.argument("job_id", type=int)
-    @click.option("--json", "as_json", is_flag=True)
-    @as_user_option
-    def show_job(job_id, as_json, as_user):
-        """One job with each file's state, chunks and error."""
-        bench = cli_workbench(get_engine(), as_user)
-        job = bench.get_job(job_id)
-        if as_json:
-            echo_json(json.dumps(_job_json(job), ensure_ascii=False, indent=2))
-            return
+@jobs.command("list")
+@click.option("--kb", "kb_name", default=None, help="Only this knowledge base's jobs.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--json", "as_json", is_flag=True)
+@as_user_option
+@pass_invocation
+def list_jobs(invocation: Invocation, kb_name, limit, as_json, as_user):
+    """Recent jobs, newest first (the KBs you own; every KB's for admins)."""
+    bench = invocation.workbench(as_user)
+    kb_id = bench.kb_by_name(kb_name).id if kb_name else None
+    found = bench.list_jobs(kb_id, limit=limit)
+    if as_json:
+        echo_json(json.dumps([_job_json(j) for j in found], ensure_ascii=False, indent=2))
+        return
+    if not found:
+        click.echo("no ingest jobs")
+        return
+    names = {kb.id: kb.name for kb in bench.list_kbs()}
+    for job in found:
+        echo(_job_line(job, names), single_line=True)
+
+
+@jobs.command("show")
+@click.argument("job_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@as_user_option
+@pass_invocation
+def show_job(invocation: Invocation, job_id, as_json, as_user):
+    """One job with each file's state, chunks and error."""
+    bench = invocation.workbench(as_user)
+    job = bench.get_job(job_id)
+    if as_json:
+        echo_json(json.dumps(_job_json(job), ensure_ascii=False, indent=2))
+        return
+    echo(_job_line(job, {kb.id: kb.name for kb in bench.list_kbs()}), single_line=True)
+    for f in job.files:
+        if f.state == "failed":  # the message names the file already
+            echo(f"  {f.state:<11} {f.message or f.name}", single_line=True)
+            continue
+        detail = f"{f.outcome or f.stage}, {f.chunks} chunks" if f.state == "done" else \
+            f"{f.stage} {f.progress:.0%}{_eta(f.eta_s())}"
+        echo(f"  {f.state:<11} {f.name}  {detail}", single_line=True)
+
+
+@jobs.command("cancel")
+@click.argument("job_id", type=int)
+@as_user_option
+@pass_invocation
+def cancel_job(invocation: Invocation, job_id, as_user):
+    """Cancel a queued job, or ask the worker running it to stop."""
+    bench = invocation.workbench(as_user)
+    job = bench.cancel_job(job_id)
+    click.echo(f"job #{job.id}: {'cancelled' if job.state == 'cancelled' else 'cancel requested'} ({job.state})")
+
+
+@jobs.command("retry")
+@click.argument("job_id", type=int)
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Wait for the retried files (they run in this process).")
+@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(1, 86400))
+@as_user_option
+@pass_invocation
+def retry_job(invocation: Invocation, job_id, wait, timeout, as_user):
+    """Queue a finished job's failed, cancelled and interrupted files again."""
+    bench = invocation.workbench(as_user)
+    job = bench.retry_job(job_id)
+    click.echo(f"job #{job.id}: {job.summary()} queued again")
+    if wait:
+        deadline = time.monotonic() + timeout
+        while not job.finished and time.monotonic() < deadline:
+            time.sleep(0.3)
+            job = bench.get_job(job_id)
         echo(_job_line(job, {kb.id: kb.name for kb in bench.list_kbs()}), single_line=True)
         for f in job.files:
-            if f.state == "failed":  # the message names the file already
-                echo(f"  {f.state:<11} {f.message or f.name}", single_line=True)
-                continue
-            detail = f"{f.outcome or f.stage}, {f.chunks} chunks" if f.state == "done" else \
-                f"{f.stage} {f.progress:.0%}{_eta(f.eta_s())}"
-            echo(f"  {f.state:<11} {f.name}  {detail}", single_line=True)
-
-    @jobs.command("cancel")
-    @click.argument("job_id", type=int)
-    @as_user_option
-    def cancel_job(job_id, as_user):
-        """Cancel a queued job, or ask the worker running it to stop."""
-        bench = cli_workbench(get_engine(), as_user)
-        job = bench.cancel_job(job_id)
-        click.echo(f"job #{job.id}: {'cancelled' if job.state == 'cancelled' else 'cancel requested'} ({job.state})")
-
-    @jobs.command("retry")
-    @click.argument("job_id", type=int)
-    @click.option("--wait/--no-wait", default=True, show_default=True,
-                  help="Wait for the retried files (they run in this process).")
-    @click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(1, 86400))
-    @as_user_option
-    def retry_job(job_id, wait, timeout, as_user):
-        """Queue a finished job's failed, cancelled and interrupted files again."""
-        engine = get_engine()
-        bench = cli_workbench(engine, as_user)
-        job = bench.retry_job(job_id)
-        click.echo(f"job #{job.id}: {job.summary()} queued again")
-        if wait:
-            deadline = time.monotonic() + timeout
-            while not job.finished and time.monotonic() < deadline:
-                time.sleep(0.3)
-                job = bench.get_job(job_id)
-            echo(_job_line(job, {kb.id: kb.name for kb in bench.list_kbs()}), single_line=True)
-            for f in job.files:
-                if f.state == "failed":
-                    echo(f"  ! {f.message}", single_line=True)
+            if f.state == "failed":
+                echo(f"  ! {f.message}", single_line=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands import echo
-from docmind_core.engine import PACKAGE_ROOT, default_home, stored_settings
+from docmind_core.commands import Invocation, echo, pass_invocation
+from docmind_core.engine import PACKAGE_ROOT, stored_settings
 from docmind_core.exposure import Exposure, exposure_message, public_exposure, streamlit_address
 
 APP = PACKAGE_ROOT / "app.py"
@@ -28,33 +28,33 @@ def streamlit_config_files(app: Path = APP) -> list[Path]:
     return [Path.home() / ".streamlit" / "config.toml", app.parent / ".streamlit" / "config.toml"]
 
 
-def register(cli: click.Group, get_engine) -> None:
-    @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-    @click.argument("streamlit_args", nargs=-1, type=click.UNPROCESSED)
-    def serve(streamlit_args: tuple[str, ...]) -> None:
-        """Serve the web app: ``streamlit run app.py`` with STREAMLIT_ARGS (e.g. --server.port 8502).
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("streamlit_args", nargs=-1, type=click.UNPROCESSED)
+@pass_invocation
+def serve(invocation: Invocation, streamlit_args: tuple[str, ...]) -> None:
+    """Serve the web app: ``streamlit run app.py`` with STREAMLIT_ARGS (e.g. --server.port 8502).
 
-        Refuses to start on a public address with sign-in off, unless auth.allow_public_without_sign_in is
-        set; then it starts and every page warns."""
-        if not APP.is_file():
-            echo(f"error: the web app is not installed beside the package ({APP.name} is missing)", err=True)
-            sys.exit(2)
-        try:
-            address = streamlit_address(streamlit_args, os.environ, streamlit_config_files())
-        except ValueError as exc:
-            echo(f"error: {exc}", err=True)
-            sys.exit(2)
-        home = default_home().resolve()
-        auth = stored_settings(home).auth
-        exposure = public_exposure(address, auth.enabled, auth.allow_public_without_sign_in)
-        if exposure is Exposure.REFUSE:
-            echo(f"error: not started. {exposure_message(exposure, address)}", err=True)
-            sys.exit(2)
-        if exposure is Exposure.WARN:
-            echo(f"warning: {exposure_message(exposure, address)}", err=True)
-        # the server runs in the app's folder (its .streamlit/config.toml and pages/) on this invocation's data
-        os.environ["DOCMIND_HOME"] = str(home)
-        os.chdir(APP.parent)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", str(APP), *streamlit_args])
+    Refuses to start on a public address with sign-in off, unless auth.allow_public_without_sign_in is
+    set; then it starts and every page warns."""
+    if not APP.is_file():
+        echo(f"error: the web app is not installed beside the package ({APP.name} is missing)", err=True)
+        sys.exit(2)
+    try:
+        address = streamlit_address(streamlit_args, os.environ, streamlit_config_files())
+    except ValueError as exc:
+        echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    auth = stored_settings(invocation.home).auth
+    exposure = public_exposure(address, auth.enabled, auth.allow_public_without_sign_in)
+    if exposure is Exposure.REFUSE:
+        echo(f"error: not started. {exposure_message(exposure, address)}", err=True)
+        sys.exit(2)
+    if exposure is Exposure.WARN:
+        echo(f"warning: {exposure_message(exposure, address)}", err=True)
+    # The server replaces this process: it runs in the app's folder (its .streamlit/config.toml and pages/),
+    # on this invocation's data folder, which it reads from its own environment.
+    server_env = {**os.environ, "DOCMIND_HOME": str(invocation.home)}
+    os.chdir(APP.parent)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "streamlit", "run", str(APP), *streamlit_args], server_env)

@@ -19,7 +19,6 @@ HIDDEN = ("\u202e", "\u200b", "\u2060")
 
 
 def invoke(home, *args):
-    cli_module._holder._engine = None
     result = CliRunner().invoke(cli_module.cli, ["--home", str(home), *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result

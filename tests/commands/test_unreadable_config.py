@@ -21,7 +21,6 @@ pytestmark = pytest.mark.slow  # the CLI on a real engine, several invocations
 
 def invoke(home, *args):
     """One CLI invocation as a fresh process would run it (the CLI caches its engine per process)."""
-    cli_module._holder._engine = None
     result = CliRunner().invoke(cli_module.cli, ["--home", str(home), *args])
     assert result.exception is None or isinstance(result.exception, SystemExit), \
         f"{args} crashed: {result.exception!r}\n{result.output}"
