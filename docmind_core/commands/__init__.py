@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from docmind_core.errors import DocMindError
+from docmind_core.errors import CallerError
 from docmind_core.safe_text import strip_control, terminal_json
 from docmind_core.users import LOCAL_USER, User
 from docmind_core.workbench import Channel, Workbench
@@ -33,7 +33,7 @@ def acting_user(engine: Engine, username: str | None) -> User:
         return LOCAL_USER
     found = engine.account(username)
     if found is None:
-        raise DocMindError(f"no user named '{username}' (see: docmind user list)")
+        raise CallerError(f"no user named '{username}' (see: docmind user list)")
     return found
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation, write_or_echo_json
-from docmind_core.errors import DocMindError
+from docmind_core.errors import CallerError
 from docmind_core.events import Done, Token
 from docmind_core.run_summary import summarise, timeline_lines
 from docmind_core.settings import coerce, key_specs
@@ -169,14 +169,14 @@ def config_promote(invocation: Invocation, username, keys, as_user):
 def config_import(invocation: Invocation, path, personal, as_user):
     """Set many keys at once from a JSON object {"group.key": value}; validated together."""
     if path.stat().st_size > CONFIG_IMPORT_MAX_BYTES:  # every key's value fits in a few KB
-        raise DocMindError(f"{path.name} is {path.stat().st_size / 1048576:.1f} MB; a config file to import "
+        raise CallerError(f"{path.name} is {path.stat().st_size / 1048576:.1f} MB; a config file to import "
                            f"may hold at most {CONFIG_IMPORT_MAX_BYTES // 1024} KB")
     try:
         changes = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: JSON's, or a huge integer
-        raise DocMindError(f"{path.name} is not a JSON object of config keys: {exc}") from None
+        raise CallerError(f"{path.name} is not a JSON object of config keys: {exc}") from None
     if not isinstance(changes, dict):
-        raise DocMindError(f"{path.name} must hold one JSON object of config keys")
+        raise CallerError(f"{path.name} must hold one JSON object of config keys")
     bench = invocation.workbench(as_user, channel="import")
     bench.set_config(changes, scope="personal" if personal else None)
     click.echo(f"imported {len(changes)} keys from {path.name}")
@@ -240,7 +240,7 @@ def traces_import(invocation: Invocation, path, as_user):
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise DocMindError(f"{path.name} is not a DocMind trace export (not UTF-8 text: {exc.reason} at byte "
+        raise CallerError(f"{path.name} is not a DocMind trace export (not UTF-8 text: {exc.reason} at byte "
                            f"{exc.start})") from None
     ids = invocation.workbench(as_user).import_traces(text)
     echo("imported: " + ", ".join(ids))
@@ -256,7 +256,7 @@ def _doc_ids(bench, kb_ids: list[int], names: tuple[str, ...]) -> list[int]:
     by_name = {d.name: d.id for kb_id in kb_ids if kb_id in readable for d in bench.list_documents(kb_id)}
     missing = [n for n in names if n not in by_name]
     if missing:
-        raise DocMindError(f"no document named {', '.join(missing)} in the selected knowledge bases")
+        raise CallerError(f"no document named {', '.join(missing)} in the selected knowledge bases")
     return [by_name[n] for n in names]
 
 

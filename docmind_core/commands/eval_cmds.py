@@ -11,7 +11,7 @@ import click
 
 from docmind_core.backends.protocols import Embedder
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
-from docmind_core.errors import DocMindError
+from docmind_core.errors import CallerError, DocMindError
 from docmind_core.settings import Settings, coerce
 from docmind_core.users import LOCAL_USER
 from docmind_core.workbench import Workbench
@@ -58,7 +58,7 @@ def eval_setup(invocation: Invocation, overrides: tuple[str, ...] = ()) -> tuple
     pairs = {}
     for item in overrides:
         if "=" not in item:
-            raise DocMindError(f"--set expects KEY=VALUE, got {item!r}")
+            raise CallerError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
         pairs[key.strip()] = coerce(key.strip(), raw.strip())
     settings = settings.with_overrides(pairs) if pairs else settings
@@ -113,7 +113,7 @@ def eval_retrieval(invocation: Invocation, dataset_dir, systems, k, limit, answe
         report = run_retrieval_eval(dataset_dir, embedder, settings, invocation.home / "cache", systems=names, k=k,
                                     limit=limit, answers=answers, progress=say)
     except ValueError as exc:
-        raise DocMindError(str(exc)) from None
+        raise CallerError(str(exc)) from None
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
         return
@@ -158,7 +158,7 @@ def eval_answers(invocation: Invocation, dataset, modes, kb_name, limit, llm, as
     def kb_of(item) -> list[int]:
         name = item.kb or default_kb
         if not name:
-            raise DocMindError(f"question {item.external_id or item.id} names no knowledge base: pass --kb")
+            raise CallerError(f"question {item.external_id or item.id} names no knowledge base: pass --kb")
         if name not in kb_ids:
             kb_ids[name] = bench.kb_by_name(name).id
         return [kb_ids[name]]
@@ -179,7 +179,7 @@ def eval_answers(invocation: Invocation, dataset, modes, kb_name, limit, llm, as
         report = run_answers_eval(ask, items, [m.strip() for m in modes.split(",") if m.strip()],
                                   backend=backend, progress=say)
     except ValueError as exc:
-        raise DocMindError(str(exc)) from None
+        raise CallerError(str(exc)) from None
     if as_json:
         echo_json(json.dumps(report, ensure_ascii=False, indent=2))
     else:

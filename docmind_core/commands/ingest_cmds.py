@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
-from docmind_core.errors import DocMindError
+from docmind_core.errors import CallerError
 from docmind_core.models import IngestOutcome, IngestProgress
 from docmind_core.safe_text import strip_control
 
@@ -87,7 +87,7 @@ def ingest(invocation: Invocation, paths, kb_name, description, if_missing, prog
         counts = {s: sum(o.status == s for o in outcomes) for s in _STATUS_MARK}
         click.echo(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no files found")
     if not outcomes:
-        raise DocMindError("no files found under the given paths")
+        raise CallerError("no files found under the given paths")
     if all(o.status == "failed" for o in outcomes):
         sys.exit(2)
     if any(o.status == "failed" for o in outcomes):

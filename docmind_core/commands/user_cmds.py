@@ -20,7 +20,7 @@ import sys
 import click
 
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
-from docmind_core.errors import AccessDenied, DocMindError
+from docmind_core.errors import AccessDenied, CallerError
 from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
 from docmind_core.workbench import Workbench
 
@@ -119,9 +119,9 @@ def user_remove(invocation: Invocation, username: str, transfer_to: str | None, 
     """
     bench = invocation.workbench(as_user)
     if not any(u.username == username for u in bench.list_users()):
-        raise DocMindError(f"no user named '{username}' (see: docmind user list)")
+        raise CallerError(f"no user named '{username}' (see: docmind user list)")
     if transfer_to is not None and not any(u.username == transfer_to for u in bench.list_users()):
-        raise DocMindError(f"no user named '{transfer_to}' to transfer to (see: docmind user list)")
+        raise CallerError(f"no user named '{transfer_to}' to transfer to (see: docmind user list)")
     if not yes:
         fate = (f"transfer what it owns to '{transfer_to}'" if transfer_to
                 else "DELETE its knowledge bases, datasets, experiments, conversations and traces")
@@ -162,7 +162,7 @@ def user_init_admin(invocation: Invocation, as_user: str | None) -> None:
     elif bench.user_count("admin"):
         click.echo("an admin already exists")
     else:
-        raise DocMindError(f"no admin: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or run this on a terminal")
+        raise CallerError(f"no admin: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or run this on a terminal")
 
 
 # -- API keys ------------------------------------------------------------
