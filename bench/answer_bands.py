@@ -2,7 +2,7 @@
 
 Each question's latest run per mode (traces labelled by ``docmind eval answers``) is read back from a DocMind
 home: its answer, sources and evidence grade.  The band is recomputed twice with the current offline claim
-checks, without and with the question's answer-type check (docmind_core/answer_type.py), and set against
+checks, without and with the question's answer-type check (docmind_core/answer/answer_type.py), and set against
 correctness (the answer holds every gold fact of its labelled question, or abstains on an unanswerable one),
 so a change of the check can be measured on answers a real model wrote without running the model again.
 
@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from docmind_core.citations import confidence_from, parse_citations  # noqa: E402
+from docmind_core.answer.citations import confidence_from, parse_citations  # noqa: E402
 from docmind_core.engine import Engine  # noqa: E402
 from docmind_core.experiments.metrics import abstained, contains_answer  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
-from docmind_core.timeline import RunDigest  # noqa: E402
+from docmind_core.reports.timeline import RunDigest  # noqa: E402
 
 BANDS = ("HIGH", "MEDIUM", "LOW", "-")
 

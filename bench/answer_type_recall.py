@@ -3,7 +3,7 @@
 For each question of a set with gold answer strings (``../shared/eval``: hotpotqa in English, cmrc2018 in
 Chinese, read in place), the right answer is played by the sentence of a gold passage that holds a gold
 answer string, taken as a supported claim (what an extractive answer quotes).  The check
-(docmind_core/answer_type.py) then says whether the question asks for a kind of value and whether that
+(docmind_core/answer/answer_type.py) then says whether the question asks for a kind of value and whether that
 sentence states one.  A "missing" verdict here is a false cap: a right, supported answer that would lose
 band HIGH.  Questions whose gold passages hold no answer string are skipped.
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from docmind_core.answer_type import check_answer_type  # noqa: E402
-from docmind_core.models import ClaimCheck  # noqa: E402
-from docmind_core.text import sentences  # noqa: E402
+from docmind_core.answer.answer_type import check_answer_type  # noqa: E402
+from docmind_core.values import ClaimCheck  # noqa: E402
+from docmind_core.text.tokens import sentences  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "eval"

@@ -41,7 +41,7 @@ from docmind_core.backends.rerankers import FEATURES, analyse_query, logistic, r
 from docmind_core.eval.beir import (EmbeddingCache, chunk_corpus, corpus_cache_key, load_beir,  # noqa: E402
                                     queries_cache_key)
 from docmind_core.settings import Settings  # noqa: E402
-from docmind_core.text import keyword_tokens  # noqa: E402
+from docmind_core.text.tokens import keyword_tokens  # noqa: E402
 
 HOTPOT_HELD_OUT = range(400, 500)
 CMRC_HELD_OUT = range(2919, 3219)

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from docmind_core.answer.judge import ModelJudge, claims_to_check, judged_citations  # noqa: E402
 from docmind_core.backends.chat_openai import OpenAIChatModel  # noqa: E402
 from docmind_core.backends.protocols import UsageMeter  # noqa: E402
-from docmind_core.citations import parse_citations  # noqa: E402
-from docmind_core.models import ClaimCheck, ClaimVerdict, RetrievedChunk  # noqa: E402
+from docmind_core.answer.citations import parse_citations  # noqa: E402
+from docmind_core.values import ClaimCheck, ClaimVerdict, RetrievedChunk  # noqa: E402
 from docmind_core.prompts import PromptLibrary  # noqa: E402
 
 TIMEOUT_S = float(os.environ.get("JUDGE_TIMEOUT_S", "300"))

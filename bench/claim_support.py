@@ -1,4 +1,4 @@
-"""Claim-support benchmark: does the offline claim check (docmind_core.claims) accept true claims and flag
+"""Claim-support benchmark: does the offline claim check (docmind_core.answer.claims) accept true claims and flag
 false ones?  Issue 20, part 1.
 
 Claims are generated from source text, never written by hand:
@@ -56,9 +56,9 @@ from typing import Callable, Iterable, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from docmind_core.claims import check_claim, source_names, source_units, values_in  # noqa: E402
-from docmind_core.models import ClaimCheck, RetrievedChunk  # noqa: E402
-from docmind_core.text import split_sentences  # noqa: E402
+from docmind_core.answer.claims import check_claim, source_names, source_units, values_in  # noqa: E402
+from docmind_core.values import ClaimCheck, RetrievedChunk  # noqa: E402
+from docmind_core.text.tokens import split_sentences  # noqa: E402
 
 # the shared sets sit beside the repository (a worktree one level further down finds them too)
 SHARED = next((p for p in (ROOT.parent / "shared" / "eval", ROOT.parent.parent / "shared" / "eval") if p.is_dir()),

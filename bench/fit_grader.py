@@ -51,7 +51,7 @@ from docmind_core.backends.rerankers import FEATURES, WEIGHTS  # noqa: E402
 from docmind_core.answer.grade import CoverageReport, CragGrader  # noqa: E402
 from docmind_core.answer.grade import found_terms  # noqa: E402
 from docmind_core.settings import GraderSettings  # noqa: E402
-from docmind_core.text import salient_terms, sentences  # noqa: E402
+from docmind_core.text.tokens import salient_terms, sentences  # noqa: E402
 
 GRADED = 8
 TOP_FOR_COVERAGE = 3

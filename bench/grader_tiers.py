@@ -55,8 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from docmind_core.backends.rerankers import DISTRACTOR_FIT_WEIGHTS, WEIGHTS  # noqa: E402
 from docmind_core.answer.grade import CragGrader, coverage_report  # noqa: E402
 from docmind_core.answer.grade import found_terms  # noqa: E402
-from docmind_core.text import salient_terms  # noqa: E402
-from docmind_core.models import GradeResult, Tier  # noqa: E402
+from docmind_core.text.tokens import salient_terms  # noqa: E402
+from docmind_core.values import GradeResult, Tier  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,7 +46,7 @@ from docmind_core.answer.grade import judged_grade  # noqa: E402
 from docmind_core.answer.judge import ModelJudge  # noqa: E402
 from docmind_core.backends.chat_openai import OpenAIChatModel  # noqa: E402
 from docmind_core.backends.protocols import UsageMeter  # noqa: E402
-from docmind_core.models import EvidenceVerdict, GradeResult  # noqa: E402
+from docmind_core.values import EvidenceVerdict, GradeResult  # noqa: E402
 from docmind_core.prompts import PromptLibrary  # noqa: E402
 from docmind_core.settings import GraderSettings, Settings  # noqa: E402
 

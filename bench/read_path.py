@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from docmind_core.models import ChunkRecord
+from docmind_core.values import ChunkRecord
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 

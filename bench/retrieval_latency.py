@@ -57,14 +57,14 @@ from docmind_core.backends.embedders import Usem3Embedder  # noqa: E402
 from docmind_core.backends.keyword_index import Fts5KeywordIndex  # noqa: E402
 from docmind_core.backends.protocols import IndexedChunk  # noqa: E402
 from docmind_core.backends.vector_store import ChromaVectorStore  # noqa: E402
-from docmind_core.models import ChunkRecord  # noqa: E402
+from docmind_core.values import ChunkRecord  # noqa: E402
 from docmind_core.backends.rerankers import OfflineReranker  # noqa: E402
 from docmind_core.retrieval.hybrid import HybridRetriever
 from docmind_core.retrieval.refine import EvidenceRefiner  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 from docmind_core.store.db import Database  # noqa: E402
 from docmind_core.store.kb_store import KnowledgeStore  # noqa: E402
-from docmind_core.text import count_tokens, split_terms, stored_terms  # noqa: E402
+from docmind_core.text.tokens import count_tokens, split_terms, stored_terms  # noqa: E402
 
 STAGES = ("vector", "keyword", "fusion", "rerank", "mmr", "expand", "compress", "total")
 

@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from docmind_core.accounts import RemovalReport, adopt_single_user_rows, remove_account
-from docmind_core.query_signals import question_entities
+from docmind_core.accounts.removal import RemovalReport, adopt_single_user_rows, remove_account
+from docmind_core.text.query_signals import question_entities
 from docmind_core.backends.factory import Backends, backend_key, build_backends
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.protocols import CompletingModel, Embedder, LanguageModel, WebSearch
 from docmind_core.errors import NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
@@ -32,9 +32,9 @@ from docmind_core.ingest.check import KbCheckReport
 from docmind_core.ingest.jobs import IngestJobQueue
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
-from docmind_core.limits import check_question
-from docmind_core.memory import MemoryStore
-from docmind_core.models import BackendStatus, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode, SearchResult
+from docmind_core.accounts.limits import check_question
+from docmind_core.answer.memory import MemoryStore
+from docmind_core.values import BackendStatus, IngestOutcome, IngestProgress, KnowledgeBase, RequestedMode, SearchResult
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.prompts import PromptLibrary
 from docmind_core.retrieval.hybrid import HybridRetriever
@@ -47,10 +47,10 @@ from docmind_core.ingest.job_store import JobStore
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.retired_ids import RetiredId, list_retired
 from docmind_core.store.traces import TraceStore
-from docmind_core.text import keyword_tokens
-from docmind_core.apikeys import ApiKeyStore, ResolvedKey
-from docmind_core.auth_sessions import SessionStore
-from docmind_core.users import User, UserStore
+from docmind_core.text.tokens import keyword_tokens
+from docmind_core.accounts.apikeys import ApiKeyStore, ResolvedKey
+from docmind_core.accounts.sessions import SessionStore
+from docmind_core.accounts.users import User, UserStore
 
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ class Engine:
             config.load().with_overrides(self._overrides)
         self.env = dict(os.environ if env is None else env)
         self.prompts = PromptLibrary(PROMPTS_DIR)
-        self.offline_llm = OfflineEngine(self.prompts)
+        self.offline_llm = OfflineLanguageModel(self.prompts)
         self.store = KnowledgeStore(db)
         self.conversations = ConversationStore(db)
         self.traces = TraceStore(db)
@@ -221,20 +221,20 @@ class Engine:
         return thread
 
     def _wire(self, b: Backends) -> None:
-        from docmind_core.answer.agentic import AgenticSearch
-        from docmind_core.answer.oneshot import OneShotRetrieval
-        from docmind_core.tools import Toolbox
+        from docmind_core.answer.agentic import AgenticPath
+        from docmind_core.answer.rule_planner import RulePlannerPath
+        from docmind_core.answer.tools import Toolbox
 
         self.memory_store = MemoryStore(self.db, b.embedder)
         self.ingestor = Ingestor(self.store, b.embedder, b.vector_store, b.keyword_index, self.leases)
         self.refiner = EvidenceRefiner(self.store, b.reranker)
         self.retriever = HybridRetriever(self.store, b.embedder, b.vector_store, b.keyword_index, self.refiner)
         self.toolbox = Toolbox(self.retriever, web=b.web, memory=self.memory_store, store=self.store)
-        one_shot = OneShotRetrieval(self.toolbox, self.refiner, self.grader)
-        agentic = AgenticSearch(b.llm, self.toolbox, self.refiner, self.grader, self.prompts, one_shot)
+        rule_planner = RulePlannerPath(self.toolbox, self.refiner, self.grader)
+        agentic = AgenticPath(b.llm, self.toolbox, self.refiner, self.grader, self.prompts, rule_planner)
         self.pipeline = AnswerPipeline(
             llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, reranker=b.reranker,
-            one_shot=one_shot, agentic=agentic, grader=self.grader, memory=self.memory_store,
+            rule_planner=rule_planner, agentic=agentic, grader=self.grader, memory=self.memory_store,
             judge=ModelJudge(b.llm, self.prompts) if isinstance(b.llm, CompletingModel) else None)
 
     def refresh(self) -> Settings:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, Union, assert_neve
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from docmind_core.models import (
+from docmind_core.values import (
     BackendStatus,
     CitationResult,
     ClaimVerdict,

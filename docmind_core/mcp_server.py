@@ -37,15 +37,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from docmind_core.apikeys import ResolvedKey
+from docmind_core.accounts.apikeys import ResolvedKey
 from docmind_core.errors import DocMindError
-from docmind_core.limits import InputTooLarge, check_kb_ids
-from docmind_core.models import PendingIngest
+from docmind_core.accounts.limits import InputTooLarge, check_kb_ids
+from docmind_core.values import PendingIngest
 from docmind_core.process import prepare_process
-from docmind_core.rate_limit import SlidingWindowLimiter
-from docmind_core.safe_text import visible_data
+from docmind_core.accounts.rate_limit import SlidingWindowLimiter
+from docmind_core.text.visible import visible_data
 from docmind_core.settings import Settings
-from docmind_core.tools import ToolContext, ToolOutput
+from docmind_core.answer.tools import ToolContext, ToolOutput
 from docmind_core.workbench import Workbench
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from docmind_core.errors import ConfigError
-from docmind_core.models import RetrievedChunk
+from docmind_core.values import RetrievedChunk
 
 _ANSWER_PLACEHOLDERS = frozenset({"sources", "question", "language", "memories"})
 _DIRECT_PLACEHOLDERS = frozenset({"question", "language"})

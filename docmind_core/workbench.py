@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
-from docmind_core.access import (
+from docmind_core.accounts.access import (
     KbAccessGuard, can_read_conversation, can_read_trace, denied_message, name_unavailable_message,
     require_signed_in,
 )
-from docmind_core.accounts import RemovalReport
-from docmind_core.apikeys import ApiKey
-from docmind_core.compare import RunComparison
+from docmind_core.accounts.removal import RemovalReport
+from docmind_core.accounts.apikeys import ApiKey
+from docmind_core.reports.compare import RunComparison
 from docmind_core.errors import AccessDenied, ConfigError, DocMindError, NotFound
 from docmind_core.events import Event
 from docmind_core.experiments.datasets import Dataset, DatasetItem, DatasetStore, RunLabel
@@ -47,7 +47,7 @@ from docmind_core.experiments.metrics import ExperimentReport
 from docmind_core.experiments.records import Experiment, Progress, Variant
 from docmind_core.experiments.results import ExperimentResults
 from docmind_core.experiments.sweep import SweepPoint, SweepResult
-from docmind_core.models import (
+from docmind_core.values import (
     BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, PendingIngest,
     RequestedMode, SearchResult,
 )
@@ -56,8 +56,8 @@ from docmind_core.store.config_store import ConfigChange, ConfigProblem, KeyVers
 from docmind_core.store.conversations import Conversation, Message
 from docmind_core.store.retired_ids import RetiredId
 from docmind_core.store.traces import TraceRecord, TraceSummary
-from docmind_core.tools import ToolContext, ToolOutput
-from docmind_core.users import User
+from docmind_core.answer.tools import ToolContext, ToolOutput
+from docmind_core.accounts.users import User
 
 if TYPE_CHECKING:
     from docmind_core.engine import Engine

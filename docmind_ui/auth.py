@@ -7,7 +7,7 @@ any page renders:
 - sign-in on: the user of the browser's session token, else ``SIGNED_OUT``
   (then ``app.py`` hides the navigation and draws :func:`draw_sign_in`).
 
-The token (see ``docmind_core/auth_sessions.py``) lives in the session state
+The token (see ``docmind_core/accounts/sessions.py``) lives in the session state
 and in a cookie, so a refresh keeps the browser signed in for
 ``auth.session_hours``.  It is re-validated on the server at every script run:
 signing out anywhere (which ends every session of that user), a password
@@ -23,9 +23,9 @@ import time
 
 import streamlit as st
 
-from docmind_core.rate_limit import SlidingWindowLimiter
-from docmind_core.safe_text import escape_markdown
-from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, SIGNED_OUT, User
+from docmind_core.accounts.rate_limit import SlidingWindowLimiter
+from docmind_core.text.visible import escape_markdown
+from docmind_core.accounts.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, SIGNED_OUT, User
 
 TOKEN_KEY = "dm_session_token"  # the browser's session token (no widget is bound to it)
 COOKIE_NAME = "docmind_session"

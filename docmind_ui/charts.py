@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 import streamlit as st
 import streamlit.components.v1 as components
 
-from docmind_core.compare import ScoreDistribution
-from docmind_core.models import RetrievedChunk, StageScores
-from docmind_core.safe_text import escape_html
+from docmind_core.reports.compare import ScoreDistribution
+from docmind_core.values import RetrievedChunk, StageScores
+from docmind_core.text.visible import escape_html
 
 # (origin, kept) -> legend name and colour; KB blue, web orange, cut ones pale
 _GROUPS = [

@@ -1,11 +1,11 @@
-"""The frame's check that sign-in is not off on a server the network can reach (see docmind_core.exposure)."""
+"""The frame's check that sign-in is not off on a server the network can reach (see docmind_core.accounts.exposure)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from docmind_core.exposure import Exposure, exposure_message, public_exposure
-from docmind_core.safe_text import escape_markdown
+from docmind_core.accounts.exposure import Exposure, exposure_message, public_exposure
+from docmind_core.text.visible import escape_markdown
 from docmind_core.settings import Settings
 
 

@@ -1,7 +1,7 @@
 """Pure HTML builders for the pages (no Streamlit import, so they are unit-testable).
 
 Every value that came from a document, a file name, a model or a user goes
-through :func:`esc` (``docmind_core.safe_text.escape_html``) here; the pages
+through :func:`esc` (``docmind_core.text.visible.escape_html``) here; the pages
 pass the result to ``st.markdown(..., unsafe_allow_html=True)`` and nothing
 else.  The output has no line ends: a blank line would end the HTML block and
 let the rest be parsed as Markdown.
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from docmind_core.compare import AnswerDiff
-from docmind_core.models import BackendStatus, GradeResult
-from docmind_core.reasons import describe_reason
-from docmind_core.safe_text import escape_html
-from docmind_core.timeline import RunDigest, TimelineRow
+from docmind_core.reports.compare import AnswerDiff
+from docmind_core.values import BackendStatus, GradeResult
+from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.visible import escape_html
+from docmind_core.reports.timeline import RunDigest, TimelineRow
 
 PAGE_CSS = """
 <style>

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.errors import DocMindError
-from docmind_core.safe_text import escape_markdown, visible_rows
+from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
 from docmind_ui.session import live_workbench, workbench
 

@@ -11,19 +11,19 @@ from typing import Any
 
 import streamlit as st
 
-from docmind_core.compare import RunComparison, compare_runs, flat_config
-from docmind_core.citation_html import anchor_id, citation_html, source_card_html
-from docmind_core.models import IndexGap, PendingIngest
-from docmind_core.safe_text import escape_markdown, visible_rows
+from docmind_core.reports.compare import RunComparison, compare_runs, flat_config
+from docmind_ui.citation_html import anchor_id, citation_html, source_card_html
+from docmind_core.values import IndexGap, PendingIngest
+from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.settings import Settings
-from docmind_core.timeline import RunDigest, timeline
+from docmind_core.reports.timeline import RunDigest, timeline
 from docmind_ui.charts import distribution_overlay, jump_to_anchor, score_chart
 from docmind_ui.html_views import (
     answer_diff_html, confidence_html, glance_html, rounds_html, route_html, timeline_html, tier_badge_html,
 )
 
 _CHART_CONFIG = {"displayModeBar": False, "responsive": True}
-# widths for a tool-call table (docmind_core.timeline.tool_call_item): the query arguments get the room
+# widths for a tool-call table (docmind_core.reports.timeline.tool_call_item): the query arguments get the room
 TOOL_CALL_COLUMNS = {
     "run": st.column_config.TextColumn(width="small"), "tool": st.column_config.TextColumn(width="small"),
     "args": st.column_config.TextColumn(width="large"), "results": st.column_config.NumberColumn(width="small"),

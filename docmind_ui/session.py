@@ -17,7 +17,7 @@ import streamlit as st
 
 from docmind_core.engine import Engine, default_home
 from docmind_core.errors import DocMindError
-from docmind_core.safe_text import escape_markdown, visible_text
+from docmind_core.text.visible import escape_markdown, visible_text
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
 from docmind_ui.charts import warm_charts

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import streamlit as st
 
 from docmind_core.errors import DocMindError
-from docmind_core.excerpt import clip_words
-from docmind_core.models import RequestedMode
-from docmind_core.safe_text import escape_markdown, visible_text
-from docmind_core.timeline import RunDigest, timeline
+from docmind_core.text.excerpt import clip_words
+from docmind_core.values import RequestedMode
+from docmind_core.text.visible import escape_markdown, visible_text
+from docmind_core.reports.timeline import RunDigest, timeline
 from docmind_ui.charts import preload_figure
 from docmind_ui.live import RunPump
 from docmind_ui.run_view import render_pair, render_run
@@ -21,7 +21,7 @@ ensure_frame()
 bench = workbench()
 
 SIDE_BY_SIDE = "pair"  # both paths on the same question; not a mode of one run
-MODES = {"Auto": RequestedMode.AUTO.value, "RULE_PLANNER": RequestedMode.RULE.value,
+MODES = {"Auto": RequestedMode.AUTO.value, "RULE_PLANNER": RequestedMode.RULE_PLANNER.value,
          "AGENTIC": RequestedMode.AGENTIC.value, "Side by side": SIDE_BY_SIDE}
 CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted run (Stop) cannot lose it
 CONV_PICK_KEY = "dm_conv_pick"  # the sidebar picker widget, synced from CONV_KEY before it is drawn
@@ -135,7 +135,7 @@ def _history(conv_id: str) -> None:
                                 and _trace(r).meta.pair_id == record.meta.pair_id), None)
             if partner:
                 other = _trace(partner)
-                first, second = (record, other) if record.meta.requested_mode == RequestedMode.RULE.value else (other, record)
+                first, second = (record, other) if record.meta.requested_mode == RequestedMode.RULE_PLANNER.value else (other, record)
                 render_pair(first.events, second.events, first.config, second.config, key=record.meta.pair_id)
                 shown.add(partner)
             else:
@@ -181,7 +181,7 @@ def _start(question: str, mode: str) -> ActiveRun:
 
     if mode == SIDE_BY_SIDE:
         pair_id = bench.new_pair_id()
-        pumps = [RunPump(start(m.value, pair_id), m.value) for m in (RequestedMode.RULE, RequestedMode.AGENTIC)]
+        pumps = [RunPump(start(m.value, pair_id), m.value) for m in (RequestedMode.RULE_PLANNER, RequestedMode.AGENTIC)]
         active = ActiveRun(question, mode, pumps, pair_id)
     else:
         active = ActiveRun(question, mode, [RunPump(start(mode), mode)])

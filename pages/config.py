@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from docmind_core.errors import ConfigConflict, DocMindError
-from docmind_core.safe_text import escape_markdown, visible_rows
+from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.settings import PERSONAL_GROUPS, KeySpec, Settings, key_specs
 from docmind_core.workbench import KeyVersion  # the facade's type: pages import no store
 from docmind_ui.session import ensure_frame, workbench

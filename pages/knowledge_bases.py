@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from docmind_core.citation_html import anchor_id, source_card_html
+from docmind_ui.citation_html import anchor_id, source_card_html
 from docmind_core.errors import DocMindError
 from docmind_core.ingest.jobs import JobInput
-from docmind_core.safe_text import escape_markdown, visible_rows, visible_text
+from docmind_core.text.visible import escape_markdown, visible_rows, visible_text
 from docmind_ui.charts import jump_to_anchor, score_chart
 from docmind_ui.jobs_view import draw_jobs
 from docmind_ui.session import ensure_frame, select_new_kb, workbench

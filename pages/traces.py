@@ -7,15 +7,15 @@ from datetime import date, timedelta
 import pandas as pd
 import streamlit as st
 
-from docmind_core.compare import compare_runs
-from docmind_core.regrade import regrade
+from docmind_core.reports.compare import compare_runs
+from docmind_core.reports.regrade import regrade
 from docmind_core.errors import DocMindError
-from docmind_core.models import NO_RETRIEVAL_MODE, Mode, StopReason, Tier
-from docmind_core.pair_labels import pair_labels
-from docmind_core.reasons import describe_reason
-from docmind_core.safe_text import escape_markdown, visible_rows, visible_text
+from docmind_core.values import NO_RETRIEVAL_MODE, Mode, StopReason, Tier
+from docmind_core.reports.pair_labels import pair_labels
+from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.visible import escape_markdown, visible_rows, visible_text
 from docmind_core.settings import GRAY_ZONE_MODES
-from docmind_core.timeline import RunDigest
+from docmind_core.reports.timeline import RunDigest
 from docmind_ui.run_view import render_comparison, render_run
 from docmind_ui.session import ensure_frame, workbench
 

@@ -25,14 +25,14 @@ from typing import Sequence
 from argon2 import PasswordHasher
 
 from docmind_core.backends.protocols import WebSearchResult
-from docmind_core.models import BackendStatus, ChunkRecord, KnowledgeBase, RetrievedChunk, StageScores
+from docmind_core.values import BackendStatus, ChunkRecord, KnowledgeBase, RetrievedChunk, StageScores
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database, utcnow
 from docmind_core.store.kb_store import KnowledgeStore
-from docmind_core.tools import Toolbox
-from docmind_core.apikeys import ApiKeyStore
+from docmind_core.answer.tools import Toolbox
+from docmind_core.accounts.apikeys import ApiKeyStore
 from docmind_core.store.config_store import ConfigStore
-from docmind_core.users import User, UserStore
+from docmind_core.accounts.users import User, UserStore
 from docmind_core.workbench import Workbench
 
 PASSWORD = "correct horse battery"
@@ -168,7 +168,7 @@ def build_world(folder: Path, embedder=None) -> World:
     retriever = TermRetriever(store)
     web = StaticWeb()
     if embedder is not None:
-        from docmind_core.memory import MemoryStore
+        from docmind_core.answer.memory import MemoryStore
 
         memory = MemoryStore(db, embedder)
     else:

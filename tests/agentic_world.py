@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec, UsageMeter
-from docmind_core.models import BackendStatus, RetrievedChunk, StageScores
+from docmind_core.values import BackendStatus, RetrievedChunk, StageScores
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.settings import Settings
-from docmind_core.text import keyword_tokens
+from docmind_core.text.tokens import keyword_tokens
 
 
 def chunk(cid: str, text: str, kb_id: int = 1, document: str = "", origin: str = "kb") -> RetrievedChunk:

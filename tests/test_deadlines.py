@@ -11,17 +11,17 @@ import pytest
 
 from docmind_core.errors import ConfigError
 
-from docmind_core.answer.agentic import AgenticSearch
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.answer.agentic import AgenticPath
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.factory import build_language_model
 from docmind_core.events import Done, ErrorRaised, Fallback, Retrieved
 from docmind_core.answer.grade import CragGrader
-from docmind_core.models import RequestedMode, Tier
-from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.values import RequestedMode, Tier
+from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.prompts import PromptLibrary
 from docmind_core.settings import Settings
-from docmind_core.tools import Toolbox
+from docmind_core.answer.tools import Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner, settings
 from tests.fakes.openai_server import text
 
@@ -39,13 +39,13 @@ def make_pipeline(llm, retriever) -> AnswerPipeline:
     toolbox = Toolbox(retriever)
     refiner = make_refiner()
     grader = CragGrader()
-    one_shot = OneShotRetrieval(toolbox, refiner, grader)
-    agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
-    return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
-                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, grader=grader, memory=None)
+    rule_planner = RulePlannerPath(toolbox, refiner, grader)
+    agentic = AgenticPath(llm, toolbox, refiner, grader, PROMPTS, rule_planner)
+    return AnswerPipeline(llm=llm, fallback_llm=OfflineLanguageModel(PROMPTS), prompts=PROMPTS, store=None,
+                          reranker=refiner.reranker, rule_planner=rule_planner, agentic=agentic, grader=grader, memory=None)
 
 
-def ask(pipeline, question, cfg: Settings, mode=RequestedMode.RULE):
+def ask(pipeline, question, cfg: Settings, mode=RequestedMode.RULE_PLANNER):
     request = AskRequest(question=question, kb_ids=[1], requested_mode=mode, user_id=7)
     events = list(pipeline.ask(request, cfg, [], threading.Event()))
     assert isinstance(events[-1], Done), [e.kind for e in events]
@@ -60,7 +60,7 @@ def test_a_timed_out_doc_search_is_an_error_event_and_the_answer_says_retrieval_
     retriever = FixtureRetriever(CORPUS)
     retriever.delay_s = {"candidates": 3.0, "keyword_candidates": 3.0}
     cfg = settings(**{"retrieval.worker_timeout_ms": 200})
-    events, done = ask(make_pipeline(OfflineEngine(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
+    events, done = ask(make_pipeline(OfflineLanguageModel(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
                        cfg)
     errors = [e for e in events if isinstance(e, ErrorRaised)]
     assert any("doc_search" in e.stage and "200 ms" in e.message for e in errors), errors
@@ -74,7 +74,7 @@ def test_partial_evidence_is_used_and_still_flagged_incomplete():
     retriever = FixtureRetriever(CORPUS)
     retriever.delay_s = {"candidates": 3.0}  # doc_search stalls, keyword_search answers
     cfg = settings(**{"retrieval.worker_timeout_ms": 200})
-    events, done = ask(make_pipeline(OfflineEngine(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
+    events, done = ask(make_pipeline(OfflineLanguageModel(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
                        cfg)
     retrieved = next(e for e in events if isinstance(e, Retrieved))
     statuses = {w.name: w.status for w in retrieved.workers}
@@ -92,7 +92,7 @@ def test_worker_timeouts_are_clipped_to_the_run_deadline():
     retriever.delay_s = {"candidates": 6.0, "keyword_candidates": 6.0}
     cfg = settings(**{"retrieval.worker_timeout_ms": 60000, "run.deadline_ms": 2000, "run.answer_reserve_ms": 500})
     t0 = time.perf_counter()
-    events, done = ask(make_pipeline(OfflineEngine(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
+    events, done = ask(make_pipeline(OfflineLanguageModel(PROMPTS), retriever), "What flow rate does the DM-3000 pump have?",
                        cfg)
     assert time.perf_counter() - t0 < 2.0 + 3.0
     assert any(isinstance(e, ErrorRaised) and "doc_search" in e.stage for e in events)
@@ -157,7 +157,7 @@ def test_a_stalled_answer_stream_falls_back_within_the_deadline(server):
                       "llm.max_retries": 2})
     pipeline = make_pipeline(stalled_model(server, cfg), FixtureRetriever(CORPUS))
     t0 = time.perf_counter()
-    events, done = ask(pipeline, "What flow rate does the DM-3000 pump have?", cfg, RequestedMode.RULE)
+    events, done = ask(pipeline, "What flow rate does the DM-3000 pump have?", cfg, RequestedMode.RULE_PLANNER)
     assert time.perf_counter() - t0 < 3.0 + 5.0
     assert sum(1 for r in server.requests if r.get("stream")) == 1
     assert any(isinstance(e, Fallback) and e.stage == "generation" for e in events)

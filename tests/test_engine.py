@@ -16,11 +16,11 @@ from collections import Counter
 import pytest
 
 import docmind_core.backends.factory as factory
-from docmind_core.apikeys import ResolvedKey
+from docmind_core.accounts.apikeys import ResolvedKey
 from docmind_core.engine import Engine
 from docmind_core.mcp_server import McpToolService
-from docmind_core.rate_limit import SlidingWindowLimiter
-from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.accounts.rate_limit import SlidingWindowLimiter
+from docmind_core.accounts.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from tests.access_world import FAST_HASHER, PASSWORD
 from tests.paths import write_texts
@@ -159,7 +159,7 @@ def test_a_backend_key_change_rebuilds_and_rewires_every_stage(wired):
     assert engine.retriever.keyword_index is engine.ingestor.keyword_index
     assert engine.refiner is engine.retriever.refiner
     assert engine.toolbox.retriever is engine.retriever
-    assert engine.pipeline.direct_reader.reranker is engine.refiner.reranker
+    assert engine.pipeline.selected_doc.reranker is engine.refiner.reranker
     assert bench.search("Nimbus N2 power draw", [kb.id]).chunks
 
 
@@ -173,20 +173,20 @@ def test_the_stages_the_engine_wires_build_no_collaborator_of_their_own():
     its own OfflineReranker when given none; the ingestor its own lease book)."""
     import inspect
 
-    from docmind_core.answer.agentic import AgenticSearch
-    from docmind_core.answer.direct_read import DirectReader
-    from docmind_core.answer.oneshot import OneShotRetrieval
+    from docmind_core.answer.agentic import AgenticPath
+    from docmind_core.answer.selected_doc import SelectedDocPath
+    from docmind_core.answer.rule_planner import RulePlannerPath
     from docmind_core.answer.pipeline import AnswerPipeline
     from docmind_core.ingest.jobs import IngestJobQueue
     from docmind_core.ingest.pipeline import Ingestor
-    from docmind_core.memory import MemoryStore
+    from docmind_core.answer.memory import MemoryStore
     from docmind_core.retrieval.hybrid import HybridRetriever
     from docmind_core.retrieval.refine import EvidenceRefiner
-    from docmind_core.tools import Toolbox
+    from docmind_core.answer.tools import Toolbox
 
     defaulted = [f"{stage.__name__}.{name}"
                  for stage in (Ingestor, IngestJobQueue, MemoryStore, EvidenceRefiner, HybridRetriever, Toolbox,
-                               OneShotRetrieval, AgenticSearch, DirectReader, AnswerPipeline)
+                               RulePlannerPath, AgenticPath, SelectedDocPath, AnswerPipeline)
                  for name, p in inspect.signature(stage).parameters.items()
                  if p.default is not inspect.Parameter.empty and (stage.__name__, name) not in UNAVAILABLE_WHEN_NONE
                  and p.annotation not in ("int", "float", "bool", "str", "Path")]

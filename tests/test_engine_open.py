@@ -13,7 +13,7 @@ import pytest
 
 import docmind_core.backends.factory as factory
 from docmind_core.engine import Engine
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # real engines with the bundled encoder

@@ -17,8 +17,8 @@ ENTRY_POINTS = sorted([*ROOT.glob("pages/*.py"), *ROOT.glob("docmind_ui/*.py"),
                        *ROOT.glob("docmind_core/commands/*.py"), ROOT / "docmind_core" / "mcp_server.py",
                        ROOT / "docmind_core" / "cli.py", ROOT / "app.py"])
 
-STORE_MODULES = ("docmind_core.store", "docmind_core.users", "docmind_core.apikeys", "docmind_core.memory",
-                 "docmind_core.auth_sessions", "docmind_core.access")
+STORE_MODULES = ("docmind_core.store", "docmind_core.accounts.users", "docmind_core.accounts.apikeys", "docmind_core.answer.memory",
+                 "docmind_core.accounts.sessions", "docmind_core.accounts.access")
 STORE_NAMES = {"Database", "KnowledgeStore", "ConfigStore", "ConversationStore", "TraceStore", "UserStore",
                "ApiKeyStore", "MemoryStore", "SessionStore", "KbAccessGuard", "JobStore", "LeaseBook",
                "IngestJobQueue", "DatasetStore", "ExperimentStore"}
@@ -74,11 +74,11 @@ def test_entry_point_uses_no_unchecked_engine_member(path):
 
 def test_the_checks_catch_a_page_written_the_old_way():
     old_page = ("from docmind_core.store.traces import TraceStore\n"
-                "from docmind_core.users import LOCAL_USER, UserStore\n"
+                "from docmind_core.accounts.users import LOCAL_USER, UserStore\n"
                 "rows = get_engine().traces.list()\n"
                 "engine.conversations.messages(conv_id)\n"
                 "bench.list_traces()\n")
-    assert store_imports(old_page) == ["docmind_core.store.traces.TraceStore", "docmind_core.users.UserStore"]
+    assert store_imports(old_page) == ["docmind_core.store.traces.TraceStore", "docmind_core.accounts.users.UserStore"]
     assert unchecked_uses(old_page) == ["line 3: get_engine().traces", "line 4: engine.conversations"]
 
 

@@ -66,11 +66,11 @@ def test_the_old_import_paths_still_name_the_same_classes():
     from docmind_core.deadline import DeadlineCut
     from docmind_core.experiments.datasets import DatasetError
     from docmind_core.experiments.runner import ExperimentError
-    from docmind_core.limits import InputTooLarge
+    from docmind_core.accounts.limits import InputTooLarge
     from docmind_core.store.kb_store import DocumentBusy
     from docmind_core.store.traces import TraceFormatError
-    from docmind_core.tools import ToolExecutionError
-    from docmind_core.users import UserError
+    from docmind_core.answer.tools import ToolExecutionError
+    from docmind_core.accounts.users import UserError
 
     assert [DeadlineCut, DatasetError, ExperimentError, InputTooLarge, DocumentBusy, TraceFormatError,
             ToolExecutionError, UserError] == [errors.DeadlineCut, errors.DatasetError, errors.ExperimentError,

@@ -9,8 +9,8 @@ import pytest
 
 from docmind_core.backends.observation_plan import ObservationPlanner, plan_observations
 from docmind_core.events import EVENT_CLASSES, EVENT_KINDS, Event, EventFold, fold
-from docmind_core.run_summary import summarise
-from docmind_core.timeline import RunDigest, TimelineBuilder, _Digester, timeline
+from docmind_core.reports.run_summary import summarise
+from docmind_core.reports.timeline import RunDigest, TimelineBuilder, _Digester, timeline
 from docmind_core.events import _Event
 from docmind_core.store.traces import TraceMeta, TraceRecord
 from tests.fakes.sample_events import sample_events

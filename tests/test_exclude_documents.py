@@ -13,8 +13,8 @@ import pytest
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
 from docmind_core.engine import Engine
 from docmind_core.events import AnswerStarted, Done, Reranked
-from docmind_core.tools import ToolContext
-from docmind_core.users import LOCAL_USER
+from docmind_core.answer.tools import ToolContext
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 from tests.paths import write_texts
 

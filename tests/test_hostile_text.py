@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from docmind_core.backends.protocols import ToolCallRequest
 from docmind_core.events import Done, RunStarted, Token
-from docmind_core.limits import InputTooLarge
-from docmind_core.tools import ToolContext, Toolbox
+from docmind_core.accounts.limits import InputTooLarge
+from docmind_core.answer.tools import ToolContext, Toolbox
 from docmind_core.workbench import Workbench
 from tests.agentic_world import CORPUS, FixtureRetriever, settings
 from tests.markdown_probe import render, text_of
@@ -120,7 +120,7 @@ def test_a_public_address_with_sign_in_off_shows_no_page_unless_allowed(hostile_
     from streamlit import config
     from streamlit.testing.v1 import AppTest
 
-    from docmind_core.users import LOCAL_USER
+    from docmind_core.accounts.users import LOCAL_USER
 
     previous = config.get_option("server.address")
     config.set_option("server.address", "0.0.0.0")
@@ -176,7 +176,7 @@ def mcp_service(tmp_path_factory):
     """The MCP tool service over a real engine, a member's API key, and a spy on KB lookups."""
     from docmind_core.engine import Engine
     from docmind_core.mcp_server import McpToolService
-    from docmind_core.rate_limit import SlidingWindowLimiter
+    from docmind_core.accounts.rate_limit import SlidingWindowLimiter
 
     engine = Engine.open(tmp_path_factory.mktemp("mcp-limits") / "home", env={})
     bob = engine.users.add("bob", "bob-password-1", department="sales")
@@ -230,7 +230,7 @@ def test_mcp_refuses_an_oversize_query_or_memory(mcp_service):
 @pytest.mark.slow  # a real engine
 def test_a_100k_character_question_is_refused_before_any_run(tmp_path):
     from docmind_core.engine import Engine
-    from docmind_core.users import LOCAL_USER
+    from docmind_core.accounts.users import LOCAL_USER
 
     engine = Engine.open(tmp_path / "home", env={})
     bench = Workbench(engine, LOCAL_USER, "cli")

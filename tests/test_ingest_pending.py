@@ -75,7 +75,7 @@ def test_without_pending_documents_the_reply_is_unchanged(home):
 
 def test_the_pending_notice_in_chinese_never_reads_as_nothing_relevant():
     from docmind_core.answer.generate import pending_notice
-    from docmind_core.models import PendingIngest
+    from docmind_core.values import PendingIngest
 
     pending = [PendingIngest(kb_id=3, kb_name="手册", pending_documents=300, searched_documents=0)]
     text = pending_notice("DM-3000 的保修期是多久？", pending, evidence=False)

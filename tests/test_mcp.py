@@ -15,7 +15,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from docmind_core.apikeys import ApiKeyStore
+from docmind_core.accounts.apikeys import ApiKeyStore
 from docmind_core.mcp_server import MCP_TOOL_NAMES, api_key_from_headers, build_mcp_app
 from tests.access_world import build_engine_world, build_world
 
@@ -252,7 +252,7 @@ def test_real_engine_behind_mcp_keeps_private_kbs_private(home, tmp_path):
 @pytest.mark.slow  # a real engine behind a real MCP server
 def test_a_new_accounts_key_reaches_nothing_of_a_removed_account(home, tmp_path):
     """Issue 19: user ids were handed out again, so the next account's key read a removed one's KB and memories."""
-    from docmind_core.users import LOCAL_USER, UserStore
+    from docmind_core.accounts.users import LOCAL_USER, UserStore
     from docmind_core.workbench import Workbench
     from tests.access_world import FAST_HASHER, PASSWORD
 

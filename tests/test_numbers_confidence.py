@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.citations import confidence_from, parse_citations
-from docmind_core.models import RetrievedChunk, StageScores, Tier
+from docmind_core.answer.citations import confidence_from, parse_citations
+from docmind_core.values import RetrievedChunk, StageScores, Tier
 from docmind_core.settings import CitationSettings
 
 SOURCES = [RetrievedChunk(chunk_id="c1", document="orion_specs.md", scores=StageScores(rerank=0.9),
@@ -76,6 +76,6 @@ def test_a_cited_fact_that_holds_words_like_documents_or_no_details_stays_cited(
     "资料中没有提及颜色选项。",
 ])
 def test_claims_about_the_sources_are_recognised(answer):
-    from docmind_core.citations import ABSENCE_RE
+    from docmind_core.answer.citations import ABSENCE_RE
 
     assert ABSENCE_RE.search(answer)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from docmind_core.answer.grade import CragGrader
-from docmind_core.compare import score_distribution
-from docmind_core.regrade import regrade_settings
+from docmind_core.reports.compare import score_distribution
+from docmind_core.reports.regrade import regrade_settings
 from docmind_core.experiments.sweep import sweep, sweep_input
-from docmind_core.models import RetrievedChunk, StageScores, Tier
+from docmind_core.values import RetrievedChunk, StageScores, Tier
 from docmind_core.settings import GraderSettings
-from tests.test_compare import sample_run
+from tests.reports.test_compare import sample_run
 
 
 def _c(cid: str, rerank: float | None, kept: bool, origin: str = "kb") -> RetrievedChunk:
@@ -36,7 +36,7 @@ def test_every_sweep_point_is_the_tier_a_fresh_grade_gives(recorded):
     live = GraderSettings()
     x = sweep_input(record, "v", positive=True, unanswerable=False)
     result = sweep([x], live)
-    from docmind_core.regrade import graded_input
+    from docmind_core.reports.regrade import graded_input
     query, chunks = graded_input(record)
     assert sum(p.live for p in result.points) == 1
     live_point = next(p for p in result.points if p.live)

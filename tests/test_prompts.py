@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from docmind_core.models import Turn
+from docmind_core.values import Turn
 from docmind_core.errors import ConfigError
 from docmind_core.answer.generate import build_answer_prompt, choose_template
-from docmind_core.models import GradeResult, RetrievedChunk, Tier
+from docmind_core.values import GradeResult, RetrievedChunk, Tier
 from docmind_core.prompts import REQUIRED_PLACEHOLDERS, PromptLibrary, default_prompt_dir, format_sources
 
 

@@ -87,7 +87,7 @@ def test_the_warm_up_never_runs_the_keyword_tokeniser(tmp_path, monkeypatch):
     calls in tests/backends/test_chunk_terms.py, and a fresh-clone `make test` once saw the warm-up's own
     "预热中文分词" there): the warm-up loads jieba through the tagger and searches in English, so the keyword
     tokeniser never sees a text of its own."""
-    import docmind_core.text as text_module
+    import docmind_core.text.tokens as text_module
     from docmind_core.engine import Engine
 
     engine = Engine.open(tmp_path / "home", env={}, warm=False)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import re
 
-from docmind_core.citation_html import excerpt_html
+from docmind_ui.citation_html import excerpt_html
 from docmind_core.events import Done, Fallback, Graded, Retrieved, Routed, ScopeDecided
-from docmind_core.excerpt import clip_words, word_window
-from docmind_core.models import GradeResult, Mode, PathDecision, RetrievedChunk, Scope, Tier
-from docmind_core.pair_labels import pair_labels
-from docmind_core.reasons import ROUTE_WORDS, STOP_WORDS, GRADE_WORDS, describe_reason
-from docmind_core.run_summary import summarise
+from docmind_core.text.excerpt import clip_words, word_window
+from docmind_core.values import GradeResult, Mode, PathDecision, RetrievedChunk, Scope, Tier
+from docmind_core.reports.pair_labels import pair_labels
+from docmind_core.reports.reasons import ROUTE_WORDS, STOP_WORDS, GRADE_WORDS, describe_reason
+from docmind_core.reports.run_summary import summarise
 from docmind_core.store.traces import TraceSummary
-from docmind_core.timeline import RunDigest, timeline
+from docmind_core.reports.timeline import RunDigest, timeline
 from docmind_ui.html_views import glance_html, rounds_html, route_html, tier_badge_html
 from docmind_ui.kb_page import score_3, upload_limit
 from tests.fakes.sample_events import sample_events
@@ -141,7 +141,7 @@ def test_table_scores_have_three_decimals():
 
 
 def test_the_comparison_table_gives_the_stop_reason_in_words():
-    from docmind_core.compare import compare_runs
+    from docmind_core.reports.compare import compare_runs
     from docmind_core.store.traces import TraceMeta, TraceRecord
 
     runs = [TraceRecord(meta=TraceMeta(run_id=f"r{i}", question="q", started_at="2026-12-01T15:00:00"),

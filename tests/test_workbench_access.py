@@ -21,7 +21,7 @@ import pytest
 
 from docmind_core.engine import Engine
 from docmind_core.errors import AccessDenied, SignInRequired
-from docmind_core.users import SIGNED_OUT, UserStore
+from docmind_core.accounts.users import SIGNED_OUT, UserStore
 from docmind_core.workbench import Workbench
 from tests.access_world import FAST_HASHER, PASSWORD
 from tests.experiment_access_rows import EXPERIMENT_ROWS

@@ -41,14 +41,14 @@ from docmind_core.prompts import PromptLibrary
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import LLM, bind_model, elapsed_ms, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
-from docmind_core.models import (RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
+from docmind_core.values import (RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
                               ToolCallRecord, Understanding)
 from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalOutcome
-from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.settings import Settings
-from docmind_core.text import keyword_tokens, normalise_query
+from docmind_core.text.tokens import keyword_tokens, normalise_query
 from docmind_core.backends.openai_parsing import CALL_STOP_SEQUENCES
-from docmind_core.tools import LOOP_TOOLS, ToolContext, Toolbox
+from docmind_core.answer.tools import LOOP_TOOLS, ToolContext, Toolbox
 
 _JOIN_GRACE_S = 3.0  # after a timeout, how long to wait for the round's worker to notice and finish
 _POLL_S = 0.05  # how often the waiting loop looks at the cancel flag
@@ -103,16 +103,16 @@ class _RoundWorker(threading.Thread):
         return not cancel.is_set()
 
 
-class AgenticSearch:
+class AgenticPath:
     """The bounded tool-calling loop with its finalize step; falls back to one-shot on failure."""
 
     def __init__(self, llm: LanguageModel, toolbox: Toolbox, refiner: EvidenceRefiner, grader: CragGrader,
-                 prompts: PromptLibrary, one_shot: OneShotRetrieval):
+                 prompts: PromptLibrary, rule_planner: RulePlannerPath):
         self.llm = llm
         self.toolbox = toolbox
         self.prompts = prompts
         self.finisher = EvidenceFinisher(toolbox, refiner, grader)
-        self.one_shot = one_shot  # the fallback path when the loop cannot go on
+        self.rule_planner = rule_planner  # the fallback path when the loop cannot go on
 
     # ------------------------------------------------------------------
     def run(self, question: str, understanding: Understanding, kb_brief: str, ctx: ToolContext) -> EventStream:
@@ -365,7 +365,7 @@ class AgenticSearch:
                    stop_reason: str, rounds: int, loop_ms: float) -> EventStream:
         yield Fallback(stage="agentic", reason=reason, to="one_shot")
         fresh = ctx.fresh()  # the loop's dedupe memory must not block the fallback's searches
-        outcome = yield from self.one_shot.run(question, understanding, CONSERVATIVE_PLAN, fresh)
+        outcome = yield from self.rule_planner.run(question, understanding, CONSERVATIVE_PLAN, fresh)
         outcome.fell_back = True
         outcome.stop_reason = stop_reason
         outcome.rounds = rounds

@@ -14,10 +14,10 @@ from docmind_core.answer.grade import CragGrader
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import elapsed_ms
 from docmind_core.events import Event, Graded, Reranked, WebCompensated
-from docmind_core.models import CutBy, GradeResult, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
+from docmind_core.values import CutBy, GradeResult, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
 from docmind_core.settings import Settings
-from docmind_core.text import count_tokens, truncate_to_tokens
-from docmind_core.tools import ToolContext, Toolbox, ToolOutput
+from docmind_core.text.tokens import count_tokens, truncate_to_tokens
+from docmind_core.answer.tools import ToolContext, Toolbox, ToolOutput
 
 EventStream = Generator[Event, None, "RetrievalOutcome"]
 

@@ -23,9 +23,9 @@ from docmind_core.backends.protocols import AnswerPrompt, LanguageModel
 from docmind_core.deadline import LLM, bind_model, elapsed_ms
 from docmind_core.errors import EmptyReply, IncompleteReply, ModelCallCut
 from docmind_core.events import AnswerStarted, ErrorRaised, Event, Fallback, Token
-from docmind_core.models import GradeResult, PendingIngest, RetrievedChunk, Tier, Turn
+from docmind_core.values import GradeResult, PendingIngest, RetrievedChunk, Tier, Turn
 from docmind_core.prompts import PromptLibrary, format_sources, language_name
-from docmind_core.text import detect_language, truncate_to_tokens
+from docmind_core.text.tokens import detect_language, truncate_to_tokens
 
 ANSWER_TEMPLATES = ("knowledge_qa", "low_confidence", "fallback")
 DIRECT_TEMPLATES = ("chitchat", "capability", "out_of_scope")

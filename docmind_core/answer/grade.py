@@ -35,10 +35,10 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from docmind_core.backends.rerankers import chunk_terms
-from docmind_core.models import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
+from docmind_core.text.tokens import chunk_terms
+from docmind_core.values import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
 from docmind_core.settings import GraderSettings, GrayZoneMode
-from docmind_core.text import is_cjk, keyword_tokens, salient_terms
+from docmind_core.text.tokens import is_cjk, keyword_tokens, salient_terms
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ OpenAI-compatible model is configured), a run makes at most two extra calls:
   signals in :func:`docmind_core.answer.grade.judged_grade`.  Documents the user
   selected (SELECTED_DOC) are not judged: their relevance is the user's choice.
 * the **claim judge**, after the answer: each claim the offline checks
-  (``docmind_core/claims.py``) tied to a source, against that source's span,
+  (``docmind_core/answer/claims.py``) tied to a source, against that source's span,
   batched in one JSON reply (supported / contradicted / not found).  Its verdicts
   become the claims' statuses (``via="llm"``, "not found" as unsupported)
   before coverage and confidence are computed, except that an offline
@@ -41,11 +41,11 @@ from typing import Generator, Sequence
 from docmind_core.answer.grade import chunk_score, judged_grade
 from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Completion, CompletingModel, TokenAlternatives, UsageMeter
-from docmind_core.citations import with_claims
+from docmind_core.answer.citations import with_claims
 from docmind_core.deadline import LLM, RunGuard, elapsed_ms
 from docmind_core.errors import ModelOutputError
 from docmind_core.events import Event, Fallback, Judged
-from docmind_core.models import (
+from docmind_core.values import (
     CitationResult,
     ClaimCheck,
     ClaimVerdict,
@@ -55,7 +55,7 @@ from docmind_core.models import (
 )
 from docmind_core.prompts import PromptLibrary, source_label
 from docmind_core.settings import GraderSettings, JudgeMode
-from docmind_core.text import CITATION_MARKER_RE, keyword_tokens, split_sentences
+from docmind_core.text.tokens import CITATION_MARKER_RE, keyword_tokens, split_sentences
 
 # What the judge reads and may write.  Of each of the top three passages, the ~320 characters closest to the
 # question: a 1.5B model on one thread reads ~5-50 prompt tokens a second, and the evidence judge has a quarter

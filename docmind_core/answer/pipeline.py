@@ -1,9 +1,10 @@
 """One run of the answer pipeline, as a stream of typed events.
 
 scope (answer.scope) → understanding (answer.understand) → routing (answer.route, answer.plan) →
-retrieval: SELECTED_DOC (answer.direct_read) / RULE_PLANNER (answer.oneshot) / AGENTIC (answer.agentic),
-each ending in refine → grade → web compensation (answer.refine, answer.grade, answer.finish) →
-streamed answer (answer.generate) → citations.
+retrieval: SELECTED_DOC (answer.selected_doc) / RULE_PLANNER (answer.rule_planner) / AGENTIC (answer.agentic),
+each ending in refine → grade → web compensation (retrieval.refine, answer.grade, answer.finish) →
+streamed answer (answer.generate) → citations and claim checks (answer.citations, answer.claims,
+answer.answer_type).
 
 A failure anywhere yields an ``ErrorRaised`` or ``Fallback`` event and the
 run still ends with ``Done``.  The pipeline holds no per-run state between
@@ -28,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from docmind_core.answer.direct_read import DirectReader
+from docmind_core.answer.selected_doc import SelectedDocPath
 from docmind_core.answer.generate import AnswerWriter, choose_template
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.judge import (
@@ -39,24 +40,24 @@ from docmind_core.answer.run_context import RunContext
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
 from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
-from docmind_core.citations import confidence_from, parse_citations
+from docmind_core.answer.citations import confidence_from, parse_citations
 from docmind_core.deadline import LLM, RunGuard, elapsed_ms
 from docmind_core.events import (
     Done, ErrorRaised, Event, Fallback, IngestPending, Routed, RunStarted, ScopeDecided, Understood,
 )
-from docmind_core.models import (
+from docmind_core.values import (
     NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, PendingIngest, RequestedMode,
     RetrievedChunk,
     Scope, StopReason, Turn, Understanding,
 )
-from docmind_core.query_signals import fast_scope, memory_text
+from docmind_core.text.query_signals import fast_scope, memory_text
 from docmind_core.settings import Settings
-from docmind_core.tools import ToolContext
+from docmind_core.answer.tools import ToolContext
 
 if TYPE_CHECKING:
-    from docmind_core.answer.agentic import AgenticSearch
-    from docmind_core.answer.oneshot import OneShotRetrieval
-    from docmind_core.memory import MemoryStore
+    from docmind_core.answer.agentic import AgenticPath
+    from docmind_core.answer.rule_planner import RulePlannerPath
+    from docmind_core.answer.memory import MemoryStore
     from docmind_core.prompts import PromptLibrary
     from docmind_core.store.kb_store import KnowledgeStore
 
@@ -119,17 +120,17 @@ class AnswerPipeline:
     """Turns a question into a graded, cited, streamed answer."""
 
     def __init__(self, *, llm: LanguageModel, fallback_llm: LanguageModel, prompts: PromptLibrary,
-                 store: KnowledgeStore | None, reranker: Reranker, one_shot: OneShotRetrieval,
-                 agentic: AgenticSearch, grader: CragGrader, memory: MemoryStore | None,
+                 store: KnowledgeStore | None, reranker: Reranker, rule_planner: RulePlannerPath,
+                 agentic: AgenticPath, grader: CragGrader, memory: MemoryStore | None,
                  judge: ModelJudge | None = None):
         # store None: no SELECTED_DOC reading; memory None: no "remember ..." (evaluation and unit tests)
         self.llm = llm
         self.prompts = prompts
         self.store = store
-        self.direct_reader = DirectReader(store, reranker, grader)
+        self.selected_doc = SelectedDocPath(store, reranker, grader)
         self.understanding = QueryUnderstanding(llm, prompts)
         self.writer = AnswerWriter(llm, fallback_llm, prompts)
-        self.one_shot = one_shot
+        self.rule_planner = rule_planner
         self.agentic = agentic
         self.memory = memory
         self.judge = judge  # over the configured model; None when it is the offline engine
@@ -229,7 +230,7 @@ class AnswerPipeline:
         state.stage = "retrieval"
         t = time.perf_counter()
         if decision.mode == Mode.SELECTED_DOC:
-            reading = yield from self.direct_reader.read(understanding.rewritten_query or request.question,
+            reading = yield from self.selected_doc.read(understanding.rewritten_query or request.question,
                                                          request.selected_doc_ids, run,
                                                          question=decision.reason == "selected_doc_question")
             state.sources, state.grade = reading.sources, reading.grade
@@ -239,7 +240,7 @@ class AnswerPipeline:
                 outcome = yield from self.agentic.run(question, understanding, kb_brief or self._kb_brief(run.kb_ids),
                                                       ctx)
             else:
-                outcome = yield from self.one_shot.run(question, understanding, plan, ctx)
+                outcome = yield from self.rule_planner.run(question, understanding, plan, ctx)
             state.sources = [c for c in outcome.result.chunks]
             state.incomplete = list(outcome.incomplete)
             state.grade = outcome.grade

@@ -13,8 +13,8 @@ A plan made from the fallback understanding is marked ``conservative``.
 
 from __future__ import annotations
 
-from docmind_core.models import RetrievalPlan, Specificity, ToolName, Understanding
-from docmind_core.text import TIME_KEYWORD_PATTERN
+from docmind_core.values import RetrievalPlan, Specificity, ToolName, Understanding
+from docmind_core.text.tokens import TIME_KEYWORD_PATTERN
 
 
 

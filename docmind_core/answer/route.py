@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from docmind_core.query_signals import comparison_entities, exact_terms
-from docmind_core.models import (
+from docmind_core.text.query_signals import comparison_entities, exact_terms
+from docmind_core.values import (
     Complexity, Intent, Mode, PathDecision, RequestedMode, RetrievalPlan, Specificity, Understanding,
 )
 from docmind_core.answer.plan import plan_retrieval
@@ -64,7 +64,7 @@ def route_with_plan(question: str, understanding: Understanding, selected_doc_id
 def _decide(question: str, understanding: Understanding, selected_doc_ids: Sequence[int] | None,
             requested_mode: RequestedMode | str, settings: Settings) -> PathDecision:
     requested = RequestedMode(requested_mode)
-    if requested is RequestedMode.RULE:
+    if requested is RequestedMode.RULE_PLANNER:
         return PathDecision(mode=Mode.RULE_PLANNER, reason="forced_rule", forced=True)
     if requested is RequestedMode.AGENTIC:
         return PathDecision(mode=Mode.AGENTIC, reason="forced_agentic", forced=True)

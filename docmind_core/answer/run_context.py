@@ -2,7 +2,7 @@
 its usage meter.
 
 The pipeline builds one :class:`RunContext` at the start of a run (``answer.pipeline``) and hands it to each
-stage; the tools read it through their :class:`~docmind_core.tools.ToolContext`, which adds only what the
+stage; the tools read it through their :class:`~docmind_core.answer.tools.ToolContext`, which adds only what the
 tools found so far.  A stage takes the run's context instead of settings, cancel, guard and meter one by one,
 so each of them has a single way into a stage.
 

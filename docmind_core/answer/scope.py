@@ -1,6 +1,6 @@
 """Scope check: does this message ask the knowledge bases at all?
 
-Two steps.  The text rules (:func:`docmind_core.query_signals.fast_scope`) decide with zero model calls
+Two steps.  The text rules (:func:`docmind_core.text.query_signals.fast_scope`) decide with zero model calls
 when the whole message is unmistakable (a greeting, "remember that ...").  Otherwise the understanding
 call's scope decides, but a non-knowledge scope is trusted only at ``rag.scope_min_confidence`` or above:
 sending a real question down a path that never retrieves costs more than retrieving once too often.
@@ -8,7 +8,7 @@ sending a real question down a path that never retrieves costs more than retriev
 
 from __future__ import annotations
 
-from docmind_core.models import Scope, Understanding
+from docmind_core.values import Scope, Understanding
 from docmind_core.settings import Settings
 
 

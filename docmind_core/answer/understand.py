@@ -24,12 +24,12 @@ from typing import Literal, Sequence
 from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import LanguageModel, UnderstandingRequest
 from docmind_core.deadline import bind_model
-from docmind_core.models import Turn
-from docmind_core.models import Complexity, Scope, Understanding
+from docmind_core.values import Turn
+from docmind_core.values import Complexity, Scope, Understanding
 from docmind_core.backends.offline.understanding import strip_filler, understand_offline
 from docmind_core.prompts import PromptLibrary
 from docmind_core.answer.generate import UNDERSTANDING_TURN_TOKENS, format_turns
-from docmind_core.text import MULTI_FOCUS_PATTERN, detect_language, is_cjk
+from docmind_core.text.tokens import MULTI_FOCUS_PATTERN, detect_language, is_cjk
 
 log = logging.getLogger(__name__)
 

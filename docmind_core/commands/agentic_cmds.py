@@ -38,4 +38,4 @@ def eval_agentic(invocation: Invocation, dataset_dir, limit, as_json):
     click.echo(f"{'mode':<10}" + "".join(f"{c:>17}" for c in cols))
     for mode, values in report["modes"].items():
         click.echo(f"{mode:<10}" + "".join(f"{values[c]:>17}" for c in cols))
-    click.echo(f"agentic - one_shot (both gold): {report['both_gold_gain_points']:+.1f} points")
+    click.echo(f"agentic - rule_planner (both gold): {report['both_gold_gain_points']:+.1f} points")

@@ -11,7 +11,7 @@ import click
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation, write_or_echo_json
 from docmind_core.errors import CallerError
 from docmind_core.events import Done, Token
-from docmind_core.run_summary import summarise, timeline_lines
+from docmind_core.reports.run_summary import summarise, timeline_lines
 from docmind_core.settings import coerce, key_specs
 
 

@@ -13,7 +13,7 @@ from docmind_core.backends.protocols import Embedder
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
 from docmind_core.errors import CallerError, DocMindError
 from docmind_core.settings import Settings, coerce
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 
 

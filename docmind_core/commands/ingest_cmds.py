@@ -14,8 +14,8 @@ import click
 
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
 from docmind_core.errors import CallerError
-from docmind_core.models import IngestOutcome, IngestProgress
-from docmind_core.safe_text import strip_control
+from docmind_core.values import IngestOutcome, IngestProgress
+from docmind_core.text.visible import strip_control
 
 _STATUS_MARK = {"added": "+", "replaced": "~", "unchanged": "=", "failed": "!"}
 

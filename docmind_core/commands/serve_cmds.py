@@ -17,7 +17,7 @@ import click
 
 from docmind_core.commands import Invocation, echo, pass_invocation
 from docmind_core.engine import PACKAGE_ROOT, stored_settings
-from docmind_core.exposure import Exposure, exposure_message, public_exposure, streamlit_address
+from docmind_core.accounts.exposure import Exposure, exposure_message, public_exposure, streamlit_address
 
 APP = PACKAGE_ROOT / "app.py"
 

@@ -21,7 +21,7 @@ import click
 
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
 from docmind_core.errors import AccessDenied, CallerError
-from docmind_core.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
+from docmind_core.accounts.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
 from docmind_core.workbench import Workbench
 
 

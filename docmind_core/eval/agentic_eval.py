@@ -5,9 +5,9 @@ the product's own stores, cached chunk embeddings).  For every question both
 modes run through the product's own code with the same settings, so the same
 context budget (``rag.context_max_tokens``, ``retrieval.final_top_k``):
 
-* ``one_shot``: :class:`OneShotRetrieval` with doc_search + keyword_search
+* ``rule_planner``: :class:`RulePlannerPath` with doc_search + keyword_search
   (the conservative plan, the strongest one-shot plan without a web backend);
-* ``agentic``:  :class:`AgenticSearch` driven by the offline engine's tool
+* ``agentic``:  :class:`AgenticPath` driven by the offline engine's tool
   policy (no model endpoint needed, deterministic).
 
 A question counts for ``both_gold_rate`` when every judged paragraph has a
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from docmind_core.eval.beir import EmbeddingCache, load_beir
-from docmind_core.models import RetrievalPlan, Understanding
+from docmind_core.values import RetrievalPlan, Understanding
 
 ONE_SHOT_PLAN = RetrievalPlan(tools=["doc_search", "keyword_search"], conservative=True)
 MODES = ("agentic", "one_shot")
@@ -92,13 +92,13 @@ def _question_types(dataset_dir: Path) -> dict[str, str]:
 def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, limit: int | None = None,
                      progress: Callable[[str], None] | None = None) -> dict:
     """Both modes over the dataset; returns ``{"dataset", "modes": {"agentic": {...}, "one_shot": {...}}, ...}``."""
-    from docmind_core.answer.agentic import AgenticSearch
-    from docmind_core.backends.offline.chat import OfflineEngine
+    from docmind_core.answer.agentic import AgenticPath
+    from docmind_core.backends.offline.chat import OfflineLanguageModel
     from docmind_core.eval.retrieval_eval import build_index
     from docmind_core.answer.grade import CragGrader
-    from docmind_core.answer.oneshot import OneShotRetrieval
+    from docmind_core.answer.rule_planner import RulePlannerPath
     from docmind_core.prompts import PromptLibrary
-    from docmind_core.tools import ToolContext, Toolbox
+    from docmind_core.answer.tools import ToolContext, Toolbox
 
     say = progress or (lambda _msg: None)
     dataset = load_beir(Path(dataset_dir), limit=limit)
@@ -111,8 +111,8 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
         toolbox = Toolbox(retriever)  # no web backend, no memory: KB evidence only
         grader = CragGrader()
         prompts = PromptLibrary()
-        one_shot = OneShotRetrieval(toolbox, refiner, grader)
-        agentic = AgenticSearch(OfflineEngine(prompts), toolbox, refiner, grader, prompts, one_shot)
+        rule_planner = RulePlannerPath(toolbox, refiner, grader)
+        agentic = AgenticPath(OfflineLanguageModel(prompts), toolbox, refiner, grader, prompts, rule_planner)
         kb_brief = f"{dataset.name}: Wikipedia paragraphs"
         started = time.perf_counter()
         for n, q in enumerate(dataset.queries, 1):
@@ -126,7 +126,7 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
                 if mode == "agentic":
                     outcome = _drain(agentic.run(q.text, understanding, kb_brief, ctx))
                 else:
-                    outcome = _drain(one_shot.run(q.text, understanding, ONE_SHOT_PLAN, ctx))
+                    outcome = _drain(rule_planner.run(q.text, understanding, ONE_SHOT_PLAN, ctx))
                 ms = (time.perf_counter() - t0) * 1000
                 found = {index.beir_of_doc.get(c.doc_id, "") for c in outcome.result.chunks if c.doc_id is not None}
                 calls = len(outcome.tool_calls)
@@ -137,7 +137,7 @@ def run_agentic_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, lim
                     f"agentic both={tallies['agentic'].summary()['both_gold_rate']:.3f} "
                     f"one_shot both={tallies['one_shot'].summary()['both_gold_rate']:.3f} "
                     f"({time.perf_counter() - started:.0f}s)")
-        del index, retriever, toolbox, one_shot, agentic
+        del index, retriever, toolbox, rule_planner, agentic
     modes = {mode: tallies[mode].summary() for mode in MODES}
     return {
         "dataset": dataset.name,

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from docmind_core.errors import CallerError
-from docmind_core.text import count_tokens, split_sentences, truncate_to_tokens
+from docmind_core.text.tokens import count_tokens, split_sentences, truncate_to_tokens
 
 
 @dataclass(frozen=True)

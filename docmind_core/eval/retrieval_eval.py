@@ -32,8 +32,8 @@ from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.eval.beir import (BeirDataset, EmbeddingCache, chunk_corpus, corpus_cache_key, load_beir,
                                     queries_cache_key)
-from docmind_core.models import ChunkRecord, RetrievedChunk
-from docmind_core.text import count_tokens, stored_terms
+from docmind_core.values import ChunkRecord, RetrievedChunk
+from docmind_core.text.tokens import count_tokens, stored_terms
 
 SYSTEMS = ("bm25", "vector", "hybrid", "hybrid_rerank")
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 from docmind_core.events import Event
 from docmind_core.experiments.datasets import DatasetItem
 from docmind_core.experiments.metrics import abstained, contains_answer
-from docmind_core.timeline import RunDigest
+from docmind_core.reports.timeline import RunDigest
 
 MODES = ("rule", "agentic", "auto")
 STAGES = ("understanding", "retrieval", "generation", "total")

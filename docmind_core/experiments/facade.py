@@ -25,8 +25,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from docmind_core.access import KbAccessGuard, can_read_trace, require_signed_in
-from docmind_core.compare import RunComparison, compare_runs
+from docmind_core.accounts.access import KbAccessGuard, can_read_trace, require_signed_in
+from docmind_core.reports.compare import RunComparison, compare_runs
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.experiments.datasets import (
     VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, read_beir, read_jsonl_file,
@@ -44,8 +44,8 @@ from docmind_core.store.db import Database
 from docmind_core.store.traces import TraceRecord, TraceStore
 
 if TYPE_CHECKING:
-    from docmind_core.models import IngestOutcome, KnowledgeBase
-    from docmind_core.users import User
+    from docmind_core.values import IngestOutcome, KnowledgeBase
+    from docmind_core.accounts.users import User
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from docmind_core.citations import ABSENCE_RE, cited_sentences, sentence_support
+from docmind_core.answer.citations import ABSENCE_RE, cited_sentences, sentence_support
 from docmind_core.eval.retrieval_eval import ndcg_at_k
 from docmind_core.experiments.datasets import DatasetItem, matches_gold
-from docmind_core.models import RetrievedChunk
-from docmind_core.timeline import RunDigest
+from docmind_core.values import RetrievedChunk
+from docmind_core.reports.timeline import RunDigest
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95

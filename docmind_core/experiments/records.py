@@ -14,13 +14,13 @@ from typing import Any, Literal, Sequence
 from pydantic import BaseModel, Field, field_validator
 
 from docmind_core.errors import ConfigError, ExperimentError
-from docmind_core.models import Mode, RequestedMode
+from docmind_core.values import Mode, RequestedMode
 from docmind_core.settings import Settings, is_personal_key
 
 
 RunMode = Literal["auto", "rule", "agentic"]  # stored and asked as RequestedMode values
 # The name a variant's mode is shown with: the Mode the forced path runs (AUTO: the router decides).
-MODE_NAMES: dict[str, str] = {RequestedMode.AUTO.value: "AUTO", RequestedMode.RULE.value: Mode.RULE_PLANNER.value,
+MODE_NAMES: dict[str, str] = {RequestedMode.AUTO.value: "AUTO", RequestedMode.RULE_PLANNER.value: Mode.RULE_PLANNER.value,
                               RequestedMode.AGENTIC.value: Mode.AGENTIC.value}
 MODE_CHOICES = "AUTO, RULE_PLANNER or AGENTIC"
 ExperimentState = Literal["pending", "running", "cancelling", "cancelled", "done"]

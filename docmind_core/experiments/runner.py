@@ -26,7 +26,7 @@ from docmind_core.experiments.records import (
 )
 
 if TYPE_CHECKING:
-    from docmind_core.models import DocumentRecord, KnowledgeBase
+    from docmind_core.values import DocumentRecord, KnowledgeBase
 
 
 class ExperimentAsker(Protocol):

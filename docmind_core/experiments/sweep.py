@@ -31,10 +31,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
-from docmind_core.regrade import graded_input, recorded_grader_settings, regrade_settings
+from docmind_core.reports.regrade import graded_input, recorded_grader_settings, regrade_settings
 from docmind_core.answer.grade import CoverageReport, CragGrader, chunk_score, coverage_report
 from docmind_core.errors import ConfigError
-from docmind_core.models import Tier
+from docmind_core.values import Tier
 from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
 
 Objective = Literal["f1", "safe_recall", "balanced"]

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from docmind_core.models import ChunkRecord
-from docmind_core.text import NONBLANK_RE, SentenceScanner, count_tokens, iter_token_spans
+from docmind_core.values import ChunkRecord
+from docmind_core.text.tokens import NONBLANK_RE, SentenceScanner, count_tokens, iter_token_spans
 
 _HEADING_RE = re.compile(r"#{1,6}\s")
 

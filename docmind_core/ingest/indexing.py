@@ -14,7 +14,7 @@ import numpy as np
 
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
 from docmind_core.errors import IngestError
-from docmind_core.models import DocumentRecord
+from docmind_core.values import DocumentRecord
 
 if TYPE_CHECKING:
     from docmind_core.store.kb_store import KnowledgeStore

@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 from docmind_core.errors import DocMindError, IngestCancelled, IngestError
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import file_limit_refusal
-from docmind_core.models import IngestOutcome, IngestProgress
+from docmind_core.values import IngestOutcome, IngestProgress
 from docmind_core.settings import Settings
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
 from docmind_core.ingest.job_store import JobStore

@@ -53,9 +53,9 @@ from docmind_core.ingest.reconcile import Reconciler
 from docmind_core.ingest.reindex import Reindexer
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.ingest.streaming import STREAM_MIN_BYTES, STREAM_MIN_CHUNKS, StreamedWriter
-from docmind_core.models import IngestOutcome, KnowledgeBase
+from docmind_core.values import IngestOutcome, KnowledgeBase
 from docmind_core.settings import Settings
-from docmind_core.text import stored_terms, uncached_count_tokens
+from docmind_core.text.tokens import stored_terms, uncached_count_tokens
 from docmind_core.store.kb_store import DocumentBusy, KnowledgeStore
 
 log = logging.getLogger(__name__)

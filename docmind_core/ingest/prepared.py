@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 from docmind_core.errors import DocMindError, IngestCancelled
 from docmind_core.ingest.chunking import TextChunk
 from docmind_core.ingest.sources import SourceFile
-from docmind_core.models import DocumentRecord, IngestOutcome, IngestProgress
+from docmind_core.values import DocumentRecord, IngestOutcome, IngestProgress
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from docmind_core.ingest.chunking import TextChunk, iter_stream_blocks
 from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import Lease, LeaseBook
 from docmind_core.ingest.prepared import PreparedFile, check_cancel
-from docmind_core.models import KnowledgeBase
+from docmind_core.values import KnowledgeBase
 from docmind_core.settings import Settings
 from docmind_core.store.kb_store import KnowledgeStore
-from docmind_core.text import stored_terms
+from docmind_core.text.tokens import stored_terms
 
 # A document estimated to make more child chunks than this is streamed: chunked, tokenised, encoded and
 # written one batch at a time (bounded memory), with the next batch prepared while the encoder runs.

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from docmind_core.models import CutBy, RetrievedChunk
-from docmind_core.text import count_tokens, is_cjk, keyword_tokens, salient_terms, split_sentences, truncate_to_tokens
+from docmind_core.values import CutBy, RetrievedChunk
+from docmind_core.text.tokens import count_tokens, is_cjk, keyword_tokens, salient_terms, split_sentences, truncate_to_tokens
 
 MIN_USEFUL_TOKENS = 40
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from docmind_core.models import ChunkRecord, RetrievedChunk, StageScores
-from docmind_core.text import count_tokens
+from docmind_core.values import ChunkRecord, RetrievedChunk, StageScores
+from docmind_core.text.tokens import count_tokens
 
 
 @dataclass

@@ -30,10 +30,10 @@ import numpy as np
 
 from docmind_core.deadline import elapsed_ms
 from docmind_core.errors import EmbedderMismatch, StageError
-from docmind_core.models import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
+from docmind_core.values import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
 from docmind_core.retrieval.refine import EvidenceRefiner
-from docmind_core.text import detect_language
+from docmind_core.text.tokens import detect_language
 from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import Embedder, KeywordIndex, VectorStore
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from docmind_core.backends.protocols import Reranker
-from docmind_core.backends.rerankers import chunk_terms
+from docmind_core.text.tokens import chunk_terms
 from docmind_core.deadline import elapsed_ms
 from docmind_core.errors import StageError
-from docmind_core.models import CutBy, RetrievedChunk, SearchResult, StageScores
+from docmind_core.values import CutBy, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.mmr import mmr_select

@@ -19,12 +19,12 @@ from typing import Literal, Sequence
 
 from pydantic import BaseModel
 
-from docmind_core.models import Turn
+from docmind_core.values import Turn
 from docmind_core.errors import AccessDenied, NotFound
-from docmind_core.models import RetrievedChunk
-from docmind_core.excerpt import clip_words
+from docmind_core.values import RetrievedChunk
+from docmind_core.text.excerpt import clip_words
 from docmind_core.store.db import Database, utcnow
-from docmind_core.text import CITATION_MARKER_RE
+from docmind_core.text.tokens import CITATION_MARKER_RE
 
 Role = Literal["user", "assistant"]
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from docmind_core.errors import CallerError, DocumentBusy, NotFound
-from docmind_core.models import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase, PendingIngest
+from docmind_core.values import ChunkRecord, DocumentRecord, DocumentStatus, KnowledgeBase, PendingIngest
 from docmind_core.store.db import Database, utcnow, where_sql
 
 _VISIBILITIES = ("private", "department", "public")

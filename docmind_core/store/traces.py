@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from docmind_core.errors import NotFound, TraceFormatError
 from docmind_core.events import Done, Event, RunStarted, event_from_dict, event_to_dict
-from docmind_core.models import RetrievedChunk, StopReason
+from docmind_core.values import RetrievedChunk, StopReason
 from docmind_core.store.db import Database, utcnow
 
 FLUSH_EVERY = 200  # buffered events written in one executemany

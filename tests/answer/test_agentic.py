@@ -7,15 +7,15 @@ import time
 
 import pytest
 
-from docmind_core.answer.agentic import AgenticSearch, expanded_rerank_query
-from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.answer.agentic import AgenticPath, expanded_rerank_query
+from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.backends.web_search import TavilyWebSearch
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.answer.grade import CragGrader
-from docmind_core.models import StageScores, Understanding
+from docmind_core.values import StageScores, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.text import count_tokens
-from docmind_core.tools import ToolContext, Toolbox
+from docmind_core.text.tokens import count_tokens
+from docmind_core.answer.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, ScriptedModel, chunk, drain, make_refiner, settings
 from tests.fakes.tavily_server import FakeTavilyServer, result
 
@@ -37,8 +37,8 @@ def build(model, retriever=None, web=None, memory=None):
     retriever = retriever or FixtureRetriever(CORPUS)
     toolbox = Toolbox(retriever, web=web, memory=memory)
     refiner, grader = make_refiner(), CragGrader()
-    one_shot = OneShotRetrieval(toolbox, refiner, grader)
-    return AgenticSearch(model, toolbox, refiner, grader, PROMPTS, one_shot), retriever
+    rule_planner = RulePlannerPath(toolbox, refiner, grader)
+    return AgenticPath(model, toolbox, refiner, grader, PROMPTS, rule_planner), retriever
 
 
 def run(agent, question, cfg=None, cancel=None, kb_ids=(1,)):

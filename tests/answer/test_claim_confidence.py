@@ -173,8 +173,8 @@ Q13 = "Which firmware version first let the N2 join an Aurora tenant, and what k
 def test_q13_an_answer_that_never_states_the_asked_version_is_not_high(demo_home, fake_llm):
     """Qwen2.5-Coder 1.5B (agentic) got band HIGH: every claim quotes the release notes, none states the
     version the question asks for.  Its exact answer, with the number the prompt gave the release notes."""
-    from docmind_core.run_summary import summary_of, timeline_lines
-    from docmind_core.timeline import RunDigest
+    from docmind_core.reports.run_summary import summary_of, timeline_lines
+    from docmind_core.reports.timeline import RunDigest
 
     def answer(prompt: str) -> str:
         n = source_number(prompt, "release_notes.md", "3.2.0")

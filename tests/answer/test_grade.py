@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from docmind_core.answer.grade import CragGrader, lexical_coverage
-from docmind_core.models import RetrievedChunk, StageScores, Tier
+from docmind_core.values import RetrievedChunk, StageScores, Tier
 from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings, Settings
 
 QUERY = "DM-3000 电池续航"

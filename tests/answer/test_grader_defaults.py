@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from docmind_core.events import Graded, Reranked
-from docmind_core.models import Tier
+from docmind_core.values import Tier
 from tests.demo_world import open_demo_engine
 
 ORION = "The Orion launch budget is 4.2 million dollars."

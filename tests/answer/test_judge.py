@@ -12,26 +12,26 @@ import time
 
 import pytest
 
-from docmind_core.answer.agentic import AgenticSearch
+from docmind_core.answer.agentic import AgenticPath
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.judge import (
     PASSAGE_CHARS, ClaimToCheck, ModelJudge, claims_to_check, closest_span, judged_citations, parse_claims_reply,
     parse_evidence_reply, resolve_judge,
 )
 from docmind_core.backends.protocols import Completion
-from docmind_core.citations import parse_citations
-from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.answer.citations import parse_citations
+from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.backends.chat_openai import OpenAIChatModel
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.errors import ConfigError, ModelOutputError
 from docmind_core.events import Done, Fallback, Judged
-from docmind_core.models import ClaimVerdict, RequestedMode
+from docmind_core.values import ClaimVerdict, RequestedMode
 from docmind_core.prompts import PromptLibrary
-from docmind_core.run_summary import summarise, timeline_lines
+from docmind_core.reports.run_summary import summarise, timeline_lines
 from docmind_core.settings import Settings
-from docmind_core.timeline import RunDigest
-from docmind_core.tools import Toolbox
+from docmind_core.reports.timeline import RunDigest
+from docmind_core.answer.tools import Toolbox
 from docmind_ui.html_views import glance_html
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, scored, status, text
@@ -113,10 +113,10 @@ def model_of(server: FakeOpenAIServer, timeout_s: float = 5.0) -> OpenAIChatMode
 
 def pipeline_of(llm, judge: ModelJudge | None) -> AnswerPipeline:
     toolbox, refiner, grader = Toolbox(FixtureRetriever(CORPUS)), make_refiner(), CragGrader()
-    one_shot = OneShotRetrieval(toolbox, refiner, grader)
-    agentic = AgenticSearch(llm, toolbox, refiner, grader, PROMPTS, one_shot)
-    return AnswerPipeline(llm=llm, fallback_llm=OfflineEngine(PROMPTS), prompts=PROMPTS, store=None,
-                          reranker=refiner.reranker, one_shot=one_shot, agentic=agentic, grader=grader,
+    rule_planner = RulePlannerPath(toolbox, refiner, grader)
+    agentic = AgenticPath(llm, toolbox, refiner, grader, PROMPTS, rule_planner)
+    return AnswerPipeline(llm=llm, fallback_llm=OfflineLanguageModel(PROMPTS), prompts=PROMPTS, store=None,
+                          reranker=refiner.reranker, rule_planner=rule_planner, agentic=agentic, grader=grader,
                           memory=None, judge=judge)
 
 
@@ -124,7 +124,7 @@ def ask(server: FakeOpenAIServer, script: Judge, question: str = QUESTION, timeo
     server.respond_with(script)
     model = model_of(server, timeout_s)
     cfg = Settings().with_overrides({"llm.max_retries": 0, **overrides})
-    request = AskRequest(question=question, kb_ids=[1], requested_mode=RequestedMode.RULE)
+    request = AskRequest(question=question, kb_ids=[1], requested_mode=RequestedMode.RULE_PLANNER)
     events = list(pipeline_of(model, ModelJudge(model, PROMPTS)).ask(request, cfg, [], threading.Event()))
     assert isinstance(events[-1], Done), [e.kind for e in events]
     return events, events[-1]
@@ -251,7 +251,7 @@ def test_a_server_that_refuses_logprobs_is_asked_again_without_and_not_asked_for
     cfg = Settings().with_overrides({"llm.max_retries": 0, **GRAY})
     pipeline = pipeline_of(model, ModelJudge(model, PROMPTS))
     for _ in range(2):
-        events = list(pipeline.ask(AskRequest(question=QUESTION, kb_ids=[1], requested_mode=RequestedMode.RULE),
+        events = list(pipeline.ask(AskRequest(question=QUESTION, kb_ids=[1], requested_mode=RequestedMode.RULE_PLANNER),
                                    cfg, [], threading.Event()))
         assert judged(events, "evidence").evidence.verdict == "answers"
     assert script.kinds.count("evidence_refused") == 1 and script.kinds.count("evidence") == 2
@@ -384,7 +384,7 @@ def test_auto_judges_with_an_openai_model_and_not_with_the_offline_engine(server
 
 
 def test_an_explicit_llm_judge_with_the_offline_engine_is_reported_unavailable():
-    offline = OfflineEngine(PROMPTS)
+    offline = OfflineLanguageModel(PROMPTS)
     cfg = Settings().with_overrides({"grader.judge": "llm"})
     events = list(pipeline_of(offline, None).ask(AskRequest(question=QUESTION, kb_ids=[1]), cfg, [],
                                                  threading.Event()))

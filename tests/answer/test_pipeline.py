@@ -12,8 +12,8 @@ from docmind_core.events import (
     AgenticStep, AnswerStarted, Done, ErrorRaised, Fallback, Graded, Reranked, Retrieved, Routed, RunStarted,
     ScopeDecided, Token, Understood,
 )
-from docmind_core.models import Scope, Tier
-from docmind_core.users import UserStore
+from docmind_core.values import Scope, Tier
+from docmind_core.accounts.users import UserStore
 from tests.fakes.openai_server import FakeOpenAIServer, status, text
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.models import Complexity, Intent, Mode, RequestedMode, Specificity, Understanding
+from docmind_core.values import Complexity, Intent, Mode, RequestedMode, Specificity, Understanding
 from docmind_core.answer.plan import plan_retrieval
 from docmind_core.answer.route import decide_path
 from docmind_core.settings import Settings
@@ -41,7 +41,7 @@ COMPARISON = u(intent=Intent.COMPARISON, complexity=Complexity.MEDIUM)
     # forced modes win
     ("总结这篇文档", SIMPLE, [7], "rule", DEFAULT, Mode.RULE_PLANNER, "forced_rule", True),
     ("DM-3000 续航多久", SIMPLE, [], "agentic", DEFAULT, Mode.AGENTIC, "forced_agentic", True),
-    ("DM-3000 续航多久", MEDIUM, [], RequestedMode.RULE, DEFAULT, Mode.RULE_PLANNER, "forced_rule", True),
+    ("DM-3000 续航多久", MEDIUM, [], RequestedMode.RULE_PLANNER, DEFAULT, Mode.RULE_PLANNER, "forced_rule", True),
     ("DM-3000 续航多久", SIMPLE, [], "agentic", NO_AGENTIC, Mode.AGENTIC, "forced_agentic", True),
 ])
 def test_routing_table(question, understanding, selected, requested, settings, mode, reason, forced):

@@ -12,7 +12,7 @@ from docmind_core.backends.offline.understanding import understand_offline
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.events import Done, Routed
-from docmind_core.models import Complexity, Intent, Mode, Understanding
+from docmind_core.values import Complexity, Intent, Mode, Understanding
 from docmind_core.answer.route import decide_path
 from docmind_core.settings import Settings
 

@@ -9,26 +9,26 @@ import threading
 
 import pytest
 
-from docmind_core.answer.agentic import AgenticSearch
-from docmind_core.answer.direct_read import DirectReader
+from docmind_core.answer.agentic import AgenticPath
+from docmind_core.answer.selected_doc import SelectedDocPath
 from docmind_core.answer.finish import EvidenceFinisher
 from docmind_core.answer.generate import AnswerWriter
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.judge import claims_step, evidence_step
-from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.answer.pipeline import AnswerPipeline, AskRequest
 from docmind_core.answer.run_context import RunContext
 from docmind_core.answer.understand import QueryUnderstanding
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.events import Done
-from docmind_core.models import RequestedMode
+from docmind_core.values import RequestedMode
 from docmind_core.prompts import PromptLibrary
 from docmind_core.settings import Settings
-from docmind_core.tools import ToolContext, Toolbox
+from docmind_core.answer.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, make_refiner
 
 LOOSE = {"settings", "cancel", "meter", "guard", "exclude_doc_ids"}
-STAGES = [OneShotRetrieval.run, AgenticSearch.run, EvidenceFinisher.finish, DirectReader.read,
+STAGES = [RulePlannerPath.run, AgenticPath.run, EvidenceFinisher.finish, SelectedDocPath.read,
           QueryUnderstanding.run, QueryUnderstanding.understand, AnswerWriter.write,
           AnswerWriter.write_after_failure, evidence_step, claims_step]
 
@@ -74,11 +74,11 @@ def test_the_settings_of_ask_are_the_ones_every_tool_call_reads():
     prompts = PromptLibrary()
     retriever = _CountingRetriever()
     toolbox, refiner, grader = Toolbox(retriever), make_refiner(), CragGrader()
-    one_shot = OneShotRetrieval(toolbox, refiner, grader)
-    llm = OfflineEngine(prompts)
+    rule_planner = RulePlannerPath(toolbox, refiner, grader)
+    llm = OfflineLanguageModel(prompts)
     pipeline = AnswerPipeline(llm=llm, fallback_llm=llm, prompts=prompts, store=None, reranker=refiner.reranker,
-                              one_shot=one_shot, agentic=AgenticSearch(llm, toolbox, refiner, grader, prompts,
-                                                                       one_shot),
+                              rule_planner=rule_planner, agentic=AgenticPath(llm, toolbox, refiner, grader, prompts,
+                                                                       rule_planner),
                               grader=grader, memory=None)
     settings = Settings().with_overrides({"retrieval.final_top_k": 3})
     events = list(pipeline.ask(AskRequest(question="DM-3000 filter maintenance", kb_ids=[1],

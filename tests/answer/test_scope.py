@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.models import Turn
-from docmind_core.models import Scope
-from docmind_core.query_signals import fast_scope
+from docmind_core.values import Turn
+from docmind_core.values import Scope
+from docmind_core.text.query_signals import fast_scope
 
 HISTORY = [Turn("user", "DM-3000 的续航是多少？"), Turn("assistant", "12 小时[1]。")]
 

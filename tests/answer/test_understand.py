@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.backends.offline.understanding import main_entity, strip_filler, understand_offline
 from docmind_core.answer.run_context import RunContext
 from docmind_core.settings import Settings
-from docmind_core.models import Turn
-from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
+from docmind_core.values import Turn
+from docmind_core.values import Complexity, Intent, Scope, Specificity, Understanding
 from docmind_core.answer.understand import QueryUnderstanding, upgrade_complexity
 from tests.fakes.openai_server import status, text
 
@@ -102,7 +102,7 @@ def test_upgrade_never_lowers_or_touches_complex():
 
 
 def test_offline_engine_via_is_offline(prompts):
-    understanding, via = QueryUnderstanding(OfflineEngine(prompts), prompts).run(
+    understanding, via = QueryUnderstanding(OfflineLanguageModel(prompts), prompts).run(
         "请问 DM-3000 的续航是多少呢？", [], "", a_run())
     assert via == "offline"
     assert understanding.rewritten_query == "DM-3000 的续航是多少"

@@ -20,7 +20,7 @@ from docmind_core.backends.protocols import (
 )
 from docmind_core.deadline import RunGuard
 from docmind_core.errors import BackendUnavailable, EmptyReply, IncompleteReply, ModelCallCut, ModelOutputError
-from docmind_core.models import Complexity, Intent, Scope
+from docmind_core.values import Complexity, Intent, Scope
 from tests.fakes.openai_server import (
     call,
     cut_stream,

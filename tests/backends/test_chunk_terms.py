@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import docmind_core.text as text_module
+import docmind_core.text.tokens as text_module
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, index_terms
 from docmind_core.backends.rerankers import OfflineReranker, chunk_terms
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.ingest.loaders import load_document
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
-from docmind_core.models import ChunkRecord, RetrievedChunk
+from docmind_core.values import ChunkRecord, RetrievedChunk
 from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
 from docmind_core.retrieval.hybrid import HybridRetriever
@@ -24,7 +24,7 @@ from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.store.migrations import MIGRATIONS
-from docmind_core.text import keyword_tokens, split_terms, stem_tokens, stored_terms
+from docmind_core.text.tokens import keyword_tokens, split_terms, stem_tokens, stored_terms
 from tests.retrieval.test_hybrid import PRODUCT_DOCS
 from tests.ingest.test_pipeline import SMALL
 from tests.paths import ROOT, write_texts

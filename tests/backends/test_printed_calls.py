@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from docmind_core.backends.openai_parsing import CALL_STOP_SEQUENCES, calls_from_content
-from docmind_core.tools import loop_tool_specs
+from docmind_core.answer.tools import loop_tool_specs
 
 TOOLS = loop_tool_specs(sandbox_enabled=False)
 

@@ -7,7 +7,7 @@ import pytest
 from docmind_core.backends.factory import build_reranker
 from docmind_core.backends.protocols import Reranker
 from docmind_core.backends.rerankers import FITTED_WEIGHTS, WEIGHTS, OfflineReranker, logistic
-from docmind_core.models import RetrievedChunk, StageScores
+from docmind_core.values import RetrievedChunk, StageScores
 from docmind_core.settings import Settings
 
 

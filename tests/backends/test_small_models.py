@@ -11,16 +11,16 @@ import json
 
 import pytest
 
-from docmind_core.answer.agentic import AgenticSearch
+from docmind_core.answer.agentic import AgenticPath
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.engine import Engine
 from docmind_core.events import AgenticStep, Done, Retrieved, event_from_dict, event_to_dict
 from docmind_core.answer.grade import CragGrader
-from docmind_core.models import Understanding
-from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.values import Understanding
+from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.prompts import PromptLibrary
-from docmind_core.timeline import timeline
-from docmind_core.tools import ToolContext, Toolbox
+from docmind_core.reports.timeline import timeline
+from docmind_core.answer.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, drain, make_refiner, settings
 from tests.fakes.openai_server import call, printed, printed_calls, text, tool_calls
 from tests.paths import ROOT
@@ -32,7 +32,7 @@ def run_loop(server, question: str):
     model = OpenAIChatModel(server.base_url, "", "qwen2.5-coder-1.5b", timeout_s=10, max_retries=0, prompts=PROMPTS)
     retriever = FixtureRetriever(CORPUS)
     toolbox, refiner, grader = Toolbox(retriever), make_refiner(), CragGrader()
-    agent = AgenticSearch(model, toolbox, refiner, grader, PROMPTS, OneShotRetrieval(toolbox, refiner, grader))
+    agent = AgenticPath(model, toolbox, refiner, grader, PROMPTS, RulePlannerPath(toolbox, refiner, grader))
     cfg = settings()
     ctx = ToolContext.for_run([1], 7, cfg)
     gen = agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals", ctx)
@@ -192,7 +192,7 @@ def run_small(server, question: str = "What flow rate does the DM-3000 pump have
     retriever = FixtureRetriever(CORPUS)
     toolbox = Toolbox(retriever, web=UnavailableWebSearch("set TAVILY_API_KEY"), memory=_NoMemories())
     refiner, grader = make_refiner(), CragGrader()
-    agent = AgenticSearch(model, toolbox, refiner, grader, PROMPTS, OneShotRetrieval(toolbox, refiner, grader))
+    agent = AgenticPath(model, toolbox, refiner, grader, PROMPTS, RulePlannerPath(toolbox, refiner, grader))
     ctx = ToolContext.for_run([1], 7, settings(**overrides))
     events, outcome = drain(agent.run(question, Understanding(rewritten_query=question), "pumps: product manuals",
                                       ctx))

@@ -31,7 +31,7 @@ def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("browser-auth")
     (base / "plan.txt").write_text("The Orion launch budget is 4.2 million dollars.", encoding="utf-8")
     prepare_home(base / "home", (
-        "import sys; from docmind_core.engine import Engine; from docmind_core.users import LOCAL_USER, UserStore; "
+        "import sys; from docmind_core.engine import Engine; from docmind_core.accounts.users import LOCAL_USER, UserStore; "
         "from docmind_core.workbench import Workbench; "
         "e = Engine.open(); u = UserStore(e.db); a = u.add('alice', sys.argv[1], department='research'); "
         "u.add('bob', sys.argv[1], department='sales'); w = Workbench(e, a); "

@@ -29,7 +29,7 @@ def server(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("browser-experiments")
     prepare_demo_home(base / "home", demo_files(base / "docs"), then=(
-        "from docmind_core.users import LOCAL_USER; from docmind_core.workbench import Workbench; "
+        "from docmind_core.accounts.users import LOCAL_USER; from docmind_core.workbench import Workbench; "
         f"Workbench(e, LOCAL_USER, 'cli').import_dataset('demo', {str(ROOT / 'data' / 'demo_labelled.jsonl')!r}, "
         "kb='demo')"))
     with streamlit_server(base / "home", base / "streamlit.log") as url:

@@ -11,7 +11,7 @@ from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.errors import AccessDenied
 from docmind_core.store.conversations import ConversationStore
-from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.accounts.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # the docmind CLI against a real engine per test: not in make test-fast

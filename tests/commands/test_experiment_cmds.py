@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 from tests.paths import FIXTURES as ALL_FIXTURES
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.ingest.jobs import JobInput
-from docmind_core.users import UserStore
+from docmind_core.accounts.users import UserStore
 from tests.access_world import FAST_HASHER, PASSWORD
 
 pytestmark = pytest.mark.slow  # a background ingest job on a real engine, driven through the CLI: not in make test-fast

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.ingest.pipeline import Ingestor
-from docmind_core.models import BackendStatus
+from docmind_core.values import BackendStatus
 
 DOCS = {
     "pumps.txt": "The AquaPump DM-3000 is a quiet garden pump rated at 3000 litres per hour. "

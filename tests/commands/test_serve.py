@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from docmind_core.exposure import streamlit_address
+from docmind_core.accounts.exposure import streamlit_address
 from tests.browser_support import free_port, home_env, wait_healthy
 from tests.paths import ROOT
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from docmind_core import cli as cli_module
 from docmind_core.engine import Engine
 from docmind_core.settings import Settings
-from docmind_core.users import UserStore
+from docmind_core.accounts.users import UserStore
 from tests.access_world import FAST_HASHER
 
 pytestmark = pytest.mark.slow  # the CLI on a real engine, several invocations

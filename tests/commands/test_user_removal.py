@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from docmind_core.cli import cli
 from docmind_core.engine import Engine
 from docmind_core.errors import AccessDenied
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 
 pytestmark = pytest.mark.slow  # the docmind CLI against a real engine: not in make test-fast

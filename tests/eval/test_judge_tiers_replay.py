@@ -12,7 +12,7 @@ sys.path.insert(0, str(BENCH))
 import grader_tiers  # noqa: E402
 import judge_tiers  # noqa: E402
 
-from docmind_core.models import EvidenceVerdict, GradeResult, Tier  # noqa: E402
+from docmind_core.values import EvidenceVerdict, GradeResult, Tier  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 
 

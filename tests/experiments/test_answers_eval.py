@@ -17,7 +17,7 @@ from docmind_core.cli import cli
 from docmind_core.experiments.answers_eval import format_report, run_answers_eval, score_answer
 from docmind_core.events import Done, RunStarted
 from docmind_core.experiments.datasets import DatasetItem
-from docmind_core.models import Confidence
+from docmind_core.values import Confidence
 from tests.fakes.openai_server import FakeOpenAIServer, printed, printed_calls, text
 from tests.paths import ROOT
 

@@ -13,7 +13,7 @@ from docmind_core.experiments.metrics import (
 from docmind_core.experiments.records import ExperimentError, parse_variant
 from docmind_core.experiments.sweep import SweepInput, sweep
 from docmind_core.answer.grade import CoverageReport
-from docmind_core.models import RetrievedChunk, StageScores
+from docmind_core.values import RetrievedChunk, StageScores
 from docmind_core.settings import GraderSettings
 
 
@@ -154,11 +154,11 @@ def test_cancel_pressed_twice_leaves_a_live_runner_cancelling(tmp_path):
 ])
 def test_citation_support_checks_the_sentence_the_citation_parser_gives_each_marker(answer):
     """metrics checked each marker against the sentence after it when the marker followed a sentence end;
-    it must use the one rule of docmind_core.citations (the sentence the marker ends)."""
-    from docmind_core.citations import cited_sentences, parse_citations, sentence_support
+    it must use the one rule of docmind_core.answer.citations (the sentence the marker ends)."""
+    from docmind_core.answer.citations import cited_sentences, parse_citations, sentence_support
     from docmind_core.events import Done
     from docmind_core.experiments.metrics import citation_support
-    from docmind_core.timeline import RunDigest
+    from docmind_core.reports.timeline import RunDigest
 
     sources = [RetrievedChunk(chunk_id="s1", document="specs.md",
                               text="Orion O3 传感器的采样率是 250 Hz. The Orion O3 samples at 250 Hz."),
@@ -175,10 +175,10 @@ def test_citation_support_checks_the_sentence_the_citation_parser_gives_each_mar
 def test_a_cited_sentence_that_says_the_sources_lack_something_is_not_checked_for_support():
     """"The sources do not mention X. [1]" cannot be supported by [1]: the citation parser leaves such a
     sentence unchecked, and the metric must too (it counted it as cited but unsupported)."""
-    from docmind_core.citations import parse_citations
+    from docmind_core.answer.citations import parse_citations
     from docmind_core.events import Done
     from docmind_core.experiments.metrics import citation_support
-    from docmind_core.timeline import RunDigest
+    from docmind_core.reports.timeline import RunDigest
 
     sources = [RetrievedChunk(chunk_id="s1", document="specs.md", text="The Orion O3 samples at 250 Hz.")]
     answer = ("The Orion O3 samples at 250 Hz. [1] "

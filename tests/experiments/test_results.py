@@ -9,7 +9,7 @@ import pytest
 
 from docmind_core.engine import Engine
 from docmind_core.experiments.records import Variant
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 from tests.paths import FIXTURES as ALL_FIXTURES
 

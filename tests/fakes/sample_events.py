@@ -22,7 +22,7 @@ from docmind_core.events import (
     Understood,
     WebCompensated,
 )
-from docmind_core.models import (
+from docmind_core.values import (
     BackendStatus,
     CitationOccurrence,
     CitationResult,

@@ -235,8 +235,8 @@ def test_kb_check_leaves_documents_a_live_process_is_writing_alone(tmp_path):
 def test_a_search_over_a_kb_with_missing_vectors_says_so(tmp_path, embedder):
     from docmind_core.engine import Engine
     from docmind_core.events import IndexIncomplete
-    from docmind_core.run_summary import summarise
-    from docmind_core.timeline import timeline
+    from docmind_core.reports.run_summary import summarise
+    from docmind_core.reports.timeline import timeline
 
     engine = Engine.open(tmp_path / "home")
     kb = engine.create_kb("manuals")

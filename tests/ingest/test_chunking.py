@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from docmind_core.ingest.chunking import chunk_document
-from docmind_core.text import count_tokens
+from docmind_core.text.tokens import count_tokens
 
 EN = ("Aurora keeps audit logs for 180 days by default. Administrators can shorten the period to 30 days. "
       "Longer retention needs the Enterprise plan. Logs are stored encrypted at rest. ")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from docmind_core.answer.direct_read import read_selected_documents
+from docmind_core.answer.selected_doc import read_selected_documents
 from tests.ingest.test_leases import ENV, PENDING_TEXT, REPO, served  # noqa: F401  (served is a fixture)
 from tests.ingest.test_pipeline import SMALL
 

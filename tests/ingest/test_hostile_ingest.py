@@ -13,7 +13,7 @@ import pytest
 
 from docmind_core.engine import Engine
 from docmind_core.ingest.jobs import JobInput
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 
 GOOD = "The Nimbus N1 costs 100 dollars and draws 12 watts."

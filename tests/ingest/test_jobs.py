@@ -21,7 +21,7 @@ from docmind_core.errors import AccessDenied, IngestError
 from docmind_core.ingest.chunking import chunk_document, iter_chunk_blocks
 from docmind_core.ingest.jobs import JobInput
 from docmind_core.ingest.streaming import STREAM_MIN_CHUNKS
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 from tests.paths import ROOT
 
@@ -237,7 +237,7 @@ def test_a_punctuation_free_chinese_text_is_chunked_lazily():
 
 def test_job_access_follows_the_ingest_rule(tmp_path):
     from tests.access_world import FAST_HASHER, PASSWORD
-    from docmind_core.users import UserStore
+    from docmind_core.accounts.users import UserStore
 
     engine = open_engine(tmp_path / "home")
     users = UserStore(engine.db, hasher=FAST_HASHER)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from docmind_core.text import keyword_tokens, stored_terms
+from docmind_core.text.tokens import keyword_tokens, stored_terms
 
 
 def _best_of(runs: int, work) -> float:

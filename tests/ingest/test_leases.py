@@ -27,9 +27,9 @@ import pytest
 
 from docmind_core.backends.keyword_index import Fts5KeywordIndex
 from docmind_core.backends.protocols import IndexedChunk
-from docmind_core.answer.direct_read import read_selected_documents
+from docmind_core.answer.selected_doc import read_selected_documents
 from docmind_core.ingest.pipeline import Ingestor
-from docmind_core.models import ChunkRecord
+from docmind_core.values import ChunkRecord
 from docmind_core.retrieval.hybrid import HybridRetriever
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.backends.rerankers import OfflineReranker

@@ -17,11 +17,11 @@ from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.errors import EmbedderMismatch
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
-from docmind_core.models import BackendStatus
+from docmind_core.values import BackendStatus
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
-from docmind_core.text import keyword_tokens
+from docmind_core.text.tokens import keyword_tokens
 from tests.ingest.test_loaders import make_docx, make_pdf
 from tests.paths import ROOT
 

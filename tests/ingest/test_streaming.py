@@ -20,7 +20,7 @@ from docmind_core.ingest.chunking import chunk_document, iter_stream_blocks
 from docmind_core.ingest.loaders import load_document, open_text_file
 from docmind_core.ingest.streaming import STREAM_MIN_BYTES
 from docmind_core.settings import Settings
-from docmind_core.text import SentenceScanner, split_sentences
+from docmind_core.text.tokens import SentenceScanner, split_sentences
 from tests.ingest.test_pipeline import World
 
 # Bits that exercise every rule of the sentence splitter, the chunker and the text tidying: periods that do

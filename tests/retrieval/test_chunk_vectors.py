@@ -12,11 +12,11 @@ from docmind_core.backends.protocols import IndexedChunk
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
-from docmind_core.models import ChunkRecord, RetrievedChunk
+from docmind_core.values import ChunkRecord, RetrievedChunk
 from docmind_core.retrieval.hybrid import stored_embeddings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
-from docmind_core.text import count_tokens
+from docmind_core.text.tokens import count_tokens
 from tests.backends.test_chunk_terms import database_before, ingest_products
 from tests.retrieval.test_hybrid import PRODUCT_DOCS
 from tests.ingest.test_pipeline import SMALL, HashingEmbedder

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from docmind_core.models import RetrievedChunk
+from docmind_core.values import RetrievedChunk
 from docmind_core.retrieval.compress import SentenceScorer, compress_to_budget, shorten, water_level
-from docmind_core.text import count_tokens
+from docmind_core.text.tokens import count_tokens
 
 
 def _chunk(cid, text):

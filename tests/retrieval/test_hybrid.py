@@ -16,7 +16,7 @@ from docmind_core.retrieval.refine import EvidenceRefiner, lexical_vectors
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
-from docmind_core.text import count_tokens
+from docmind_core.text.tokens import count_tokens
 from tests.paths import write_texts
 
 PRODUCT_DOCS = {
@@ -145,7 +145,7 @@ def test_refiner_parent_expansion_and_budget(world, embedder):
 
 
 def test_refiner_dedupes_a_union_and_scores_web_chunks(world, embedder):
-    from docmind_core.models import RetrievedChunk
+    from docmind_core.values import RetrievedChunk
 
     retriever = world["retriever"]
     settings = Settings()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from docmind_core.models import RetrievedChunk, StageScores
+from docmind_core.values import RetrievedChunk, StageScores
 from docmind_core.retrieval.mmr import mmr_select
 
 

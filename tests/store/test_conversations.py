@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.models import Turn
+from docmind_core.values import Turn
 from docmind_core.errors import AccessDenied, NotFound
-from docmind_core.models import RetrievedChunk
+from docmind_core.values import RetrievedChunk
 from docmind_core.store.conversations import ConversationStore
 from docmind_core.store.db import Database
 

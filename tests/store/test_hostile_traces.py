@@ -8,7 +8,7 @@ import json
 import pytest
 
 from docmind_core.events import Done, Reranked, RunStarted
-from docmind_core.models import RetrievedChunk
+from docmind_core.values import RetrievedChunk
 from docmind_core.store.db import Database
 from docmind_core.store.traces import TraceFormatError, TraceStore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from docmind_core.errors import DocMindError, NotFound
-from docmind_core.models import ChunkRecord
+from docmind_core.values import ChunkRecord
 from docmind_core.store.db import Database
 from docmind_core.store.kb_store import KnowledgeStore
 

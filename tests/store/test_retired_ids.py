@@ -12,8 +12,8 @@ import pytest
 from docmind_core.store import migrations
 from docmind_core.store.db import Database
 from docmind_core.store.retired_ids import list_retired
-from docmind_core.users import User
-from docmind_core.access import can_read_conversation, can_read_trace
+from docmind_core.accounts.users import User
+from docmind_core.accounts.access import can_read_conversation, can_read_trace
 
 
 def _at(minutes: int) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from docmind_core.errors import NotFound
 from docmind_core.events import Done, Token
-from docmind_core.models import Mode, Tier
+from docmind_core.values import Mode, Tier
 from docmind_core.settings import Settings
 from docmind_core.store.db import Database
 from docmind_core.store.traces import TraceFormatError, TraceRecord, TraceStore

@@ -1,7 +1,7 @@
 """The Streamlit sign-in gate (docmind_ui/auth.py), driven by AppTest without a browser.
 
 The gate runs here in a small stand-in for app.py: resolve the acting user, draw the form when
-signed out, otherwise the page.  Sessions are the real ones (docmind_core/auth_sessions.py).
+signed out, otherwise the page.  Sessions are the real ones (docmind_core/accounts/sessions.py).
 The browser-only parts (the cookie surviving a refresh, the deep link) are in test_browser_auth.py.
 """
 
@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from docmind_core.engine import Engine
-from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.accounts.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER
@@ -141,7 +141,7 @@ def test_single_user_mode_shows_content_as_local_user(tmp_path):
 
 def test_guessing_one_name_is_throttled_across_sessions(engine, monkeypatch):
     import docmind_ui.auth as gate
-    from docmind_core.rate_limit import SlidingWindowLimiter
+    from docmind_core.accounts.rate_limit import SlidingWindowLimiter
 
     monkeypatch.setattr(gate, "_attempts_by_name", SlidingWindowLimiter(window_s=300.0))
     monkeypatch.setattr(gate, "ATTEMPTS_PER_NAME", 2)

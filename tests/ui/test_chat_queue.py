@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("docmind_core.engine")
 
 from docmind_core.events import Done, RunStarted, Token  # noqa: E402
-from docmind_core.models import Tier  # noqa: E402
+from docmind_core.values import Tier  # noqa: E402
 from tests.paths import write_texts  # noqa: E402
 from tests.ui.app_support import started_app  # noqa: E402
 
@@ -106,7 +106,7 @@ def test_a_stopped_run_has_no_tier_in_the_traces_list_or_its_filter(notes_home):
 
 
 def test_a_stopped_run_shows_that_it_was_stopped_not_a_tier():
-    from docmind_core.models import GradeResult
+    from docmind_core.values import GradeResult
     from docmind_ui.html_views import tier_badge_html
 
     graded = GradeResult(tier=Tier.LOW, top_score=0.1, lex_coverage=0.0, kb_entity_weak=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.users import LOCAL_USER
+from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
 from tests.ui.app_support import started_app
 

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from docmind_core.errors import AccessDenied
-from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.accounts.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER, PASSWORD

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.util import patch_config_options
 
 from docmind_core.ingest.jobs import JobInput
-from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.accounts.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER, PASSWORD

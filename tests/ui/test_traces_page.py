@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from docmind_core.events import Done, RunStarted
-from docmind_core.models import GradeResult, Mode, Tier
+from docmind_core.values import GradeResult, Mode, Tier
 from tests.ui.app_support import started_app
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) or the demo KB ingested: not in make test-fast

@@ -10,9 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from docmind_core.events import Done, RunStarted
-from docmind_core.models import GradeResult, Tier
-from docmind_core.reasons import STOP_WORDS
-from docmind_core.users import LOCAL_USER, UserStore
+from docmind_core.values import GradeResult, Tier
+from docmind_core.reports.reasons import STOP_WORDS
+from docmind_core.accounts.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY
 from tests.access_world import FAST_HASHER, PASSWORD

@@ -25,11 +25,11 @@ from docmind_core.backends.offline.understanding import resolve_pronoun, underst
 from docmind_core.backends.protocols import (
     AgentTranscript, AgentTurn, AnswerPrompt, ToolSpec, UnderstandingRequest, UsageMeter,
 )
-from docmind_core.models import Turn
+from docmind_core.values import Turn
 from docmind_core.backends.offline.tool_policy import OfflineToolPolicy  # deterministic tool policy: protocols and text only
-from docmind_core.models import BackendStatus, Understanding
+from docmind_core.values import BackendStatus, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.text import CITATION_MARKER_RE, sentences
+from docmind_core.text.tokens import CITATION_MARKER_RE, sentences
 
 _PIECE_RE = re.compile(r"[\u3400-\u9fff]{1,4}|[^\u3400-\u9fff\s]+\s*|\s+")
 
@@ -128,7 +128,7 @@ def memory_ack_reply(memories: Sequence[str], language: str) -> str:
 # -- the engine -----------------------------------------------------------------
 
 
-class OfflineEngine:
+class OfflineLanguageModel:
     """Implements ``protocols.LanguageModel`` with rules and extraction only."""
 
     name = "offline"

@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from docmind_core.models import RetrievedChunk
-from docmind_core.text import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
+from docmind_core.values import RetrievedChunk
+from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 
 MAX_QUOTED_SENTENCES = 3
 MAX_PER_SOURCE = 2

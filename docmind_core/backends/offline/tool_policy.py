@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from docmind_core.backends.protocols import AgentTranscript, AgentTurn, ToolCallRequest, ToolSpec
-from docmind_core.models import RetrievedChunk
-from docmind_core.query_signals import (
+from docmind_core.values import RetrievedChunk
+from docmind_core.text.query_signals import (
     attribute_terms, bridge_entities, coverage_of, exact_terms, hop_tail, question_entities, split_foci,
 )
-from docmind_core.text import TIME_KEYWORD_PATTERN, keyword_tokens, salient_terms
+from docmind_core.text.tokens import TIME_KEYWORD_PATTERN, keyword_tokens, salient_terms
 
 ADEQUATE_COVERAGE = 0.75
 _MAX_HOP_ENTITIES = 2

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from docmind_core.models import Turn
-from docmind_core.models import Complexity, Intent, Scope, Specificity, Understanding
-from docmind_core.query_signals import fast_scope
-from docmind_core.text import (
+from docmind_core.values import Turn
+from docmind_core.values import Complexity, Intent, Scope, Specificity, Understanding
+from docmind_core.text.query_signals import fast_scope
+from docmind_core.text.tokens import (
     MULTI_FOCUS_PATTERN,
     TIME_KEYWORD_PATTERN,
     detect_language,

@@ -6,12 +6,12 @@ import threading
 
 import pytest
 
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.protocols import LanguageModel, UnderstandingRequest, UsageMeter
-from docmind_core.models import Turn
-from docmind_core.citations import parse_citations
+from docmind_core.values import Turn
+from docmind_core.answer.citations import parse_citations
 from docmind_core.answer.generate import build_answer_prompt
-from docmind_core.models import RetrievedChunk
+from docmind_core.values import RetrievedChunk
 
 SOURCES = [
     RetrievedChunk(chunk_id="warranty", document="保修政策.md",
@@ -28,7 +28,7 @@ SOURCES = [
 
 @pytest.fixture(scope="module")
 def engine(prompts):
-    return OfflineEngine(prompts)
+    return OfflineLanguageModel(prompts)
 
 
 def answer(engine, prompts, question, template="knowledge_qa", sources=SOURCES, history=(), memories=()):

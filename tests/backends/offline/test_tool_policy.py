@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from docmind_core.answer.agentic import AgenticSearch
-from docmind_core.answer.oneshot import OneShotRetrieval
+from docmind_core.answer.agentic import AgenticPath
+from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.backends.offline.tool_policy import OfflineToolPolicy
-from docmind_core.query_signals import bridge_entities, exact_terms, split_foci
-from docmind_core.backends.offline.chat import OfflineEngine
+from docmind_core.text.query_signals import bridge_entities, exact_terms, split_foci
+from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.protocols import AgentTranscript, Observation, ToolCallRequest
 from docmind_core.events import AgenticStep
 from docmind_core.answer.grade import CragGrader
-from docmind_core.models import Understanding
+from docmind_core.values import Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.tools import ToolContext, Toolbox, loop_tool_specs
+from docmind_core.answer.tools import ToolContext, Toolbox, loop_tool_specs
 from tests.agentic_world import CORPUS, FixtureRetriever, chunk, drain, make_refiner, settings
 
 POLICY = OfflineToolPolicy()
@@ -110,8 +110,8 @@ def _offline_agent(corpus):
     prompts = PromptLibrary()
     toolbox = Toolbox(FixtureRetriever(corpus))
     refiner, grader = make_refiner(), CragGrader()
-    return AgenticSearch(OfflineEngine(prompts), toolbox, refiner, grader, prompts,
-                         OneShotRetrieval(toolbox, refiner, grader))
+    return AgenticPath(OfflineLanguageModel(prompts), toolbox, refiner, grader, prompts,
+                         RulePlannerPath(toolbox, refiner, grader))
 
 
 def _run(agent, question):

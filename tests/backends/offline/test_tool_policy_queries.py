@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 
 from docmind_core.backends.offline.tool_policy import OfflineToolPolicy
-from docmind_core.query_signals import exact_terms
+from docmind_core.text.query_signals import exact_terms
 from docmind_core.backends.protocols import AgentTranscript, Observation
-from docmind_core.models import RetrievedChunk
-from docmind_core.text import ENGLISH_STOP_WORDS, keyword_tokens
-from docmind_core.tools import loop_tool_specs
+from docmind_core.values import RetrievedChunk
+from docmind_core.text.tokens import ENGLISH_STOP_WORDS, keyword_tokens
+from docmind_core.answer.tools import loop_tool_specs
 from tests.demo_world import DEMO, open_demo_engine
 from tests.paths import ROOT
 

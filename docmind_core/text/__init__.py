@@ -1,0 +1,1 @@
+"""Text helpers every layer shares: tokens and sentences, excerpts, invisible characters, question signals."""
