@@ -21,6 +21,7 @@ from docmind_core.commands.eval_cmds import eval_group, search
 from docmind_core.commands.experiment_cmds import dataset, experiment
 from docmind_core.commands.ingest_cmds import ingest, kb
 from docmind_core.commands.job_cmds import jobs
+from docmind_core.commands.memory_cmds import conversation_group, memory_group
 from docmind_core.commands.serve_cmds import serve
 from docmind_core.commands.user_cmds import apikey_group, mcp_group, user_group
 from docmind_core.engine import default_home
@@ -80,7 +81,7 @@ def backends(invocation: Invocation) -> None:
 
 eval_group.add_command(eval_agentic)
 for command in (ingest, kb, search, eval_group, ask, config, traces, user_group, apikey_group, mcp_group, dataset,
-                experiment, jobs, serve):
+                experiment, jobs, memory_group, conversation_group, serve):
     cli.add_command(command)
 
 

@@ -53,6 +53,7 @@ from docmind_core.values import (
 )
 from docmind_core.settings import Settings, is_personal_key
 from docmind_core.store.config_store import ConfigChange, ConfigProblem, KeyVersion
+from docmind_core.answer.memory import Memory
 from docmind_core.store.conversations import Conversation, Message
 from docmind_core.store.retired_ids import RetiredId
 from docmind_core.store.traces import TraceRecord, TraceSummary
@@ -452,7 +453,25 @@ class Workbench:
         if owner == -1 or not can_read_conversation(user, owner):
             raise AccessDenied(f"conversation {conversation_id} is not one of {user.username}'s conversations")
 
+    def delete_conversation(self, conversation_id: str) -> None:
+        self._own_conversation(conversation_id)
+        self._engine.conversations.delete(conversation_id, self._signed_in().owner_key)
+
     # ------------------------------------------------------------------ memories
+    def list_memories(self) -> list[Memory]:
+        """What DocMind remembers about the acting user (their own memories only), newest first."""
+        return self._memory().list(self._signed_in().owner_key)
+
+    def forget_memory(self, memory_id: int) -> None:
+        user = self._signed_in()
+        try:
+            self._memory().delete(user.owner_key, memory_id)
+        except NotFound:  # someone else's and a missing memory look the same
+            raise AccessDenied(f"memory #{memory_id} is not one of {user.username}'s memories") from None
+
+    def forget_all_memories(self) -> int:
+        return self._memory().clear(self._signed_in().owner_key)
+
     def _memory(self):
         self._engine.refresh()  # the memory store follows the live embedder
         return self._engine.memory_store

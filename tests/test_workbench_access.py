@@ -217,6 +217,31 @@ def _add_user(w: World, b: Workbench, v: str) -> bool:
 
 
 
+def _memory_listed(w: World, b: Workbench, v: str) -> bool:
+    text = f"alice keeps her notes in drawer {uuid.uuid4().hex[:6]}"
+    w.engine.refresh()
+    # a near-identical memory of an earlier row may be returned instead (deduplication): look for what was kept
+    kept = w.engine.memory_store.add(w.people["owner"].id, text).memory
+    return any(m.id == kept.id for m in b.list_memories())
+
+
+def _forget_memory(w: World, b: Workbench, v: str) -> bool:
+    text = f"alice parks on level {uuid.uuid4().hex[:6]}"
+    w.engine.refresh()
+    memory = w.engine.memory_store.add(w.people["owner"].id, text).memory
+    b.forget_memory(memory.id)
+    return not any(m.text == text for m in w.alice.list_memories())
+
+
+def _forget_all_memories(w: World, b: Workbench, v: str) -> bool:
+    """Each user clears only their own memories: alice's survive anyone else's clear."""
+    text = f"alice's locker code is {uuid.uuid4().hex[:6]}"
+    w.engine.refresh()
+    w.engine.memory_store.add(w.people["owner"].id, text)
+    b.forget_all_memories()
+    return not any(m.text == text for m in w.alice.list_memories())
+
+
 def _job_file():
     from docmind_core.ingest.jobs import JobInput
 
@@ -272,6 +297,11 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("conversation_messages", False, owner_only, lambda w, b, v: bool(b.conversation_messages(w.conversation()))),
     ("export_conversation", False, owner_only,
      lambda w, b, v: "alice's secret question" in b.export_conversation(w.conversation())),
+    ("delete_conversation", False, owner_only, lambda w, b, v: b.delete_conversation(w.conversation()) is None),
+    # memories: the owner only
+    ("list_memories", False, owner_only, _memory_listed),
+    ("forget_memory", False, owner_only, _forget_memory),
+    ("forget_all_memories", False, owner_only, _forget_all_memories),
     # traces: the owner and admins
     ("list_traces", False, owner_or_admin, lambda w, b, v: (t := w.trace()) in {x.run_id for x in b.list_traces()}),
     ("get_trace", False, owner_or_admin, lambda w, b, v: b.get_trace(w.trace()) is not None),
