@@ -98,12 +98,6 @@ class ConversationStore:
             "c.rowid DESC", params).fetchall()
         return [_conversation(r) for r in rows]
 
-    def rename(self, conv_id: str, title: str, user_id: int | None = None) -> None:
-        self.get(conv_id, user_id)
-        with self._db.transaction() as db:
-            db.execute("UPDATE conversations SET title = ?, updated_at = ? WHERE id = ?",
-                       [title.strip(), utcnow(), conv_id])
-
     def delete(self, conv_id: str, user_id: int | None = None) -> None:
         """Delete the conversation and its messages (traces stay: they are the audit trail)."""
         self.get(conv_id, user_id)
