@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import os
@@ -31,6 +32,36 @@ def _loopback_only(self, address):  # tests may talk to servers they start on th
 
 
 socket.socket.connect = _loopback_only
+
+
+_MODULE_MARKS = re.compile(r"^pytestmark = \[?((?:pytest\.mark\.\w+(?:, )?)+)\]?", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A module whose ``pytestmark`` line alone rules out every test it holds under ``-m`` (make test-fast and its
+    whole-module ``slow`` and ``browser`` files) is not imported: each xdist worker collects every module, and
+    importing these (AppTest, Playwright, CLI worlds) only to deselect them cost ~3 s of CPU per worker. A module is
+    left out only when the expression is false whatever marks its tests add, so the selection is the same."""
+    markexpr = config.getoption("markexpr")
+    if not markexpr or "(" in markexpr or collection_path.suffix != ".py" or \
+            not collection_path.name.startswith("test_"):
+        return None
+    try:
+        from _pytest.mark.expression import Expression  # pytest's own -m parser: the same reading of markexpr
+
+        expression = Expression.compile(markexpr)
+    except Exception:  # another pytest's internals, or an expression pytest itself refuses: collect as usual
+        return None
+    found = _MODULE_MARKS.search(collection_path.read_text(encoding="utf-8"))
+    if found is None:
+        return None
+    marks = set(re.findall(r"pytest\.mark\.(\w+)", found.group(1)))
+    others = sorted(set(re.findall(r"[A-Za-z_]\w*", markexpr)) - {"and", "or", "not"} - marks)
+    for chosen in itertools.product((False, True), repeat=len(others)):
+        present = marks | {name for name, on in zip(others, chosen) if on}
+        if expression.evaluate(lambda name, **kwargs: name in present):
+            return None  # some test of the module could still be selected
+    return True
 
 
 @pytest.fixture(scope="session", autouse=True)
