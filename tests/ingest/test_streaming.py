@@ -43,8 +43,17 @@ def random_pieces(rng: random.Random, text: str) -> list[str]:
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
 
 
-def test_the_sentence_scanner_gives_the_same_spans_for_any_split():
-    for seed in range(400):
+def seed_split(count: int, fast: int) -> pytest.MarkDecorator:
+    """The seeds of a property test as two cases: the first ``fast`` in make test-fast, the rest marked slow, so
+    the full suite still tries all ``count``."""
+    return pytest.mark.parametrize("seeds", [pytest.param(range(fast), id=f"seeds-0-{fast - 1}"),
+                                             pytest.param(range(fast, count), id=f"seeds-{fast}-{count - 1}",
+                                                          marks=pytest.mark.slow)])
+
+
+@seed_split(400, 100)
+def test_the_sentence_scanner_gives_the_same_spans_for_any_split(seeds):
+    for seed in seeds:
         rng = random.Random(seed)
         text = random_text(rng)
         scanner = SentenceScanner()
@@ -58,8 +67,9 @@ def test_the_sentence_scanner_gives_the_same_spans_for_any_split():
         assert spans == split_sentences(text), seed
 
 
-def test_the_chunker_gives_the_same_chunks_for_any_split():
-    for seed in range(400):
+@seed_split(400, 100)
+def test_the_chunker_gives_the_same_chunks_for_any_split(seeds):
+    for seed in seeds:
         rng = random.Random(seed)
         text = random_text(rng)
         sizes = rng.choice([5, 8, 20, 40]), rng.choice([0, 3, 8]), rng.choice([10, 60, 120])
@@ -83,10 +93,11 @@ def test_chunking_a_text_in_pieces_holds_a_block_not_the_text():
     assert peak < 40 * len(piece) * 2 / 4  # a quarter of the text's size as a str (2 bytes a character)
 
 
+@seed_split(150, 40)
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-32"])
-def test_the_text_read_in_pieces_is_the_text_read_whole(tmp_path, encoding):
+def test_the_text_read_in_pieces_is_the_text_read_whole(tmp_path, encoding, seeds):
     path = tmp_path / "t.txt"
-    for seed in range(150):
+    for seed in seeds:
         rng = random.Random(seed)
         path.write_bytes(random_text(rng).encode(encoding))
         try:
