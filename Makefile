@@ -48,8 +48,10 @@ test: install-test browser-deps
 
 # The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no subprocesses, no torch
 # model builds: the tests that need them are marked slow.
+# Compiled test modules (pytest's rewritten asserts included) are kept under the venv even where the
+# environment sets PYTHONDONTWRITEBYTECODE: compiling them again is ~10 s of a worker's start.
 test-fast: install-test
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not browser"
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(VENV)/pycache $(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not browser"
 
 bench: install-test
 	$(PY) bench/retrieval_latency.py

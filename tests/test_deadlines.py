@@ -133,6 +133,7 @@ def test_an_agentic_run_against_a_stalled_model_returns_by_its_deadline_and_stop
     assert done.answer and "40 litres" in done.answer
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_a_model_that_stalls_from_the_first_call_is_called_once(server):
     server.always(text("too late", delay=STALL_S))
     cfg = settings(**{"run.deadline_ms": 3000, "run.answer_reserve_ms": 1000, "llm.timeout_s": 30,

@@ -82,6 +82,7 @@ print(json.dumps({"offline": [os.environ.get(v) for v in ("HF_HUB_OFFLINE", "TRA
 """
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_the_docmind_command_prepares_the_process_at_its_entry(tmp_path):
     out = subprocess.run([sys.executable, "-c", CLI_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),

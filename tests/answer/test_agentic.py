@@ -363,6 +363,7 @@ def test_sdk_server_error_falls_back_to_one_shot(fake_openai):
     assert [e.kind for e in events][:2] == ["fallback", "retrieval"]
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_sdk_retries_fit_inside_the_round(fake_openai):
     """With retries on, every attempt ends by the round deadline, so no thread outlives run()."""
     from docmind_core.backends.chat_openai import OpenAIChatModel

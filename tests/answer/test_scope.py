@@ -110,6 +110,7 @@ def test_no_labelled_document_question_is_taken_for_a_conversation_act():
     assert caught == []
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 @pytest.mark.parametrize("question, words", [("hello, who are you?", "I'm DocMind"), ("你好，你是谁？", "我是 DocMind")])
 def test_docmind_ask_answers_a_greeting_without_retrieval(tmp_path, question, words):
     import json

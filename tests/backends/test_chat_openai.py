@@ -127,6 +127,7 @@ def test_non_transient_errors_are_not_retried(server, code, message):
     assert len(server.requests) == 1
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_timeout_raises_quickly_and_is_reported(server):
     server.always(text("too late", delay=3))
     meter = UsageMeter()
@@ -150,6 +151,7 @@ def wait_for_drop(server, within_s: float = 5.0) -> bool:
     return server.dropped > 0
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_a_trickled_reply_is_cut_by_the_clock_and_its_connection_closed(server):
     server.always(trickle(text('{"rewrittenQuery": "x"}'), interval=0.2))  # every byte restarts a read timeout
     meter = UsageMeter()
@@ -161,6 +163,7 @@ def test_a_trickled_reply_is_cut_by_the_clock_and_its_connection_closed(server):
     assert wait_for_drop(server)
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_a_trickled_stream_is_cut_at_the_run_deadline_and_opens_the_breaker(server):
     # the first chunks arrive at once, then one byte every 0.1 s
     server.always(trickle(text("A long answer that arrives one byte at a time."), interval=0.1, head=600))

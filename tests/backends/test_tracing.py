@@ -93,6 +93,7 @@ def test_run_is_exported_as_one_trace_with_stage_spans_and_a_generation(record):
     assert root.duration_ms == pytest.approx(record.done.t_ms, abs=0.01)
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_down_receiver_neither_slows_nor_breaks_export(record):
     public, secret = keys()
     exporter = LangfuseExporter(public, secret, f"http://127.0.0.1:{closed_port()}", timeout_s=1)
@@ -108,6 +109,7 @@ def test_down_receiver_neither_slows_nor_breaks_export(record):
         exporter.close()
 
 
+@pytest.mark.slow  # waits out a real deadline or runs the docmind command: make test only
 def test_hanging_receiver_is_bounded_by_the_timeout(record):
     public, secret = keys()
     with OtlpReceiver(hang_s=8) as receiver:

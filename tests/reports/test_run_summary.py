@@ -186,6 +186,7 @@ def test_a_selected_document_run_summarises_to_what_the_digest_holds(bench):
     assert summary.mode == "SELECTED_DOC" and summary.sources
 
 
+@pytest.mark.slow  # a worker sleeps past a real 1.5 s timeout: make test only
 def test_one_shot_workers_are_summarised_as_the_calls_the_digest_lists():
     events = _one_shot_with_failing_workers()
     summary = _assert_summary_is_the_digest(events)
