@@ -19,10 +19,7 @@ UNREACHABLE_CHROMA = "http://127.0.0.1:1"
 
 
 def invoke(home, *args):
-    """One CLI invocation as a fresh process would run it (the CLI caches its engine per process)."""
-    holder = getattr(cli_module, "_holder", None)
-    if holder is not None and hasattr(holder, "_engine"):
-        holder._engine = None
+    """One CLI invocation: each opens its own engine, as a fresh process does."""
     result = CliRunner().invoke(cli_module.cli, ["--home", str(home), *args])
     assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), \
         f"{args} crashed: {result.exception!r}\n{result.output}"
