@@ -87,6 +87,8 @@ def test_the_warm_up_never_runs_the_keyword_tokeniser(tmp_path, monkeypatch):
     calls in tests/backends/test_chunk_terms.py, and a fresh-clone `make test` once saw the warm-up's own
     "预热中文分词" there): the warm-up loads jieba through the tagger and searches in English, so the keyword
     tokeniser never sees a text of its own."""
+    import jieba
+
     import docmind_core.text.tokens as text_module
     from docmind_core.engine import Engine
 
@@ -96,8 +98,8 @@ def test_the_warm_up_never_runs_the_keyword_tokeniser(tmp_path, monkeypatch):
     doc.write_text("X5 净水器的滤芯每六个月更换一次。The Nimbus N2 draws at most 45 W.", encoding="utf-8")
     assert all(o.status == "added" for o in engine.ingest(kb.id, [doc]))
     seen: list[str] = []
-    real = text_module._jieba_words
-    monkeypatch.setattr(text_module, "_jieba_words", lambda segment: seen.append(segment) or real(segment))
-    text_module._cached_plain_tokens.cache_clear()  # nothing tokenised earlier in this process hides a call
+    real = jieba.lcut
+    monkeypatch.setattr(jieba, "lcut", lambda segment, *a, **k: seen.append(segment) or real(segment, *a, **k))
+    text_module.forget_cached_tokens()  # nothing tokenised earlier in this process hides a call
     engine.warm_up(budget_s=120)
     assert seen == []

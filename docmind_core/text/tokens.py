@@ -358,6 +358,12 @@ def _cached_plain_tokens(text: str) -> tuple[str, ...]:
     return tuple(_plain_tokens(text))
 
 
+def forget_cached_tokens() -> None:
+    """Empty the question-token cache, so the next tokenising of any text runs jieba again (for measuring
+    how often text is tokenised)."""
+    _cached_plain_tokens.cache_clear()
+
+
 def _plain_tokens(text: str) -> list[str]:
     out: list[str] = []
     for code in _CODE_RE.findall(text):

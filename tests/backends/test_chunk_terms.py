@@ -6,11 +6,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import jieba
 import pytest
 
 import docmind_core.text.tokens as text_module
+from docmind_core.text.tokens import chunk_terms
 from docmind_core.backends.keyword_index import Fts5KeywordIndex, index_terms
-from docmind_core.backends.rerankers import OfflineReranker, chunk_terms
+from docmind_core.backends.rerankers import OfflineReranker
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.ingest.loaders import load_document
 from docmind_core.ingest.leases import LeaseBook
@@ -86,15 +88,15 @@ def test_keyword_index_rows_are_the_same_from_stored_tokens(ingested):
 def test_search_does_not_tokenise_chunks_again(ingested, monkeypatch):
     question = "X5 的滤芯多久更换一次？"
     seen: list[str] = []
-    real = text_module._jieba_words
+    real = jieba.lcut
 
-    def recording(segment):
+    def recording(segment, *args, **kwargs):
         seen.append(segment)
-        return real(segment)
+        return real(segment, *args, **kwargs)
 
     chunk_terms.cache_clear()
-    text_module._cached_plain_tokens.cache_clear()  # an earlier test may have tokenised this question already
-    monkeypatch.setattr(text_module, "_jieba_words", recording)
+    text_module.forget_cached_tokens()  # an earlier test may have tokenised this question already
+    monkeypatch.setattr(jieba, "lcut", recording)
     result = ingested["retriever"].search(question, [ingested["kb"]], Settings())
     assert "六个月" in result.chunks[0].text
     assert seen, "the question itself is Chinese, so jieba ran on it"
