@@ -36,7 +36,7 @@ NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selec
 
 
 @st.cache_resource(show_spinner="Starting DocMind (loading the encoder, opening the stores)…")
-def _engine_for(home: str) -> Engine:
+def engine_for(home: str) -> Engine:
     # One Engine per home for the whole server: it is thread-safe and holds the models.  Its backends are
     # built in the background (the first page needs only the stores); warmed by warm_server() once the first
     # page is drawn, not now.
@@ -44,7 +44,7 @@ def _engine_for(home: str) -> Engine:
 
 
 @st.cache_resource(show_spinner=False)
-def _warm_server_once() -> threading.Thread:
+def warm_server_once() -> threading.Thread:
     # once per server: the engine's warm-up (encoder, indexes, jieba, one search) and plotly's validators, so
     # the first answer and its chart come at once
     engine = get_engine()
@@ -61,7 +61,7 @@ def _warm_server_once() -> threading.Thread:
 def warm_server() -> None:
     """Start the once-per-server warm-up.  app.py calls it after the page is drawn: run beside the first page
     it competed with its rendering for the interpreter (bench/page_speed.py: +1 s to the first page)."""
-    _warm_server_once()
+    warm_server_once()
 
 
 @contextmanager
@@ -120,7 +120,7 @@ def ensure_frame() -> None:
 
 def get_engine() -> Engine:
     try:
-        return _engine_for(str(default_home().resolve()))
+        return engine_for(str(default_home().resolve()))
     except DocMindError as exc:
         st.error(f"DocMind could not start: {escape_markdown(exc)}")
         st.stop()

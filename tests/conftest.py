@@ -157,9 +157,9 @@ def app_engine(tmp_path_factory, request):
     home = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "home"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DOCMIND_HOME", str(home))
-        from docmind_ui.session import _engine_for
+        from docmind_ui.session import engine_for
 
-        yield _engine_for(str(home.resolve()))
+        yield engine_for(str(home.resolve()))
 
 
 @pytest.fixture

@@ -67,15 +67,15 @@ def test_the_ui_warms_the_server_once_after_the_first_page(tmp_path, monkeypatch
     warmed = []
     real_warm_up = Engine.warm_up
     monkeypatch.setattr(Engine, "warm_up", lambda self, *a, **k: warmed.append(self) or real_warm_up(self, *a, **k))
-    session._warm_server_once.clear()
-    session._engine_for.clear()
+    session.warm_server_once.clear()
+    session.engine_for.clear()
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
     at.run()
     assert not at.exception, at.exception
-    first = session._warm_server_once()
+    first = session.warm_server_once()
     at.switch_page("pages/config.py").run()
     AppTest.from_file(str(ROOT / "app.py"), default_timeout=90).run()  # a second browser session
-    assert session._warm_server_once() is first  # the same thread: started once, not per session or page
+    assert session.warm_server_once() is first  # the same thread: started once, not per session or page
     first.join(90)
     assert not first.is_alive()
     assert len(warmed) == 1 and warmed[0] is session.get_engine()  # the engine was warmed once, by that thread

@@ -116,8 +116,12 @@ def test_cross_encoder_scores_are_probabilities(tiny_models):
               for i, t in enumerate(["the warranty period lasts two years", "red car", "blue dog cat"])]
     scores = reranker.score("warranty period", chunks)
     assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
-    # sigmoid of the raw logit, computed independently
-    logit = float(reranker._model.predict([("warranty period", "red car")])[0])
+    # sigmoid of the raw logit, computed independently by the library's own CrossEncoder (raw: no activation)
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    raw = CrossEncoder(str(tiny_models["ce"]), device="cpu", activation_fn=torch.nn.Identity())
+    logit = float(raw.predict([("warranty period", "red car")])[0])
     assert scores[1] == pytest.approx(1 / (1 + np.exp(-logit)), abs=1e-5)
     assert reranker.score("q", []) == []
 

@@ -37,12 +37,12 @@ def locked_home(tmp_path, monkeypatch):
 
 
 def test_the_app_starts_and_names_an_unreachable_backend(locked_home):
-    from docmind_ui.session import _engine_for
+    from docmind_ui.session import engine_for
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
     at.run()
     assert not at.exception, at.exception
-    assert _engine_for(str(locked_home.resolve())).wait_ready(90)  # the backends open in the background
+    assert engine_for(str(locked_home.resolve())).wait_ready(90)  # the backends open in the background
     at.run()
     assert not at.exception, at.exception
     assert at.title and at.sidebar.multiselect  # the Chat page and the sidebar are drawn
