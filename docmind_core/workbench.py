@@ -305,6 +305,11 @@ class Workbench:
         self.get_kb(kb_id)
         return self._engine.store.list_documents(kb_id)
 
+    def document_text(self, doc_id: int) -> str:
+        """The text the loader extracted from a document (what was chunked), for checking an ingest."""
+        self._readable_document(doc_id)
+        return self._engine.store.document_text(doc_id)
+
     def document_chunks(self, doc_id: int, parents: bool = False) -> list[ChunkRecord]:
         self._readable_document(doc_id)
         return self._engine.store.chunks_for_document(doc_id, parents=parents)

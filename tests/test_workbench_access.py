@@ -277,6 +277,8 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("kb_ids_for", True, may_read_kb, lambda w, b, v: b.kb_ids_for([(kb := w.shared_kb(v)).name]) == [kb.id]),
     ("list_documents", True, may_read_kb, lambda w, b, v: len(b.list_documents(w.shared_kb(v).id)) == 1),
     ("document_chunks", True, may_read_kb, lambda w, b, v: bool(b.document_chunks(w.shared_document(v).id))),
+    ("document_text", True, may_read_kb,
+     lambda w, b, v: "zephyr" in b.document_text(w.shared_document(v).id).lower()),
     ("search", True, may_read_kb, lambda w, b, v: b.search("zephyr budget", [w.shared_kb(v).id]) is not None),
     ("ask", True, may_read_kb, _ask_sees_kb),
     # the offline baseline of `eval answers` rebuilds the process's shared backends: admins only

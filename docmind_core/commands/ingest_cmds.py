@@ -15,7 +15,7 @@ import click
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
 from docmind_core.errors import CallerError
 from docmind_core.values import IngestOutcome, IngestProgress
-from docmind_core.text.visible import strip_control
+from docmind_core.text.visible import strip_control, visible_text
 
 _STATUS_MARK = {"added": "+", "replaced": "~", "unchanged": "=", "failed": "!"}
 
@@ -142,6 +142,21 @@ def kb_show(invocation: Invocation, name, as_json, as_user):
         echo(line, single_line=True)
         if d.error:
             echo(f"      reason: {d.error}", single_line=True)
+
+
+@kb.command("text")
+@click.argument("name")
+@click.argument("document")
+@as_user_option
+@pass_invocation
+def kb_text(invocation: Invocation, name, document, as_user):
+    """Print the text extracted from one document of a knowledge base (what was chunked and indexed)."""
+    bench = invocation.workbench(as_user)
+    k = bench.kb_by_name(name)
+    found = next((d for d in bench.list_documents(k.id) if d.name == document), None)
+    if found is None:
+        raise CallerError(f"no document named {document!r} in {name} (see: docmind kb show {name})")
+    echo(visible_text(bench.document_text(found.id)))
 
 
 @kb.command("delete")

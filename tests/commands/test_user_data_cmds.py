@@ -1,4 +1,4 @@
-"""``docmind memory`` and ``docmind conversation``: a user sees and deletes what DocMind keeps about them,
+"""``docmind memory``, ``docmind conversation`` and ``docmind kb text``: a user sees and deletes what DocMind keeps
 and only that (another user's memory or conversation is refused with the same words as a missing one)."""
 
 from __future__ import annotations
@@ -77,3 +77,18 @@ def test_a_user_deletes_their_own_conversation_and_not_someone_elses(home):
     deleted = invoke(home, "conversation", "delete", dave_conversation, "--yes", "--as", "dave")
     assert deleted.exit_code == 0, deleted.output
     assert "no conversations" in invoke(home, "conversation", "list", "--as", "dave").output
+
+
+def test_kb_text_prints_what_was_extracted_and_only_for_readers(home, tmp_path):
+    """``docmind kb text KB DOC``: the text the loader extracted, for checking an ingest; private to readers."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "plan.md").write_text("# Plan\n\nThe Nimbus N2 ships in May.\n", encoding="utf-8")
+    ingested = invoke(home, "ingest", str(folder), "--kb", "dave_notes", "--as", "dave", "--no-progress")
+    assert ingested.exit_code == 0, ingested.output
+    shown = invoke(home, "kb", "text", "dave_notes", "plan.md", "--as", "dave")
+    assert shown.exit_code == 0 and "The Nimbus N2 ships in May." in shown.output
+    missing = invoke(home, "kb", "text", "dave_notes", "nope.md", "--as", "dave")
+    assert missing.exit_code != 0 and "no document named 'nope.md'" in missing.output
+    refused = invoke(home, "kb", "text", "dave_notes", "plan.md", "--as", "erin")
+    assert refused.exit_code != 0 and "ships in May" not in refused.output
