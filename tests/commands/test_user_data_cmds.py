@@ -1,5 +1,5 @@
-"""``docmind memory``, ``docmind conversation`` and ``docmind kb text``: a user sees and deletes what DocMind keeps
-and only that (another user's memory or conversation is refused with the same words as a missing one)."""
+"""``docmind memory``, ``docmind conversation`` and ``docmind kb text``: a user sees (and deletes) what DocMind
+keeps about them, and only that: another user's memory, conversation or document is refused."""
 
 from __future__ import annotations
 
