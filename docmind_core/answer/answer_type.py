@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from docmind_core.answer.claims import _UNITS, values_in
+from docmind_core.answer.claims import UNITS, ZH_UNIT_PATTERN, values_in
 from docmind_core.values import ClaimCheck
 from docmind_core.text.tokens import CITATION_MARKER_RE, keyword_tokens
 
@@ -238,8 +238,7 @@ _DATE_WORD_RE = re.compile(
 _WORDED_VALUE_RE = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
     r"sixty|a\s+hundred|hundred|a\s+thousand|thousand|a\s+dozen|half\s+an?|an?)\s+(?P<unit>[a-z]+)\b"
-    r"|[一二两三四五六七八九十百千万半]+\s*(?P<unit_zh>" + "|".join(u for u in sorted(
-        (k for k in _UNITS if not k.isascii()), key=len, reverse=True)) + r")",
+    r"|[一二两三四五六七八九十百千万半]+\s*(?P<unit_zh>" + ZH_UNIT_PATTERN + r")",
     re.IGNORECASE)
 _TIME_UNITS = frozenset({"day", "hour", "minute", "second", "week", "month", "year", "ms"})
 _VERSION_WORD_RE = re.compile(r"\bv\d+(?:\.\d+)*\b|(?:version|firmware|release|build|版本|固件)\s*v?\d+(?:\.\d+)*"
@@ -276,7 +275,7 @@ def states_value(kind: ValueKind, claim: str, question: str, units: frozenset[st
     values = _fresh_values(claim, question)
     if units:
         return any(v.kind in units for v in values) or any(
-            _UNITS.get((m.group("unit") or m.group("unit_zh")).lower()) in units
+            UNITS.get((m.group("unit") or m.group("unit_zh")).lower()) in units
             for m in _WORDED_VALUE_RE.finditer(claim))
     if kind == "version":
         return any(v.kind == "version" or (v.kind == "" and "." in v.key) for v in values) or \

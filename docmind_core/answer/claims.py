@@ -141,7 +141,7 @@ def holds(t_start: int, t_end: int, m_start: int, m_end: int, start: int, end: i
 # Values, names and attribute words
 # --------------------------------------------------------------------------
 
-_UNITS: dict[str, str] = {
+UNITS: dict[str, str] = {
     "%": "%", "percent": "%", "％": "%",
     "w": "w", "watt": "w", "watts": "w", "瓦": "w", "瓦特": "w", "kw": "kw", "千瓦": "kw",
     "v": "v", "伏": "v", "kg": "kg", "公斤": "kg", "千克": "kg", "g": "g", "克": "g",
@@ -163,8 +163,8 @@ _UNITS: dict[str, str] = {
     "mmol": "mmol", "kda": "kda", "hz": "hz", "khz": "khz", "mtorr": "mtorr", "kpa": "kpa", "mpa": "mpa",
     "个": "", "million": "million", "万": "wan", "亿": "yi", "billion": "billion", "x": "x", "倍": "x",
 }
-_EN_UNIT = "|".join(sorted((re.escape(u) for u in _UNITS if u.isascii() and u.isalpha()), key=len, reverse=True))
-_ZH_UNIT = "|".join(sorted((re.escape(u) for u in _UNITS if not u.isascii()), key=len, reverse=True))
+_EN_UNIT = "|".join(sorted((re.escape(u) for u in UNITS if u.isascii() and u.isalpha()), key=len, reverse=True))
+ZH_UNIT_PATTERN = "|".join(sorted((re.escape(u) for u in UNITS if not u.isascii()), key=len, reverse=True))
 # ASCII look-arounds: a number glued to Chinese ("全长290公里") is a value, one inside a code ("AES-256") is not
 _VALUE_RE = re.compile(
     r"(?P<ip>(?<![A-Za-z0-9_.])\d{1,3}(?:\.\d{1,3}){3}(?![A-Za-z0-9_.]))"
@@ -172,7 +172,7 @@ _VALUE_RE = re.compile(
     r"|(?P<version>(?<![A-Za-z0-9_.])v?\d+\.\d+\.\d+(?:\.\d+)*(?![A-Za-z0-9_]|\.\d))"
     r"|(?P<cur>[$€¥￥])\s?(?P<curnum>\d[\d,]*(?:\.\d+)?)"
     r"|(?<![A-Za-z0-9_.,-])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\d,]*\.\d)"
-    r"(?:\s*-?\s*(?P<unit>%|％|°c|℃|(?:" + _EN_UNIT + r")(?![a-z])|(?:" + _ZH_UNIT + r")))?",
+    r"(?:\s*-?\s*(?P<unit>%|％|°c|℃|(?:" + _EN_UNIT + r")(?![a-z])|(?:" + ZH_UNIT_PATTERN + r")))?",
     re.IGNORECASE)
 _CURRENCY_SYMBOL = {"$": "usd", "€": "eur", "¥": "cny", "￥": "cny"}
 # values that are also kinds one "same attribute, another value" contradiction may compare
@@ -242,7 +242,7 @@ def values_in(text: str) -> list[Value]:
             unit = (m.group("unit") or "").lower()
             if not unit and re.match(r"[A-Za-z]", text[m.end():m.end() + 1]):
                 continue  # "13TH", "3DS", "7XX": a name with a number in it (claim_content keeps it as one)
-            out.append(Value(_number(m.group("num")), _UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
+            out.append(Value(_number(m.group("num")), UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
     return out
 
 
