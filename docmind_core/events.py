@@ -150,6 +150,7 @@ class Fallback(_Event):
     stage: str
     reason: str
     to: str = ""  # what was used instead
+    replaced: str = ""  # the text that was not shown (a model answer that failed the answer checks)
 
 
 class AnswerStarted(_Event):

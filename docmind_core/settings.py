@@ -230,6 +230,10 @@ class CitationSettings(_Group):
     confidence_uses_coverage: bool = Field(True, description="confidence = coverage x top rerank score (else top score)")
     band_high: float = Field(0.6, ge=0, le=1, description="Confidence at or above this is band HIGH")
     band_low: float = Field(0.3, ge=0, le=1, description="Confidence below this is band LOW")
+    rescue_failed_answer: bool = Field(
+        False, description="When the language model's answer fails the claim or answer-type checks and DocMind's "
+                           "offline reading of the same evidence passes them, show the offline reading instead "
+                           "(the model's answer stays in the timeline); on in the local_small profile")
 
     @model_validator(mode="after")
     def _ordered(self) -> "CitationSettings":
@@ -361,6 +365,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         # a printed call is ~30-60 tokens: the round stops after it, and top_k never falls under the default
         "agentic.round_max_tokens": 128, "agentic.search_top_k_min": 5, "agentic.search_top_k_max": 8,
         "agentic.compact_tools": True, "agentic.search_question": True, "llm.understanding": "rules_when_confident",
+        # a small model's answer that fails the claim or answer-type checks gives way to the offline reading
+        "citation.rescue_failed_answer": True,
     },
 }
 

@@ -160,6 +160,7 @@ class WrittenAnswer:
     text: str
     cancelled: bool = False
     duration_ms: float = 0.0
+    offline: bool = False  # the offline engine wrote it (the configured model failed or is the offline engine)
 
 
 class AnswerWriter:
@@ -203,10 +204,12 @@ class AnswerWriter:
             pieces.append(notice)
             yield Token(text=notice)
         llm = bind_model(self.llm, guard)
+        fell_back = self.llm is self.fallback_llm
         if self.llm is not self.fallback_llm and guard is not None and not guard.usable(LLM):
             yield Fallback(stage="generation", reason=f"the language model is not called again in this run: "
                                                       f"{guard.breaker.reason(LLM)}", to=self.fallback_llm.name)
             llm = self.fallback_llm
+            fell_back = True
             notice = fallback_notice(question, "it did not answer in time earlier in this run", partial=False)
             pieces.append(notice)
             yield Token(text=notice)
@@ -234,10 +237,18 @@ class AnswerWriter:
             notice = ("\n\n" if partial else "") + fallback_notice(question, reason, partial)
             pieces.append(notice)
             yield Token(text=notice)
+            fell_back = True
             for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
                 pieces.append(piece)
                 yield Token(text=piece)
-        return WrittenAnswer("".join(pieces), cancelled, elapsed_ms(started))
+        return WrittenAnswer("".join(pieces), cancelled, elapsed_ms(started), offline=fell_back)
+
+    def offline_reading(self, template: str, question: str, sources: Sequence[RetrievedChunk],
+                        history: Sequence[Turn], memories: Sequence[str], run: RunContext) -> str:
+        """The offline engine's answer to the same prompt, not streamed: a second opinion the pipeline may show
+        instead of the model's answer (answer_check.py)."""
+        prompt = build_answer_prompt(template, question, sources, history, memories, self.prompts)
+        return "".join(self.fallback_llm.stream_answer(prompt, run.meter, run.cancel))
 
     def write_after_failure(self, question: str, sources: Sequence[RetrievedChunk], memories: Sequence[str],
                             reasons: Sequence[str], run: RunContext) -> Generator[Event, None, str]:

@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
+from docmind_core.answer.answer_check import read_answer, rescue_notice, rescue_reason
 from docmind_core.answer.selected_doc import SelectedDocPath
 from docmind_core.answer.generate import AnswerWriter, choose_template
 from docmind_core.answer.grade import CragGrader
@@ -43,7 +44,7 @@ from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
 from docmind_core.answer.citations import confidence_from, parse_citations
 from docmind_core.deadline import LLM, RunGuard, elapsed_ms
 from docmind_core.events import (
-    Done, ErrorRaised, Event, Fallback, IngestPending, Routed, RunStarted, ScopeDecided, Understood,
+    Done, ErrorRaised, Event, Fallback, IngestPending, Routed, RunStarted, ScopeDecided, Token, Understood,
 )
 from docmind_core.values import (
     NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, PendingIngest, RequestedMode,
@@ -106,6 +107,8 @@ class _RunState:
     memories: list[str] = field(default_factory=list)
     memory_text: str = ""  # what a memory command asked to store
     answer: str = ""
+    template: str = ""  # the answer prompt the answer was written with
+    answer_offline: bool = False  # the offline engine wrote the answer (the model failed, or is the offline engine)
     timings: dict[str, float] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)  # what did not answer during retrieval
     judge: ModelJudge | None = None  # the model judge of this run (grader.judge), None: offline checks only
@@ -281,6 +284,14 @@ class AnswerPipeline:
                 state.citations = judged_citations(citations, claims, verdicts, state.answer, state.sources)
                 state.timings["judge.claims"] = elapsed_ms(t)
 
+        # 7. a model answer that fails the claim or answer-type checks gives way to the offline reading of the
+        # same evidence when that reading passes them (citation.rescue_failed_answer; answer_check.py)
+        if settings.citation.rescue_failed_answer and not state.answer_offline and state.answer \
+                and template in ("knowledge_qa", "low_confidence") and not state.incomplete \
+                and not state.pending and not run.cancel.is_set():
+            state.stage = "answer check"
+            yield from self._second_opinion(question, history, state, run)
+
     # ------------------------------------------------------------------
     def _answer_without_retrieval(self, run: RunContext, question: str, history: list[Turn],
                                   state: _RunState) -> Iterator[Event]:
@@ -300,10 +311,31 @@ class AnswerPipeline:
         written = yield from self.writer.write(template, question, state.sources, history, state.memories,
                                                state.incomplete, run, pending=state.pending)
         state.answer = written.text
+        state.template, state.answer_offline = template, written.offline
         if written.cancelled:
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
         if written.duration_ms:
             state.timings["generation"] = written.duration_ms
+
+    def _second_opinion(self, question: str, history: list[Turn], state: _RunState,
+                        run: RunContext) -> Iterator[Event]:
+        t = time.perf_counter()
+        min_len = run.settings.citation.coverage_min_sentence_len
+        model = read_answer(question, state.answer, state.sources, min_len, state.citations)
+        if not model.fails:
+            return
+        text = self.writer.offline_reading(state.template, question, state.sources, history, state.memories, run)
+        offline = read_answer(question, text, state.sources, min_len)
+        reason = rescue_reason(model, offline, state.grade.tier if state.grade is not None else None)
+        state.timings["answer_check"] = elapsed_ms(t)
+        if not reason:
+            return
+        notice = rescue_notice(question, model)
+        yield Fallback(stage="answer check", reason=reason, replaced=state.answer,
+                       to=f"{self.writer.fallback_llm.name} (offline reading of the same evidence)")
+        yield Token(text="\n\n" + notice + text)
+        state.answer = notice + text
+        state.citations = None  # read again over the answer that is shown
 
     def _fallback_answer(self, request: AskRequest, state: _RunState, run: RunContext) -> Iterator[Event]:
         """After a failure before the answer: answer with the fallback template and whatever evidence we have."""

@@ -220,8 +220,10 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         return judge_row(event)
 
     def on_fallback(self, event: ev.Fallback) -> TimelineRow:
-        return _row(event, f"Fallback in {event.stage}", "warn",
-                    fields={"reason": describe_reason(event.reason), "used instead": event.to or "—"})
+        fields = {"reason": describe_reason(event.reason), "used instead": event.to or "—"}
+        if event.replaced:
+            fields["not shown"] = event.replaced
+        return _row(event, f"Fallback in {event.stage}", "warn", fields=fields)
 
     def on_start(self, event: ev.AnswerStarted) -> TimelineRow:
         return _row(event, f"Answer prompt: {event.prompt}", "info", fields={
