@@ -273,7 +273,7 @@ class AnswerPipeline:
         yield from self._generate(template, question, history, state, run)
 
         # 6. the model judge reads each claim against its source, over the offline checks' statuses
-        if state.judge is not None and state.answer and not run.cancel.is_set():
+        if state.judge is not None and settings.grader.judge_claims and state.answer and not run.cancel.is_set():
             citations = parse_citations(state.answer, state.sources, settings.citation.coverage_min_sentence_len)
             state.citations = citations  # read once: the done event uses these unless the judge re-rates them
             claims = claims_to_check(citations, state.sources)

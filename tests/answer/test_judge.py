@@ -327,6 +327,17 @@ def test_a_run_makes_at_most_two_judge_calls(server):
     assert sorted(script.kinds) == ["answer", "claims", "evidence", "understanding"]
 
 
+def test_the_claim_call_is_skipped_when_judge_claims_is_off_and_in_the_small_model_profile(server):
+    """local_small: a 1.5B claim judge tightened no offline status on the held-out claims, and costs a call."""
+    script = Judge()
+    events, done = ask(server, script, **GRAY, **{"grader.judge_claims": False})
+    assert sorted(script.kinds) == ["answer", "evidence", "understanding"]
+    assert not [e for e in events if isinstance(e, Judged) and e.target == "claims"]
+    assert done.citations.claims  # the offline claim checks still run
+    profile = Settings().with_overrides({"llm.profile": "local_small"})
+    assert profile.grader.judge_claims is False and profile.citation.rescue_failed_answer is True
+
+
 TABLE = "| Model | Power | Storage |\n" + "\n".join(f"| Nimbus N{i} | {10 * i} W | {i} TB |" for i in range(1, 40))
 TABLE_ANSWER = ("Hello. The Nimbus N37 draws 370 W [1]. The Nimbus N12 draws 999 W [1]. "
                 "The Nimbus N5 is quiet and reliable in use [1]. Out of range claim here [4].")
