@@ -48,6 +48,7 @@ from docmind_core.text.tokens import (
     marker_numbers,
     split_sentences,
 )
+from docmind_core.text.value_kinds import Value, values_in
 
 ATTRIBUTE_MIN_SHARE = 0.5  # weighted share of a claim's attribute words one unit must hold
 NO_VALUE_MIN_SHARE = 0.6  # the same for a claim without a value: its words are all there is to check
@@ -141,40 +142,6 @@ def holds(t_start: int, t_end: int, m_start: int, m_end: int, start: int, end: i
 # Values, names and attribute words
 # --------------------------------------------------------------------------
 
-UNITS: dict[str, str] = {
-    "%": "%", "percent": "%", "％": "%",
-    "w": "w", "watt": "w", "watts": "w", "瓦": "w", "瓦特": "w", "kw": "kw", "千瓦": "kw",
-    "v": "v", "伏": "v", "kg": "kg", "公斤": "kg", "千克": "kg", "g": "g", "克": "g",
-    "mm": "mm", "毫米": "mm", "cm": "cm", "厘米": "cm", "m": "m", "米": "m", "km": "km", "公里": "km",
-    "tb": "tb", "gb": "gb", "mb": "mb", "kb": "kb", "pb": "pb", "gbe": "gbe", "ghz": "ghz", "mhz": "mhz",
-    "usd": "usd", "dollars": "usd", "dollar": "usd", "美元": "usd", "eur": "eur", "euros": "eur", "欧元": "eur",
-    "rmb": "cny", "cny": "cny", "yuan": "cny", "元": "cny", "人民币": "cny",
-    "days": "day", "day": "day", "天": "day", "日": "day", "hours": "hour", "hour": "hour", "h": "hour",
-    "小时": "hour", "个小时": "hour", "minutes": "minute", "minute": "minute", "min": "minute", "mins": "minute",
-    "分钟": "minute", "seconds": "second", "second": "second", "s": "second", "sec": "second", "秒": "second",
-    "秒钟": "second", "weeks": "week", "week": "week", "周": "week", "months": "month", "month": "month",
-    "个月": "month", "years": "year", "year": "year", "年": "year",
-    "users": "user", "user": "user", "seats": "seat", "seat": "seat", "employees": "person", "people": "person",
-    "staff": "person", "人": "person", "名": "person", "位": "person", "customers": "customer", "家": "customer",
-    "degrees": "degree", "degree": "degree", "度": "degree", "°c": "degree", "℃": "degree",
-    "pages": "page", "page": "page", "页": "page", "documents": "document", "份": "document",
-    "queries": "query", "cores": "core", "core": "core", "核": "core", "ports": "port", "port": "port",
-    "ns": "ns", "ms": "ms", "us": "us", "μs": "us", "nm": "nm", "um": "um", "μm": "um", "mg": "mg", "ml": "ml",
-    "mmol": "mmol", "kda": "kda", "hz": "hz", "khz": "khz", "mtorr": "mtorr", "kpa": "kpa", "mpa": "mpa",
-    "个": "", "million": "million", "万": "wan", "亿": "yi", "billion": "billion", "x": "x", "倍": "x",
-}
-_EN_UNIT = "|".join(sorted((re.escape(u) for u in UNITS if u.isascii() and u.isalpha()), key=len, reverse=True))
-ZH_UNIT_PATTERN = "|".join(sorted((re.escape(u) for u in UNITS if not u.isascii()), key=len, reverse=True))
-# ASCII look-arounds: a number glued to Chinese ("全长290公里") is a value, one inside a code ("AES-256") is not
-_VALUE_RE = re.compile(
-    r"(?P<ip>(?<![A-Za-z0-9_.])\d{1,3}(?:\.\d{1,3}){3}(?![A-Za-z0-9_.]))"
-    r"|(?P<date>(?<![A-Za-z0-9_.-])\d{4}-\d{1,2}(?:-\d{1,2})?(?![A-Za-z0-9_-]))"
-    r"|(?P<version>(?<![A-Za-z0-9_.])v?\d+\.\d+\.\d+(?:\.\d+)*(?![A-Za-z0-9_]|\.\d))"
-    r"|(?P<cur>[$€¥￥])\s?(?P<curnum>\d[\d,]*(?:\.\d+)?)"
-    r"|(?<![A-Za-z0-9_.,-])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\d,]*\.\d)"
-    r"(?:\s*-?\s*(?P<unit>%|％|°c|℃|(?:" + _EN_UNIT + r")(?![a-z])|(?:" + ZH_UNIT_PATTERN + r")))?",
-    re.IGNORECASE)
-_CURRENCY_SYMBOL = {"$": "usd", "€": "eur", "¥": "cny", "￥": "cny"}
 # values that are also kinds one "same attribute, another value" contradiction may compare
 _CONTRADICTABLE = frozenset({"%", "w", "kw", "v", "kg", "g", "mm", "cm", "m", "km", "tb", "gb", "mb", "kb",
                              "pb", "gbe", "ghz", "mhz", "usd", "eur", "cny", "day", "hour", "minute", "second",
@@ -200,50 +167,6 @@ _GENERIC_ZH = frozenset({"根据", "资料", "文档", "来源", "信息", "内�
                          "是指", "指的是", "意味着", "代表"})
 # Words that say what kind of thing a code is ("error code AUR-4012"): the source's heading names the code alone.
 _DESCRIPTORS = frozenset({"错误", "代码", "错误代码", "报错", "error", "code", "status"})
-
-
-@dataclass(frozen=True)
-class Value:
-    """A value a text states: its normalised number or string, and its kind (unit; "" for a bare number)."""
-
-    key: str
-    kind: str
-    text: str
-    start: int = 0
-    end: int = 0
-
-    def same(self, other: "Value") -> bool:
-        if self.key != other.key:
-            return False
-        return self.kind == other.kind or not self.kind or not other.kind
-
-
-def _number(raw: str) -> str:
-    n = raw.replace(",", "")
-    if "." in n:
-        n = n.rstrip("0").rstrip(".")
-    return n or "0"
-
-
-def values_in(text: str) -> list[Value]:
-    out: list[Value] = []
-    for m in _VALUE_RE.finditer(text):
-        if m.group("ip"):
-            out.append(Value(m.group("ip"), "ip", m.group(0), m.start(), m.end()))
-        elif m.group("date"):
-            parts = m.group("date").split("-")
-            out.append(Value("-".join(str(int(p)) for p in parts), "date", m.group(0), m.start(), m.end()))
-        elif m.group("version"):
-            out.append(Value(m.group("version").lower().lstrip("v"), "version", m.group(0), m.start(), m.end()))
-        elif m.group("cur"):
-            out.append(Value(_number(m.group("curnum")), _CURRENCY_SYMBOL[m.group("cur")], m.group(0),
-                             m.start(), m.end()))
-        else:
-            unit = (m.group("unit") or "").lower()
-            if not unit and re.match(r"[A-Za-z]", text[m.end():m.end() + 1]):
-                continue  # "13TH", "3DS", "7XX": a name with a number in it (claim_content keeps it as one)
-            out.append(Value(_number(m.group("num")), UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
-    return out
 
 
 @lru_cache(maxsize=4096)
