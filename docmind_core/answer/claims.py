@@ -48,7 +48,7 @@ from docmind_core.text.tokens import (
     marker_numbers,
     split_sentences,
 )
-from docmind_core.text.value_kinds import Value, values_in
+from docmind_core.text.value_kinds import Value, alternatives, values_in
 
 ATTRIBUTE_MIN_SHARE = 0.5  # weighted share of a claim's attribute words one unit must hold
 NO_VALUE_MIN_SHARE = 0.6  # the same for a claim without a value: its words are all there is to check
@@ -172,47 +172,6 @@ _DESCRIPTORS = frozenset({"错误", "代码", "错误代码", "报错", "error",
 @lru_cache(maxsize=4096)
 def _stems(text: str) -> frozenset[str]:
     return frozenset(keyword_tokens(text, stem=True))
-
-
-# Attribute words a source may use for the claim's word, both ways and across English and Chinese: a
-# short list of the attributes product documents state with values.
-_SYNONYM_GROUPS = (
-    ("price", "cost", "priced", "pay", "fee", "价格", "售价", "价钱", "多少钱", "费用", "报价"),
-    ("power", "draw", "consumption", "consume", "watt", "功耗", "功率", "耗电"),
-    ("storage", "disk", "drive", "ssd", "capacity", "存储", "硬盘", "磁盘", "容量"),
-    ("memory", "ram", "内存"),
-    ("processor", "cpu", "core", "处理器"),
-    ("employee", "staff", "people", "headcount", "员工", "人数"),
-    ("headquarter", "hq", "based", "总部", "位于"),
-    ("address", "url", "ip", "地址"),
-    ("retention", "retain", "keep", "kept", "store", "保留", "保存", "保留期"),
-    ("release", "released", "publish", "发布", "发布日期"),
-    ("uptime", "availability", "sla", "可用性"),
-    ("weight", "weigh", "重量"),
-    ("size", "dimension", "尺寸"),
-    ("error", "code", "错误", "代码", "错误代码"),
-    ("fix", "fixed", "resolve", "修复"),
-    ("default", "默认"),
-    ("maximum", "max", "peak", "最大", "最高"),
-    ("minimum", "min", "least", "最小", "最低", "至少"),
-    ("founded", "establish", "成立"),
-    ("temperature", "温度"),
-    ("discount", "折扣", "优惠"),
-)
-
-
-@lru_cache(maxsize=1)
-def _synonyms() -> dict[str, frozenset[str]]:
-    out: dict[str, set[str]] = {}
-    for group in _SYNONYM_GROUPS:
-        forms = {w for word in group for w in (keyword_tokens(word, stem=True) or [word])} | set(group)
-        for form in forms:
-            out.setdefault(form, set()).update(forms)
-    return {k: frozenset(v) for k, v in out.items()}
-
-
-def alternatives(term: str) -> frozenset[str]:
-    return _synonyms().get(term, frozenset((term,)))
 
 
 def _term_weight(term: str) -> float:

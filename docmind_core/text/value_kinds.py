@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from docmind_core.text.tokens import CITATION_MARKER_RE, keyword_tokens
@@ -100,6 +101,48 @@ def values_in(text: str) -> list[Value]:
                 continue  # "13TH", "3DS", "7XX": a name with a number in it (claim_content keeps it as one)
             out.append(Value(_number(m.group("num")), UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
     return out
+
+
+# Attribute words a source may use for the claim's word, both ways and across English and Chinese: a
+# short list of the attributes product documents state with values.
+_SYNONYM_GROUPS = (
+    ("price", "cost", "priced", "pay", "fee", "价格", "售价", "价钱", "多少钱", "费用", "报价"),
+    ("power", "draw", "consumption", "consume", "watt", "功耗", "功率", "耗电"),
+    ("storage", "disk", "drive", "ssd", "capacity", "存储", "硬盘", "磁盘", "容量"),
+    ("memory", "ram", "内存"),
+    ("processor", "cpu", "core", "处理器"),
+    ("employee", "staff", "people", "headcount", "员工", "人数"),
+    ("headquarter", "hq", "based", "总部", "位于"),
+    ("address", "url", "ip", "地址"),
+    ("retention", "retain", "keep", "kept", "store", "保留", "保存", "保留期"),
+    ("release", "released", "publish", "发布", "发布日期"),
+    ("uptime", "availability", "sla", "可用性"),
+    ("weight", "weigh", "重量"),
+    ("size", "dimension", "尺寸"),
+    ("error", "code", "错误", "代码", "错误代码"),
+    ("fix", "fixed", "resolve", "修复"),
+    ("default", "默认"),
+    ("maximum", "max", "peak", "最大", "最高"),
+    ("minimum", "min", "least", "最小", "最低", "至少"),
+    ("founded", "establish", "成立"),
+    ("temperature", "温度"),
+    ("discount", "折扣", "优惠"),
+)
+
+
+@lru_cache(maxsize=1)
+def _synonyms() -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for group in _SYNONYM_GROUPS:
+        forms = {w for word in group for w in (keyword_tokens(word, stem=True) or [word])} | set(group)
+        for form in forms:
+            out.setdefault(form, set()).update(forms)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def alternatives(term: str) -> frozenset[str]:
+    """The attribute words (stemmed, either language) that name the same attribute as ``term``."""
+    return _synonyms().get(term, frozenset((term,)))
 
 
 # --------------------------------------------------------------------------
