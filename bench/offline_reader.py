@@ -5,15 +5,19 @@
 EVAL_DIR is the shared eval folder (default: ``$DOCMIND_EVAL_DIR``), read in place.  Each set's corpus is cut
 into chunks as the retrieval benches cut it (``eval/beir.chunk_corpus`` with the default ``rag`` settings) and
 indexed by the product's in-memory BM25 (``backends/keyword_memory.PostingsCopy``, the scores FTS5 gives); a
-question's context is its top ``--k`` chunks.  Only questions whose gold passage is in that context and that
-have gold answer strings are scored: the measure is the reader, not retrieval.
+question's context is its top ``--k`` chunks (default: ``retrieval.final_top_k``, as many as an answer gets).
+Only questions whose gold passage is in that context are scored: the measure is the reader, not retrieval.
+"Gold passage in context" is read two ways: *any* gold passage (a HotpotQA question has two: the first hop
+often does not hold the answer), and *answer-bearing*, the gold passage that holds a gold answer string (when
+none holds one verbatim, any gold passage).  On CMRC 2018 (one gold passage) the two agree.
 
 *Containment*: some gold answer string, normalised (NFKC, lower case, punctuation as spaces), occurs in the
 normalised reply (its citation markers removed) as whole words (Chinese: as characters).  Only factoid
 questions count: HotpotQA's yes/no comparisons ("Were X and Y of the same nationality?") are left out, since
 a quoting reader never says yes or no and "no" would be found inside other words.  Also printed: *supported*, the share of the reply's
 cited claims the offline claim check (``answer/claims.check_claims``) accepts; *declined*, the share of
-replies that say the sources do not answer.
+replies that say the sources do not answer; *reply chars*, the mean length of the quoted lines (a reader
+that quoted more would contain more).
 
 The questions are split by the sha256 of their id into a fit half and a report half, fixed once: the reader
 is tuned on fit and reported on report.  The same run answers each question with the reader of ``--baseline``
@@ -43,6 +47,7 @@ os.environ["ANONYMIZED_TELEMETRY"] = "False"
 BASELINE = "83755a9"  # the commit this reader work started from
 READER = "docmind_core/backends/offline/extractive.py"
 SETS = ("cmrc2018", "hotpotqa")
+GOLD = ("any", "answer-bearing")  # which gold passage must be in the context
 _MARKER = re.compile(r"\[\d+(?:\s*[,，]\s*\d+)*\]")
 _DECLINED = re.compile(r"do not contain an answer|没有能回答|cannot answer|无法根据资料")
 
@@ -102,16 +107,19 @@ class Tally:
     declined: int = 0
     claims: int = 0
     supported: int = 0
+    chars: int = 0
     misses: list = field(default_factory=list)
 
     def row(self) -> str:
         share = self.contained / self.n if self.n else 0.0
         sup = f"{self.supported / self.claims:.2f}" if self.claims else "-"
-        return f"{share:.3f} ({self.contained}/{self.n}) | {sup} | {self.declined / max(self.n, 1):.2f}"
+        return (f"{share:.3f} ({self.contained}/{self.n}) | {sup} | {self.declined / max(self.n, 1):.2f} | "
+                f"{self.chars / max(self.n, 1):.0f}")
 
 
-def contexts(name: str, eval_dir: Path, k: int, limit: int | None):
-    """(query, top-k chunks as RetrievedChunk) for each query with answers whose gold passage is in them."""
+def contexts(name: str, eval_dir: Path, k: int | None, limit: int | None):
+    """(query, top-k chunks as RetrievedChunk, answer-bearing gold passage in them) for each factoid query
+    whose gold passage is in them (k: the product's ``retrieval.final_top_k`` when None)."""
     from docmind_core.backends.keyword_index import index_terms
     from docmind_core.backends.keyword_memory import PostingsCopy
     from docmind_core.eval.beir import chunk_corpus, load_beir
@@ -119,6 +127,7 @@ def contexts(name: str, eval_dir: Path, k: int, limit: int | None):
     from docmind_core.values import RetrievedChunk
 
     settings = Settings()
+    k = k or settings.retrieval.final_top_k
     stem = settings.keyword.english_stemming
     dataset = load_beir(eval_dir / name)
     chunks = chunk_corpus(dataset, settings.rag.chunk_tokens, settings.rag.chunk_overlap_tokens)
@@ -133,21 +142,25 @@ def contexts(name: str, eval_dir: Path, k: int, limit: int | None):
     for q in queries:
         hits = index.search(index_terms(q.text, stem), k)
         ranked = [by_id[cid] for cid, _ in hits]
-        gold = dataset.qrels.get(q.id, {})
-        if not any(gold.get(c.doc_id, 0) > 0 for c in ranked):
+        gold = {d for d, grade in dataset.qrels.get(q.id, {}).items() if grade > 0}
+        if not any(c.doc_id in gold for c in ranked):
             continue
-        found.append((q, [RetrievedChunk(chunk_id=c.chunk_id, doc_id=number[c.doc_id], kb_id=1,
+        # the gold passage that holds an answer string (HotpotQA's other one is the first hop); when none
+        # holds one verbatim (a free-form answer), any gold passage
+        bearing = {d for d in gold if contains(" ".join(dataset.corpus[d]), q.answers)} or gold
+        found.append((q, bearing & {c.doc_id for c in ranked} != set(), [RetrievedChunk(chunk_id=c.chunk_id, doc_id=number[c.doc_id], kb_id=1,
                                          document=dataset.corpus[c.doc_id][0] or c.doc_id, text=c.text,
                                          chunk_index=int(c.chunk_id.rsplit("#", 1)[1]))
                                    for c in ranked]))
-    return found, len(queries)
+    return found, len(queries), k
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("eval_dir", nargs="?", default=os.environ.get("DOCMIND_EVAL_DIR"))
     parser.add_argument("--sets", default=",".join(SETS))
-    parser.add_argument("--k", type=int, default=5, help="chunks in a question's context")
+    parser.add_argument("--k", type=int, default=None,
+                        help="chunks in a question's context (default: retrieval.final_top_k)")
     parser.add_argument("--baseline", default=BASELINE, help="git revision of the baseline reader ('' for none)")
     parser.add_argument("--limit", type=int, default=None, help="the first N questions of each set")
     parser.add_argument("--show", type=int, default=0, help="print N misses of each set (fit split only)")
@@ -160,33 +173,36 @@ def main() -> None:
     readers = {"this tree": load_reader(None)}
     if args.baseline:
         readers = {f"baseline {args.baseline}": load_reader(args.baseline), **readers}
-    print(f"| set | split | reader | containment | cited claims supported | declined |")
-    print("|---|---|---|---:|---:|---:|")
+    print("| set | gold passage in context | split | reader | containment | cited claims supported | declined "
+          "| reply chars |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
     for name in args.sets.split(","):
         start = time.perf_counter()
-        found, asked = contexts(name, Path(args.eval_dir), args.k, args.limit)
-        tallies = {(label, split): Tally() for label in readers for split in ("fit", "report")}
-        for q, chunks in found:
+        found, asked, k = contexts(name, Path(args.eval_dir), args.k, args.limit)
+        tallies = {(gold, label, split): Tally() for gold in GOLD for label in readers for split in ("fit", "report")}
+        for q, bearing_in, chunks in found:
             language = "zh" if detect_language(q.text) == "zh" else "en"
+            split = split_of(q.id)
             for label, reader in readers.items():
                 reply = reader(q.text, chunks, language)
-                t = tallies[(label, split_of(q.id))]
-                t.n += 1
                 hit = contains(reply, q.answers)
-                t.contained += hit
-                t.declined += bool(_DECLINED.search(reply))
-                for claim in check_claims(reply, chunks):
-                    if _MARKER.search(claim.text):
-                        t.claims += 1
-                        t.supported += claim.status == "supported"
-                if not hit and split_of(q.id) == "fit":
-                    t.misses.append((q.text, q.answers, reply))
-        for (label, split), t in tallies.items():
-            print(f"| {name} | {split} | {label} | {t.row()} |")
-        print(f"<!-- {name}: {len(found)} of {asked} questions with answers have their gold passage in the "
-              f"top {args.k}; {time.perf_counter() - start:.0f} s -->")
+                claims = [c for c in check_claims(reply, chunks) if _MARKER.search(c.text)]
+                for gold in GOLD if bearing_in else GOLD[:1]:
+                    t = tallies[(gold, label, split)]
+                    t.n += 1
+                    t.contained += hit
+                    t.declined += bool(_DECLINED.search(reply))
+                    t.claims += len(claims)
+                    t.supported += sum(c.status == "supported" for c in claims)
+                    t.chars += len(_MARKER.sub("", reply.partition("\n")[2]))
+                    if not hit and split == "fit" and gold == GOLD[1]:
+                        t.misses.append((q.text, q.answers, reply))
+        for (gold, label, split), t in tallies.items():
+            print(f"| {name} | {gold} | {split} | {label} | {t.row()} |")
+        print(f"<!-- {name}: {len(found)} of {asked} factoid questions have a gold passage in the top {k} chunks; "
+              f"{time.perf_counter() - start:.0f} s -->")
         if args.show:
-            t = tallies[("this tree", "fit")]
+            t = tallies[(GOLD[1], "this tree", "fit")]
             for text, answers, reply in t.misses[: args.show]:
                 print(f"\nQ: {text}\nGOLD: {answers}\n{reply}")
 

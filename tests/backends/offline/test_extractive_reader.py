@@ -105,3 +105,27 @@ def test_every_cited_sentence_passes_the_claim_check(engine, prompts, question, 
     claims = cited_claims(text, sources)
     assert claims, text
     assert [c.text for c in claims if c.status != "supported"] == []
+
+
+DATASHEET = RetrievedChunk(chunk_id="datasheet", document="nimbus_n2_datasheet.pdf", text=(
+    "Nimbus N2 Edge Appliance - Datasheet\nDocument revision 2026-01. Applies to hardware revision B.\n"
+    "Power and environment\nThe maximum power draw of the Nimbus N2 is 45 W at full load; typical draw while idle "
+    "is 18 W."))
+RELEASE_NOTES = RetrievedChunk(chunk_id="notes", document="release_notes.md", text=(
+    "## Nimbus firmware\n\n### Firmware 3.2.1 — 2026-02-10\n- Fixed: the fan controller could stop the fan after "
+    "waking from standby, which raised the chassis temperature and triggered error NIM-201."))
+TROUBLESHOOTING = RetrievedChunk(chunk_id="trouble", document="troubleshooting_zh.md", text=(
+    "## NIM-201：风扇故障或机箱温度过高\n\n原因：风扇停转或者通风口被堵住。固件 3.2.0 存在待机唤醒后风扇不转的问题。\n\n"
+    "处理步骤：\n1. 确认设备周围至少留有 10 厘米的通风空间。\n2. 将固件升级到 3.2.1 或更高版本。"))
+
+
+def test_a_sibling_row_is_not_quoted_for_the_asked_model(engine, prompts):
+    text = ask(engine, prompts, "What is the maximum power draw of the Nimbus N2?", [PRICING, DATASHEET])
+    assert "45 W" in text
+    assert "Nimbus N1" not in text  # the N1's row holds a power draw, of another model
+
+
+def test_a_source_in_the_question_language_is_preferred(engine, prompts):
+    text = ask(engine, prompts, "Nimbus 报 NIM-201 错误应该怎么办？", [RELEASE_NOTES, TROUBLESHOOTING])
+    assert "风扇故障" in text
+    assert "来源为英文" not in text and "fan controller" not in text
