@@ -32,6 +32,7 @@ from typing import Sequence
 
 from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
+from docmind_core.text.query_signals import comparison_entities, split_foci
 from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value
 
 MAX_QUOTED_SENTENCES = 3
@@ -474,25 +475,39 @@ def rank_sentences(question: str, sources: Sequence[RetrievedChunk]) -> list[Sco
     return [c.sentence for c in _ranked_candidates(question, sources)]
 
 
+def _names(text: str, focus: str) -> bool:
+    index = _TextIndex(text)
+    words = [w for w in keyword_tokens(focus, stem=False) if w not in _FRAME_WORDS]
+    return bool(words) and all(index.credit(w) > 0 for w in words)
+
+
 def cover_each_focus(question: str, chosen: list[ScoredSentence],
                      sources: Sequence[RetrievedChunk]) -> list[ScoredSentence]:
-    """For a question naming several models or codes ("N1 and N2"), add the best sentence about each
-    one the chosen sentences leave out — preferring one with an asked value — so a comparison has both sides."""
-    foci = [t for t, w in question_terms(question).items()
-            if w >= 2.0 and any(c.isdigit() for c in t) and not t.isdigit()]
+    """For a question about several things ("N1 and N2", "Who was born first, X or Y?"), the best sentence
+    about each one the chosen sentences leave out, read with the question asked of that one alone ("X born
+    first"), so a comparison has both sides.  Each side comes first, then the other chosen sentences."""
+    foci = comparison_entities(question)
     if len(foci) < 2:
         return chosen
-    extra: list[ScoredSentence] = []
-    candidates = sorted(_candidates(question, sources), key=lambda c: (c.valued, c.score), reverse=True)
-    chosen_texts = {s.text for s in chosen}
-    for focus in foci:
-        if any(_TextIndex(s.text).credit(focus) > 0 for s in chosen + extra):
+    titles = {n: _title_line(chunk.text) or chunk.document for n, chunk in enumerate(sources, start=1)}
+    sides: list[ScoredSentence] = []
+    for focus, sub_question in zip(foci, split_foci(question)):
+        if any(_names(s.text, focus) for s in sides):
             continue
-        for c in candidates:
-            if c.text not in chosen_texts and _TextIndex(c.text).credit(focus) > 0:
-                extra.append(c.sentence)
-                break
-    return chosen + extra
+        own = [s for s in chosen if _names(s.text, focus)]
+        if own:
+            sides.append(own[0])
+            continue
+        # the best answer about it; failing that, any unit about it, one with an asked value first
+        pool = _ranked_candidates(sub_question, sources) + sorted(
+            _candidates(sub_question, sources), key=lambda c: (c.valued, c.score), reverse=True)
+        for c in pool:
+            if _names(c.text, focus) or _names(titles[c.unit.source], focus):
+                if c.text not in {s.text for s in sides}:
+                    sides.append(c.sentence)
+                    break
+    rest = [s for s in chosen if s not in sides]
+    return sides + rest[:max(0, MAX_QUOTED_SENTENCES - len(sides))]
 
 
 def select_sentences(ranked: Sequence[ScoredSentence]) -> list[ScoredSentence]:
