@@ -50,8 +50,7 @@ SAME_LANGUAGE_BONUS = 0.1  # quote in the question's language when the evidence 
 VALUE_BONUS = 0.25  # the unit states a value of the kind the question asks for
 NAME_BONUS = 0.05  # ... a name, which any new word satisfies: a weak sign
 ROW_BONUS = 0.2  # a table row of the named entity whose header names the asked attribute
-RARITY_FLOOR = 0.2
-CONTENT_MIN_SHARE = 0.5  # a unit naming no entity of the question must hold this much of what it asks about  # the least weight a term keeps however many units hold it
+RARITY_FLOOR = 0.2  # the least weight a term keeps however many units hold it
 
 _HOW_MUCH_EN = re.compile(r"\bhow (?:long|much|many|often|far|big|large|old|tall|heavy)\b", re.IGNORECASE)
 _HOW_MUCH_ZH = re.compile(r"(?:是|为)?多(?:少|久|长|高|大|重|远|贵|宽|快)")
@@ -61,6 +60,8 @@ _ZH_QUESTION_WORDS = re.compile(r"(?:是|为|在)?(?:什么|哪些|哪个|哪里
 _FRAME_WORDS = frozenset("""意思 含义 意味 意味着 表示 代表 处理 解决 办 应该 需要 可以 分别 各自 对比 比较 mean means
     meaning stand handle deal do does happen compare comparison versus vs""".split())
 _END_PUNCT = "。！？!?.…"
+# "成立于 2019 年" is a date, not a duration: "how long" is not answered by it
+_CALENDAR_YEAR = re.compile(r"(?<![\d.])(?:1[5-9]|20)\d{2}\s*(?:年|years?\b)", re.IGNORECASE)
 _TABLE_RULE = re.compile(r"^[\s|:\-–—+=]*$")
 
 
@@ -249,7 +250,7 @@ _PRONOUN_START = re.compile(r"^(?:he|she|it|they|his|her|its|their|this|these|th
 
 
 def attributed(sentence: str, title: str) -> str:
-    """An English sentence that speaks of its chunk's subject without naming it in full ("She also starred
+    """An English sentence whose subject is its chunk's subject, not named in full ("She also starred
     in …", "Gadot is known for …", "(October 23, 1924 – …) was …"), prefixed with the chunk's title line
     ("Laura Osnes: She also starred in …"), so the quote says whom it is about."""
     name = re.sub(r"\s*[(（][^)）]*[)）]\s*$", "", title).strip()
@@ -258,8 +259,9 @@ def attributed(sentence: str, title: str) -> str:
     if len(name.split()) > 5 or re.search(r"\s[-–—:|]\s|[:：|]", name):
         return sentence  # a document's heading ("Nimbus N2 Edge Appliance - Datasheet"), not a subject's name
     words = [w for w in re.findall(r"[A-Z][\w'’-]{3,}", name) if w.lower() not in ("the", "this")]
-    partial = any(re.search(rf"\b{re.escape(w)}\b", sentence) for w in words)
-    if partial or _PRONOUN_START.match(sentence) or sentence[:1] in "(（" or sentence[:1].islower():
+    # "Gadot is known for …", "In 1998, Mexia …": the subject, named in part near the start
+    by_part = any(re.search(rf"\b{re.escape(w)}\b", sentence[:40]) for w in words)
+    if by_part or _PRONOUN_START.match(sentence) or sentence[:1] in "(（" or sentence[:1].islower():
         return f"{name}: {sentence}"
     return sentence
 
@@ -290,7 +292,8 @@ class _Question:
         return any(p.kind != "name" for p in self.asked)
 
     def states_asked(self, text: str) -> bool:
-        return any(p.kind != "name" and states_value(p.kind, text, self.text, p.units) for p in self.asked)
+        return any(p.kind != "name" and states_value(p.kind, _CALENDAR_YEAR.sub(" ", text) if "year" in p.units
+                                                     else text, self.text, p.units) for p in self.asked)
 
     def states_name(self, text: str) -> bool:
         return any(p.kind == "name" and states_value(p.kind, text, self.text) for p in self.asked)
@@ -355,13 +358,6 @@ def _other_codes(q: _Question, key: str) -> bool:
     return bool(asked and named and not (named & asked))
 
 
-def content_share(q: _Question, index: _TextIndex) -> float:
-    """The weighted share of the question's content terms (not its entities) the text holds."""
-    content = {t: w for t, w in q.terms.items() if w < ENTITY_WEIGHT}
-    total = sum(content.values())
-    return sum(w * index.synonym_credit(t) for t, w in content.items()) / total if total else 0.0
-
-
 def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candidate]:
     q = read_question(question)
     question_tokens = set(keyword_tokens(question, stem=True))
@@ -422,7 +418,7 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
         # else, however many common words it shares, unless it states an asked value of the asked thing
         if entities and not entity_hit:
             antecedent = _TextIndex(unit.prev)
-            about_it = valued and content_share(q, index) >= CONTENT_MIN_SHARE
+            about_it = valued and content_hit
             if not any(antecedent.credit(e) > 0 for e in entities) and not about_it:
                 continue
         language = detect_language(shown)
@@ -445,8 +441,9 @@ def _ranked_candidates(question: str, sources: Sequence[RetrievedChunk]) -> list
     candidates = _candidates(question, sources)
 
     def answers(c: _Candidate) -> bool:
+        about = c.content_hit or not q.content  # "两个型号" states a number, not the price asked about
         if q.asks_value:
-            return c.valued
+            return c.valued and about
         return c.content_hit or (c.entity_hit and c.direct_share >= ENTITY_ONLY_MIN_SHARE)
 
     # the question's language first, when a unit in it answers

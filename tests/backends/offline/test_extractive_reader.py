@@ -129,3 +129,16 @@ def test_a_source_in_the_question_language_is_preferred(engine, prompts):
     text = ask(engine, prompts, "Nimbus 报 NIM-201 错误应该怎么办？", [RELEASE_NOTES, TROUBLESHOOTING])
     assert "风扇故障" in text
     assert "来源为英文" not in text and "fan controller" not in text
+
+
+def test_a_number_of_another_attribute_does_not_win_the_language_preference(engine, prompts):
+    # "两个型号" is a number in Chinese; the price is in the English table
+    text = ask(engine, prompts, "Nimbus N1 和 N2 的价格分别是多少？", [PROFILE, PRICING])
+    assert "Nimbus N1: Price 1,490 USD" in text and "Nimbus N2: Price 2,390 USD" in text
+    assert "两个型号" not in text
+
+
+def test_a_founding_year_does_not_answer_how_long(engine, prompts):
+    text = ask(engine, prompts, "Aurora 默认的数据保留期是多久？", [PROFILE, FAQ])
+    assert "180 days" in text and "来源为英文" in text
+    assert "2019" not in text
