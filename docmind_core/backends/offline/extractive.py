@@ -454,6 +454,10 @@ def _ranked_candidates(question: str, sources: Sequence[RetrievedChunk]) -> list
         with_content = [c for c in candidates if c.content_hit]
         if with_content:
             candidates = with_content
+        elif q.asks_value:
+            # a value of what? "Nimbus 目前有 N1 和 N2 两个型号" names the models and states a number, and
+            # says nothing of their price
+            candidates = []
         else:
             # the asked-for word may be only implied, as in "AUR-4012 是什么意思": a unit naming most of
             # the question's entities still answers

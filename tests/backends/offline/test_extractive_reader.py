@@ -142,3 +142,10 @@ def test_a_founding_year_does_not_answer_how_long(engine, prompts):
     text = ask(engine, prompts, "Aurora 默认的数据保留期是多久？", [PROFILE, FAQ])
     assert "180 days" in text and "来源为英文" in text
     assert "2019" not in text
+
+
+def test_a_value_question_is_not_answered_by_a_sentence_about_something_else(engine, prompts):
+    # the pricing table is not among the sources: the models are named, their price is not
+    text = ask(engine, prompts, "Nimbus N1 和 N2 的价格分别是多少？", [PROFILE, MANUAL])
+    assert "两个型号" not in text
+    assert "没有能回答这个问题的内容" in text
