@@ -19,7 +19,14 @@ thing; filler ("公司专注于企业知识管理") does neither and is never qu
 only such units are kept; when some unit states an asked value, only those; when a unit in the question's
 language answers, only units in that language.  Otherwise the answer quotes the other language's sentences
 and says so ("（来源为英文）", "(the source is in Chinese)").  Sentences that add nothing beyond the question's
-own words, table header rows and weak candidates (below 60% of the best) are left out.  With nothing
+own words, table header rows and weak candidates (below 60% of the best) are left out.  A question that
+asks for a value, where no unit holds what it asks about, is not answered by units that merely name its
+entities ("Nimbus 目前有 N1 和 N2 两个型号" for a price).
+
+Around the chosen sentences: a comparison ("Who was born first, X or Y?") gets the best sentence about each
+side; an English sentence whose subject is its chunk's subject, not named in full ("She also starred …"),
+is quoted with the chunk's title ("Laura Osnes: She also starred …"); a quoted sentence that names another
+source's title brings that source's best sentence (the next hop of a chain question).  With nothing
 relevant, the answer says plainly that the sources do not answer.
 """
 
