@@ -90,13 +90,13 @@ def load_reader(revision: str | None):
         return extractive_answer
     source = subprocess.run(["git", "show", f"{revision}:{READER}"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout
-    folder = Path(tempfile.mkdtemp(prefix="reader-baseline-"))
-    path = folder / "extractive_baseline.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("extractive_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(prefix="reader-baseline-") as folder:
+        path = Path(folder) / "extractive_baseline.py"
+        path.write_text(source, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("extractive_baseline", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)  # the file is read here; the module needs it no longer
     return module.extractive_answer
 
 
