@@ -48,6 +48,7 @@ from docmind_core.text.tokens import (
     marker_numbers,
     split_sentences,
 )
+from docmind_core.text.value_kinds import Value, alternatives, values_in
 
 ATTRIBUTE_MIN_SHARE = 0.5  # weighted share of a claim's attribute words one unit must hold
 NO_VALUE_MIN_SHARE = 0.6  # the same for a claim without a value: its words are all there is to check
@@ -141,40 +142,6 @@ def holds(t_start: int, t_end: int, m_start: int, m_end: int, start: int, end: i
 # Values, names and attribute words
 # --------------------------------------------------------------------------
 
-UNITS: dict[str, str] = {
-    "%": "%", "percent": "%", "％": "%",
-    "w": "w", "watt": "w", "watts": "w", "瓦": "w", "瓦特": "w", "kw": "kw", "千瓦": "kw",
-    "v": "v", "伏": "v", "kg": "kg", "公斤": "kg", "千克": "kg", "g": "g", "克": "g",
-    "mm": "mm", "毫米": "mm", "cm": "cm", "厘米": "cm", "m": "m", "米": "m", "km": "km", "公里": "km",
-    "tb": "tb", "gb": "gb", "mb": "mb", "kb": "kb", "pb": "pb", "gbe": "gbe", "ghz": "ghz", "mhz": "mhz",
-    "usd": "usd", "dollars": "usd", "dollar": "usd", "美元": "usd", "eur": "eur", "euros": "eur", "欧元": "eur",
-    "rmb": "cny", "cny": "cny", "yuan": "cny", "元": "cny", "人民币": "cny",
-    "days": "day", "day": "day", "天": "day", "日": "day", "hours": "hour", "hour": "hour", "h": "hour",
-    "小时": "hour", "个小时": "hour", "minutes": "minute", "minute": "minute", "min": "minute", "mins": "minute",
-    "分钟": "minute", "seconds": "second", "second": "second", "s": "second", "sec": "second", "秒": "second",
-    "秒钟": "second", "weeks": "week", "week": "week", "周": "week", "months": "month", "month": "month",
-    "个月": "month", "years": "year", "year": "year", "年": "year",
-    "users": "user", "user": "user", "seats": "seat", "seat": "seat", "employees": "person", "people": "person",
-    "staff": "person", "人": "person", "名": "person", "位": "person", "customers": "customer", "家": "customer",
-    "degrees": "degree", "degree": "degree", "度": "degree", "°c": "degree", "℃": "degree",
-    "pages": "page", "page": "page", "页": "page", "documents": "document", "份": "document",
-    "queries": "query", "cores": "core", "core": "core", "核": "core", "ports": "port", "port": "port",
-    "ns": "ns", "ms": "ms", "us": "us", "μs": "us", "nm": "nm", "um": "um", "μm": "um", "mg": "mg", "ml": "ml",
-    "mmol": "mmol", "kda": "kda", "hz": "hz", "khz": "khz", "mtorr": "mtorr", "kpa": "kpa", "mpa": "mpa",
-    "个": "", "million": "million", "万": "wan", "亿": "yi", "billion": "billion", "x": "x", "倍": "x",
-}
-_EN_UNIT = "|".join(sorted((re.escape(u) for u in UNITS if u.isascii() and u.isalpha()), key=len, reverse=True))
-ZH_UNIT_PATTERN = "|".join(sorted((re.escape(u) for u in UNITS if not u.isascii()), key=len, reverse=True))
-# ASCII look-arounds: a number glued to Chinese ("全长290公里") is a value, one inside a code ("AES-256") is not
-_VALUE_RE = re.compile(
-    r"(?P<ip>(?<![A-Za-z0-9_.])\d{1,3}(?:\.\d{1,3}){3}(?![A-Za-z0-9_.]))"
-    r"|(?P<date>(?<![A-Za-z0-9_.-])\d{4}-\d{1,2}(?:-\d{1,2})?(?![A-Za-z0-9_-]))"
-    r"|(?P<version>(?<![A-Za-z0-9_.])v?\d+\.\d+\.\d+(?:\.\d+)*(?![A-Za-z0-9_]|\.\d))"
-    r"|(?P<cur>[$€¥￥])\s?(?P<curnum>\d[\d,]*(?:\.\d+)?)"
-    r"|(?<![A-Za-z0-9_.,-])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![\d,]*\.\d)"
-    r"(?:\s*-?\s*(?P<unit>%|％|°c|℃|(?:" + _EN_UNIT + r")(?![a-z])|(?:" + ZH_UNIT_PATTERN + r")))?",
-    re.IGNORECASE)
-_CURRENCY_SYMBOL = {"$": "usd", "€": "eur", "¥": "cny", "￥": "cny"}
 # values that are also kinds one "same attribute, another value" contradiction may compare
 _CONTRADICTABLE = frozenset({"%", "w", "kw", "v", "kg", "g", "mm", "cm", "m", "km", "tb", "gb", "mb", "kb",
                              "pb", "gbe", "ghz", "mhz", "usd", "eur", "cny", "day", "hour", "minute", "second",
@@ -202,94 +169,9 @@ _GENERIC_ZH = frozenset({"根据", "资料", "文档", "来源", "信息", "内�
 _DESCRIPTORS = frozenset({"错误", "代码", "错误代码", "报错", "error", "code", "status"})
 
 
-@dataclass(frozen=True)
-class Value:
-    """A value a text states: its normalised number or string, and its kind (unit; "" for a bare number)."""
-
-    key: str
-    kind: str
-    text: str
-    start: int = 0
-    end: int = 0
-
-    def same(self, other: "Value") -> bool:
-        if self.key != other.key:
-            return False
-        return self.kind == other.kind or not self.kind or not other.kind
-
-
-def _number(raw: str) -> str:
-    n = raw.replace(",", "")
-    if "." in n:
-        n = n.rstrip("0").rstrip(".")
-    return n or "0"
-
-
-def values_in(text: str) -> list[Value]:
-    out: list[Value] = []
-    for m in _VALUE_RE.finditer(text):
-        if m.group("ip"):
-            out.append(Value(m.group("ip"), "ip", m.group(0), m.start(), m.end()))
-        elif m.group("date"):
-            parts = m.group("date").split("-")
-            out.append(Value("-".join(str(int(p)) for p in parts), "date", m.group(0), m.start(), m.end()))
-        elif m.group("version"):
-            out.append(Value(m.group("version").lower().lstrip("v"), "version", m.group(0), m.start(), m.end()))
-        elif m.group("cur"):
-            out.append(Value(_number(m.group("curnum")), _CURRENCY_SYMBOL[m.group("cur")], m.group(0),
-                             m.start(), m.end()))
-        else:
-            unit = (m.group("unit") or "").lower()
-            if not unit and re.match(r"[A-Za-z]", text[m.end():m.end() + 1]):
-                continue  # "13TH", "3DS", "7XX": a name with a number in it (claim_content keeps it as one)
-            out.append(Value(_number(m.group("num")), UNITS.get(unit, unit), m.group(0), m.start(), m.end()))
-    return out
-
-
 @lru_cache(maxsize=4096)
 def _stems(text: str) -> frozenset[str]:
     return frozenset(keyword_tokens(text, stem=True))
-
-
-# Attribute words a source may use for the claim's word, both ways and across English and Chinese: a
-# short list of the attributes product documents state with values.
-_SYNONYM_GROUPS = (
-    ("price", "cost", "priced", "pay", "fee", "价格", "售价", "价钱", "多少钱", "费用", "报价"),
-    ("power", "draw", "consumption", "consume", "watt", "功耗", "功率", "耗电"),
-    ("storage", "disk", "drive", "ssd", "capacity", "存储", "硬盘", "磁盘", "容量"),
-    ("memory", "ram", "内存"),
-    ("processor", "cpu", "core", "处理器"),
-    ("employee", "staff", "people", "headcount", "员工", "人数"),
-    ("headquarter", "hq", "based", "总部", "位于"),
-    ("address", "url", "ip", "地址"),
-    ("retention", "retain", "keep", "kept", "store", "保留", "保存", "保留期"),
-    ("release", "released", "publish", "发布", "发布日期"),
-    ("uptime", "availability", "sla", "可用性"),
-    ("weight", "weigh", "重量"),
-    ("size", "dimension", "尺寸"),
-    ("error", "code", "错误", "代码", "错误代码"),
-    ("fix", "fixed", "resolve", "修复"),
-    ("default", "默认"),
-    ("maximum", "max", "peak", "最大", "最高"),
-    ("minimum", "min", "least", "最小", "最低", "至少"),
-    ("founded", "establish", "成立"),
-    ("temperature", "温度"),
-    ("discount", "折扣", "优惠"),
-)
-
-
-@lru_cache(maxsize=1)
-def _synonyms() -> dict[str, frozenset[str]]:
-    out: dict[str, set[str]] = {}
-    for group in _SYNONYM_GROUPS:
-        forms = {w for word in group for w in (keyword_tokens(word, stem=True) or [word])} | set(group)
-        for form in forms:
-            out.setdefault(form, set()).update(forms)
-    return {k: frozenset(v) for k, v in out.items()}
-
-
-def alternatives(term: str) -> frozenset[str]:
-    return _synonyms().get(term, frozenset((term,)))
 
 
 def _term_weight(term: str) -> float:

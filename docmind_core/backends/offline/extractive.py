@@ -1,35 +1,46 @@
-"""Extractive answers for the offline engine: quote the sentences that answer, cite each one.
+"""Extractive answers for the offline engine: quote the sentences and table rows that answer, cite each one.
 
-How a sentence is chosen:
+What the question asks for is read once, by ``text/value_kinds`` (the reading the answer-type check uses):
+the kind of value each part asks for (a date, a price, a count, a quantity in a named measure, an address,
+a version, a name) and its *entities* (codes, numbers, capitalised names) and *content terms* (what is asked
+about: "warranty", "续航").  The sources are read as units: sentences, and table rows, which are rendered as
+sentences ("Nimbus N1: Price 1,490 USD", the row's key cell first, then the header: value pairs the question
+asks about); a chunk's title line only frames its sentences.  A unit scores
 
-* the question's salient terms are split into *entities* (codes, numbers,
-  capitalised names) and *content terms* (what is asked about: "warranty",
-  "续航"); question words such as "how long" / "多久" are dropped;
-* a sentence scores the weighted share of terms it contains; an entity named
-  elsewhere in the same chunk still counts partly (the chunk is about it:
-  "Its warranty period is two years");
-* when some sentence holds a content term, only such sentences are kept, so
-  that a sentence which merely repeats the product name is not quoted;
-* sentences that add nothing beyond the question's own words (a heading that
-  repeats it), table header rows and weak candidates (below 60% of the best)
-  are left out; for questions about amounts and dates, sentences with digits
-  are preferred.
+* the weighted share of the question's terms it holds, each weighted by how rare it is among the units of
+  the context (a term every passage repeats tells the units apart less than one only the answer holds); an
+  attribute word also matches its synonym in the other language ("价格" / "Price"), and an entity named
+  elsewhere in the same chunk still counts partly ("Its warranty period is two years");
+* a bonus when it states a value of the asked kind that the question does not already state.
 
-A Chinese question over English evidence shares few words with it, so when no
-sentence holds a content term but the best source is in English, the best
-source's sentences about the question's entities are quoted as they are.
-Otherwise, with nothing relevant, the answer says plainly that the sources do
-not answer.
+Which units may be quoted at all: when the question names entities or asks for a value, a unit must name an
+entity of the question (itself, or in the sentence just before it) or state an asked value about the asked
+thing; filler ("公司专注于企业知识管理") does neither and is never quoted.  When some unit holds a content term,
+only such units are kept; when some unit states an asked value, only those; when a unit in the question's
+language answers, only units in that language.  Otherwise the answer quotes the other language's sentences
+and says so ("（来源为英文）", "(the source is in Chinese)").  Sentences that add nothing beyond the question's
+own words, table header rows and weak candidates (below 60% of the best) are left out.  A question that
+asks for a value, where no unit holds what it asks about, is not answered by units that merely name its
+entities ("Nimbus 目前有 N1 和 N2 两个型号" for a price).
+
+Around the chosen sentences: a comparison ("Who was born first, X or Y?") gets the best sentence about each
+side; an English sentence whose subject is its chunk's subject, not named in full ("She also starred …"),
+is quoted with the chunk's title ("Laura Osnes: She also starred …"); a quoted sentence that names another
+source's title brings that source's best sentence (the next hop of a chain question).  With nothing
+relevant, the answer says plainly that the sources do not answer.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
+from docmind_core.text.query_signals import comparison_entities, split_foci
+from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value
 
 MAX_QUOTED_SENTENCES = 3
 MAX_PER_SOURCE = 2
@@ -40,10 +51,13 @@ RELATIVE_CUT = 0.6  # candidates below this fraction of the best score are dropp
 ENTITY_WEIGHT = 1.6  # salient_terms weight of codes, numbers and capitalised names
 ENTITY_IN_CONTEXT = 0.8  # an entity named elsewhere in the chunk still frames the sentence
 ENTITY_ONLY_MIN_SHARE = 0.5  # without any content term, a sentence must carry this much of the entities
+SYNONYM_CREDIT = 0.8  # an attribute word found as its synonym ("价格" for "Price")
 HEADING_PENALTY = 0.1
 SAME_LANGUAGE_BONUS = 0.1  # quote in the question's language when the evidence offers both
-DIGIT_BONUS = 0.1
-DATE_BONUS = 0.2  # a "when" question is answered by a sentence that holds a date
+VALUE_BONUS = 0.25  # the unit states a value of the kind the question asks for
+NAME_BONUS = 0.05  # ... a name, which any new word satisfies: a weak sign
+ROW_BONUS = 0.2  # a table row of the named entity whose header names the asked attribute
+RARITY_FLOOR = 0.2  # the least weight a term keeps however many units hold it
 
 _HOW_MUCH_EN = re.compile(r"\bhow (?:long|much|many|often|far|big|large|old|tall|heavy)\b", re.IGNORECASE)
 _HOW_MUCH_ZH = re.compile(r"(?:是|为)?多(?:少|久|长|高|大|重|远|贵|宽|快)")
@@ -52,14 +66,10 @@ _ZH_QUESTION_WORDS = re.compile(r"(?:是|为|在)?(?:什么|哪些|哪个|哪里
 # answers rarely repeat them, so they must not decide which sentence is quoted.
 _FRAME_WORDS = frozenset("""意思 含义 意味 意味着 表示 代表 处理 解决 办 应该 需要 可以 分别 各自 对比 比较 mean means
     meaning stand handle deal do does happen compare comparison versus vs""".split())
-_WHEN_QUESTION = re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month)\b|什么时候|何时|哪一?年|哪天|几月|日期",
-                             re.IGNORECASE)
-_DATE = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)|\d{1,2}月|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
-                   re.IGNORECASE)
-_QUANTITY_QUESTION = re.compile(
-    r"多少|多久|多长|多大|多重|几[个年月天次号]|何时|什么时候|哪一?年|哪天|价格|费用|日期|版本|"
-    r"\bwhen\b|\bhow (?:much|many|long|old|big|large|heavy|fast)\b|\bwhat (?:version|year|date|price)\b|"
-    r"\bprice\b|\bcost\b|\bversion\b", re.IGNORECASE)
+_END_PUNCT = "。！？!?.…"
+# "成立于 2019 年" is a date, not a duration: "how long" is not answered by it
+_CALENDAR_YEAR = re.compile(r"(?<![\d.])(?:1[5-9]|20)\d{2}\s*(?:年|years?\b)", re.IGNORECASE)
+_TABLE_RULE = re.compile(r"^[\s|:\-–—+=]*$")
 
 
 @dataclass(frozen=True)
@@ -110,45 +120,29 @@ class _TextIndex:
         stem = keyword_tokens(term, stem=True)
         return 1.0 if term in self.plain or bool(stem and stem[0] in self.stemmed) else 0.0
 
-
-@dataclass(frozen=True)
-class _Relevance:
-    share: float  # weighted share of the question's terms, entities of the chunk counted as context
-    direct_share: float  # the same without the chunk context: what the sentence itself says
-    content_hit: bool  # the sentence holds a non-entity term of the question (the thing asked about)
-    entity_hit: bool  # the sentence itself names a code, number or name of the question
-
-
-def _relevance(terms: dict[str, float], index: _TextIndex, chunk_index: _TextIndex) -> _Relevance:
-    total = sum(terms.values())
-    if total <= 0:
-        return _Relevance(0.0, 0.0, False, False)
-    hit, direct, content_hit, entity_hit, meaningful = 0.0, 0.0, False, False, False
-    for term, weight in terms.items():
-        is_entity = weight >= ENTITY_WEIGHT
-        credit = index.credit(term)
-        if credit > 0:
-            hit += credit * weight
-            direct += credit * weight
-            content_hit = content_hit or not is_entity
-            entity_hit = entity_hit or is_entity
-            meaningful = meaningful or weight >= 0.6  # not just a single common character (0.5)
-        elif is_entity and chunk_index.credit(term) > 0:
-            hit += ENTITY_IN_CONTEXT * weight
-    if not meaningful:
-        return _Relevance(0.0, 0.0, content_hit, entity_hit)
-    return _Relevance(hit / total, direct / total, content_hit, entity_hit)
+    def synonym_credit(self, term: str) -> float:
+        """The credit of the term, or of a synonym of it in either language ("价格" / "Price")."""
+        direct = self.credit(term)
+        if direct > 0:
+            return direct
+        stem = keyword_tokens(term, stem=True)
+        forms = alternatives(stem[0] if stem else term) | alternatives(term)
+        for alt in forms - {term}:
+            if (is_cjk(alt[0]) and alt in self.lower) or alt in self.stemmed or alt in self.plain:
+                return SYNONYM_CREDIT
+        return 0.0
 
 
 def _clip(sentence: str) -> str:
+    """The sentence on one line, cut to ``MAX_SENTENCE_CHARS`` at a word's end: a cut word ("the Oppos…")
+    would read as a name the source never states."""
     text = re.sub(r"\s+", " ", CITATION_MARKER_RE.sub("", sentence)).strip()
     if len(text) > MAX_SENTENCE_CHARS:
-        text = text[:MAX_SENTENCE_CHARS].rstrip() + "…"
+        head = text[:MAX_SENTENCE_CHARS]
+        if text[MAX_SENTENCE_CHARS].isalnum() and head[-1:].isascii() and head[-1:].isalnum() and " " in head:
+            head = head[:head.rindex(" ")]
+        text = head.rstrip(" ,;:-–") + "…"
     return text
-
-
-def _is_table_header(text: str) -> bool:
-    return text.count("|") >= 2 and not any(c.isdigit() for c in text)
 
 
 def _is_bare_title(text: str) -> bool:
@@ -159,92 +153,369 @@ def _is_bare_title(text: str) -> bool:
     return len(text.split()) <= 5 if detect_language(text) == "en" else len(text) <= 12
 
 
+# --------------------------------------------------------------------------
+# The units of the sources: sentences and table rows
+# --------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
+class _Unit:
+    """A sentence or a table row of one source, as it is matched (a row: every header: value pair)."""
+
+    text: str
+    source: int  # 1-based source number
+    position: int
+    prev: str = ""  # the unit before it in its chunk: "Its warranty period …" is about what that one names
+    cells: tuple[str, ...] = ()  # a table row: its cells, the key cell first
+    headers: tuple[str, ...] = ()  # ... and its table's header cells (empty: the table has none)
+
+    @property
+    def is_row(self) -> bool:
+        return bool(self.cells)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def render_row(cells: Sequence[str], headers: Sequence[str], columns: Sequence[int] | None = None) -> str:
+    """A table row as a sentence: "Nimbus N1: Price 1,490 USD, Memory 16 GB" (its key cell, then the
+    header: value pairs of ``columns``, all columns when None)."""
+    key = cells[0]
+    chosen = [j for j in (columns if columns is not None else range(1, len(cells))) if 0 < j < len(cells)]
+    if headers and len(headers) == len(cells):
+        pairs = [f"{headers[j]} {cells[j]}" if headers[j] else cells[j] for j in chosen if cells[j]]
+    else:
+        pairs = [cells[j] for j in chosen if cells[j]]
+    return f"{key}: {', '.join(pairs)}" if pairs else key
+
+
+def _merged(pieces: list[str]) -> list[str]:
+    """Sentences with their fragments put back: "Leo Varadkar ( ;" + "born 18 January 1979) is …" was cut
+    at a semicolon inside a parenthesis, and quoting the second half loses the name it is about."""
+    out: list[str] = []
+    for piece in pieces:
+        if out and not out[-1].startswith("#"):
+            prev = out[-1]
+            open_paren = prev.count("(") + prev.count("（") > prev.count(")") + prev.count("）")
+            lower_start = piece[:1].isascii() and piece[:1].islower() and prev[-1:] not in _END_PUNCT
+            if open_paren or lower_start:
+                out[-1] = f"{prev} {piece}"
+                continue
+        out.append(piece)
+    return out
+
+
+def _title_line(text: str) -> str:
+    """The chunk's first line when it is a title ("Leo Varadkar", "海岚数据（Halcyon Data）公司简介"): no
+    sentence punctuation, short, and more text follows.  It frames the chunk; it answers nothing."""
+    first, sep, rest = text.partition("\n")
+    first = first.strip()
+    if not sep or not rest.strip() or not first or first.startswith("#") or first.count("|") >= 2:
+        return ""
+    if first[-1] in _END_PUNCT + ":：;；" or len(first) > 80:
+        return ""
+    return first
+
+
+def source_units(text: str, source: int) -> list[_Unit]:
+    """The sentences and table rows of one chunk, in order (its title line left out)."""
+    title = _title_line(text)
+    body = text.partition("\n")[2] if title else text
+    units: list[_Unit] = []
+    prose: list[str] = []
+    headers: tuple[str, ...] = ()
+
+    def add(unit_text: str, cells: tuple[str, ...] = (), head: tuple[str, ...] = ()) -> None:
+        units.append(_Unit(unit_text, source, len(units), units[-1].text if units else title, cells, head))
+
+    def flush() -> None:
+        for sentence in _merged([p for p in sentences("\n".join(prose)) if p.strip()]):
+            add(sentence)
+        prose.clear()
+
+    for line in body.split("\n"):
+        if line.count("|") >= 2:
+            flush()
+            if _TABLE_RULE.match(line):
+                continue
+            cells = tuple(_cells(line))
+            if not headers and not any(ch.isdigit() for ch in line):
+                headers = cells  # a header row names the columns; it states nothing
+                continue
+            if cells and cells[0]:
+                add(render_row(cells, headers), cells, headers if len(headers) == len(cells) else ())
+        elif line.strip():
+            headers = ()  # prose ends the table
+            prose.append(line)
+    flush()
+    return units
+
+
+_PRONOUN_START = re.compile(r"^(?:he|she|it|they|his|her|its|their|this|these|the\s+(?:film|song|album|band|company|"
+                            r"series|book|novel|show|game|team|club|city|town|station|ship))\b", re.IGNORECASE)
+
+
+def attributed(sentence: str, title: str) -> str:
+    """An English sentence whose subject is its chunk's subject, not named in full ("She also starred
+    in …", "Gadot is known for …", "(October 23, 1924 – …) was …"), prefixed with the chunk's title line
+    ("Laura Osnes: She also starred in …"), so the quote says whom it is about."""
+    name = re.sub(r"\s*[(（][^)）]*[)）]\s*$", "", title).strip()
+    if not name or is_cjk(name[0]) or detect_language(sentence) != "en" or name.lower() in sentence.lower():
+        return sentence
+    if len(name.split()) > 5 or re.search(r"\s[-–—:|]\s|[:：|]", name):
+        return sentence  # a document's heading ("Nimbus N2 Edge Appliance - Datasheet"), not a subject's name
+    words = [w for w in re.findall(r"[A-Z][\w'’-]{3,}", name) if w.lower() not in ("the", "this")]
+    # "Gadot is known for …", "In 1998, Mexia …": the subject, named in part near the start
+    by_part = any(re.search(rf"\b{re.escape(w)}\b", sentence[:40]) for w in words)
+    if by_part or _PRONOUN_START.match(sentence) or sentence[:1] in "(（" or sentence[:1].islower():
+        return f"{name}: {sentence}"
+    return sentence
+
+
+# --------------------------------------------------------------------------
+# What the question asks for, and how well each unit answers it
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Question:
+    text: str
+    terms: dict[str, float]  # salient terms without question words
+    asked: tuple[QuestionPart, ...]  # the parts that ask for a kind of value
+    language: str
+
+    @property
+    def entities(self) -> list[str]:
+        return [t for t, w in self.terms.items() if w >= ENTITY_WEIGHT]
+
+    @property
+    def content(self) -> list[str]:
+        return [t for t, w in self.terms.items() if w < ENTITY_WEIGHT]
+
+    @property
+    def asks_value(self) -> bool:
+        """A value other than a name: a name is "any new word", too weak to decide what is quoted."""
+        return any(p.kind != "name" for p in self.asked)
+
+    def states_asked(self, text: str) -> bool:
+        return any(p.kind != "name" and states_value(p.kind, _CALENDAR_YEAR.sub(" ", text) if "year" in p.units
+                                                     else text, self.text, p.units) for p in self.asked)
+
+    def states_name(self, text: str) -> bool:
+        return any(p.kind == "name" and states_value(p.kind, text, self.text) for p in self.asked)
+
+
+def read_question(question: str) -> _Question:
+    asked = tuple(p for p in question_parts(question) if p.kind is not None)
+    return _Question(question, question_terms(question), asked, detect_language(question))
+
+
+@dataclass
 class _Candidate:
-    sentence: ScoredSentence
+    unit: _Unit
+    text: str  # as quoted (a row: the columns the question asks about)
+    score: float
     content_hit: bool
     entity_hit: bool
     direct_share: float
+    valued: bool  # states a value of the asked kind
+    language: str
+
+    @property
+    def sentence(self) -> "ScoredSentence":
+        return ScoredSentence(self.text, self.unit.source, self.score)
+
+
+def _rarity(terms: dict[str, float], indexes: Sequence[_TextIndex]) -> dict[str, float]:
+    """Per term, a weight by how few units of the context hold it (1.0 for a term only one unit holds)."""
+    n = max(len(indexes), 1)
+    out = {}
+    for term in terms:
+        df = sum(1 for index in indexes if index.synonym_credit(term) > 0)
+        out[term] = max(RARITY_FLOOR, math.log((n + 1) / (df + 0.5)) / math.log((n + 1) / 1.5)) if n > 1 else 1.0
+    return out
+
+
+def _row_columns(q: _Question, unit: _Unit) -> tuple[list[int] | None, bool]:
+    """The columns of a row the question asks about (None: all), and whether a header named them (rather
+    than an asked value found in a cell)."""
+    if not unit.headers:
+        return None, False
+    wanted = set()
+    for term in q.content:
+        stem = keyword_tokens(term, stem=True)
+        wanted |= alternatives(stem[0] if stem else term) | alternatives(term) | {term}
+    by_header = [j for j in range(1, len(unit.headers))
+                 if set(keyword_tokens(unit.headers[j], stem=True)) & wanted
+                 or any(is_cjk(w[0]) and w in unit.headers[j] for w in wanted)]
+    if by_header:
+        return by_header, True
+    by_value = [j for j in range(1, len(unit.cells)) if q.states_asked(unit.cells[j])]
+    return by_value or None, False
+
+
+_CODE = re.compile(r"\b[A-Za-z]+[-_]?\d[\w.-]*\b")
+
+
+def _other_codes(q: _Question, key: str) -> bool:
+    """The key cell names a model or code ("N1") and the question names codes, but not that one."""
+    asked = {t for t in q.entities if any(ch.isdigit() for ch in t) and not t.isdigit()}
+    named = {m.group(0).lower() for m in _CODE.finditer(key)}
+    return bool(asked and named and not (named & asked))
 
 
 def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candidate]:
-    terms = question_terms(question)
+    q = read_question(question)
     question_tokens = set(keyword_tokens(question, stem=True))
-    wants_number = bool(_QUANTITY_QUESTION.search(question))
-    wants_date = bool(_WHEN_QUESTION.search(question))
-    language = detect_language(question)
+    units: list[_Unit] = []
+    chunk_indexes: dict[int, _TextIndex] = {}
+    title_indexes: dict[int, _TextIndex] = {}
+    titles: dict[int, str] = {}
+    for number, chunk in enumerate(sources, start=1):
+        chunk_indexes[number] = _TextIndex(chunk.text)
+        titles[number] = _title_line(chunk.text)
+        title_indexes[number] = _TextIndex(f"{_title_line(chunk.text)} {chunk.document}")
+        units.extend(source_units(chunk.text, number))
+    units = [u for u in units if len(_clip(u.text)) >= 6 and (u.is_row or not _is_bare_title(_clip(u.text)))]
+    indexes = [_TextIndex(_clip(u.text)) for u in units]
+    rarity = _rarity(q.terms, indexes)
+    weights = {t: w * rarity[t] for t, w in q.terms.items()}
+    total, plain_total = sum(weights.values()), sum(q.terms.values())
+    entities = q.entities
     found: list[_Candidate] = []
     n = len(sources)
-    for number, chunk in enumerate(sources, start=1):
-        chunk_index = _TextIndex(chunk.text)
-        parts = sentences(chunk.text)
-        for position, sentence in enumerate(parts):
-            text = _clip(sentence)
-            if len(text) < 6 or _is_table_header(text) or _is_bare_title(text):
+    for unit, index in zip(units, indexes):
+        text = _clip(unit.text)
+        if index.stemmed and index.stemmed <= question_tokens:
+            continue  # says nothing the question did not (e.g. a heading repeating it)
+        hit = direct = plain_hit = 0.0
+        content_hit = entity_hit = meaningful = False
+        for term, weight in q.terms.items():
+            is_entity = weight >= ENTITY_WEIGHT
+            credit = index.credit(term) if is_entity else index.synonym_credit(term)
+            if credit > 0:
+                hit += credit * weights[term]
+                plain_hit += credit * weight
+                direct += credit * weight
+                content_hit = content_hit or not is_entity
+                entity_hit = entity_hit or is_entity
+                meaningful = meaningful or weight >= 0.6  # not just a single common character (0.5)
+            elif (is_entity and chunk_indexes[unit.source].credit(term) > 0) or \
+                    title_indexes[unit.source].synonym_credit(term) > 0:
+                # what the chunk (or its title: "海岚数据…公司简介") names frames every sentence of it
+                hit += ENTITY_IN_CONTEXT * weights[term]
+                plain_hit += ENTITY_IN_CONTEXT * weight
+        if not meaningful or total <= 0:
+            continue
+        share, plain_share, direct_share = hit / total, plain_hit / plain_total, direct / plain_total
+        if plain_share < MIN_RELEVANCE and not (entity_hit and plain_share >= MIN_RELEVANCE_WITH_ENTITY):
+            continue
+        score_extra = 0.0
+        shown = attributed(text, titles[unit.source])
+        if unit.is_row:
+            if _other_codes(q, unit.cells[0]):
+                continue  # the row of a sibling ("Nimbus N1" when the question asks about the N2)
+            columns, named = _row_columns(q, unit)
+            shown = _clip(render_row(unit.cells, unit.headers, columns))
+            if named and entity_hit:
+                score_extra = ROW_BONUS  # the cell under the asked attribute, in the named entity's row
+        valued = q.states_asked(shown)
+        # filler: a unit that names no entity of the question (nor follows one that does) is about something
+        # else, however many common words it shares, unless it states an asked value of the asked thing
+        if entities and not entity_hit:
+            antecedent = _TextIndex(unit.prev)
+            about_it = valued and content_hit
+            if not any(antecedent.credit(e) > 0 for e in entities) and not about_it:
                 continue
-            index = _TextIndex(text)
-            if index.stemmed and index.stemmed <= question_tokens:
-                continue  # says nothing the question did not (e.g. a heading repeating it)
-            rel = _relevance(terms, index, chunk_index)
-            if rel.share < MIN_RELEVANCE and not (rel.entity_hit and rel.share >= MIN_RELEVANCE_WITH_ENTITY):
-                continue
-            score = rel.share
-            # small tie-breakers: earlier sources (better reranked) and earlier sentences
-            score += 0.05 * (1 - (number - 1) / max(n, 1)) + 0.05 * (1 - position / max(len(parts), 1))
-            if text.startswith("#"):
-                score -= HEADING_PENALTY
-            if wants_number and has_number(text):
-                score += DIGIT_BONUS
-            if wants_date and _DATE.search(text):
-                score += DATE_BONUS
-            if detect_language(text) == language:
-                score += SAME_LANGUAGE_BONUS
-            found.append(_Candidate(ScoredSentence(text, number, score), rel.content_hit, rel.entity_hit,
-                                    rel.direct_share))
+        language = detect_language(shown)
+        score = share + score_extra
+        score += 0.05 * (1 - (unit.source - 1) / max(n, 1))  # tie-breakers: earlier (better ranked) sources
+        if text.startswith("#"):
+            score -= HEADING_PENALTY
+        if valued:
+            score += VALUE_BONUS
+        elif q.states_name(unit.text):
+            score += NAME_BONUS
+        if language == q.language:
+            score += SAME_LANGUAGE_BONUS
+        found.append(_Candidate(unit, shown, score, content_hit, entity_hit, direct_share, valued, language))
     return found
 
 
-def rank_sentences(question: str, sources: Sequence[RetrievedChunk]) -> list[ScoredSentence]:
-    """Sentences of the sources that answer the question, best first (possibly none)."""
-    terms = question_terms(question)
+def _ranked_candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candidate]:
+    q = read_question(question)
     candidates = _candidates(question, sources)
-    wants_number = bool(_QUANTITY_QUESTION.search(question))
-    if any(w < ENTITY_WEIGHT for w in terms.values()):
+
+    def answers(c: _Candidate) -> bool:
+        about = c.content_hit or not q.content  # "两个型号" states a number, not the price asked about
+        if q.asks_value:
+            return c.valued and about
+        return c.content_hit or (c.entity_hit and c.direct_share >= ENTITY_ONLY_MIN_SHARE)
+
+    # the question's language first, when a unit in it answers
+    same = [c for c in candidates if c.language == q.language]
+    if any(answers(c) for c in same):
+        candidates = same
+    if q.content:
         with_content = [c for c in candidates if c.content_hit]
         if with_content:
             candidates = with_content
+        elif q.asks_value:
+            # a value of what? "Nimbus 目前有 N1 和 N2 两个型号" names the models and states a number, and
+            # says nothing of their price
+            candidates = []
         else:
-            # the asked-for word may be in another language ("价格" / "Price") or only implied, as in
-            # "AUR-4012 是什么意思": a sentence naming most of the question's entities still answers
+            # the asked-for word may be only implied, as in "AUR-4012 是什么意思": a unit naming most of
+            # the question's entities still answers
             candidates = [c for c in candidates if c.entity_hit and c.direct_share >= ENTITY_ONLY_MIN_SHARE]
-    if wants_number and any(has_number(c.sentence.text) for c in candidates):
-        candidates = [c for c in candidates if has_number(c.sentence.text)]
-    ranked = sorted((c.sentence for c in candidates), key=lambda s: s.score, reverse=True)
-    if ranked:
-        best = ranked[0].score
-        ranked = [s for s in ranked if s.score >= RELATIVE_CUT * best]
-    return ranked
+    if q.asks_value and any(c.valued for c in candidates):
+        candidates = [c for c in candidates if c.valued]
+    candidates.sort(key=lambda c: c.score, reverse=True)
+    if candidates:
+        best = candidates[0].score
+        candidates = [c for c in candidates if c.score >= RELATIVE_CUT * best]
+    return candidates
+
+
+def rank_sentences(question: str, sources: Sequence[RetrievedChunk]) -> list[ScoredSentence]:
+    """Sentences and rendered rows of the sources that answer the question, best first (possibly none)."""
+    return [c.sentence for c in _ranked_candidates(question, sources)]
+
+
+def _names(text: str, focus: str) -> bool:
+    index = _TextIndex(text)
+    words = [w for w in keyword_tokens(focus, stem=False) if w not in _FRAME_WORDS]
+    return bool(words) and all(index.credit(w) > 0 for w in words)
 
 
 def cover_each_focus(question: str, chosen: list[ScoredSentence],
                      sources: Sequence[RetrievedChunk]) -> list[ScoredSentence]:
-    """For a question naming several models or codes ("N1 and N2"), add the best sentence about each
-    one the chosen sentences leave out — preferring one with a figure — so a comparison has both sides."""
-    foci = [t for t, w in question_terms(question).items()
-            if w >= 2.0 and any(c.isdigit() for c in t) and not t.isdigit()]
+    """For a question about several things ("N1 and N2", "Who was born first, X or Y?"), the best sentence
+    about each one the chosen sentences leave out, read with the question asked of that one alone ("X born
+    first"), so a comparison has both sides.  Each side comes first, then the other chosen sentences."""
+    foci = comparison_entities(question)
     if len(foci) < 2:
         return chosen
-    extra: list[ScoredSentence] = []
-    candidates = sorted(_candidates(question, sources),
-                        key=lambda c: (has_number(c.sentence.text), c.sentence.score), reverse=True)
-    for focus in foci:
-        if any(_TextIndex(s.text).credit(focus) > 0 for s in chosen + extra):
+    titles = {n: _title_line(chunk.text) or chunk.document for n, chunk in enumerate(sources, start=1)}
+    sides: list[ScoredSentence] = []
+    for focus, sub_question in zip(foci, split_foci(question)):
+        if any(_names(s.text, focus) for s in sides):
             continue
-        for c in candidates:
-            if c.sentence not in chosen and _TextIndex(c.sentence.text).credit(focus) > 0:
-                extra.append(c.sentence)
-                break
-    return chosen + extra
+        own = [s for s in chosen if _names(s.text, focus)]
+        if own:
+            sides.append(own[0])
+            continue
+        # the best answer about it; failing that, any unit about it, one with an asked value first
+        pool = _ranked_candidates(sub_question, sources) + sorted(
+            _candidates(sub_question, sources), key=lambda c: (c.valued, c.score), reverse=True)
+        for c in pool:
+            if _names(c.text, focus) or _names(titles[c.unit.source], focus):
+                if c.text not in {s.text for s in sides}:
+                    sides.append(c.sentence)
+                    break
+    rest = [s for s in chosen if s not in sides]
+    return sides + rest[:max(0, MAX_QUOTED_SENTENCES - len(sides))]
 
 
 def select_sentences(ranked: Sequence[ScoredSentence]) -> list[ScoredSentence]:
@@ -285,18 +556,6 @@ def _with_section_text(chosen: Sequence[ScoredSentence], sources: Sequence[Retri
     return lines[:MAX_QUOTED_SENTENCES + 2]
 
 
-def cross_language_quotes(question: str, sources: Sequence[RetrievedChunk]) -> list[ScoredSentence]:
-    """For a Chinese question whose best source is English: that source's sentences naming the
-    question's entities (or its opening sentences), quoted as they are."""
-    if not sources or detect_language(question) != "zh" or detect_language(sources[0].text) != "en":
-        return []
-    entities = [t for t, w in question_terms(question).items() if w >= ENTITY_WEIGHT]
-    parts = [_clip(s) for s in sentences(sources[0].text)]
-    parts = [p for p in parts if len(p) >= 6 and not _is_table_header(p) and not p.startswith("#")]
-    naming = [p for p in parts if any(_TextIndex(p).credit(e) > 0 for e in entities)]
-    return [ScoredSentence(p, 1, 0.0) for p in (naming or parts)[:2]]
-
-
 def cite(sentence: str, number: int) -> str:
     """The sentence with its marker placed before the final punctuation: "…12 小时[1]。"."""
     m = re.search(r"[。！？!?.；;…:：]+$", sentence)
@@ -307,23 +566,54 @@ def cite(sentence: str, number: int) -> str:
     return f"{body.rstrip()}{space}[{number}]{end}"
 
 
+def bridge_lines(question: str, chosen: Sequence[ScoredSentence],
+                 sources: Sequence[RetrievedChunk]) -> list[ScoredSentence]:
+    """The next hop of a chain question: when the best quoted sentence names another source's subject
+    ("… a psychology professor at Columbia University" and a source titled "Columbia University"), that
+    source's best sentence for the question, read with the name as one of its entities."""
+    if not chosen:
+        return []
+    lead = chosen[0]
+    lead_lower, question_lower = lead.text.lower(), question.lower()
+    quoted = {s.text for s in chosen}
+    for number, chunk in enumerate(sources, start=1):
+        if number == lead.source:
+            continue
+        name = re.sub(r"\s*[(（][^)）]*[)）]\s*$", "", _title_line(chunk.text) or chunk.document).strip()
+        if len(name) < 4 or name.lower() in question_lower or name.lower() not in lead_lower:
+            continue
+        for c in _ranked_candidates(f"{question} {name}", [chunk]):
+            if c.text not in quoted and not any(c.text in q or q in c.text for q in quoted):
+                return [ScoredSentence(c.text, number, c.score)]
+    return []
+
+
+def _language_note(lines: Sequence[ScoredSentence], language: str) -> str:
+    """"（来源为英文）" when the quoted sentences are in the other language, "（部分来源为英文）" when some are."""
+    other = [s for s in lines if detect_language(s.text) != language]
+    if not other:
+        return ""
+    every = len(other) == len(lines)
+    if language == "zh":
+        return "（来源为英文）" if every else "（部分来源为英文）"
+    return " (the source is in Chinese)" if every else " (some sources are in Chinese)"
+
+
 def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language: str,
                       low_confidence: bool = False) -> str:
     """The cited extractive answer in the question's language (``language`` is "zh" or "en")."""
     zh = language == "zh"
     chosen = select_sentences(rank_sentences(question, sources))
     if chosen:
-        chosen = cover_each_focus(question, chosen, sources)
+        lines = _with_section_text(cover_each_focus(question, chosen, sources), sources)
+        lines += bridge_lines(question, chosen, sources)
+        note = _language_note(lines, language)
         if zh:
-            lead = "以下资料与问题只部分相关，仅供参考：" if low_confidence else "根据资料："
+            lead = f"以下资料与问题只部分相关，仅供参考{note}：" if low_confidence else f"根据资料{note}："
         else:
-            lead = "The sources only partly match the question; here is what they say:" if low_confidence \
-                else "According to the sources:"
-        return "\n".join([lead] + [cite(s.text, s.source) for s in _with_section_text(chosen, sources)])
-    quotes = cross_language_quotes(question, sources)
-    if quotes:
-        lead = "资料中没有直接的中文表述，以下是最相关资料的英文原文，请参考：" if zh else "From the most relevant source:"
-        return "\n".join([lead] + [cite(s.text, s.source) for s in quotes])
+            lead = f"The sources only partly match the question{note}; here is what they say:" if low_confidence \
+                else f"According to the sources{note}:"
+        return "\n".join([lead] + [cite(s.text, s.source) for s in lines])
     names = ("、" if zh else ", ").join(dict.fromkeys(s.document for s in sources))
     if zh:
         return f"检索到的资料（{names}）中没有能回答这个问题的内容，因此我无法根据资料作答。"
