@@ -190,6 +190,12 @@ def _orion_experiment(engine) -> int:
     return min(e.id for e in bench.list_experiments() if e.name == "rule vs agentic")
 
 
+def _rate(shown: str) -> float:
+    """A rate as the sweep table shows it ("70.0%")."""
+    assert shown.endswith("%"), shown
+    return float(shown.removesuffix("%")) / 100
+
+
 def test_sweep_keeps_the_safety_floor_explains_objectives_and_predicts_both_rates(engine):
     """The f1 recommendation moved 'not HIGH on unanswerable' from 0.875 to 0.8125, below the README's 0.90,
     without a word, and the page did not say what its objectives optimise."""
@@ -204,17 +210,18 @@ def test_sweep_keeps_the_safety_floor_explains_objectives_and_predicts_both_rate
         # no point keeps this set's unanswerable questions not HIGH in 90% of runs: nothing is recommended
         table = _frame(at, "not HIGH on unanswerable")
         assert list(table[""]) == ["live", "safest (below the floor, not recommended)"], objective
-        assert all(v < 0.9 for v in table["not HIGH on unanswerable"])
+        assert all(_rate(v) < 0.9 for v in table["not HIGH on unanswerable"])
         assert any("nothing is recommended" in w.value for w in at.warning)
         assert not any(b.label.startswith("Apply recommended") for b in at.button)
     # a floor the set meets: the recommendation keeps it, and the change of both rates is shown before Apply
-    safest = float(_frame(at, "not HIGH on unanswerable").iloc[1]["not HIGH on unanswerable"])
+    # shown rounded to 0.1%: a floor a hair below it is met by the same points
+    safest = _rate(_frame(at, "not HIGH on unanswerable").iloc[1]["not HIGH on unanswerable"]) - 0.0005
     at.number_input(key="dm_ex_floor").set_value(safest).run()
     for objective in ("f1", "safe_recall", "balanced"):
         at.selectbox(key="dm_ex_objective").set_value(objective).run()
         table = _frame(at, "not HIGH on unanswerable")
         assert list(table[""]) == ["live", "recommended"]
-        assert float(table.iloc[1]["not HIGH on unanswerable"]) >= safest - 1e-9
+        assert _rate(table.iloc[1]["not HIGH on unanswerable"]) >= safest
         change = next(m.value for m in at.markdown if m.value.startswith("**Predicted change if applied**"))
         assert "answerable with gold in context: HIGH:" in change and "unanswerable: not HIGH:" in change
         assert any(b.label.startswith("Apply recommended") for b in at.button)
