@@ -312,8 +312,8 @@ else:
         at_live = advice.live is not None and (best.high, best.low, best.mode) == (
             advice.live.high, advice.live.low, advice.live.mode)
         if at_live:
-            st.caption("The live thresholds are the recommended ones: there is nothing to apply.")
-        elif st.button(f"Apply recommended thresholds {scope}", icon=":material/check:", key="dm_ex_apply"):
+            st.caption("The live thresholds are already the recommended ones.")
+        if st.button(f"Apply recommended thresholds {scope}", icon=":material/check:", key="dm_ex_apply"):
             bench.apply_thresholds(best)
             st.session_state[APPLIED_KEY] = (f"Applied grader.high_threshold = {best.high}, "
                                              f"grader.low_threshold = {best.low}, grader.gray_zone_mode = {best.mode}")

@@ -324,3 +324,64 @@ def test_an_import_error_names_the_uploaded_file(engine):
     errors = [e.value.replace("\\", "") for e in at.error]  # Markdown's escapes taken out
     assert any("orion-questions.jsonl line 2: question: the question is empty" in e for e in errors), errors
     assert not any("items.jsonl" in e for e in errors)
+
+
+# -- what the browser tuning walk (tests/browser/test_browser_tuning_walk.py) found --------------------------
+
+def test_an_import_is_listed_and_counted_at_once(engine):
+    """After Import the list above the form still said "Datasets (N)" with the old N until the next rerun, and
+    Import without a file did nothing at all."""
+    at = _page()
+    before = len(Workbench(engine, LOCAL_USER, "cli").list_datasets())
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert any("Choose a JSONL file" in w.value for w in at.warning), [w.value for w in at.warning]
+    at.file_uploader(key="dm_ex_upload").set_value(
+        ("orion-more.jsonl", (FIXTURES / "set.jsonl").read_bytes(), "application/jsonl"))
+    at.text_input(key="dm_ex_ds_name").set_value("orion-more")
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert not at.exception, at.exception
+    assert any(s.value.replace("\\", "") == "Imported 4 questions as orion-more" for s in at.success), (
+        [s.value for s in at.success], [e.value for e in at.error], [e.label for e in at.expander])
+    labels = [e.label for e in at.expander]
+    assert f"Datasets ({before + 1})" in labels, labels
+
+
+def test_runs_and_rates_read_in_words_and_the_prediction_in_runs(engine):
+    """Stop reasons read "model_done" and "-", answer containment "None" and 1, sweep rates raw floats such as
+    0.6666666666666666, and the predicted change gave rates without the run counts a re-run shows."""
+    at = _pick(_page(), _orion_experiment(engine))
+    ops = _frame(at, "tool calls / run")
+    reasons = " ".join(ops["stop reasons"])
+    assert "model_done" not in reasons and "- " not in reasons and "no agentic loop" in reasons, reasons
+    questions = _frame(at, "gold left out")
+    assert set(questions["contains · rule"]) <= {"yes", "no", "n/a"}, set(questions["contains · rule"])
+    assert any("Pick a question" in c.value for c in at.caption)
+    at.number_input(key="dm_ex_floor").set_value(0.5).run()
+    table = _frame(at, "not HIGH on unanswerable")
+    for column in ("precision", "recall", "not HIGH on unanswerable"):
+        assert all(v == "n/a" or v.endswith("%") for v in table[column]), table[column]
+    change = next(m.value for m in at.markdown if m.value.startswith("**Predicted change if applied**"))
+    assert "runs (" in change and " of " in change, change
+
+
+def test_run_again_repeats_the_experiment_with_the_current_settings(engine):
+    """There was no way to run an experiment again after applying a sweep: the analyst retyped its variants."""
+    bench = Workbench(engine, LOCAL_USER, "cli")
+    dataset = bench.get_dataset("orion-set")
+    first = bench.create_experiment("one question", dataset.id, [
+        Variant(name="r", mode="rule"), Variant(name="a", mode="agentic", overrides={"agentic.max_iterations": 2})],
+        limit=1)
+    assert bench.run_experiment(first.id).done == 2
+    at = _pick(_page(), first.id)
+    at.text_input(key=f"dm_ex_again_name_{first.id}").set_value("one question again")
+    next(b for b in at.button if b.label == "Run again with your current settings").click().run()
+    assert not at.exception, at.exception
+    again = max(bench.list_experiments(), key=lambda e: e.id)
+    assert again.name == "one question again" and again.id != first.id
+    assert [(v.name, v.mode, v.overrides) for v in again.variants] == [
+        (v.name, v.mode, v.overrides) for v in first.variants]
+    assert (again.dataset_id, again.item_limit, again.leave_gold_out) == (dataset.id, 1, False)
+    assert at.selectbox(key="dm_ex_pick").value == again.id  # the new one is shown
+    deadline = time.monotonic() + 60
+    while bench.experiment_progress(again.id).state != "done" and time.monotonic() < deadline:
+        time.sleep(0.2)
