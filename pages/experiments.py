@@ -242,15 +242,20 @@ for v in report.variants:
 
 # -- drill-down ------------------------------------------------------------------------------
 variant_names = [v.name for v in experiment.variants]
-if report.questions and len(variant_names) >= 2:
+if report.questions:  # one variant too: its tier and containment per question; comparing needs two
     st.subheader("Per question")
     table = pd.DataFrame([{"item": q.item_id, "gold left out": q.gold_left_out, "question": q.question,
                            **{f"tier · {n}": q.tiers.get(n, "") for n in variant_names},
                            **{f"contains · {n}": _contains(q.contains.get(n)) for n in variant_names}}
                           for q in report.questions])
-    st.caption("Pick a question (the box at the start of its row) to compare two variants' runs of it.")
-    chosen = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="dm_ex_q")
-    rows = list(chosen.selection.rows) if chosen is not None else []
+    if len(variant_names) >= 2:
+        st.caption("Pick a question (the box at the start of its row) to compare two variants' runs of it.")
+        chosen = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+                              key="dm_ex_q")
+        rows = list(chosen.selection.rows) if chosen is not None else []
+    else:
+        st.dataframe(table, hide_index=True, key="dm_ex_q_one")
+        rows = []
     if rows:
         q = report.questions[rows[0]]
         c1, c2 = st.columns(2)

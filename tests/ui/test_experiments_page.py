@@ -385,3 +385,15 @@ def test_run_again_repeats_the_experiment_with_the_current_settings(engine):
     deadline = time.monotonic() + 60
     while bench.experiment_progress(again.id).state != "done" and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+def test_a_one_variant_experiment_lists_its_questions(engine):
+    """With one variant the page showed no per-question table at all (it needs two only to compare)."""
+    bench = Workbench(engine, LOCAL_USER, "cli")
+    made = bench.create_experiment("rule alone", bench.get_dataset("orion-set").id, [Variant(name="r", mode="rule")],
+                                   limit=2)
+    assert bench.run_experiment(made.id).done == 2
+    at = _pick(_page(), made.id)
+    questions = _frame(at, "gold left out")
+    assert len(questions) == 2 and list(questions.columns)[-2:] == ["tier · r", "contains · r"]
+    assert not any("Pick a question" in c.value for c in at.caption)
