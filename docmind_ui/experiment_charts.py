@@ -31,6 +31,13 @@ def sweep_heatmap(result: SweepResult, mode: str, objective: Objective, floor: f
     fig.update_layout(xaxis_title="grader.low_threshold", yaxis_title="grader.high_threshold", height=420,
                       margin={"l": 10, "r": 10, "t": 30, "b": 10},
                       title=f"{objective} · {mode} · blank: not HIGH on unanswerable below {floor:.2f}")
+    if highs and all(cell is None for row in grid for cell in row):
+        # an all-blank heatmap autoscales its axes away from the grid and says nothing: keep the grid, say why
+        xs, ys = [*lows, live_low], [*highs, live_high]
+        fig.update_xaxes(range=[min(xs) - 0.025, max(xs) + 0.025])
+        fig.update_yaxes(range=[min(ys) - 0.025, max(ys) + 0.025])
+        fig.add_annotation(text=f"No point keeps unanswerable questions not HIGH in {floor:.0%} of their runs "
+                                f"in {mode} mode", x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False)
     return fig
 
 

@@ -13,6 +13,7 @@ from docmind_core.errors import DocMindError
 from docmind_core.experiments.metrics import METRICS, TIERS
 from docmind_core.experiments.records import MODE_NAMES, parse_variant
 from docmind_core.experiments.sweep import OBJECTIVE_HELP, OBJECTIVES
+from docmind_core.reports.reasons import describe_reason
 from docmind_core.text.visible import escape_markdown
 from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
@@ -24,18 +25,34 @@ STARTED_KEY = "dm_ex_started"  # the experiment this session last started
 REDRAWN_KEY = "dm_ex_redrawn"
 REDRAW_EVERY_S = 10.0
 APPLIED_KEY = "dm_ex_applied"  # what Apply set, said after the rerun that redraws the sweep with it
+PICK_NEXT_KEY = "dm_ex_pick_next"  # an experiment made below the picker, picked at the next rerun
+IMPORTED_KEY = "dm_ex_imported"  # what Import made, said after the rerun that lists it above the form
 VARIANT_SYNTAX = "NAME:MODE[:key=value,...]"
 VARIANT_EXAMPLE = "strict:RULE_PLANNER:grader.high_threshold=0.95,agentic.max_iterations=2"
 
 
-def _rate_change(before: float | None, after: float | None) -> str:
+def _rate_change(before: float | None, after: float | None, runs: int) -> str:
+    """"3 of 6 runs (50.0%) → 4 of 6 runs (66.7%) (+16.7 points)": the counts say what a re-run will show."""
     if before is None or after is None:
-        return f"{_pct(before)} → {_pct(after)}"
-    return f"{_pct(before)} → {_pct(after)} ({(after - before) * 100:+.1f} points)"
+        return f"{_share(before, runs)} → {_share(after, runs)}"
+    return f"{_share(before, runs)} → {_share(after, runs)} ({(after - before) * 100:+.1f} points)"
+
+
+def _share(value: float | None, runs: int) -> str:
+    return "n/a" if value is None else f"{round(value * runs)} of {runs} runs ({value:.1%})"
 
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
+
+
+def _stop_reason(code: str) -> str:
+    """A variant's stop reason in words; "-" is a run without an agentic loop."""
+    return "no agentic loop" if code == "-" else describe_reason(code)
+
+
+def _contains(value: float | None) -> str:
+    return "n/a" if value is None else ("yes" if value else "no")
 
 
 ensure_frame()
@@ -44,7 +61,8 @@ st.title("Experiments")
 
 # -- datasets ---------------------------------------------------------------------------
 datasets = bench.list_datasets()
-with st.expander(f"Datasets ({len(datasets)})", expanded=not datasets):
+imported = st.session_state.pop(IMPORTED_KEY, None)
+with st.expander(f"Datasets ({len(datasets)})", expanded=not datasets or imported is not None):
     if datasets:
         st.dataframe(pd.DataFrame([{"name": d.name, "questions": d.item_count, "KB": d.kb_name, "source": d.source,
                                     "visibility": d.visibility} for d in datasets]), hide_index=True)
@@ -55,7 +73,10 @@ with st.expander(f"Datasets ({len(datasets)})", expanded=not datasets):
         c1, c2 = st.columns(2)
         name = c1.text_input("Dataset name", key="dm_ex_ds_name")
         default_kb = c2.selectbox("Default knowledge base", ["", *kb_names], key="dm_ex_ds_kb")
-        if st.form_submit_button("Import", icon=":material/upload_file:") and upload is not None:
+        pressed = st.form_submit_button("Import", icon=":material/upload_file:")
+        if pressed and upload is None:
+            st.warning("Choose a JSONL file to import first.")
+        if pressed and upload is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 # the copy keeps the uploaded file's name: an error names the file the user chose
                 path = Path(tmp) / (Path(upload.name).name or "upload.jsonl")
@@ -65,8 +86,12 @@ with st.expander(f"Datasets ({len(datasets)})", expanded=not datasets):
                 except DocMindError as exc:
                     st.error(escape_markdown(exc))
                 else:
-                    st.success(f"Imported {made.item_count} questions as {escape_markdown(made.name)}")
-                    datasets = bench.list_datasets()
+                    # a rerun: the list and the count above the form are drawn again with the new dataset
+                    st.session_state[IMPORTED_KEY] = (f"Imported {made.item_count} questions as "
+                                                      f"{escape_markdown(made.name)}")
+                    st.rerun()
+        if imported:
+            st.success(imported)
 
 # -- a new experiment ----------------------------------------------------------------------
 if datasets:
@@ -102,6 +127,8 @@ if not experiments:
     st.stop()
 
 ids = [e.id for e in experiments]
+if (pick_next := st.session_state.pop(PICK_NEXT_KEY, None)) in ids:
+    st.session_state["dm_ex_pick"] = pick_next
 if st.session_state.get("dm_ex_pick") not in ids:
     st.session_state["dm_ex_pick"] = ids[0]
 names = {e.id: f"#{e.id} {e.name}" for e in experiments}
@@ -161,6 +188,26 @@ def progress_panel() -> None:
 
 
 progress_panel()
+if shown.state in ("done", "cancelled"):
+    with st.expander("Run again"):
+        with st.form(f"dm_ex_again_{picked}"):
+            again_name = st.text_input("Name of the new experiment", f"{experiment.name} (again)",
+                                       key=f"dm_ex_again_name_{picked}")
+            st.caption("The same dataset, questions and variants (with their overrides), run with your current "
+                       "settings: after applying a sweep's thresholds, its tiers are the ones the sweep predicted.")
+            if st.form_submit_button("Run again with your current settings", icon=":material/replay:"):
+                try:
+                    made = bench.create_experiment(
+                        again_name, experiment.dataset_id,
+                        [v.model_copy(update={"id": None}) for v in experiment.variants],
+                        leave_gold_out=experiment.leave_gold_out, limit=experiment.item_limit)
+                    bench.start_experiment(made.id)
+                except DocMindError as exc:
+                    st.error(escape_markdown(exc))
+                else:
+                    st.session_state[PICK_NEXT_KEY] = made.id  # the picker above is drawn: pick it on the rerun
+                    st.session_state[STARTED_KEY] = made.id
+                    st.rerun()
 st.download_button("Export as JSON", results.export_json(), file_name=f"docmind-experiment-{picked}.json",
                    mime="application/json", icon=":material/download:")
 
@@ -170,15 +217,17 @@ st.subheader("Metrics (95% bootstrap intervals)")
 st.dataframe(pd.DataFrame([{"metric": label, "measured on": on,
                             **{v.name: v.metrics[m].text() for v in report.variants}}
                            for m, (label, on) in METRICS.items()]), hide_index=True, key="dm_ex_metrics")
+# routes and stop reasons (words) first: the numbers after them scroll sideways on a narrow screen
 st.dataframe(pd.DataFrame([{"variant": v.name, "mode": MODE_NAMES.get(v.mode, v.mode), "runs": v.runs,
                             "failed": v.failed,
+                            "routes": ", ".join(f"{k} {n}" for k, n in v.routes.items()),
+                            "stop reasons": ", ".join(f"{_stop_reason(k)} ({n})"
+                                                      for k, n in v.stop_reasons.items()),
                             "with errors": v.runs_with_errors,
                             "cited but unsupported": f"{v.cited_unsupported} of {v.citations_checked}",
                             "tool calls / run": v.tool_calls_mean, "rounds / run": v.rounds_mean,
                             "latency p50 ms": v.latency_p50_ms, "latency p95 ms": v.latency_p95_ms,
-                            "tokens in / run": v.prompt_tokens_mean, "tokens out / run": v.completion_tokens_mean,
-                            "routes": ", ".join(f"{k} {n}" for k, n in v.routes.items()),
-                            "stop reasons": ", ".join(f"{k} {n}" for k, n in v.stop_reasons.items())}
+                            "tokens in / run": v.prompt_tokens_mean, "tokens out / run": v.completion_tokens_mean}
                            for v in report.variants]), hide_index=True, key="dm_ex_ops")
 if report.differences:
     st.markdown("**Paired differences** (B − A on the same questions)")
@@ -193,14 +242,20 @@ for v in report.variants:
 
 # -- drill-down ------------------------------------------------------------------------------
 variant_names = [v.name for v in experiment.variants]
-if report.questions and len(variant_names) >= 2:
+if report.questions:  # one variant too: its tier and containment per question; comparing needs two
     st.subheader("Per question")
     table = pd.DataFrame([{"item": q.item_id, "gold left out": q.gold_left_out, "question": q.question,
                            **{f"tier · {n}": q.tiers.get(n, "") for n in variant_names},
-                           **{f"contains · {n}": q.contains.get(n) for n in variant_names}}
+                           **{f"contains · {n}": _contains(q.contains.get(n)) for n in variant_names}}
                           for q in report.questions])
-    chosen = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="dm_ex_q")
-    rows = list(chosen.selection.rows) if chosen is not None else []
+    if len(variant_names) >= 2:
+        st.caption("Pick a question (the box at the start of its row) to compare two variants' runs of it.")
+        chosen = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+                              key="dm_ex_q")
+        rows = list(chosen.selection.rows) if chosen is not None else []
+    else:
+        st.dataframe(table, hide_index=True, key="dm_ex_q_one")
+        rows = []
     if rows:
         q = report.questions[rows[0]]
         c1, c2 = st.columns(2)
@@ -244,17 +299,25 @@ else:
     rows = [("live", advice.live), ("recommended", best)]
     if best is None:
         rows.append(("safest (below the floor, not recommended)", advice.safest))
-    st.dataframe(pd.DataFrame([{"": label, "high": p.high, "low": p.low, "mode": p.mode, "precision": p.precision,
-                                "recall": p.recall, "not HIGH on unanswerable": p.unanswerable_not_high}
+    # rates as the predicted change below says them (66.7%), never as raw floats (0.6666666666666666)
+    st.dataframe(pd.DataFrame([{"": label, "high": p.high, "low": p.low, "mode": p.mode,
+                                "precision": _pct(p.precision), "recall": _pct(p.recall),
+                                "not HIGH on unanswerable": _pct(p.unanswerable_not_high)}
                                for label, p in rows if p is not None]),
                  hide_index=True, key="dm_ex_best")
     if best is None:
         st.warning(advice.reason)
     else:
         st.caption(advice.reason)
+        runs_of = dict(zip(advice.change(), (sweep.positives, sweep.unanswerable)))
         st.markdown("**Predicted change if applied** (live → recommended)  \n" + "  \n".join(
-            f"{rate}: {_rate_change(before, after)}" for rate, (before, after) in advice.change().items()))
+            f"{rate}: {_rate_change(before, after, runs_of[rate])}"
+            for rate, (before, after) in advice.change().items()))
         scope = "globally" if bench.user.is_admin else "as your personal values"
+        at_live = advice.live is not None and (best.high, best.low, best.mode) == (
+            advice.live.high, advice.live.low, advice.live.mode)
+        if at_live:
+            st.caption("The live thresholds are already the recommended ones.")
         if st.button(f"Apply recommended thresholds {scope}", icon=":material/check:", key="dm_ex_apply"):
             bench.apply_thresholds(best)
             st.session_state[APPLIED_KEY] = (f"Applied grader.high_threshold = {best.high}, "
