@@ -14,7 +14,8 @@ from docmind_core.errors import NotFound
 from docmind_core.ingest.job_types import IngestJob, IngestJobFile
 from docmind_core.store.db import Database
 
-_JOB_COLUMNS = "id, kb_id, user_id, state, cancel_requested, lease_id, created_at, started_at, finished_at, note"
+_JOB_COLUMNS = ("id, kb_id, user_id, state, cancel_requested, lease_id, created_at, started_at, finished_at, note, "
+                "embed_total, embed_done, embed_started_at, embed_updated_at")
 _FILE_COLUMNS = ("id, job_id, position, name, path, owned_copy, size, state, stage, fraction, outcome, doc_id, "
                  "chunks, error, started_at, finished_at")
 
@@ -95,9 +96,28 @@ class JobStore:
             row = db.execute("SELECT id FROM ingest_jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE ingest_jobs SET state = 'running', lease_id = ?, started_at = ? WHERE id = ?",
+            db.execute("UPDATE ingest_jobs SET state = 'running', lease_id = ?, started_at = ?, embed_total = 0, "
+                       "embed_done = 0, embed_started_at = NULL, embed_updated_at = NULL WHERE id = ?",
                        [lease_id, time.time(), row[0]])
             return int(row[0])
+
+    def embedding_progress(self, job_id: int, embedded: int, total: int) -> None:
+        """The run's vector backfill: ``embedded`` of ``total`` chunks; 0 starts its clock (a resumed run
+        measures its own pace)."""
+        now = time.time()
+        with self.db.transaction() as db:
+            if embedded <= 0:
+                db.execute("UPDATE ingest_jobs SET embed_total = ?, embed_done = 0, embed_started_at = ?, "
+                           "embed_updated_at = ? WHERE id = ?", [int(total), now, now, job_id])
+            else:
+                db.execute("UPDATE ingest_jobs SET embed_total = ?, embed_done = ?, embed_updated_at = ? "
+                           "WHERE id = ?", [int(total), int(embedded), now, job_id])
+
+    def active_for_user(self, kb_ids: Sequence[int] | None, user_id: int | None) -> list[IngestJob]:
+        """Queued or running jobs of these KBs (None: every KB), the ones ``user_id`` enqueued first, then the
+        newest first."""
+        jobs = [j for j in self.list(kb_ids, limit=200) if j.state in ("queued", "running")]
+        return sorted(jobs, key=lambda j: (j.user_id != user_id, -j.id))
 
     def file_progress(self, file_id: int, stage: str, fraction: float) -> None:
         with self.db.transaction() as db:

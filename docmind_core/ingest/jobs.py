@@ -194,6 +194,8 @@ class IngestJobQueue:
 
         def on_progress(p: IngestProgress) -> None:
             f = files[p.file_index]
+            if p.run_to_embed is not None:  # the job's measured pace (its ETA)
+                self.jobs.embedding_progress(job_id, p.run_embedded or 0, p.run_to_embed)
             if p.stage in ("done", "skipped"):
                 # what landed is recorded now, not only when the whole run returns: a process killed after this
                 # file still shows it as added (or replaced) with its document and chunks

@@ -132,25 +132,28 @@ class StepClock:
 
 
 class ClockedEmbedder(HashingEmbedder):
-    """Each encoder call takes ``seconds`` of the test's clock; before it, the job's ETA is read."""
+    """Each text takes ``seconds`` of the test's clock (a steady encoder); before each call, the job's ETA is
+    read."""
 
     def __init__(self, clock: StepClock, seconds: float):
         super().__init__()
         self.clock, self.seconds = clock, seconds
         self.read_eta = None
-        self.samples: list[tuple[int, float | None]] = []  # (calls before this one, ETA then)
+        self.texts = 0
+        self.samples: list[tuple[int, float | None]] = []  # (texts encoded before this call, ETA then)
 
     def embed(self, texts):
         if self.read_eta is not None:
-            self.samples.append((self.calls, self.read_eta()))
-        self.clock.now += self.seconds
+            self.samples.append((self.texts, self.read_eta()))
+        self.clock.now += self.seconds * len(texts)
+        self.texts += len(texts)
         return super().embed(texts)
 
 
 def test_the_eta_falls_at_a_steady_pace_and_is_right_from_the_first_batch(tmp_path, monkeypatch):
     clock = StepClock()
     monkeypatch.setattr(job_store_module, "time", types.SimpleNamespace(time=clock.time))
-    embedder = ClockedEmbedder(clock, seconds=10.0)
+    embedder = ClockedEmbedder(clock, seconds=2.5)
     world = World(tmp_path / "home", embedder=embedder)
     kb = world.kb()
     jobs = JobStore(world.db)
@@ -168,12 +171,11 @@ def test_the_eta_falls_at_a_steady_pace_and_is_right_from_the_first_batch(tmp_pa
     started.set()
     final = queue.wait(job.id, 60)
     assert final.state == "done", final.summary()
-    batches = embedder.calls
-    assert batches >= 5, batches  # enough batches to see a trend
-    etas = [(k, eta) for k, eta in embedder.samples if k >= 1]
-    assert all(eta is not None for _, eta in etas), embedder.samples  # a pace from the first batch on
-    for k, eta in etas:  # each batch takes 10 s: the truth is 10 s per batch left
-        truth = (batches - k) * 10.0
-        assert abs(eta - truth) <= 0.25 * truth + 1.0, (k, eta, truth, embedder.samples)
+    assert embedder.calls >= 5, embedder.calls  # enough batches to see a trend
+    etas = [(done, eta) for done, eta in embedder.samples if done >= 1]
+    assert len(etas) >= 4 and all(eta is not None for _, eta in etas), embedder.samples  # a pace from batch one
+    for done, eta in etas:  # 2.5 s per chunk: the truth is 2.5 s per chunk left
+        truth = (embedder.texts - done) * 2.5
+        assert abs(eta - truth) <= 0.1 * truth + 1.0, (done, eta, truth, embedder.samples)
     values = [eta for _, eta in etas]
     assert all(b <= a for a, b in zip(values, values[1:])), values  # never grows at a steady pace
