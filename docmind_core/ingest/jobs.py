@@ -19,6 +19,10 @@ page, every browser session and ``docmind jobs`` see the same state.
   ``interrupted`` when ``ingest.resume_interrupted`` is off.
 * Uploaded bytes are copied under ``<home>/uploads`` so a job outlives the
   upload widget and a restart; a copy is removed once its file is ingested.
+* **Backfill**: a document left ``embedding`` (searchable by keyword, vectors
+  missing) by a process that is gone gets its missing vectors from the worker
+  once no job is queued (``backfill``: ``Ingestor.finish_embedding``); a
+  resumed job takes over its own files' documents itself.
 """
 
 from __future__ import annotations
@@ -46,6 +50,15 @@ log = logging.getLogger(__name__)
 # Runs the ingest of a job's remaining files: (kb id, paths, names, progress, cancel) -> outcomes in order.
 RunFiles = Callable[[int, list[Path], list[str], Callable[[IngestProgress], None], threading.Event],
                     list[IngestOutcome]]
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """The worker's other task: whether documents left ``embedding`` by a gone process wait for their vectors
+    (``needed``, cheap: read at every start), and writing them (``run``; one line per document)."""
+
+    needed: Callable[[], bool]
+    run: Callable[[], list[str]]
 CANCEL_POLL_S = 0.5  # how often a running job looks at its cancel flag
 IDLE_EXIT_S = 1.0  # a worker with nothing queued waits this long for new work, then ends
 
@@ -63,12 +76,13 @@ class IngestJobQueue:
     """The queue of one Engine: enqueue, cancel, retry, recover at start, and the worker thread."""
 
     def __init__(self, jobs: JobStore, leases: LeaseBook, uploads_dir: Path, run_files: RunFiles,
-                 settings: Callable[[], Settings]):
+                 settings: Callable[[], Settings], backfill: Backfill | None = None):
         self.jobs = jobs
         self.leases = leases
         self.uploads_dir = uploads_dir
         self._run_files = run_files
         self._settings = settings
+        self._backfill = backfill
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -147,9 +161,16 @@ class IngestJobQueue:
                 self.jobs.finish(job_id, "interrupted", note=f"interrupted: {why}", unfinished_files="interrupted")
                 report.append(f"ingest job #{job_id} marked interrupted ({why}); `docmind jobs retry {job_id}` "
                                "runs its remaining files")
-        if self.jobs.has_queued():
+        if self.jobs.has_queued() or self._backfill_needed():
             self.start()
         return report
+
+    def _backfill_needed(self) -> bool:
+        try:
+            return self._backfill is not None and self._backfill.needed()
+        except Exception:  # noqa: BLE001 - a broken store: the next start looks again
+            log.exception("could not tell whether documents wait for their vectors")
+            return False
 
     # -- the worker -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -163,10 +184,19 @@ class IngestJobQueue:
         try:
             with self.leases.hold("ingest-job") as lease:
                 idle_since = time.monotonic()
+                backfilled = False  # once per worker: a document whose encoding fails waits for the next start
                 while True:
                     job_id = self.jobs.claim_next(lease.id)
                     if job_id is not None:
                         self._run(job_id)
+                        idle_since = time.monotonic()
+                        continue
+                    if not backfilled and self._backfill_needed():
+                        backfilled = True
+                        try:
+                            self._backfill.run()
+                        except Exception:  # noqa: BLE001 - left embedding: the next start tries again
+                            log.exception("could not write the missing vectors of documents left embedding")
                         idle_since = time.monotonic()
                         continue
                     if time.monotonic() - idle_since < IDLE_EXIT_S:
