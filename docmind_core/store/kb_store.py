@@ -457,7 +457,12 @@ class KnowledgeStore:
     def chunks_without_vectors(self, kb_id: int, limit: int,
                                doc_ids: Sequence[int] | None = None) -> list[tuple[str, int, str]]:
         """(chunk id, doc id, text) of up to ``limit`` child chunks of searchable documents with no vector copy;
-        with ``doc_ids``, of those documents only, taken in that order (each one's chunks in text order)."""
+        with ``doc_ids``, of those documents only, taken in that order (each one's chunks in text order).
+
+        With ``doc_ids``, a batch that holds some documents already ends before one that does not fit in
+        what is left of it: small documents share a batch and are done with it, and a large one starts
+        in the next (one short batch, rather than the small ones waiting for a full batch of the large one).
+        """
         if doc_ids is None:
             rows = self.db.db.execute(
                 "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
@@ -468,10 +473,14 @@ class KnowledgeStore:
         for doc_id in doc_ids:  # one indexed read per document: no sort of every missing chunk per batch
             if len(out) >= limit:
                 break
-            out += [(r[0], r[1], r[2]) for r in self.db.db.execute(
+            room = limit - len(out)
+            rows = self.db.db.execute(
                 "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
                 f"WHERE c.doc_id = ? AND c.kb_id = ? AND c.is_parent = 0 AND d.status IN {SEARCHABLE} "
-                "AND c.vector IS NULL ORDER BY c.idx LIMIT ?", [int(doc_id), kb_id, limit - len(out)]).fetchall()]
+                "AND c.vector IS NULL ORDER BY c.idx LIMIT ?", [int(doc_id), kb_id, room + 1]).fetchall()
+            if out and len(rows) > room:
+                break
+            out += [(r[0], r[1], r[2]) for r in rows[:room]]
         return out
 
     def missing_vector_counts(self, doc_ids: Sequence[int]) -> dict[int, int]:

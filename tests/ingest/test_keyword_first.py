@@ -117,10 +117,19 @@ def test_small_files_are_done_before_the_large_one(tmp_path):
         small.append(tmp_path / name)
         small[-1].write_text(text, encoding="utf-8")
     done: list[str] = []
-    outcomes = world.ingest([big, *small], progress=lambda p: done.append(p.name) if p.stage == "done" else None)
+    calls: dict[str, int] = {}
+
+    def on_progress(p):
+        if p.stage == "done":
+            done.append(p.name)
+            calls[p.name] = world.embedder.calls
+
+    outcomes = world.ingest([big, *small], progress=on_progress)
     assert [o.name for o in outcomes] == ["big.txt", "a.txt", "b.txt"]  # outcomes stay in the given order
     assert all(o.status == "added" for o in outcomes)
     assert done.index("a.txt") < done.index("big.txt") and done.index("b.txt") < done.index("big.txt"), done
+    # done with the first encoder batch, not after a full batch of the large file's chunks
+    assert calls["a.txt"] == calls["b.txt"] == 1 and calls["big.txt"] > 2, calls
 
 
 class StepClock:
