@@ -148,8 +148,12 @@ class Ingestor:
                             opened.append(prepared)
                     self._embed(kb, opened, settings, outcomes, lease, cancel)
                 except BaseException as exc:  # cancelled or stopped: what is not complete is undone
-                    message = "ingest cancelled" if isinstance(exc, IngestCancelled) else describe_failure(exc)
-                    self._fail(kb, [d for d in opened if outcomes[d.position] is None], message, outcomes, lease)
+                    unfinished = [d for d in opened if outcomes[d.position] is None]
+                    if isinstance(exc, IngestCancelled):  # their outcome stays None: cancelled, not failed
+                        for doc in unfinished:
+                            self._undo(kb.id, doc.doc_id, "ingest cancelled", lease)
+                    else:
+                        self._fail(kb, unfinished, describe_failure(exc), outcomes, lease)
                     raise
         except IngestCancelled as exc:
             raise IngestCancelled(str(exc), outcomes=list(outcomes)) from None
@@ -269,6 +273,7 @@ class Ingestor:
     def _write_keywords(self, kb: KnowledgeBase, doc: PreparedFile, lease: Lease) -> None:
         """Write one document's chunk rows and keyword entries; it is pending until they are all written,
         then ``embedding``."""
+        doc.reporter("indexing", 0.05, f"writing {len(doc.children)} chunks and their keyword entries")
         # Pending under our lease before the other stores are touched: readers stop seeing an old
         # version, and a crash from here on is cleaned up by the next start's reconcile().
         doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),

@@ -59,7 +59,9 @@ while not os.path.exists(stop) and time.monotonic() < deadline:
         continue
     conn = sqlite3.connect(os.path.join(home, "docmind.db"), timeout=30)
     try:
-        pending = conn.execute("SELECT COUNT(*) FROM documents WHERE status = 'pending'").fetchone()[0]
+        # in progress: chunks being written (pending) or vectors being written (embedding)
+        pending = conn.execute("SELECT COUNT(*) FROM documents WHERE status IN ('pending', 'embedding')"
+                               ).fetchone()[0]
     except sqlite3.OperationalError:  # the ingest has not created the schema yet
         pending = 0
     conn.close()
