@@ -16,6 +16,7 @@ import pytest
 
 from docmind_core.backends.rerankers import OfflineReranker
 from docmind_core.ingest import job_store as job_store_module
+from docmind_core.ingest.check import KbChecker
 from docmind_core.ingest.job_store import JobStore
 from docmind_core.ingest.jobs import IngestJobQueue, JobInput
 from docmind_core.retrieval.hybrid import HybridRetriever
@@ -77,6 +78,8 @@ def test_a_document_is_keyword_searchable_while_its_vectors_are_embedding(tmp_pa
         assert pending[0].embedding_chunks == doc.chunk_count > 0
         assert f"{doc.chunk_count} chunk(s) still embedding" in pending[0].message()
         assert world.store.get_kb(kb.id).document_count == 1  # it counts as searched
+        checker = KbChecker(world.store, world.embedder, world.vectors, world.keywords, world.ingestor.leases)
+        assert checker.check(kb.id).ok  # its entries are on their way, not orphans for `kb check --repair`
     finally:
         world.embedder.go.set()
         thread.join(30)
