@@ -16,6 +16,7 @@ from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
 from docmind_ui.session import live_workbench, workbench
 
+_SHOWN_FILES = 5  # running files drawn one bar each; a large job's others are counted
 _ACTIVE_KEY = "dm_active_jobs"  # job ids this session saw active: a finished one triggers a page rerun
 _STATE_ICONS = {"queued": "⏳", "running": "🔄", "done": "✅", "failed": "❌", "cancelled": "⏹️",
                 "interrupted": "⚠️"}
@@ -78,9 +79,11 @@ def _draw_job(bench, job: IngestJob) -> None:
         st.markdown(escape_markdown(head))
         if not job.finished:
             st.progress(job.progress, text=overall_text(job))
-            for f in job.files:
-                if f.state == "running":
-                    st.progress(f.progress, text=escape_markdown(file_text(f)))
+            running = [f for f in job.files if f.state == "running"]  # all of them while vectors are written
+            for f in running[:_SHOWN_FILES]:
+                st.progress(f.progress, text=escape_markdown(file_text(f)))
+            if len(running) > _SHOWN_FILES:
+                st.caption(f"… and {len(running) - _SHOWN_FILES} more file(s) in progress")
             if st.button("Cancel", key=f"dm_job_cancel_{job.id}", icon=":material/stop:"):
                 _act(bench.cancel_job, job.id)
             return

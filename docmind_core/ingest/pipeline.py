@@ -1,24 +1,28 @@
 """Ingestion: files → text → chunks → SQLite rows, vectors and keyword entries.
 
-Atomic per document.  The document row is written first with status
-``pending``; chunk rows, vectors and keyword entries follow; only then is the
-row marked ``complete``.  Readers see complete documents only (the chunk reads
-of ``KnowledgeStore`` filter on it), so a pending document is invisible to
-every search even while its vectors and keyword entries exist.  If anything
-fails, whatever was written for that document is removed from all three
-stores again.
+Keyword first, then vectors.  The document row is written first with status
+``pending``; its chunk rows and keyword entries follow, and the row becomes
+``embedding``: keyword search reads it, the vector side reads whatever vectors
+it has.  Its vectors follow in the same run, and the row becomes ``complete``
+with its last one.  A pending document is invisible to every search (the chunk
+reads of ``KnowledgeStore`` keep complete and embedding documents only).  If
+anything fails, whatever was written for that document is removed from all
+three stores again.
 
-Ownership: every operation that makes documents pending (ingest, delete,
-re-index, repair) holds a lease (``ingest/leases.py``) whose id the pending
-rows carry, and completes a document only while it still owns it.  If the
-process dies half-way, the row stays ``pending`` under a lease whose owner is
-gone, and :meth:`Ingestor.reconcile` (run by every engine start; the repairs
-are in ``ingest/reconcile.py``) removes it; documents whose owner is alive
-(another process ingesting right now) are left alone.
+Ownership: every operation that makes documents pending or embedding (ingest,
+delete, re-index, repair) holds a lease (``ingest/leases.py``) whose id the rows
+carry, and completes a document only while it still owns it.  If the process
+dies half-way, a ``pending`` row under a gone owner is removed by
+:meth:`Ingestor.reconcile` (run by every engine start; the repairs are in
+``ingest/reconcile.py``); an ``embedding`` row is kept, searchable, and
+:meth:`Ingestor.finish_embedding` (the job worker, after the start) writes its
+missing vectors.  Documents whose owner is alive (another process ingesting
+right now) are left alone.
 
-The ingestor writes small documents in groups and streams a large one batch by
-batch (``ingest/streaming.py``).  Re-index (``ingest/reindex.py``) and
-``kb check`` (``ingest/check.py``) run under the same write lock.
+The ingestor streams a large document's chunk rows batch by batch
+(``ingest/streaming.py``) and writes every run's vectors with the re-index loop
+(``Reindexer.embed_missing``).  Re-index (``ingest/reindex.py``) and ``kb check``
+(``ingest/check.py``) run under the same write lock.
 
 Failed files: when a file cannot be read, the batch goes on.  A file that was
 never in the KB gets a ``failed`` row carrying the reason (no chunks), so the
