@@ -98,7 +98,7 @@ else:
                  hide_index=True, key="dm_docs")
     # only documents that were ingested have chunks to preview; the newest first
     doc_names = {d.id: visible_text(d.name) for d in sorted(documents, key=lambda d: d.created_at, reverse=True)
-                 if d.status == "complete"} or {d.id: visible_text(d.name) for d in documents}
+                 if d.status in ("complete", "embedding")} or {d.id: visible_text(d.name) for d in documents}
     doc_id = st.selectbox("Preview a document's chunks", list(doc_names), format_func=doc_names.get,
                           key=f"dm_preview_doc_{kb_id}")
     child_tab, parent_tab = st.tabs(["Child chunks (retrieval units)", "Parent blocks (context units)"])
