@@ -360,18 +360,20 @@ class Engine:
         self.ingestor.delete_document(doc_id)
 
     def ingest(self, kb_id: int, paths: Sequence[Path | str], progress: Callable[[IngestProgress], None] | None = None,
-               names: Sequence[str] | None = None, cancel: threading.Event | None = None) -> list[IngestOutcome]:
+               names: Sequence[str] | None = None, cancel: threading.Event | None = None,
+               pause: Callable[[], bool] | None = None) -> list[IngestOutcome]:
         self.wait_ready()
         settings = self.settings
         self._current(settings)
         return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
-                                    names=list(names) if names else None, cancel=cancel)
+                                    names=list(names) if names else None, cancel=cancel, pause=pause)
 
     def _run_job_files(self, kb_id: int, paths: list[Path], names: list[str],
-                       progress: Callable[[IngestProgress], None], cancel: threading.Event) -> list[IngestOutcome]:
+                       progress: Callable[[IngestProgress], None], cancel: threading.Event,
+                       pause: Callable[[], bool]) -> list[IngestOutcome]:
         """What the ingest job worker runs for a job's remaining files (after the start-up repairs)."""
         self.wait_ready()
-        return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel)
+        return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel, pause=pause)
 
     def _embedding_left(self) -> bool:
         return self._backends is not None and self.ingestor.needs_embedding()

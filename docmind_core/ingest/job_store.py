@@ -93,7 +93,9 @@ class JobStore:
     def claim_next(self, lease_id: int) -> int | None:
         """Take the oldest queued job for the worker holding ``lease_id``; its id, or None."""
         with self.db.transaction() as db:
-            row = db.execute("SELECT id FROM ingest_jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+            # a job paused to let newer ones go first (it had begun its vectors: embed_total) waits behind them
+            row = db.execute("SELECT id FROM ingest_jobs WHERE state = 'queued' ORDER BY embed_total > 0, id "
+                             "LIMIT 1").fetchone()
             if row is None:
                 return None
             db.execute("UPDATE ingest_jobs SET state = 'running', lease_id = ?, started_at = ?, embed_total = 0, "
@@ -181,6 +183,20 @@ class JobStore:
         """(job id, lease id) of every job marked running."""
         return [(int(r[0]), r[1]) for r in
                 self.db.db.execute("SELECT id, lease_id FROM ingest_jobs WHERE state = 'running'").fetchall()]
+
+    def has_fresh_queued(self) -> bool:
+        """A queued job that has not begun writing vectors (one a running job's vectors should pause for)."""
+        return self.db.db.execute("SELECT 1 FROM ingest_jobs WHERE state = 'queued' AND embed_total = 0 LIMIT 1"
+                                  ).fetchone() is not None
+
+    def pause(self, job_id: int, note: str) -> None:
+        """Queue a running job again behind fresh ones, its unfinished files with it (its pace stays on record:
+        ``embed_total`` orders it behind them in ``claim_next``)."""
+        with self.db.transaction() as db:
+            db.execute("UPDATE ingest_job_files SET state = 'queued' WHERE job_id = ? AND state IN ('queued', 'running')",
+                       [job_id])
+            db.execute("UPDATE ingest_jobs SET state = 'queued', lease_id = NULL, note = ?, "
+                       "embed_total = MAX(embed_total, 1) WHERE id = ?", [note, job_id])
 
     def has_queued(self) -> bool:
         return self.db.db.execute("SELECT 1 FROM ingest_jobs WHERE state = 'queued' LIMIT 1").fetchone() is not None

@@ -19,6 +19,11 @@ page, every browser session and ``docmind jobs`` see the same state.
   ``interrupted`` when ``ingest.resume_interrupted`` is off.
 * Uploaded bytes are copied under ``<home>/uploads`` so a job outlives the
   upload widget and a restart; a copy is removed once its file is ingested.
+* **Newer jobs first**: while a job writes its vectors, a newly queued job
+  pauses it after the current encoder batch (its files stay searchable by
+  keyword); the new job runs, then the paused one resumes where it stopped.
+  So two small files uploaded after a large one wait seconds, not the large
+  file's whole encoding.
 * **Backfill**: a document left ``embedding`` (searchable by keyword, vectors
   missing) by a process that is gone gets its missing vectors from the worker
   once no job is queued (``backfill``: ``Ingestor.finish_embedding``); a
@@ -37,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from docmind_core.errors import DocMindError, IngestCancelled, IngestError
+from docmind_core.errors import DocMindError, IngestCancelled, IngestError, IngestPaused
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import file_limit_refusal
 from docmind_core.values import IngestOutcome, IngestProgress
@@ -47,9 +52,10 @@ from docmind_core.ingest.job_store import JobStore
 
 log = logging.getLogger(__name__)
 
-# Runs the ingest of a job's remaining files: (kb id, paths, names, progress, cancel) -> outcomes in order.
-RunFiles = Callable[[int, list[Path], list[str], Callable[[IngestProgress], None], threading.Event],
-                    list[IngestOutcome]]
+# Runs the ingest of a job's remaining files: (kb id, paths, names, progress, cancel, pause) -> outcomes in
+# order; ``pause`` says whether a newer job waits (the run then stops its vectors and raises IngestPaused).
+RunFiles = Callable[[int, list[Path], list[str], Callable[[IngestProgress], None], threading.Event,
+                     Callable[[], bool]], list[IngestOutcome]]
 
 
 @dataclass(frozen=True)
@@ -251,7 +257,10 @@ class IngestJobQueue:
         state, note = "done", ""
         try:
             outcomes = list(self._run_files(job.kb_id, [Path(f.path) for f in files], [f.name for f in files],
-                                            on_progress, cancel))
+                                            on_progress, cancel, self.jobs.has_fresh_queued))
+        except IngestPaused as exc:
+            outcomes, state, note = list(exc.outcomes), "paused", "paused for a newer job; its files are " \
+                                                                  "searchable by keyword"
         except IngestCancelled as exc:
             outcomes, state, note = list(exc.outcomes), "cancelled", "cancelled while running"
         except Exception as exc:  # noqa: BLE001 - e.g. the KB was deleted, or the embedder no longer matches
@@ -275,7 +284,13 @@ class IngestJobQueue:
         if state == "cancelled":
             self.jobs.finish(job_id, "cancelled", note=note, unfinished_files="cancelled")
             return
+        if state == "paused":
+            self.jobs.pause(job_id, note)
+            return
         final = self.jobs.get(job_id)
+        for f in final.files:  # a process killed between a file's "done" and its copy's removal left the copy
+            if f.state == "done" and f.owned_copy and Path(f.path).exists():
+                _remove_copy(Path(f.path), self.uploads_dir)
         failed = final.count("failed")
         if failed and not final.count("done"):
             self.jobs.finish(job_id, "failed", note="every file failed")

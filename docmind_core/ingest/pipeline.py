@@ -41,10 +41,10 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
-from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled, IngestError
+from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled, IngestError, IngestPaused
 from docmind_core.ingest.check import KbCheckReport, KbChecker
 from docmind_core.ingest.chunking import chunk_document
 from docmind_core.ingest.indexing import IndexWriter
@@ -116,7 +116,8 @@ class Ingestor:
     @_serialised
     def ingest(self, kb_id: int, paths: Sequence[Path | str], settings: Settings,
                progress: ProgressCallback | None = None, names: Sequence[str] | None = None,
-               cancel: threading.Event | None = None) -> list[IngestOutcome]:
+               cancel: threading.Event | None = None,
+               pause: Callable[[], bool] | None = None) -> list[IngestOutcome]:
         """Ingest files and folders into a KB; one outcome per file, in the given order.
 
         Keyword first: every file is parsed, chunked and written (chunk rows and keyword entries) and
@@ -130,6 +131,10 @@ class Ingestor:
         ``cancel``: checked before each file and each encoder batch; when set, the documents not yet
         complete are undone and :class:`IngestCancelled` is raised carrying the outcomes so far (by
         position, None for the rest).
+
+        ``pause``: asked after each encoder batch; when it says yes (a newer job waits), the vectors stop
+        there and :class:`IngestPaused` is raised with the outcomes so far: the documents not yet complete
+        stay searchable by keyword, and ingesting the same files again resumes them (``_resume``).
         """
         kb = self.store.get_kb(kb_id)
         self.check_embedder(kb)
@@ -150,7 +155,9 @@ class Ingestor:
                         prepared.position = index
                         if self._open(kb, prepared, settings, outcomes, lease, cancel):
                             opened.append(prepared)
-                    self._embed(kb, opened, settings, outcomes, lease, cancel)
+                    self._embed(kb, opened, settings, outcomes, lease, cancel, pause)
+                except IngestPaused:
+                    raise  # kept as they are: the lease ends here, so a later run takes them over
                 except BaseException as exc:  # cancelled or stopped: what is not complete is undone
                     unfinished = [d for d in opened if outcomes[d.position] is None]
                     if isinstance(exc, IngestCancelled):  # their outcome stays None: cancelled, not failed
@@ -161,6 +168,8 @@ class Ingestor:
                     raise
         except IngestCancelled as exc:
             raise IngestCancelled(str(exc), outcomes=list(outcomes)) from None
+        except IngestPaused as exc:
+            raise IngestPaused(str(exc), outcomes=list(outcomes)) from None
         return [o for o in outcomes if o is not None]
 
     def _prepare(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
@@ -293,7 +302,8 @@ class Ingestor:
                               f"written (no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
 
     def _embed(self, kb: KnowledgeBase, docs: list[PreparedFile], settings: Settings,
-               outcomes: list[IngestOutcome | None], lease: Lease, cancel: threading.Event | None) -> None:
+               outcomes: list[IngestOutcome | None], lease: Lease, cancel: threading.Event | None,
+               pause: Callable[[], bool] | None = None) -> None:
         """Write the vectors of documents that are searchable by keyword, smallest first, and complete each
         one when its last vector is stored.
 
@@ -325,13 +335,15 @@ class Ingestor:
                                  f"{doc.chunk_count} chunks embedded", run_embedded=embedded[0], run_to_embed=to_embed)
                 else:
                     self._complete(kb, waiting.pop(doc_id), outcomes, lease, embedded[0], to_embed)
+            if waiting and pause is not None and pause():
+                raise IngestPaused()
 
         batch = settings.embedding.batch_size
         reindexer = self._reindexer()
         try:
             reindexer.embed_missing(kb.id, None, batch, None, to_embed, doc_ids=list(waiting), after_batch=landed,
                                     cancel=cancel)
-        except IngestCancelled:
+        except (IngestCancelled, IngestPaused):
             raise
         except Exception as exc:
             log.warning("embedding %d documents failed (%s); trying them one at a time", len(waiting), exc)
@@ -340,7 +352,7 @@ class Ingestor:
                 try:
                     reindexer.embed_missing(kb.id, None, batch, None, to_embed, doc_ids=[doc_id], after_batch=landed,
                                             cancel=cancel)
-                except IngestCancelled:
+                except (IngestCancelled, IngestPaused):
                     raise
                 except Exception as one:
                     if doc_id in waiting:

@@ -170,8 +170,9 @@ def test_the_eta_falls_at_a_steady_pace_and_is_right_from_the_first_batch(tmp_pa
     kb = world.kb()
     jobs = JobStore(world.db)
 
-    def run_files(kb_id, paths, names, progress, cancel):
-        return world.ingestor.ingest(kb_id, paths, world.settings, progress=progress, names=names, cancel=cancel)
+    def run_files(kb_id, paths, names, progress, cancel, pause):
+        return world.ingestor.ingest(kb_id, paths, world.settings, progress=progress, names=names, cancel=cancel,
+                                     pause=pause)
 
     queue = IngestJobQueue(jobs, world.ingestor.leases, tmp_path / "uploads", run_files, lambda: world.settings)
     text = (EN * 12).encode("utf-8")
@@ -191,3 +192,44 @@ def test_the_eta_falls_at_a_steady_pace_and_is_right_from_the_first_batch(tmp_pa
         assert abs(eta - truth) <= 0.1 * truth + 1.0, (done, eta, truth, embedder.samples)
     values = [eta for _, eta in etas]
     assert all(b <= a for a, b in zip(values, values[1:])), values  # never grows at a steady pace
+
+
+def test_small_files_of_a_newer_job_do_not_wait_for_a_large_job_s_vectors(tmp_path):
+    """Two 100-byte files uploaded while a large file's vectors are written (another job): the large job pauses
+    after its current encoder batch, the small job runs, then the large one resumes where it stopped."""
+    world = World(tmp_path / "home", embedder=GatedEmbedder())
+    kb = world.kb()
+    jobs = JobStore(world.db)
+
+    def run_files(kb_id, paths, names, progress, cancel, pause):
+        return world.ingestor.ingest(kb_id, paths, world.settings, progress=progress, names=names, cancel=cancel,
+                                     pause=pause)
+
+    queue = IngestJobQueue(jobs, world.ingestor.leases, tmp_path / "uploads", run_files, lambda: world.settings)
+    world.embedder.held = None
+    worker_box: list = []
+    real_start = queue.start
+
+    def start():  # the worker thread is the one whose encoder calls are held
+        real_start()
+        if queue._thread is not None and not worker_box:
+            worker_box.append(queue._thread)
+            world.embedder.held = queue._thread
+
+    queue.start = start
+    big = queue.enqueue(kb.id, None, [JobInput("big.txt", data=(FILLER * 60).encode("utf-8"))])
+    assert world.embedder.entered.wait(30), "the large job never reached the encoder"
+    small = queue.enqueue(kb.id, None, [JobInput("a.txt", data=b"Aurora ships in May.".ljust(100)),
+                                        JobInput("b.txt", data=b"Borealis ships in June.".ljust(100))])
+    world.embedder.held = None  # from here the encoder runs freely
+    world.embedder.go.set()
+    done_small = queue.wait(small.id, 60)
+    large_then = jobs.get(big.id)
+    assert done_small.state == "done" and done_small.count("done") == 2, done_small.summary()
+    assert large_then.state != "done", "the small files waited for the large file's vectors"
+    assert "paused for a newer job" in large_then.note or large_then.state == "running", large_then
+    final = queue.wait(big.id, 60)
+    assert final.state == "done" and [f.outcome for f in final.files] == ["added"], final
+    doc = world.store.find_document(kb.id, "big.txt")
+    assert doc.status == "complete" and world.vectors.count(kb.id) == doc.chunk_count + 2
+    assert world.ingestor.check_kb(kb.id).ok
