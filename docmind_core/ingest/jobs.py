@@ -259,8 +259,8 @@ class IngestJobQueue:
             outcomes = list(self._run_files(job.kb_id, [Path(f.path) for f in files], [f.name for f in files],
                                             on_progress, cancel, self.jobs.has_fresh_queued))
         except IngestPaused as exc:
-            outcomes, state, note = list(exc.outcomes), "paused", "paused for a newer job; its files are " \
-                                                                  "searchable by keyword"
+            outcomes, state = list(exc.outcomes), "paused"
+            note = "paused for a newer job; its files are searchable by keyword"
         except IngestCancelled as exc:
             outcomes, state, note = list(exc.outcomes), "cancelled", "cancelled while running"
         except Exception as exc:  # noqa: BLE001 - e.g. the KB was deleted, or the embedder no longer matches

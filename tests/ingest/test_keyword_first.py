@@ -12,8 +12,6 @@ import threading
 import types
 from pathlib import Path
 
-import pytest
-
 from docmind_core.backends.rerankers import OfflineReranker
 from docmind_core.ingest import job_store as job_store_module
 from docmind_core.ingest.check import KbChecker
