@@ -115,12 +115,6 @@ class JobStore:
                 db.execute("UPDATE ingest_jobs SET embed_total = ?, embed_done = ?, embed_updated_at = ? "
                            "WHERE id = ?", [int(total), int(embedded), now, job_id])
 
-    def active_for_user(self, kb_ids: Sequence[int] | None, user_id: int | None) -> list[IngestJob]:
-        """Queued or running jobs of these KBs (None: every KB), the ones ``user_id`` enqueued first, then the
-        newest first."""
-        jobs = [j for j in self.list(kb_ids, limit=200) if j.state in ("queued", "running")]
-        return sorted(jobs, key=lambda j: (j.user_id != user_id, -j.id))
-
     def file_progress(self, file_id: int, stage: str, fraction: float) -> None:
         with self.db.transaction() as db:
             db.execute("UPDATE ingest_job_files SET stage = ?, fraction = ?, state = 'running', "
