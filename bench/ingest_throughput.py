@@ -105,12 +105,11 @@ def measure(engine: Engine, lang: str, megabytes: float, work: Path, sample: int
     kb = engine.create_kb(f"bench-{lang}-{megabytes:g}")
     cancel = threading.Event()
     timer = threading.Timer(budget_s, cancel.set)
-    progress = {"chunks": 0, "fraction": 0.0}
+    progress = {"chunks": 0, "total": 0}
 
     def on_progress(p) -> None:
-        if p.stage == "embedding" and p.message.endswith(" chunks"):
-            progress["chunks"] = int(p.message.split()[0])
-            progress["fraction"] = p.fraction
+        if p.run_embedded is not None:  # the vector backfill (keyword-first ingestion): chunks embedded so far
+            progress["chunks"], progress["total"] = p.run_embedded, p.run_to_embed or 0
 
     started = time.perf_counter()
     timer.start()
@@ -125,8 +124,7 @@ def measure(engine: Engine, lang: str, megabytes: float, work: Path, sample: int
         timer.cancel()
     seconds = time.perf_counter() - started
     rate = written / seconds if seconds else 0.0
-    done = progress["fraction"] if not finished else 1.0
-    projected = seconds / max(1e-6, (done - 0.12) / 0.83) if not finished and done > 0.12 else seconds
+    projected = seconds * progress["total"] / written if not finished and written else seconds
     return {"lang": lang, "mb": megabytes, "bytes": size, "finished": finished,
             "chunks_written": written, "seconds": round(seconds, 1), "ingest_chunks_per_s": round(rate, 1),
             "encoder_chunks_per_s": round(encoder_rate, 1), "ratio": round(rate / encoder_rate, 2),

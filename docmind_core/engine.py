@@ -29,7 +29,7 @@ from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.judge import ModelJudge
 from docmind_core.ingest.check import KbCheckReport
-from docmind_core.ingest.jobs import IngestJobQueue
+from docmind_core.ingest.jobs import Backfill, IngestJobQueue
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import Ingestor
 from docmind_core.accounts.limits import check_question
@@ -109,7 +109,7 @@ class Engine:
         # only once the opener's reconcile() has removed what a stopped worker left pending.
         self.leases = LeaseBook(db)  # one per engine: the ingestor (rebuilt with the backends) and the job queue
         self.jobs = IngestJobQueue(JobStore(db), self.leases, home / "uploads", self._run_job_files,
-                                   lambda: self.settings)
+                                   lambda: self.settings, Backfill(self._embedding_left, self._finish_embedding))
         if background:
             # The stores answer now; the encoder, the vector store (with chromadb's import), the start-up repairs
             # and the ingest jobs come in this thread: the UI's first page needs only the stores.
@@ -360,18 +360,31 @@ class Engine:
         self.ingestor.delete_document(doc_id)
 
     def ingest(self, kb_id: int, paths: Sequence[Path | str], progress: Callable[[IngestProgress], None] | None = None,
-               names: Sequence[str] | None = None, cancel: threading.Event | None = None) -> list[IngestOutcome]:
+               names: Sequence[str] | None = None, cancel: threading.Event | None = None,
+               pause: Callable[[], bool] | None = None) -> list[IngestOutcome]:
         self.wait_ready()
         settings = self.settings
         self._current(settings)
         return self.ingestor.ingest(kb_id, [Path(p) for p in paths], settings, progress=progress,
-                                    names=list(names) if names else None, cancel=cancel)
+                                    names=list(names) if names else None, cancel=cancel, pause=pause)
 
     def _run_job_files(self, kb_id: int, paths: list[Path], names: list[str],
-                       progress: Callable[[IngestProgress], None], cancel: threading.Event) -> list[IngestOutcome]:
+                       progress: Callable[[IngestProgress], None], cancel: threading.Event,
+                       pause: Callable[[], bool]) -> list[IngestOutcome]:
         """What the ingest job worker runs for a job's remaining files (after the start-up repairs)."""
         self.wait_ready()
-        return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel)
+        return self.ingest(kb_id, paths, progress=progress, names=names, cancel=cancel, pause=pause)
+
+    def _embedding_left(self) -> bool:
+        return self._backends is not None and self.ingestor.needs_embedding()
+
+    def _finish_embedding(self) -> list[str]:
+        """What the ingest job worker runs when idle: the missing vectors of documents a gone process left
+        searchable by keyword only (``Ingestor.finish_embedding``)."""
+        self.wait_ready()
+        settings = self.settings
+        self._current(settings)
+        return self.ingestor.finish_embedding(settings.embedding.batch_size)
 
     def reindex_kb(self, kb_id: int) -> int:
         self.wait_ready()

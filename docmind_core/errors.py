@@ -97,6 +97,16 @@ class IngestCancelled(CallerError):
         self.outcomes = outcomes or []
 
 
+class IngestPaused(CallerError):
+    """An ingest stopped writing vectors to let a newer ingest job go first.  Its documents stay searchable by
+    keyword (``embedding``); ingesting the same files again resumes them.  ``outcomes`` as for
+    :class:`IngestCancelled`."""
+
+    def __init__(self, message: str = "ingest paused for a newer job", outcomes: list | None = None):
+        super().__init__(message)
+        self.outcomes = outcomes or []
+
+
 class EmbedderMismatch(CallerError):
     """A knowledge base was indexed with another embedder than the one configured."""
 

@@ -190,7 +190,8 @@ class IngestPending(_Event):
     kb_id: int
     kb_name: str = ""
     pending_documents: int
-    searched_documents: int  # its complete documents, which the run searched
+    searched_documents: int  # its complete and embedding documents, which the run searched
+    embedding_chunks: int = 0  # chunks searched by keyword only: their vectors are still being written
 
 
 class Done(_Event):

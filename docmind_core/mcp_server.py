@@ -242,9 +242,11 @@ def _with_pending(result: dict, pending: list[PendingIngest]) -> dict:
     and in its message, so an agent never reads an empty result as "nothing relevant"."""
     count = sum(p.pending_documents for p in pending)
     result["pending_documents"] = count
+    result["embedding_chunks"] = sum(p.embedding_chunks for p in pending)
     result["pending"] = [{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
-                          "searched_documents": p.searched_documents} for p in pending]
-    if count:
+                          "searched_documents": p.searched_documents, "embedding_chunks": p.embedding_chunks}
+                         for p in pending]
+    if count or result["embedding_chunks"]:
         note = "; ".join(p.message() for p in pending)
         result["message"] = f"{result['message']}; {note}" if result["message"] else note
     return result

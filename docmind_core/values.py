@@ -38,7 +38,8 @@ class KnowledgeBase(_Value):
     chunk_count: int = 0
 
 
-DocumentStatus = Literal["pending", "complete", "failed"]
+# embedding: chunk rows and keyword entries written, vectors on their way (searched by keyword meanwhile)
+DocumentStatus = Literal["pending", "embedding", "complete", "failed"]
 
 
 class DocumentRecord(_Value):
@@ -95,6 +96,10 @@ class IngestProgress(_Value):
     fraction: float = 0.0  # within this file, 0..1
     message: str = ""
     outcome: IngestOutcome | None = None  # with "done": what landed, as soon as it landed
+    # The run's vector backfill (all its files): chunks embedded so far and in all, from its start (0 of N)
+    # on; None outside it.  What a job's ETA is measured from.
+    run_embedded: int | None = None
+    run_to_embed: int | None = None
 
 
 # --------------------------------------------------------------------------
@@ -164,18 +169,30 @@ class IndexGap(_Value):
 
 
 class PendingIngest(_Value):
-    """A KB with documents that are not searchable yet: files of queued or running ingest jobs that have not
-    landed, and documents whose chunks are still being written (status pending)."""
+    """A KB that is not fully searchable yet: files of queued or running ingest jobs that have not landed and
+    documents whose chunks are still being written (status pending) are not searched; chunks of documents
+    whose vectors are still being written (status embedding) are searched by keyword only."""
 
     kb_id: int
     kb_name: str = ""
     pending_documents: int
-    searched_documents: int  # its complete documents: what a search of it reads now
+    searched_documents: int  # its complete and embedding documents: what a search of it reads now
+    embedding_chunks: int = 0  # chunks searched by keyword only: their vectors are still being written
 
     def message(self) -> str:
         name = f"'{self.kb_name}'" if self.kb_name else str(self.kb_id)
+        embedding = embedding_note(self.embedding_chunks)
+        if not self.pending_documents:
+            return f"knowledge base {name}: {embedding}"
         return (f"knowledge base {name} is still being ingested: {self.pending_documents} document(s) pending "
-                f"(not searched yet); {self.searched_documents} indexed document(s) were searched")
+                f"(not searched yet); {self.searched_documents} indexed document(s) were searched"
+                + (f"; {embedding}" if self.embedding_chunks else ""))
+
+
+def embedding_note(chunks: int) -> str:
+    """What a reader is told about chunks whose vectors are still being written."""
+    return (f"{chunks} chunk(s) still embedding (found by keyword search only until their vectors are "
+            f"written)")
 
 
 class SearchResult(_Value):

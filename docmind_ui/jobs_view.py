@@ -16,6 +16,7 @@ from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
 from docmind_ui.session import live_workbench, workbench
 
+_SHOWN_FILES = 5  # running files drawn one bar each; a large job's others are counted
 _ACTIVE_KEY = "dm_active_jobs"  # job ids this session saw active: a finished one triggers a page rerun
 _STATE_ICONS = {"queued": "⏳", "running": "🔄", "done": "✅", "failed": "❌", "cancelled": "⏹️",
                 "interrupted": "⚠️"}
@@ -23,9 +24,25 @@ _STATE_ICONS = {"queued": "⏳", "running": "🔄", "done": "✅", "failed": "�
 
 def eta_text(seconds: float | None) -> str:
     if seconds is None:
-        return "ETA …"
+        return "ETA after the first encoder batch"
     seconds = int(round(seconds))
     return f"ETA {seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"ETA {seconds} s"
+
+
+def overall_text(job: IngestJob) -> str:
+    """The job's line: how far, at what measured pace, and the ETA from that pace."""
+    if job.embedding:
+        pace = job.pace_text()
+        return (f"Overall {job.progress:.0%} · searchable by keyword · {job.embed_done:,} of {job.embed_total:,} "
+                f"chunks embedded{f' at {pace}' if pace else ''} · {eta_text(job.eta_s())}")
+    return f"Overall {job.progress:.0%} · parsing and keyword indexing · {eta_text(job.eta_s())}"
+
+
+def file_text(f) -> str:
+    if f.stage == "embedding":
+        return f"{f.name}: searchable by keyword, embedding {f.progress:.0%}"
+    eta = f.eta_s()
+    return f"{f.name}: {f.stage or 'starting'} {f.progress:.0%}" + (f" · {eta_text(eta)}" if eta is not None else "")
 
 
 def draw_jobs(kb_id: int, limit: int = 5) -> None:
@@ -61,11 +78,12 @@ def _draw_job(bench, job: IngestJob) -> None:
     with st.container(border=True, key=f"dm-job-{job.id}"):
         st.markdown(escape_markdown(head))
         if not job.finished:
-            st.progress(job.progress, text=f"Overall {job.progress:.0%} · {eta_text(job.eta_s())}")
-            for f in job.files:
-                if f.state == "running":
-                    st.progress(f.progress, text=escape_markdown(
-                        f"{f.name}: {f.stage or 'starting'} {f.progress:.0%} · {eta_text(f.eta_s())}"))
+            st.progress(job.progress, text=overall_text(job))
+            running = [f for f in job.files if f.state == "running"]  # all of them while vectors are written
+            for f in running[:_SHOWN_FILES]:
+                st.progress(f.progress, text=escape_markdown(file_text(f)))
+            if len(running) > _SHOWN_FILES:
+                st.caption(f"… and {len(running) - _SHOWN_FILES} more file(s) in progress")
             if st.button("Cancel", key=f"dm_job_cancel_{job.id}", icon=":material/stop:"):
                 _act(bench.cancel_job, job.id)
             return

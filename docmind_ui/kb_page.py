@@ -1,8 +1,12 @@
-"""Small pure helpers of the Knowledge bases page: the true upload limit and scores for a table."""
+"""Small pure helpers of the Knowledge bases page: the true upload limit, scores for a table, and the KB the
+page opens on."""
 
 from __future__ import annotations
 
 import math
+from typing import Iterable, Sequence
+
+from docmind_core.ingest.job_types import IngestJob
 
 import streamlit as st
 
@@ -19,6 +23,15 @@ def upload_limit(max_file_mb: float, server_cap_mb: int | None = None) -> tuple[
     help_text = f"Up to {limit_mb:g} MB per file (ingest.max_file_mb"
     help_text += f"; the server accepts at most {cap} MB: server.maxUploadSize)." if max_file_mb > cap else ")."
     return max(1, math.ceil(limit_mb)), help_text
+
+
+def kb_of_active_job(jobs: Iterable[IngestJob], kb_ids: Sequence[int], user_id: int | None) -> int | None:
+    """The KB of the newest queued or running ingest job among ``kb_ids``, one ``user_id`` enqueued first: the
+    page returns to it when the user comes back (a job of another KB is otherwise out of sight)."""
+    active = [j for j in jobs if not j.finished and j.kb_id in kb_ids]
+    if not active:
+        return None
+    return min(active, key=lambda j: (j.user_id != user_id, -j.id)).kb_id
 
 
 def score_3(value: float | None) -> float | None:

@@ -67,7 +67,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
         for pending in digest.pending:  # a KB still being ingested: its pending documents were not searched
             st.warning(escape_markdown(PendingIngest(kb_id=pending.kb_id, kb_name=pending.kb_name,
                                                      pending_documents=pending.pending_documents,
-                                                     searched_documents=pending.searched_documents).message()))
+                                                     searched_documents=pending.searched_documents,
+                                                     embedding_chunks=pending.embedding_chunks).message()))
         st.markdown(glance_html(digest), unsafe_allow_html=True)
         route = route_html(digest)
         if route:

@@ -14,7 +14,7 @@ from docmind_core.text.visible import escape_markdown, visible_rows, visible_tex
 from docmind_ui.charts import jump_to_anchor, score_chart
 from docmind_ui.jobs_view import draw_jobs
 from docmind_ui.session import ensure_frame, select_new_kb, workbench
-from docmind_ui.kb_page import score_3, upload_limit
+from docmind_ui.kb_page import kb_of_active_job, score_3, upload_limit
 
 ensure_frame()
 bench = workbench()
@@ -53,6 +53,15 @@ if not kbs:
     st.stop()
 
 kb_names = {kb.id: visible_text(kb.name) for kb in kbs}
+if st.session_state.get("dm_manage_kb") not in kb_names:
+    # Coming back to the page (its choice is forgotten once the page is left): open on the KB whose ingest job
+    # is running, not on the first one, so the job stays in sight.
+    try:
+        returning = kb_of_active_job(bench.list_jobs(limit=20), list(kb_names), bench.user.id)
+    except DocMindError:
+        returning = None
+    if returning is not None:
+        st.session_state["dm_manage_kb"] = returning
 kb_id = st.selectbox("Knowledge base", list(kb_names), format_func=kb_names.get, key="dm_manage_kb")
 kb = next(k for k in kbs if k.id == kb_id)
 st.caption(f"{escape_markdown(kb.description or 'No description.')} · {kb.document_count} documents · "
@@ -89,7 +98,7 @@ else:
                  hide_index=True, key="dm_docs")
     # only documents that were ingested have chunks to preview; the newest first
     doc_names = {d.id: visible_text(d.name) for d in sorted(documents, key=lambda d: d.created_at, reverse=True)
-                 if d.status == "complete"} or {d.id: visible_text(d.name) for d in documents}
+                 if d.status in ("complete", "embedding")} or {d.id: visible_text(d.name) for d in documents}
     doc_id = st.selectbox("Preview a document's chunks", list(doc_names), format_func=doc_names.get,
                           key=f"dm_preview_doc_{kb_id}")
     child_tab, parent_tab = st.tabs(["Child chunks (retrieval units)", "Parent blocks (context units)"])

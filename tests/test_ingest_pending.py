@@ -51,7 +51,7 @@ def test_ask_over_a_kb_being_ingested_says_pending_not_nothing_relevant(home):
     assert "searched the 0 document(s) already indexed" in text
     assert data["pending_documents"] == 300
     assert data["pending"] == [{"kb_id": kb_id, "kb_name": "incoming", "pending_documents": 300,
-                                "searched_documents": 0}]
+                                "searched_documents": 0, "embedding_chunks": 0}]
     assert "nothing relevant" not in data["answer"] and "300 document(s) pending" in data["answer"]
 
 

@@ -341,7 +341,7 @@ def test_search_over_a_kb_being_ingested_says_how_many_documents_are_pending(ser
     for found in (search, keyword):
         assert found["chunks"] == [] and found["pending_documents"] == 40
         assert found["pending"] == [{"kb_id": team, "kb_name": "alice_team", "pending_documents": 40,
-                                     "searched_documents": 1}]
+                                     "searched_documents": 1, "embedding_chunks": 0}]
         assert "still being ingested: 40 document(s) pending" in found["message"]
     assert meta["knowledge_bases"][0]["pending_documents"] == 40
     after = _payload(run(url, issued["alice"], lambda s: s.call_tool("searchDocs", {"query": "nebula",

@@ -134,7 +134,38 @@ def fallback_notice(question: str, reason: str, partial: bool) -> str:
             f"extracted from the sources.\n\n")
 def pending_notice(question: str, pending: Sequence[PendingIngest], evidence: bool) -> str:
     """What the reader is told while the searched KBs are still being ingested: how many documents are
-    pending and what was searched; with no evidence this replaces "nothing relevant", which it is not."""
+    pending and what was searched; with no evidence this replaces "nothing relevant", which it is not.
+    Chunks still embedding were searched by keyword only: said with their count."""
+    count = sum(p.pending_documents for p in pending)
+    if not count:
+        return embedding_notice(question, pending, evidence)
+    embedding = sum(p.embedding_chunks for p in pending)
+    text = _documents_pending_notice(question, pending, evidence)
+    if embedding:
+        extra = embedding_notice(question, pending, evidence=True).strip()
+        text = f"{text.rstrip()} {extra}" + ("\n\n" if evidence else "")
+    return text
+
+
+def embedding_notice(question: str, pending: Sequence[PendingIngest], evidence: bool) -> str:
+    """Chunks of the searched KBs whose vectors are still being written: found by keyword search only."""
+    chunks = sum(p.embedding_chunks for p in pending)
+    names = ", ".join(f"'{p.kb_name}'" if p.kb_name else f"#{p.kb_id}" for p in pending)
+    if detect_language(question) == "zh":
+        if evidence:
+            return f"注意：知识库 {names} 中还有 {chunks} 个片段仍在向量化，它们目前只能被关键词检索到。\n\n"
+        return (f"知识库 {names} 中还有 {chunks} 个片段仍在向量化，目前只能被关键词检索到；按关键词和已有向量检索，"
+                f"暂未找到答案。这不是最终回答：请在向量化完成后再问一次。")
+    if evidence:
+        return (f"Note: {chunks} chunk(s) in {names} are still embedding: they were searched by keyword only, "
+                f"so a passage that matches in meaning but not in words may be missing below.\n\n")
+    return (f"{chunks} chunk(s) in {names} are still embedding, so they were searched by keyword only. DocMind "
+            f"found nothing on this question by keyword or in the vectors written so far, but a search by meaning "
+            f"may find it once they are embedded. This is not a final answer; ask again once the ingest has "
+            f"finished.")
+
+
+def _documents_pending_notice(question: str, pending: Sequence[PendingIngest], evidence: bool) -> str:
     count = sum(p.pending_documents for p in pending)
     searched = sum(p.searched_documents for p in pending)
     names = ", ".join(f"'{p.kb_name}'" if p.kb_name else f"#{p.kb_id}" for p in pending)

@@ -155,7 +155,8 @@ class AnswerPipeline:
         for pending in request.pending:  # said up front: what this run cannot search yet
             yield stamp(IngestPending(kb_id=pending.kb_id, kb_name=pending.kb_name,
                                       pending_documents=pending.pending_documents,
-                                      searched_documents=pending.searched_documents))
+                                      searched_documents=pending.searched_documents,
+                                      embedding_chunks=pending.embedding_chunks))
         try:
             if not request.question.strip():
                 raise ValueError("the question is empty")

@@ -229,7 +229,7 @@ class Fts5KeywordIndex:
     def _rebuild_from_chunks(self, db) -> None:
         rows = db.execute(
             "SELECT c.kb_id, c.id, c.doc_id, c.text, c.terms FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE c.is_parent = 0 AND d.status = 'complete' ORDER BY c.kb_id").fetchall()
+            "WHERE c.is_parent = 0 AND d.status IN ('complete', 'embedding') ORDER BY c.kb_id").fetchall()
         by_kb: dict[int, list[tuple]] = {}
         for kb_id, chunk_id, doc_id, text, terms in rows:
             by_kb.setdefault(kb_id, []).append(self._row(chunk_id, doc_id, text, terms))
@@ -383,7 +383,7 @@ class RankBM25KeywordIndex:
         # Cheap change detector: any completed, replaced or deleted document changes it.
         return tuple(self.db.db.execute(
             "SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(MAX(updated_at), '') FROM documents "
-            "WHERE kb_id = ? AND status = 'complete'", [int(kb_id)]).fetchone())
+            "WHERE kb_id = ? AND status IN ('complete', 'embedding')", [int(kb_id)]).fetchone())
 
     def _model(self, kb_id: int) -> _KbModel:
         signature = self._signature(kb_id)
@@ -393,7 +393,7 @@ class RankBM25KeywordIndex:
                 return model
             rows = self.db.db.execute(
                 "SELECT c.id, c.doc_id, c.text, c.terms FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status = 'complete' ORDER BY c.doc_id, c.idx",
+                "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status IN ('complete', 'embedding') ORDER BY c.doc_id, c.idx",
                 [int(kb_id)]).fetchall()
             corpus = [index_terms(r[2], self.stem, r[3]) for r in rows]
             bm25 = None

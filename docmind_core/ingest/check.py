@@ -126,6 +126,9 @@ class _Snapshot:
         self.live: set[int] = set()
         self.gone: dict[int, str] = {}  # pending docs whose owner is gone -> why
         for doc_id, (status, owner) in self.states.items():
+            if status == "embedding":  # vectors on their way (its owner's, or the backfill's): not checked yet
+                self.live.add(doc_id)
+                continue
             if status != "pending":
                 continue
             reason = None if owner == own_lease else leases.owner_gone(owner)

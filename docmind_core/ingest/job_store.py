@@ -14,7 +14,8 @@ from docmind_core.errors import NotFound
 from docmind_core.ingest.job_types import IngestJob, IngestJobFile
 from docmind_core.store.db import Database
 
-_JOB_COLUMNS = "id, kb_id, user_id, state, cancel_requested, lease_id, created_at, started_at, finished_at, note"
+_JOB_COLUMNS = ("id, kb_id, user_id, state, cancel_requested, lease_id, created_at, started_at, finished_at, note, "
+                "embed_total, embed_done, embed_started_at, embed_updated_at")
 _FILE_COLUMNS = ("id, job_id, position, name, path, owned_copy, size, state, stage, fraction, outcome, doc_id, "
                  "chunks, error, started_at, finished_at")
 
@@ -92,12 +93,27 @@ class JobStore:
     def claim_next(self, lease_id: int) -> int | None:
         """Take the oldest queued job for the worker holding ``lease_id``; its id, or None."""
         with self.db.transaction() as db:
-            row = db.execute("SELECT id FROM ingest_jobs WHERE state = 'queued' ORDER BY id LIMIT 1").fetchone()
+            # a job paused to let newer ones go first (it had begun its vectors: embed_total) waits behind them
+            row = db.execute("SELECT id FROM ingest_jobs WHERE state = 'queued' ORDER BY embed_total > 0, id "
+                             "LIMIT 1").fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE ingest_jobs SET state = 'running', lease_id = ?, started_at = ? WHERE id = ?",
+            db.execute("UPDATE ingest_jobs SET state = 'running', lease_id = ?, started_at = ?, embed_total = 0, "
+                       "embed_done = 0, embed_started_at = NULL, embed_updated_at = NULL WHERE id = ?",
                        [lease_id, time.time(), row[0]])
             return int(row[0])
+
+    def embedding_progress(self, job_id: int, embedded: int, total: int) -> None:
+        """The run's vector backfill: ``embedded`` of ``total`` chunks; 0 starts its clock (a resumed run
+        measures its own pace)."""
+        now = time.time()
+        with self.db.transaction() as db:
+            if embedded <= 0:
+                db.execute("UPDATE ingest_jobs SET embed_total = ?, embed_done = 0, embed_started_at = ?, "
+                           "embed_updated_at = ? WHERE id = ?", [int(total), now, now, job_id])
+            else:
+                db.execute("UPDATE ingest_jobs SET embed_total = ?, embed_done = ?, embed_updated_at = ? "
+                           "WHERE id = ?", [int(total), int(embedded), now, job_id])
 
     def file_progress(self, file_id: int, stage: str, fraction: float) -> None:
         with self.db.transaction() as db:
@@ -161,6 +177,20 @@ class JobStore:
         """(job id, lease id) of every job marked running."""
         return [(int(r[0]), r[1]) for r in
                 self.db.db.execute("SELECT id, lease_id FROM ingest_jobs WHERE state = 'running'").fetchall()]
+
+    def has_fresh_queued(self) -> bool:
+        """A queued job that has not begun writing vectors (one a running job's vectors should pause for)."""
+        return self.db.db.execute("SELECT 1 FROM ingest_jobs WHERE state = 'queued' AND embed_total = 0 LIMIT 1"
+                                  ).fetchone() is not None
+
+    def pause(self, job_id: int, note: str) -> None:
+        """Queue a running job again behind fresh ones, its unfinished files with it (its pace stays on record:
+        ``embed_total`` orders it behind them in ``claim_next``)."""
+        with self.db.transaction() as db:
+            db.execute("UPDATE ingest_job_files SET state = 'queued' WHERE job_id = ? AND state IN ('queued', 'running')",
+                       [job_id])
+            db.execute("UPDATE ingest_jobs SET state = 'queued', lease_id = NULL, note = ?, "
+                       "embed_total = MAX(embed_total, 1) WHERE id = ?", [note, job_id])
 
     def has_queued(self) -> bool:
         return self.db.db.execute("SELECT 1 FROM ingest_jobs WHERE state = 'queued' LIMIT 1").fetchone() is not None

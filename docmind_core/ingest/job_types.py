@@ -42,8 +42,9 @@ class IngestJobFile(BaseModel):
         return 1.0 if self.state in ("done", "failed", "cancelled") else min(1.0, max(0.0, self.fraction))
 
     def eta_s(self, now: float | None = None) -> float | None:
-        """Seconds left for this file, from its pace so far (None until there is a pace)."""
-        if self.state != "running" or self.started_at is None or self.fraction < 0.02:
+        """Seconds left for this file while it is parsed and written, from its pace so far (None until there is
+        a pace, and while its vectors are written: the job's ETA measures that)."""
+        if self.state != "running" or self.started_at is None or self.fraction < 0.02 or self.stage == "embedding":
             return None
         elapsed = (now or time.time()) - self.started_at
         return max(0.0, elapsed * (1.0 - self.fraction) / self.fraction)
@@ -70,6 +71,11 @@ class IngestJob(BaseModel):
     finished_at: float | None
     note: str
     files: list[IngestJobFile]
+    # The run's vector backfill (keyword-first ingestion): chunks to embed, embedded, when it began and last moved.
+    embed_total: int = 0
+    embed_done: int = 0
+    embed_started_at: float | None = None
+    embed_updated_at: float | None = None
 
     @property
     def finished(self) -> bool:
@@ -79,20 +85,45 @@ class IngestJob(BaseModel):
         return sum(1 for f in self.files if f.state in states)
 
     @property
+    def embedding(self) -> bool:
+        """Its files are searchable by keyword and their vectors are being written."""
+        return self.state == "running" and self.embed_started_at is not None and self.embed_total > 0
+
+    @property
     def progress(self) -> float:
-        """Overall fraction done, each file weighted by its size (a 50 MB file is most of a job)."""
+        """Overall fraction done.  While vectors are written (most of the time a job takes): the chunks
+        embedded out of all its run has to embed, after a tenth for parsing and keyword indexing; before
+        that each file weighted by its size (a 50 MB file is most of a job)."""
+        if self.embedding:
+            return 0.1 + 0.9 * min(1.0, self.embed_done / self.embed_total)
         weights = [max(1, f.size) for f in self.files]
         total = sum(weights)
         return sum(w * f.progress for w, f in zip(weights, self.files)) / total if total else 1.0
 
     def eta_s(self, now: float | None = None) -> float | None:
-        """Seconds left for the whole job at its pace so far (None until there is a pace)."""
-        if self.state != "running" or self.started_at is None:
+        """Seconds left for the whole job: the chunks still to embed at the pace measured over this run's
+        embedding so far (chunks per second), less the time since that was measured.
+
+        None until there is a measured pace (while files are parsed and indexed by keyword, and during the
+        first encoder batch): a guess from the parsing pace would be far off, since encoding is most of a job.
+        """
+        if not self.embedding or self.embed_updated_at is None:
             return None
-        done = self.progress
-        if done < 0.01:
+        left = self.embed_total - self.embed_done
+        if left <= 0:
+            return 0.0
+        spent = self.embed_updated_at - self.embed_started_at
+        if self.embed_done <= 0 or spent <= 0:
             return None
-        return max(0.0, ((now or time.time()) - self.started_at) * (1.0 - done) / done)
+        since = max(0.0, (now if now is not None else time.time()) - self.embed_updated_at)
+        return max(0.0, left * spent / self.embed_done - since)
+
+    def pace_text(self) -> str:
+        """The measured encoding pace, in words ("" before there is one)."""
+        if not self.embedding or not self.embed_done or self.embed_updated_at is None:
+            return ""
+        spent = self.embed_updated_at - self.embed_started_at
+        return f"{self.embed_done / spent:.1f} chunks/s" if spent > 0 else ""
 
     def summary(self) -> str:
         parts = [f"{self.count('done')} done"]

@@ -19,6 +19,15 @@ page, every browser session and ``docmind jobs`` see the same state.
   ``interrupted`` when ``ingest.resume_interrupted`` is off.
 * Uploaded bytes are copied under ``<home>/uploads`` so a job outlives the
   upload widget and a restart; a copy is removed once its file is ingested.
+* **Newer jobs first**: while a job writes its vectors, a newly queued job
+  pauses it after the current encoder batch (its files stay searchable by
+  keyword); the new job runs, then the paused one resumes where it stopped.
+  So two small files uploaded after a large one wait seconds, not the large
+  file's whole encoding.
+* **Backfill**: a document left ``embedding`` (searchable by keyword, vectors
+  missing) by a process that is gone gets its missing vectors from the worker
+  once no job is queued (``backfill``: ``Ingestor.finish_embedding``); a
+  resumed job takes over its own files' documents itself.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from docmind_core.errors import DocMindError, IngestCancelled, IngestError
+from docmind_core.errors import DocMindError, IngestCancelled, IngestError, IngestPaused
 from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import file_limit_refusal
 from docmind_core.values import IngestOutcome, IngestProgress
@@ -43,9 +52,19 @@ from docmind_core.ingest.job_store import JobStore
 
 log = logging.getLogger(__name__)
 
-# Runs the ingest of a job's remaining files: (kb id, paths, names, progress, cancel) -> outcomes in order.
-RunFiles = Callable[[int, list[Path], list[str], Callable[[IngestProgress], None], threading.Event],
-                    list[IngestOutcome]]
+# Runs the ingest of a job's remaining files: (kb id, paths, names, progress, cancel, pause) -> outcomes in
+# order; ``pause`` says whether a newer job waits (the run then stops its vectors and raises IngestPaused).
+RunFiles = Callable[[int, list[Path], list[str], Callable[[IngestProgress], None], threading.Event,
+                     Callable[[], bool]], list[IngestOutcome]]
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """The worker's other task: whether documents left ``embedding`` by a gone process wait for their vectors
+    (``needed``, cheap: read at every start), and writing them (``run``; one line per document)."""
+
+    needed: Callable[[], bool]
+    run: Callable[[], list[str]]
 CANCEL_POLL_S = 0.5  # how often a running job looks at its cancel flag
 IDLE_EXIT_S = 1.0  # a worker with nothing queued waits this long for new work, then ends
 
@@ -63,12 +82,13 @@ class IngestJobQueue:
     """The queue of one Engine: enqueue, cancel, retry, recover at start, and the worker thread."""
 
     def __init__(self, jobs: JobStore, leases: LeaseBook, uploads_dir: Path, run_files: RunFiles,
-                 settings: Callable[[], Settings]):
+                 settings: Callable[[], Settings], backfill: Backfill | None = None):
         self.jobs = jobs
         self.leases = leases
         self.uploads_dir = uploads_dir
         self._run_files = run_files
         self._settings = settings
+        self._backfill = backfill
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -147,9 +167,16 @@ class IngestJobQueue:
                 self.jobs.finish(job_id, "interrupted", note=f"interrupted: {why}", unfinished_files="interrupted")
                 report.append(f"ingest job #{job_id} marked interrupted ({why}); `docmind jobs retry {job_id}` "
                                "runs its remaining files")
-        if self.jobs.has_queued():
+        if self.jobs.has_queued() or self._backfill_needed():
             self.start()
         return report
+
+    def _backfill_needed(self) -> bool:
+        try:
+            return self._backfill is not None and self._backfill.needed()
+        except Exception:  # noqa: BLE001 - a broken store: the next start looks again
+            log.exception("could not tell whether documents wait for their vectors")
+            return False
 
     # -- the worker -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -163,10 +190,19 @@ class IngestJobQueue:
         try:
             with self.leases.hold("ingest-job") as lease:
                 idle_since = time.monotonic()
+                backfilled = False  # once per worker: a document whose encoding fails waits for the next start
                 while True:
                     job_id = self.jobs.claim_next(lease.id)
                     if job_id is not None:
                         self._run(job_id)
+                        idle_since = time.monotonic()
+                        continue
+                    if not backfilled and self._backfill_needed():
+                        backfilled = True
+                        try:
+                            self._backfill.run()
+                        except Exception:  # noqa: BLE001 - left embedding: the next start tries again
+                            log.exception("could not write the missing vectors of documents left embedding")
                         idle_since = time.monotonic()
                         continue
                     if time.monotonic() - idle_since < IDLE_EXIT_S:
@@ -194,6 +230,8 @@ class IngestJobQueue:
 
         def on_progress(p: IngestProgress) -> None:
             f = files[p.file_index]
+            if p.run_to_embed is not None:  # the job's measured pace (its ETA)
+                self.jobs.embedding_progress(job_id, p.run_embedded or 0, p.run_to_embed)
             if p.stage in ("done", "skipped"):
                 # what landed is recorded now, not only when the whole run returns: a process killed after this
                 # file still shows it as added (or replaced) with its document and chunks
@@ -219,7 +257,10 @@ class IngestJobQueue:
         state, note = "done", ""
         try:
             outcomes = list(self._run_files(job.kb_id, [Path(f.path) for f in files], [f.name for f in files],
-                                            on_progress, cancel))
+                                            on_progress, cancel, self.jobs.has_fresh_queued))
+        except IngestPaused as exc:
+            outcomes, state = list(exc.outcomes), "paused"
+            note = "paused for a newer job; its files are searchable by keyword"
         except IngestCancelled as exc:
             outcomes, state, note = list(exc.outcomes), "cancelled", "cancelled while running"
         except Exception as exc:  # noqa: BLE001 - e.g. the KB was deleted, or the embedder no longer matches
@@ -243,7 +284,13 @@ class IngestJobQueue:
         if state == "cancelled":
             self.jobs.finish(job_id, "cancelled", note=note, unfinished_files="cancelled")
             return
+        if state == "paused":
+            self.jobs.pause(job_id, note)
+            return
         final = self.jobs.get(job_id)
+        for f in final.files:  # a process killed between a file's "done" and its copy's removal left the copy
+            if f.state == "done" and f.owned_copy and Path(f.path).exists():
+                _remove_copy(Path(f.path), self.uploads_dir)
         failed = final.count("failed")
         if failed and not final.count("done"):
             self.jobs.finish(job_id, "failed", note="every file failed")

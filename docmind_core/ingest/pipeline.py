@@ -1,24 +1,28 @@
 """Ingestion: files → text → chunks → SQLite rows, vectors and keyword entries.
 
-Atomic per document.  The document row is written first with status
-``pending``; chunk rows, vectors and keyword entries follow; only then is the
-row marked ``complete``.  Readers see complete documents only (the chunk reads
-of ``KnowledgeStore`` filter on it), so a pending document is invisible to
-every search even while its vectors and keyword entries exist.  If anything
-fails, whatever was written for that document is removed from all three
-stores again.
+Keyword first, then vectors.  The document row is written first with status
+``pending``; its chunk rows and keyword entries follow, and the row becomes
+``embedding``: keyword search reads it, the vector side reads whatever vectors
+it has.  Its vectors follow in the same run, and the row becomes ``complete``
+with its last one.  A pending document is invisible to every search (the chunk
+reads of ``KnowledgeStore`` keep complete and embedding documents only).  If
+anything fails, whatever was written for that document is removed from all
+three stores again.
 
-Ownership: every operation that makes documents pending (ingest, delete,
-re-index, repair) holds a lease (``ingest/leases.py``) whose id the pending
-rows carry, and completes a document only while it still owns it.  If the
-process dies half-way, the row stays ``pending`` under a lease whose owner is
-gone, and :meth:`Ingestor.reconcile` (run by every engine start; the repairs
-are in ``ingest/reconcile.py``) removes it; documents whose owner is alive
-(another process ingesting right now) are left alone.
+Ownership: every operation that makes documents pending or embedding (ingest,
+delete, re-index, repair) holds a lease (``ingest/leases.py``) whose id the rows
+carry, and completes a document only while it still owns it.  If the process
+dies half-way, a ``pending`` row under a gone owner is removed by
+:meth:`Ingestor.reconcile` (run by every engine start; the repairs are in
+``ingest/reconcile.py``); an ``embedding`` row is kept, searchable, and
+:meth:`Ingestor.finish_embedding` (the job worker, after the start) writes its
+missing vectors.  Documents whose owner is alive (another process ingesting
+right now) are left alone.
 
-The ingestor writes small documents in groups and streams a large one batch by
-batch (``ingest/streaming.py``).  Re-index (``ingest/reindex.py``) and
-``kb check`` (``ingest/check.py``) run under the same write lock.
+The ingestor streams a large document's chunk rows batch by batch
+(``ingest/streaming.py``) and writes every run's vectors with the re-index loop
+(``Reindexer.embed_missing``).  Re-index (``ingest/reindex.py``) and ``kb check``
+(``ingest/check.py``) run under the same write lock.
 
 Failed files: when a file cannot be read, the batch goes on.  A file that was
 never in the KB gets a ``failed`` row carrying the reason (no chunks), so the
@@ -37,10 +41,10 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
-from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled, IngestError
+from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled, IngestError, IngestPaused
 from docmind_core.ingest.check import KbCheckReport, KbChecker
 from docmind_core.ingest.chunking import chunk_document
 from docmind_core.ingest.indexing import IndexWriter
@@ -112,48 +116,60 @@ class Ingestor:
     @_serialised
     def ingest(self, kb_id: int, paths: Sequence[Path | str], settings: Settings,
                progress: ProgressCallback | None = None, names: Sequence[str] | None = None,
-               cancel: threading.Event | None = None) -> list[IngestOutcome]:
-        """Ingest files and folders into a KB; one outcome per file, in order.
+               cancel: threading.Event | None = None,
+               pause: Callable[[], bool] | None = None) -> list[IngestOutcome]:
+        """Ingest files and folders into a KB; one outcome per file, in the given order.
 
-        Small documents are written in groups so that the encoder gets full
-        batches (a batch of 8 texts costs twice as much per text as a batch
-        of 64).  If a group fails, each of its documents is retried on its
-        own, so one bad document never takes its neighbours down.  A large
-        document is streamed on its own (``streaming.py``).
+        Keyword first: every file is parsed, chunked and written (chunk rows and keyword entries) and
+        becomes ``embedding``, searchable by keyword, smallest file first; then the vectors of all of
+        them are written (``_embed``), smallest document first, in full encoder batches that run on
+        from one document into the next (a batch of 8 texts costs twice as much per text as one of
+        64).  A document is ``complete`` once its last vector is stored.  So a few small files uploaded
+        with a large one are searched within seconds and done within a batch or two, and the large
+        one is searched by keyword long before its last vector.
 
-        ``cancel``: checked before each file and each encoder batch; when set,
-        the document being written is undone and :class:`IngestCancelled` is
-        raised carrying the outcomes so far (by position, None for the rest).
+        ``cancel``: checked before each file and each encoder batch; when set, the documents not yet
+        complete are undone and :class:`IngestCancelled` is raised carrying the outcomes so far (by
+        position, None for the rest).
+
+        ``pause``: asked after each encoder batch; when it says yes (a newer job waits), the vectors stop
+        there and :class:`IngestPaused` is raised with the outcomes so far: the documents not yet complete
+        stay searchable by keyword, and ingesting the same files again resumes them (``_resume``).
         """
         kb = self.store.get_kb(kb_id)
         self.check_embedder(kb)
         files = expand_paths(paths, names)
         outcomes: list[IngestOutcome | None] = [None] * len(files)
-        group: list[PreparedFile] = []
+        opened: list[PreparedFile] = []
         try:
             with self.leases.hold("ingest") as lease:
-                for index, source in enumerate(files):
-                    check_cancel(cancel)
-                    reporter = FileReporter(progress, index, len(files), source.name)
-                    prepared = self._prepare(kb, source, settings, reporter, lease)
-                    if isinstance(prepared, IngestOutcome):
-                        outcomes[index] = prepared
-                        continue
-                    prepared.position = index
-                    if prepared.pieces is not None:
-                        if group:
-                            self._flush(kb, group, settings, outcomes, lease, cancel)
-                            group = []
-                        self._flush(kb, [prepared], settings, outcomes, lease, cancel)
-                        continue
-                    group.append(prepared)
-                    if sum(len(p.children) for p in group) >= settings.embedding.batch_size:
-                        self._flush(kb, group, settings, outcomes, lease, cancel)
-                        group = []
-                if group:
-                    self._flush(kb, group, settings, outcomes, lease, cancel)
+                try:
+                    for index in sorted(range(len(files)), key=lambda i: _file_size(files[i].path)):
+                        check_cancel(cancel)
+                        source = files[index]
+                        reporter = FileReporter(progress, index, len(files), source.name)
+                        prepared = self._prepare(kb, source, settings, reporter, lease)
+                        if isinstance(prepared, IngestOutcome):
+                            outcomes[index] = prepared
+                            continue
+                        prepared.position = index
+                        if self._open(kb, prepared, settings, outcomes, lease, cancel):
+                            opened.append(prepared)
+                    self._embed(kb, opened, settings, outcomes, lease, cancel, pause)
+                except IngestPaused:
+                    raise  # kept as they are: the lease ends here, so a later run takes them over
+                except BaseException as exc:  # cancelled or stopped: what is not complete is undone
+                    unfinished = [d for d in opened if outcomes[d.position] is None]
+                    if isinstance(exc, IngestCancelled):  # their outcome stays None: cancelled, not failed
+                        for doc in unfinished:
+                            self._undo(kb.id, doc.doc_id, "ingest cancelled", lease)
+                    else:
+                        self._fail(kb, unfinished, describe_failure(exc), outcomes, lease)
+                    raise
         except IngestCancelled as exc:
             raise IngestCancelled(str(exc), outcomes=list(outcomes)) from None
+        except IngestPaused as exc:
+            raise IngestPaused(str(exc), outcomes=list(outcomes)) from None
         return [o for o in outcomes if o is not None]
 
     def _prepare(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
@@ -180,6 +196,10 @@ class Ingestor:
             if existing is not None and existing.status == "complete" and existing.content_hash == digest:
                 reporter("skipped", 1.0, "unchanged")
                 return file_outcome(source, started, "unchanged", doc_id=existing.id, chunks=existing.chunk_count)
+            if existing is not None and existing.status == "embedding" and existing.content_hash == digest:
+                resumed = self._resume(existing, source, reporter, started, lease)
+                if resumed is not None:
+                    return resumed
             if opened is not None:
                 pieces, mime = opened.pieces, opened.mime
             else:
@@ -212,7 +232,7 @@ class Ingestor:
             if not isinstance(exc, DocMindError):  # a library's own error (MemoryError, csv.Error ...): say which file
                 message = f"{source.name}: {message}"
             current = self.store.find_document(kb.id, source.name)
-            if current is None or current.status != "complete":
+            if current is None or current.status not in ("complete", "embedding"):
                 # Keep a row with the reason; an earlier good version, if any, stays untouched.
                 try:
                     self.store.record_failed_document(kb.id, source.name, source_path=str(source.path),
@@ -227,71 +247,134 @@ class Ingestor:
                          text=text, mime=mime, parents=parents, children=children,
                          existing=existing, prepare_seconds=time.perf_counter() - started)
 
-    def _flush(self, kb: KnowledgeBase, group: list[PreparedFile], settings: Settings,
-               outcomes: list[IngestOutcome | None], lease: Lease, cancel: threading.Event | None = None) -> None:
-        write_started = time.perf_counter()
+    def _resume(self, existing, source: SourceFile, reporter: FileReporter, started: float,
+                lease: Lease) -> PreparedFile | None:
+        """The same file's document left ``embedding`` by a run that stopped (a killed process, a resumed job):
+        taken over as it is, its chunks and keyword entries kept, for ``_embed`` to write the missing vectors.
+        None when its owner is still at work (the ordinary path then reports it busy)."""
+        owner = self.store.document_leases([existing.id]).get(existing.id)
+        if owner != lease.id and (self.leases.owner_gone(owner) is None
+                                  or not self.store.claim_embedding(existing.id, lease.id, owner)):
+            return None
+        reporter("embedding", 0.1, "searchable by keyword; embedding the rest of its chunks")
+        return PreparedFile(source=source, reporter=reporter, started=started, digest=existing.content_hash,
+                            size=existing.size, text="", mime=existing.mime, parents=[], children=[],
+                            existing=None, doc_id=existing.id, written_chunks=existing.chunk_count, resumed=True)
+
+    def _open(self, kb: KnowledgeBase, doc: PreparedFile, settings: Settings, outcomes: list[IngestOutcome | None],
+              lease: Lease, cancel: threading.Event | None) -> bool:
+        """Write a prepared document's chunk rows and keyword entries and make it searchable by keyword
+        (``embedding``); True if it is, False if it failed (undone, its outcome set)."""
+        if doc.resumed:
+            return True
         try:
-            if len(group) == 1 and group[0].pieces is not None:
+            if doc.pieces is not None:
                 StreamedWriter(self.store, self.writer, self.keyword_index, self.leases).write(
-                    kb, group[0], settings, lease, cancel)
+                    kb, doc, settings, lease, cancel)
             else:
-                self._write(kb, group, settings, lease, cancel)
+                self._write_keywords(kb, doc, lease)
         except BaseException as exc:
-            if isinstance(exc, IngestCancelled):
-                self._fail(kb, group, "ingest cancelled", outcomes, lease)
-                raise
-            if len(group) == 1 or not isinstance(exc, Exception):
-                self._fail(kb, group, describe_failure(exc), outcomes, lease)
-                if not isinstance(exc, Exception):  # KeyboardInterrupt and friends still stop the batch
-                    raise
-                return
-            log.warning("ingest of %d documents failed (%s); retrying them one at a time", len(group), exc)
-            for doc in group:
-                self._flush(kb, [doc], settings, outcomes, lease, cancel)
-            return
-        write_seconds = time.perf_counter() - write_started
-        total_chunks = max(1, sum(d.chunk_count for d in group))
-        for doc in group:
-            status = "replaced" if doc.existing is not None and doc.existing.status == "complete" else "added"
-            # A grouped document's time: its own parsing plus its share of the group's writing.
-            seconds = doc.prepare_seconds + write_seconds * doc.chunk_count / total_chunks
-            outcomes[doc.position] = IngestOutcome(path=str(doc.source.path), name=doc.source.name, status=status,
-                                                   doc_id=doc.doc_id, chunks=doc.chunk_count,
-                                                   seconds=round(seconds, 3))
-            doc.reporter("done", 1.0, f"{doc.chunk_count} chunks", outcome=outcomes[doc.position])
+            self._fail(kb, [doc], "ingest cancelled" if isinstance(exc, IngestCancelled) else describe_failure(exc),
+                       outcomes, lease)
+            if not isinstance(exc, Exception) or isinstance(exc, IngestCancelled):
+                raise  # cancelled, KeyboardInterrupt and friends stop the batch
+            return False
+        doc.parents, doc.children, doc.text = [], [], ""  # in the store now; the backfill reads them back
+        doc.reporter("embedding", 0.1, f"searchable by keyword; {doc.chunk_count} chunks to embed")
+        return True
 
-
-    def _write(self, kb: KnowledgeBase, group: list[PreparedFile], settings: Settings, lease: Lease,
-               cancel: threading.Event | None = None) -> None:
-        """Write a group of documents to all three stores; each stays pending until all of it is written."""
-        for doc in group:
-            # Pending under our lease before the other stores are touched: readers stop seeing an old
-            # version, and a crash from here on is cleaned up by the next start's reconcile().
-            retry = doc.doc_id is not None
-            doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),
-                                                   content_hash=doc.digest, mime=doc.mime, size=doc.size,
-                                                   text=doc.text, lease_id=lease.id, owner_alive=self.leases.alive)
-            if retry or doc.existing is not None:  # an old version, or a failed group's part: a clean slate
-                self.writer.purge(kb.id, doc.doc_id)
-            self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in doc.parents + doc.children])
-        indexed = [(doc, IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms)) for doc in group for c in doc.children]
-        # Equal batches rather than full ones plus a small remainder: per text, a batch of 8
-        # costs the encoder twice what a batch of 16 or more does.
-        batch = math.ceil(len(indexed) / math.ceil(len(indexed) / settings.embedding.batch_size))
-        for start in range(0, len(indexed), batch):
-            check_cancel(cancel)
-            part = indexed[start:start + batch]
-            for doc in dict.fromkeys(d for d, _ in part):
-                done = sum(1 for d, _ in indexed[:start] if d is doc) / len(doc.children)
-                doc.reporter("embedding", 0.15 + 0.75 * done)
-            self.writer.embed([c for _, c in part])
-        for doc in group:
-            doc.reporter("indexing", 0.92)
-        self.keyword_index.add([c for _, c in indexed])
-        lost = [doc.source.name for doc in group if not self.store.complete_document(doc.doc_id, lease.id)]
-        if lost:
-            raise IngestError(f"{', '.join(lost)}: another process took this document over while it was being "
+    def _write_keywords(self, kb: KnowledgeBase, doc: PreparedFile, lease: Lease) -> None:
+        """Write one document's chunk rows and keyword entries; it is pending until they are all written,
+        then ``embedding``."""
+        doc.reporter("indexing", 0.05, f"writing {len(doc.children)} chunks and their keyword entries")
+        # Pending under our lease before the other stores are touched: readers stop seeing an old
+        # version, and a crash from here on is cleaned up by the next start's reconcile().
+        doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),
+                                               content_hash=doc.digest, mime=doc.mime, size=doc.size,
+                                               text=doc.text, lease_id=lease.id, owner_alive=self.leases.alive)
+        if doc.existing is not None:  # an old version: a clean slate (its vectors too, so none meets a query)
+            self.writer.purge(kb.id, doc.doc_id)
+        self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in doc.parents + doc.children])
+        self.keyword_index.add([IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in doc.children])
+        doc.written_chunks = len(doc.children)
+        if not self.store.open_for_search(doc.doc_id, lease.id):
+            raise IngestError(f"{doc.source.name}: another process took this document over while it was being "
                               f"written (no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
+
+    def _embed(self, kb: KnowledgeBase, docs: list[PreparedFile], settings: Settings,
+               outcomes: list[IngestOutcome | None], lease: Lease, cancel: threading.Event | None,
+               pause: Callable[[], bool] | None = None) -> None:
+        """Write the vectors of documents that are searchable by keyword, smallest first, and complete each
+        one when its last vector is stored.
+
+        The loop is the re-index's (``Reindexer.embed_missing``): the stored vector copy marks a chunk
+        done, so whoever resumes (a resumed job, ``finish_embedding``) embeds only what is missing.  When a
+        batch fails, each document still missing vectors is tried on its own, so one bad document never
+        takes its neighbours down.
+        """
+        waiting = {d.doc_id: d for d in sorted(docs, key=lambda d: d.chunk_count)}
+        if not waiting:
+            return
+        missing = self.store.missing_vector_counts(list(waiting))
+        to_embed = sum(missing.values())
+        embedded = [0]
+        report = next(iter(waiting.values())).reporter
+        report("embedding", 0.1, run_embedded=0, run_to_embed=to_embed)  # the clock of the job's ETA starts
+
+        def landed(part: list[tuple[str, int, str]]) -> None:
+            embedded[0] += len(part)
+            touched = list(dict.fromkeys(doc_id for _, doc_id, _ in part))
+            left = self.store.missing_vector_counts(touched)
+            for doc_id in touched:
+                doc = waiting.get(doc_id)
+                if doc is None:
+                    continue
+                if left.get(doc_id, 0):
+                    done = 1.0 - left[doc_id] / max(1, doc.chunk_count)
+                    doc.reporter("embedding", 0.1 + 0.9 * done, f"{doc.chunk_count - left[doc_id]} of "
+                                 f"{doc.chunk_count} chunks embedded", run_embedded=embedded[0], run_to_embed=to_embed)
+                else:
+                    self._complete(kb, waiting.pop(doc_id), outcomes, lease, embedded[0], to_embed)
+            if waiting and pause is not None and pause():
+                raise IngestPaused()
+
+        batch = settings.embedding.batch_size
+        reindexer = self._reindexer()
+        try:
+            reindexer.embed_missing(kb.id, None, batch, None, to_embed, doc_ids=list(waiting), after_batch=landed,
+                                    cancel=cancel)
+        except (IngestCancelled, IngestPaused):
+            raise
+        except Exception as exc:
+            log.warning("embedding %d documents failed (%s); trying them one at a time", len(waiting), exc)
+            for doc_id in list(waiting):
+                check_cancel(cancel)
+                try:
+                    reindexer.embed_missing(kb.id, None, batch, None, to_embed, doc_ids=[doc_id], after_batch=landed,
+                                            cancel=cancel)
+                except (IngestCancelled, IngestPaused):
+                    raise
+                except Exception as one:
+                    if doc_id in waiting:
+                        self._fail(kb, [waiting.pop(doc_id)], describe_failure(one), outcomes, lease)
+        for doc_id in [d for d in waiting if not self.store.missing_vector_counts([d])]:
+            self._complete(kb, waiting.pop(doc_id), outcomes, lease, embedded[0], to_embed)  # none was missing
+        for doc in waiting.values():  # never left searchable by keyword only without a word
+            self._fail(kb, [doc], f"{doc.source.name}: its vectors could not all be written", outcomes, lease)
+
+    def _complete(self, kb: KnowledgeBase, doc: PreparedFile, outcomes: list[IngestOutcome | None], lease: Lease,
+                  embedded: int, to_embed: int) -> None:
+        if not self.store.complete_document(doc.doc_id, lease.id):
+            message = (f"{doc.source.name}: another process took this document over while it was being written "
+                       f"(no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
+            doc.reporter("failed", 1.0, message)
+            outcomes[doc.position] = file_outcome(doc.source, doc.started, "failed", doc_id=doc.doc_id, error=message)
+            return
+        replaced = doc.existing is not None and doc.existing.status in ("complete", "embedding")
+        outcomes[doc.position] = file_outcome(doc.source, doc.started, "replaced" if replaced else "added",
+                                              doc_id=doc.doc_id, chunks=doc.chunk_count)
+        doc.reporter("done", 1.0, f"{doc.chunk_count} chunks", outcome=outcomes[doc.position],
+                     run_embedded=embedded, run_to_embed=to_embed)
 
     def _fail(self, kb: KnowledgeBase, group: list[PreparedFile], message: str,
               outcomes: list[IngestOutcome | None], lease: Lease) -> None:
@@ -307,6 +390,9 @@ class Ingestor:
         if self.store.document_leases([doc_id]).get(doc_id) != lease.id:
             return message  # no longer ours (taken over, or removed): nothing of it is ours to remove
         try:
+            # pending first (a searchable ``embedding`` document leaves every search at once): if the purge
+            # fails, reconcile() removes it at the next start
+            self.store.set_document_status(doc_id, "pending", lease_id=lease.id)
             self.writer.purge(kb_id, doc_id)
             self.store.set_document_status(doc_id, "failed", message)
         except Exception:  # e.g. the vector store is down: the row stays pending for reconcile()
@@ -323,7 +409,7 @@ class Ingestor:
         with self.leases.hold("delete") as lease:
             doc = self.store.get_document(doc_id)
             owner = self.store.document_leases([doc_id]).get(doc_id)
-            if doc.status == "pending" and self.leases.alive(owner):
+            if doc.status in ("pending", "embedding") and self.leases.alive(owner):
                 raise DocumentBusy(f"{doc.name} is being written by another process right now; "
                                    "delete it when that has finished")
             # pending under our lease first: a crash half-way leaves work for the next start's reconcile()
@@ -336,7 +422,8 @@ class Ingestor:
     def delete_kb(self, kb_id: int) -> None:
         with self.leases.hold("delete") as lease:
             kb = self.store.get_kb(kb_id)
-            busy = [d.name for d, owner in self.store.pending_documents() if d.kb_id == kb_id and self.leases.alive(owner)]
+            busy = [d.name for d, owner in self.store.pending_documents() + self.store.embedding_documents()
+                    if d.kb_id == kb_id and self.leases.alive(owner)]
             busy += [f"re-index run {r['id']}" for r in self.store.reindex_runs(kb_id, state="running")
                      if self.leases.alive(r["lease_id"])]
             if busy:
@@ -358,6 +445,43 @@ class Ingestor:
     # ------------------------------------------------------------------
     # Re-index, check and repair
     # ------------------------------------------------------------------
+
+    @_serialised
+    def finish_embedding(self, batch_size: int = 64, cancel: threading.Event | None = None) -> list[str]:
+        """Write the missing vectors of documents left ``embedding`` by a process that is gone (killed while
+        their vectors were being written), and complete them; returns one line per document.
+
+        They stay searchable by keyword meanwhile.  Run in the background by the ingest job worker
+        (``IngestJobQueue``), never in the start itself: a large document takes as long as its encoding.
+        """
+        lines: list[str] = []
+        with self.leases.on_demand("backfill") as lease:
+            for doc, owner in self.store.embedding_documents():
+                reason = self.leases.owner_gone(owner)
+                if reason is None or not self.store.claim_embedding(doc.id, lease.take().id, owner):
+                    continue  # its owner is at work, or another process took it first
+                kb = self.store.get_kb(doc.kb_id)
+                same = kb.embedder_id == self.embedder.id and kb.embedding_dim == self.embedder.dim
+                try:
+                    embedded = self._reindexer().embed_missing(kb.id, None, batch_size, None, doc.chunk_count,
+                                                               doc_ids=[doc.id], cancel=cancel) if same else 0
+                except IngestCancelled:
+                    break  # stays embedding under a lease that ends with this run: the next run goes on
+                except Exception as exc:  # noqa: BLE001 - left embedding: the next start tries again
+                    log.exception("could not finish embedding %s", doc.name)
+                    lines.append(f"could not finish embedding '{doc.name}' (kb {kb.id}): {describe_failure(exc)}")
+                    continue
+                self.store.complete_document(doc.id, lease.held_id)
+                note = f"{embedded} missing vectors written" if same else (
+                    f"its vectors follow at `docmind kb reindex {kb.name}` (the KB was built with {kb.embedder_id})")
+                lines.append(f"finished embedding '{doc.name}' (kb {kb.id}) after {reason}: {note}")
+        for line in lines:
+            log.warning("backfill: %s", line)
+        return lines
+
+    def needs_embedding(self) -> bool:
+        """True when a document is left ``embedding`` by an owner that is gone (``finish_embedding`` has work)."""
+        return any(self.leases.owner_gone(owner) is not None for _doc, owner in self.store.embedding_documents())
 
     @_serialised
     def reindex_kb(self, kb_id: int, progress: ProgressCallback | None = None, batch_size: int = 64) -> int:

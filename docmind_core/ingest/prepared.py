@@ -42,11 +42,12 @@ class PreparedFile:
     # A large document, read, chunked and written batch by batch: its text in pieces, read again on each call.
     pieces: Callable[[], Iterable[str]] | None = None
     chars: int = 0  # its length
-    streamed_chunks: int = 0
+    written_chunks: int = 0  # child chunks written (its chunks in memory are dropped once written)
+    resumed: bool = False  # an ``embedding`` document of a stopped run, taken over as it is
 
     @property
     def chunk_count(self) -> int:
-        return self.streamed_chunks if self.pieces is not None else len(self.children)
+        return self.written_chunks or len(self.children)
 
 
 def check_cancel(cancel: threading.Event | None) -> None:
@@ -65,13 +66,14 @@ class FileReporter:
     def __init__(self, callback: ProgressCallback | None, index: int, count: int, name: str):
         self.callback, self.index, self.count, self.name = callback, index, count, name
 
-    def __call__(self, stage: str, fraction: float, message: str = "", outcome: IngestOutcome | None = None) -> None:
+    def __call__(self, stage: str, fraction: float, message: str = "", outcome: IngestOutcome | None = None,
+                 run_embedded: int | None = None, run_to_embed: int | None = None) -> None:
         if self.callback is None:
             return
         try:
             self.callback(IngestProgress(file_index=self.index, file_count=self.count, name=self.name,
                                          stage=stage, fraction=min(1.0, max(0.0, fraction)), message=message,
-                                         outcome=outcome))
+                                         outcome=outcome, run_embedded=run_embedded, run_to_embed=run_to_embed))
         except Exception:
             log.exception("ingest progress callback failed")
 

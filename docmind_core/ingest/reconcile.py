@@ -3,7 +3,9 @@
 Every engine start runs :meth:`Reconciler.reconcile` (through ``Ingestor.reconcile``).  A document whose
 owner (a lease, ``leases.py``) is provably gone is removed from all three stores; documents whose owner
 is alive (another process ingesting right now) are left alone.  An interrupted re-index is finished
-(``reindex.py``).
+(``reindex.py``).  A document left ``embedding`` (searchable by keyword, some vectors missing) is kept:
+its missing vectors are written in the background by the ingest job worker
+(``Ingestor.finish_embedding``), not here, since that takes as long as its encoding.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ class Reconciler:
         * pending documents whose owner is provably gone (see ``leases.py``): removed from all stores,
           row deleted; pending documents of live owners (another process ingesting now) are left alone;
         * failed documents that still have chunk rows: the rows removed, the document kept;
-        * vectors or keyword entries of documents that are neither complete nor owned by a live
-          operation (or no longer exist): removed;
+        * vectors or keyword entries of documents that are neither searchable (complete, embedding) nor
+          owned by a live operation (or no longer exist): removed;
+        * documents left embedding by a gone owner: reported (the job worker writes their vectors);
         * collections and keyword entries of knowledge bases that no longer exist: dropped;
         * re-index runs whose owner is gone: finished (the missing vectors embedded);
         * knowledge bases with fewer vectors than chunks: reported (``docmind kb check NAME --repair``).
@@ -58,6 +61,11 @@ class Reconciler:
             for doc in self.store.incomplete_documents():
                 if doc.status == "failed" and doc.chunk_count and self.writer.clear_failed(doc, lease.take().id):
                     repairs.append(f"removed the chunks of failed document '{doc.name}' (kb {doc.kb_id})")
+            for doc, owner in self.store.embedding_documents():
+                reason = self.leases.owner_gone(owner)
+                if reason is not None:
+                    repairs.append(f"document '{doc.name}' (kb {doc.kb_id}) is searchable by keyword; its missing "
+                                   f"vectors are written in the background ({reason})")
             for run in self.store.reindex_runs(state="running"):
                 reason = self.leases.owner_gone(run["lease_id"])
                 if reason is not None and self.store.claim_reindex(run["id"], lease.take().id, run["lease_id"]):
@@ -90,7 +98,7 @@ class Reconciler:
                 states = self.store.document_states(kb_id)
                 for doc_id in sorted(indexed):
                     status, owner = states.get(doc_id, ("gone", None))
-                    if status == "complete" or (status == "pending" and owner is not None
+                    if status in ("complete", "embedding") or (status == "pending" and owner is not None
                                                 and (owner == lease.held_id or self.leases.alive(owner))):
                         continue
                     lease.take()  # a repair: from here this start owns what it does
@@ -98,8 +106,9 @@ class Reconciler:
                     self.keyword_index.delete_document(kb_id, doc_id)
                     repairs.append(f"removed stray index entries of document {doc_id} (kb {kb_id})")
                 vectors = self.vector_store.count(kb_id)
-            if vectors < kb.chunk_count and not self.store.reindex_runs(kb_id, state="running"):
-                repairs.append(f"knowledge base '{kb.name}' has {kb.chunk_count - vectors} of {kb.chunk_count} "
+            expected = kb.chunk_count - self.store.embedding_backlog([kb_id]).get(kb_id, 0)  # the rest is on its way
+            if vectors < expected and not self.store.reindex_runs(kb_id, state="running"):
+                repairs.append(f"knowledge base '{kb.name}' has {expected - vectors} of {kb.chunk_count} "
                                f"chunks without a vector (search misses them on its vector side): run "
                                f"`docmind kb check {kb.name} --repair`")
         for store in (self.vector_store, self.keyword_index):

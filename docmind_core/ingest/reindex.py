@@ -9,13 +9,15 @@ instead of leaving the KB with part of its vectors.
 from __future__ import annotations
 
 import logging
+import threading
+from typing import Callable, Sequence
 
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
 from docmind_core.errors import IngestError
 from docmind_core.ingest.check import KbChecker
 from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import LeaseBook
-from docmind_core.ingest.prepared import FileReporter, ProgressCallback, describe_failure
+from docmind_core.ingest.prepared import FileReporter, ProgressCallback, check_cancel, describe_failure
 from docmind_core.store.kb_store import DocumentBusy, KnowledgeStore
 
 log = logging.getLogger(__name__)
@@ -60,23 +62,35 @@ class Reindexer:
             FileReporter(progress, 0, 1, kb.name)("done", 1.0, f"{embedded} chunks re-embedded")
             return embedded
 
-    def embed_missing(self, kb_id: int, run_id: int | None, batch_size: int, reporter: FileReporter,
-                       total: int) -> int:
-        """Embed the KB's chunks that have no stored vector copy yet (the copy marks a chunk done)."""
+    def embed_missing(self, kb_id: int, run_id: int | None, batch_size: int, reporter: FileReporter | None,
+                      total: int, doc_ids: Sequence[int] | None = None,
+                      after_batch: Callable[[list[tuple[str, int, str]]], None] | None = None,
+                      cancel: threading.Event | None = None) -> int:
+        """Embed the KB's chunks that have no stored vector copy yet (the copy marks a chunk done).
+
+        ``doc_ids``: only those documents' chunks, in that order (a batch goes on into the next document, so
+        small documents share full encoder batches); ``after_batch`` is called with each batch once its
+        vectors are stored; ``cancel`` is checked before each batch.  Also the vector backfill of keyword-first
+        ingestion (``Ingestor``): the same loop, so both resume from the stored copies after a crash.
+        """
         embedded = 0
         seen: set[str] = set()
         while True:
-            part = self.store.chunks_without_vectors(kb_id, max(1, batch_size))
+            check_cancel(cancel)
+            part = self.store.chunks_without_vectors(kb_id, max(1, batch_size), doc_ids)
             if not part:
                 return embedded
             if any(cid in seen for cid, _, _ in part):  # a write that did not stick: never loop forever
                 raise IngestError(f"could not store the vectors of knowledge base {kb_id}")
             seen.update(cid for cid, _, _ in part)
-            reporter("embedding", embedded / max(1, total))
+            if reporter is not None:
+                reporter("embedding", embedded / max(1, total))
             self.writer.embed([IndexedChunk(cid, kb_id, doc_id, text) for cid, doc_id, text in part])
             embedded += len(part)
             if run_id is not None:
                 self.store.reindex_progress(run_id, embedded)
+            if after_batch is not None:
+                after_batch(part)
 
     def resume(self, run: dict, reason: str) -> str:
         """Finish an interrupted re-index (already claimed by the caller); returns the line to report."""

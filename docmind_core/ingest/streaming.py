@@ -1,8 +1,9 @@
-"""Streamed ingest: one large document read, chunked, encoded and written one batch at a time.
+"""Streamed ingest: one large document read, chunked and written one batch at a time.
 
 The ingestor (``pipeline.py``) streams a document estimated to make more than ``STREAM_MIN_CHUNKS``
 child chunks, and reads a plain-text file larger than ``STREAM_MIN_BYTES`` in pieces; memory then
-holds a couple of batches and their text, never the whole document.
+holds a couple of batches and their text, never the whole document.  This writes its chunk rows and
+keyword entries; its vectors follow in the ingestor's backfill, read back from the chunk rows.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from docmind_core.settings import Settings
 from docmind_core.store.kb_store import KnowledgeStore
 from docmind_core.text.tokens import stored_terms
 
-# A document estimated to make more child chunks than this is streamed: chunked, tokenised, encoded and
-# written one batch at a time (bounded memory), with the next batch prepared while the encoder runs.
+# A document estimated to make more child chunks than this is streamed: chunked, tokenised and written one
+# batch at a time (bounded memory), with the next batch prepared while the last one is written.
 STREAM_MIN_CHUNKS = 512
+# Child chunks per streamed batch: no encoder runs here, so batches are larger than an encoder batch
+# (fewer transactions), still small enough for bounded memory.
+STREAM_BATCH_CHUNKS = 512
 # A plain-text file larger than this is never read whole: hashed, counted, chunked and stored in pieces.
 STREAM_MIN_BYTES = 1 << 20
 
@@ -42,12 +46,13 @@ class StreamedWriter:
 
     def write(self, kb: KnowledgeBase, doc: PreparedFile, settings: Settings, lease: Lease,
               cancel: threading.Event | None) -> None:
-        """Write one large document batch by batch: memory holds a couple of batches and their text.
+        """Write one large document's chunk rows and keyword entries batch by batch: memory holds a couple of
+        batches and their text.
 
-        A producer thread reads, chunks and tokenises the next batch (pure Python, holding the GIL)
-        while this thread encodes the current one (numpy, which releases it) and writes it.  The text
-        goes to a spool in SQLite piece by piece and becomes the document's text at the end.  The
-        document stays pending until its last batch is written, exactly as in :meth:`Ingestor._write`.
+        A producer thread reads, chunks and tokenises the next batch while this thread writes the current
+        one.  The text goes to a spool in SQLite piece by piece and becomes the document's text at the end.
+        The document stays pending until its last batch is written, then becomes ``embedding`` (searched by
+        keyword), exactly as in :meth:`Ingestor._write_keywords`.
         """
         retry = doc.doc_id is not None
         doc.doc_id = self.store.begin_document(kb.id, doc.source.name, source_path=str(doc.source.path),
@@ -65,10 +70,9 @@ class StreamedWriter:
                 self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in parents + children])
                 indexed = [IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in children]
                 if indexed:
-                    self.writer.embed(indexed)
                     self.keyword_index.add(indexed)
                 written += len(children)
-                doc.reporter("embedding", 0.12 + 0.83 * end / max(1, doc.chars), f"{written} chunks")
+                doc.reporter("indexing", 0.02 + 0.08 * end / max(1, doc.chars), f"{written} chunks written")
             check_cancel(cancel)
             if not written:
                 raise IngestError(f"{doc.source.name}: no text could be extracted")
@@ -77,9 +81,8 @@ class StreamedWriter:
             with contextlib.suppress(Exception):  # the failure being raised is the one to report
                 self.store.store_spooled_text(doc.doc_id, keep=False)
             raise
-        doc.streamed_chunks = written
-        doc.reporter("indexing", 0.97)
-        if not self.store.complete_document(doc.doc_id, lease.id):
+        doc.written_chunks = written
+        if not self.store.open_for_search(doc.doc_id, lease.id):
             raise IngestError(f"{doc.source.name}: another process took this document over while it was being "
                               f"written (no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
 
@@ -103,7 +106,7 @@ def _batches(kb_id: int, name: str, pieces: Iterable[str],
         parents.append(parent)
         children.extend(replace(c, terms=stored_terms(c.text)) for c in kids)
         end = parent.end
-        if len(children) >= settings.embedding.batch_size:
+        if len(children) >= STREAM_BATCH_CHUNKS:
             yield parents, children, end, taken[:]
             parents, children, taken[:] = [], [], []
     if parents or taken:

@@ -101,7 +101,8 @@ def summary_of(digest: RunDigest) -> RunSummary:
                     for g in digest.index_gaps],
         pending_documents=digest.pending_documents,
         pending=[{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
-                  "searched_documents": p.searched_documents} for p in digest.pending])
+                  "searched_documents": p.searched_documents, "embedding_chunks": p.embedding_chunks}
+                 for p in digest.pending])
     if grade is not None:
         summary.top_score, summary.lex_coverage = grade.top_score, grade.lex_coverage
         summary.grade_reason = grade.reason

@@ -244,7 +244,9 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         return _row(event, f"Still being ingested: knowledge base {event.kb_name or event.kb_id}", "warn", fields={
             "pending documents": str(event.pending_documents),
             "searched documents": str(event.searched_documents),
-            "effect": "pending documents were not searched: what they hold is not known yet"})
+            "chunks still embedding": str(event.embedding_chunks),
+            "effect": "pending documents were not searched: what they hold is not known yet; chunks still "
+                      "embedding were searched by keyword only"})
 
     def on_done(self, event: ev.Done) -> TimelineRow:
         c = event.citations

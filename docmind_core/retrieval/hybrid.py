@@ -14,6 +14,12 @@ lost hits that way is fetched again deeper so ``top_k`` still means ready
 chunks.  ``index_gaps`` says which KBs have fewer vectors than chunks (an
 interrupted re-index, a lost collection): their search is partly keyword-only.
 
+Documents whose vectors are still being written (status ``embedding``,
+keyword-first ingestion) are searched like complete ones: the keyword side
+finds all their chunks, the vector side the chunks that have a vector.  They
+are no index gap; ``KnowledgeStore.pending_ingest`` counts their chunks as
+"still embedding" and that notice reaches the hit test, answers and MCP.
+
 Vectors of two encoders never meet: a KB built by another encoder than the
 live one has no vector side (``vector_kbs`` leaves it out of vector search and
 of the stored-vector cosines) and is searched by keyword only; ``index_gaps``
@@ -267,7 +273,10 @@ class HybridRetriever:
                         cached[0] == signature or now - cached[3] < _GAP_MIN_INTERVAL_S):
                     chunks, vectors = cached[1], cached[2]
                 else:
-                    chunks, vectors = self.store.ready_chunk_count(kb_id), self.vector_store.count(kb_id)
+                    # chunks of documents still embedding have their vectors on the way: not a gap (the
+                    # pending notice counts them as "still embedding")
+                    backlog = self.store.embedding_backlog([kb_id]).get(kb_id, 0)
+                    chunks, vectors = self.store.ready_chunk_count(kb_id) - backlog, self.vector_store.count(kb_id)
                     self._gaps[kb_id] = (signature, chunks, vectors, now)
             except Exception:  # a store that cannot answer is reported by the search itself
                 continue

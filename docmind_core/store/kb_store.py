@@ -6,12 +6,19 @@ kept in step by the :class:`~docmind_core.ingest.pipeline.Ingestor`.  A
 document's extracted text lives in ``documents.text`` so that chunk offsets
 always point into the text that was indexed, even after the file is gone.
 
-Readers see complete documents only: every chunk read (``get_chunks``,
+Readers see searchable documents only: every chunk read (``get_chunks``,
 ``chunks_for_document``, ``parent_of``) joins the document row and keeps the
-chunks of ``complete`` documents, so a document being written, deleted or left
-half-written by a crash never reaches a search, an expansion or a direct read,
-even though its chunks may already sit in the vector store and the keyword
-index.  The Ingestor's own checks ask for ``any_status=True``.
+chunks of ``complete`` and ``embedding`` documents, so a document being
+written, deleted or left half-written by a crash never reaches a search, an
+expansion or a direct read, even though its chunks may already sit in the
+vector store and the keyword index.  The Ingestor's own checks ask for
+``any_status=True``.
+
+``embedding``: every chunk row and keyword entry of the document is written and
+its vectors are on their way (keyword-first ingestion).  It is searched by
+keyword and by the vectors it already has; it is owned by a lease like a
+pending document, so a process killed half-way leaves it for a backfill
+(``Ingestor.finish_embedding``), never half-searchable for good.
 """
 
 from __future__ import annotations
@@ -33,15 +40,17 @@ _CHUNK_COLUMNS = "id, kb_id, doc_id, idx, is_parent, parent_id, text, token_coun
 # CROSS JOIN keeps SQLite's planner on the chunk rows first (by id or by document), then one primary-key
 # lookup of each row's document: left to itself, with a few dozen ids it scans the documents by status
 # and takes 6 ms rather than 0.15 ms for 40 chunks of a 10k-chunk KB.
-_READY_JOIN = "CROSS JOIN documents d ON d.id = c.doc_id AND d.status = 'complete'"
+_READY_JOIN = "CROSS JOIN documents d ON d.id = c.doc_id AND d.status IN ('complete', 'embedding')"
+# The statuses a search reads (SQL list): complete documents and those whose vectors are still being written.
+SEARCHABLE = "('complete', 'embedding')"
 
-# Counts shown beside a KB: complete documents only, and child chunks only
+# Counts shown beside a KB: searchable documents only, and child chunks only
 # (parents are context blocks, not retrieval units).
-_KB_SELECT = """
+_KB_SELECT = f"""
 SELECT k.*,
-  (SELECT COUNT(*) FROM documents d WHERE d.kb_id = k.id AND d.status = 'complete') AS document_count,
+  (SELECT COUNT(*) FROM documents d WHERE d.kb_id = k.id AND d.status IN {SEARCHABLE}) AS document_count,
   (SELECT COUNT(*) FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id AND c.is_parent = 0
-     WHERE d.kb_id = k.id AND d.status = 'complete') AS chunk_count
+     WHERE d.kb_id = k.id AND d.status IN {SEARCHABLE}) AS chunk_count
 FROM knowledge_bases k
 """
 
@@ -150,10 +159,13 @@ class KnowledgeStore:
         return self._doc_rows("WHERE d.status != 'complete' ORDER BY d.id", [])
 
     def pending_ingest(self, kb_ids: Sequence[int]) -> list[PendingIngest]:
-        """The KBs among ``kb_ids`` with documents not searchable yet, each with how many and how many are.
+        """The KBs among ``kb_ids`` that are not fully searchable yet: how many documents are not searched, how
+        many chunks are searched by keyword only (still embedding) and how many documents were searched.
 
         Pending: a file of a queued or running ingest job that has not landed, or a document whose chunks
-        are still being written (any writer: a job, ``docmind ingest``, a replace); one name counts once.
+        are still being written (any writer: a job, ``docmind ingest``, a replace); one name counts once.  A
+        file whose document is already ``embedding`` is not pending: it is searched, and its chunks without
+        a vector are counted as still embedding.
         """
         ids = list(dict.fromkeys(int(k) for k in kb_ids))
         if not ids:
@@ -163,20 +175,40 @@ class KnowledgeStore:
         rows = self.db.db.execute(
             f"SELECT kb_id, name FROM documents WHERE status = 'pending' AND kb_id IN ({marks}) "
             f"UNION SELECT j.kb_id, f.name FROM ingest_job_files f JOIN ingest_jobs j ON j.id = f.job_id "
-            f"WHERE j.state IN ('queued', 'running') AND f.state IN ('queued', 'running') AND j.kb_id IN ({marks})",
+            f"WHERE j.state IN ('queued', 'running') AND f.state IN ('queued', 'running') AND j.kb_id IN ({marks}) "
+            f"AND NOT EXISTS (SELECT 1 FROM documents e WHERE e.kb_id = j.kb_id AND e.name = f.name "
+            f"AND e.status = 'embedding')",
             ids + ids).fetchall()
         for kb_id, name in rows:
             names.setdefault(int(kb_id), set()).add(name)
-        if not names:
+        embedding = self.embedding_backlog(ids)
+        if not names and not embedding:
             return []
-        complete = dict(self.db.db.execute(
-            f"SELECT kb_id, COUNT(*) FROM documents WHERE status = 'complete' AND kb_id IN ({marks}) GROUP BY kb_id",
-            ids).fetchall())
+        searched = dict(self.db.db.execute(
+            f"SELECT kb_id, COUNT(*) FROM documents WHERE status IN {SEARCHABLE} AND kb_id IN ({marks}) "
+            f"GROUP BY kb_id", ids).fetchall())
         kb_names = dict(self.db.db.execute(f"SELECT id, name FROM knowledge_bases WHERE id IN ({marks})",
                                            ids).fetchall())
-        return [PendingIngest(kb_id=k, kb_name=kb_names.get(k, ""), pending_documents=len(names[k]),
-                              searched_documents=int(complete.get(k, 0)))
-                for k in ids if k in names]
+        return [PendingIngest(kb_id=k, kb_name=kb_names.get(k, ""), pending_documents=len(names.get(k, ())),
+                              searched_documents=int(searched.get(k, 0)), embedding_chunks=embedding.get(k, 0))
+                for k in ids if k in names or k in embedding]
+
+    def embedding_backlog(self, kb_ids: Sequence[int]) -> dict[int, int]:
+        """kb id -> child chunks of its ``embedding`` documents that have no vector yet (KBs with none left out)."""
+        ids = list(dict.fromkeys(int(k) for k in kb_ids))
+        if not ids:
+            return {}
+        rows = self.db.db.execute(
+            f"SELECT d.kb_id, COUNT(*) FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id AND c.is_parent = 0 "
+            f"WHERE d.status = 'embedding' AND d.kb_id IN ({_placeholders(len(ids))}) AND c.vector IS NULL "
+            f"GROUP BY d.kb_id", ids).fetchall()
+        return {int(k): int(n) for k, n in rows if n}
+
+    def embedding_documents(self) -> list[tuple[DocumentRecord, int | None]]:
+        """Documents whose vectors are still being written, across all KBs, with the lease that owns each."""
+        docs = self._doc_rows("WHERE d.status = 'embedding' ORDER BY d.id", [])
+        leases = self.document_leases([d.id for d in docs])
+        return [(d, leases.get(d.id)) for d in docs]
 
     def pending_documents(self) -> list[tuple[DocumentRecord, int | None]]:
         """Pending documents across all KBs with the id of the lease that owns each (None: no owner)."""
@@ -230,7 +262,7 @@ class KnowledgeStore:
             values = {"source_path": source_path, "content_hash": content_hash, "mime": mime, "size": size,
                       "status": "pending", "error": "", "text": text, "updated_at": now, "lease_id": lease_id}
             if row is not None:
-                if (row[1] == "pending" and row[2] is not None and row[2] != lease_id and owner_alive is not None
+                if (row[1] in ("pending", "embedding") and row[2] is not None and row[2] != lease_id and owner_alive is not None
                         and owner_alive(row[2])):
                     raise DocumentBusy(f"{name} is being written or deleted by another process right now; "
                                        "try again when it has finished")
@@ -260,7 +292,7 @@ class KnowledgeStore:
                             lease_id: int | None = None) -> None:
         """Set a status; ``lease_id`` is the owner of a pending document (every other status has none)."""
         values: dict[str, Any] = {"status": status, "error": error, "updated_at": utcnow(),
-                                  "lease_id": lease_id if status == "pending" else None}
+                                  "lease_id": lease_id if status in ("pending", "embedding") else None}
         if status == "failed":
             values["text"] = ""  # a failed document has no chunks pointing into its text
         with self.db.transaction() as db:
@@ -280,11 +312,29 @@ class KnowledgeStore:
             return cursor.rowcount == 1
 
     def complete_document(self, doc_id: int, lease_id: int | None) -> bool:
-        """pending -> complete, only while ``lease_id`` still owns it; False when another process took it over."""
+        """pending or embedding -> complete, only while ``lease_id`` still owns it; False when another process
+        took it over."""
         with self.db.transaction() as db:
             cursor = db.execute(
                 "UPDATE documents SET status = 'complete', error = '', lease_id = NULL, updated_at = ? "
+                "WHERE id = ? AND status IN ('pending', 'embedding') AND lease_id IS ?", [utcnow(), doc_id, lease_id])
+            return cursor.rowcount == 1
+
+    def open_for_search(self, doc_id: int, lease_id: int | None) -> bool:
+        """pending -> embedding (keyword-searchable, vectors on their way), only while ``lease_id`` owns it."""
+        with self.db.transaction() as db:
+            cursor = db.execute(
+                "UPDATE documents SET status = 'embedding', updated_at = ? "
                 "WHERE id = ? AND status = 'pending' AND lease_id IS ?", [utcnow(), doc_id, lease_id])
+            return cursor.rowcount == 1
+
+    def claim_embedding(self, doc_id: int, lease_id: int, expect_lease: int | None) -> bool:
+        """Take over an ``embedding`` document from a gone owner (compare-and-set on its lease); True if taken.
+        It stays searchable meanwhile."""
+        with self.db.transaction() as db:
+            cursor = db.execute(
+                "UPDATE documents SET lease_id = ? WHERE id = ? AND status = 'embedding' AND lease_id IS ?",
+                [lease_id, doc_id, expect_lease])
             return cursor.rowcount == 1
 
     def set_kb_documents_status(self, kb_id: int, status: DocumentStatus, lease_id: int | None = None) -> None:
@@ -393,7 +443,7 @@ class KnowledgeStore:
         """(chunk_id, doc_id, text) of every child chunk of the KB's complete documents, in a stable order."""
         rows = self.db.db.execute(
             "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status = 'complete' ORDER BY c.doc_id, c.idx",
+            f"WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status IN {SEARCHABLE} ORDER BY c.doc_id, c.idx",
             [kb_id]).fetchall()
         return [(r[0], r[1], r[2]) for r in rows]
 
@@ -404,20 +454,52 @@ class KnowledgeStore:
             [kb_id]).fetchall()
         return [(r[0], r[1], bool(r[2])) for r in rows]
 
-    def chunks_without_vectors(self, kb_id: int, limit: int) -> list[tuple[str, int, str]]:
-        """(chunk id, doc id, text) of up to ``limit`` child chunks of complete documents with no vector copy."""
+    def chunks_without_vectors(self, kb_id: int, limit: int,
+                               doc_ids: Sequence[int] | None = None) -> list[tuple[str, int, str]]:
+        """(chunk id, doc id, text) of up to ``limit`` child chunks of searchable documents with no vector copy;
+        with ``doc_ids``, of those documents only, taken in that order (each one's chunks in text order).
+
+        With ``doc_ids``, a batch that holds some documents already ends before one that does not fit in
+        what is left of it: small documents share a batch and are done with it, and a large one starts
+        in the next (one short batch, rather than the small ones waiting for a full batch of the large one).
+        """
+        if doc_ids is None:
+            rows = self.db.db.execute(
+                "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                f"WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status IN {SEARCHABLE} AND c.vector IS NULL "
+                "ORDER BY c.doc_id, c.idx LIMIT ?", [kb_id, int(limit)]).fetchall()
+            return [(r[0], r[1], r[2]) for r in rows]
+        out: list[tuple[str, int, str]] = []
+        for doc_id in doc_ids:  # one indexed read per document: no sort of every missing chunk per batch
+            if len(out) >= limit:
+                break
+            room = limit - len(out)
+            rows = self.db.db.execute(
+                "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                f"WHERE c.doc_id = ? AND c.kb_id = ? AND c.is_parent = 0 AND d.status IN {SEARCHABLE} "
+                "AND c.vector IS NULL ORDER BY c.idx LIMIT ?", [int(doc_id), kb_id, room + 1]).fetchall()
+            if out and len(rows) > room:
+                break
+            out += [(r[0], r[1], r[2]) for r in rows[:room]]
+        return out
+
+    def missing_vector_counts(self, doc_ids: Sequence[int]) -> dict[int, int]:
+        """doc id -> its child chunks without a vector copy (documents with none are left out)."""
+        ids = list(dict.fromkeys(int(d) for d in doc_ids))
+        if not ids:
+            return {}
         rows = self.db.db.execute(
-            "SELECT c.id, c.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            "WHERE c.kb_id = ? AND c.is_parent = 0 AND d.status = 'complete' AND c.vector IS NULL "
-            "ORDER BY c.doc_id, c.idx LIMIT ?", [kb_id, int(limit)]).fetchall()
-        return [(r[0], r[1], r[2]) for r in rows]
+            f"SELECT doc_id, COUNT(*) FROM chunks WHERE doc_id IN ({_placeholders(len(ids))}) AND is_parent = 0 "
+            "AND vector IS NULL GROUP BY doc_id", ids).fetchall()
+        return {int(d): int(n) for d, n in rows}
 
     def ready_chunk_count(self, kb_id: int) -> int:
-        """Child chunks of the KB's complete documents (what the vector store should hold)."""
+        """Child chunks of the KB's searchable documents (what the vector store should hold once the
+        ``embedding`` ones are done)."""
         # documents first, then the chunks_doc index: 1.4 ms at 10k chunks where chunks-first took 6 ms
         return self.db.db.execute(
             "SELECT COUNT(*) FROM documents d CROSS JOIN chunks c ON c.doc_id = d.id AND c.is_parent = 0 "
-            "WHERE d.kb_id = ? AND d.status = 'complete'", [kb_id]).fetchone()[0]
+            f"WHERE d.kb_id = ? AND d.status IN {SEARCHABLE}", [kb_id]).fetchone()[0]
 
     def kb_change_signature(self, kb_id: int) -> tuple:
         """Changes whenever a document of the KB is added, completed, replaced or removed (~1 ms at 1,000

@@ -538,3 +538,13 @@ def m015_experiment_description(db: sqlite_utils.Database) -> None:
     # grader thresholds it runs with and its question set, so two experiments read apart before and after
     # a sweep is applied.
     db.execute("ALTER TABLE experiments ADD COLUMN description TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m016_ingest_embedding_pace(db: sqlite_utils.Database) -> None:
+    # Keyword-first ingestion: a job's vectors are written after its files are searchable by keyword.  The
+    # job keeps how many chunks its run has to embed, how many it has embedded and when that began and last
+    # moved, so its ETA is the measured pace over the chunks left (job_types.IngestJob.eta_s).
+    for column in ("embed_total INTEGER NOT NULL DEFAULT 0", "embed_done INTEGER NOT NULL DEFAULT 0",
+                   "embed_started_at REAL", "embed_updated_at REAL"):
+        db.execute(f"ALTER TABLE ingest_jobs ADD COLUMN {column}")

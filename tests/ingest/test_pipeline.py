@@ -379,17 +379,19 @@ def test_reconcile_after_a_killed_ingest(tmp_path):
     assert proc.returncode == 17, proc.stderr
     world = World(home)
     kb = world.kb()
-    pending = world.store.find_document(kb.id, "doomed.md")
-    assert pending is not None and pending.status == "pending"
-    assert world.footprint(kb.id, pending.id)[0] > 0  # the crash left chunk rows and vectors behind
-    assert pending.id in world.vectors.document_ids(kb.id)
+    half = world.store.find_document(kb.id, "doomed.md")
+    # killed while its vectors were written: searchable by keyword, some vectors stored, never removed
+    assert half is not None and half.status == "embedding"
+    assert world.footprint(kb.id, half.id) == (world.footprint(kb.id, half.id)[0], 1, 1)
     repairs = world.ingestor.reconcile()
-    assert any("doomed.md" in line for line in repairs)
-    assert world.store.find_document(kb.id, "doomed.md") is None
-    assert world.footprint(kb.id, pending.id) == (0, 0, 0)
-    assert world.store.get_kb(kb.id).document_count == 1
+    assert any("doomed.md" in line and "background" in line for line in repairs), repairs
+    assert world.store.get_document(half.id).status == "embedding"
+    assert world.ingestor.finish_embedding()  # what the job worker runs after the start
+    assert world.store.get_document(half.id).status == "complete"
+    assert world.store.get_kb(kb.id).document_count == 2
+    assert world.ingestor.check_kb(kb.id).ok
     assert world.ingestor.reconcile() == []  # nothing left to repair
-    assert world.ingest([doomed])[0].status == "added"
+    assert world.ingest([doomed])[0].status == "unchanged"
 
 
 def test_reconcile_removes_stray_index_entries(world, tmp_path):

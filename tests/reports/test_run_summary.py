@@ -152,7 +152,8 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "pending_documents": sum(p.pending_documents for p in digest.pending) if done is None
         else done.pending_documents,
         "pending": [{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
-                     "searched_documents": p.searched_documents} for p in digest.pending],
+                     "searched_documents": p.searched_documents, "embedding_chunks": p.embedding_chunks}
+                    for p in digest.pending],
         "usage": ({"prompt_tokens": digest.tokens["prompt"], "completion_tokens": digest.tokens["completion"],
                    "model_calls": digest.tokens["calls"]} if done is not None else {}),
     }
