@@ -15,7 +15,7 @@ from tests.paths import ROOT
 
 BRANCHES = (CallerError, RuntimeFailure)
 CALLER = ["ConfigError", "ConfigConflict", "InputTooLarge", "AccessDenied", "SignInRequired", "NotFound",
-          "IngestError", "IngestCancelled", "EmbedderMismatch", "DocumentBusy", "UserError", "DatasetError",
+          "IngestError", "IngestCancelled", "IngestPaused", "EmbedderMismatch", "DocumentBusy", "UserError", "DatasetError",
           "ExperimentError", "TraceFormatError"]
 RUNTIME = ["BackendUnavailable", "ModelCallCut", "IncompleteReply", "ModelOutputError", "EmptyReply", "DeadlineCut",
            "StageError", "ToolExecutionError"]
