@@ -10,13 +10,22 @@ once the visitor has signed in.
 
 from __future__ import annotations
 
+import sys
+
 import streamlit as st
+
+# A fresh server's first run imports the stores (sqlite-utils imports pandas) before it can draw anything:
+# say so at once rather than leave the page blank for that second or two.
+_opening = st.empty()
+if "docmind_ui.session" not in sys.modules:
+    _opening.caption("Opening DocMind…")
 
 from docmind_core.errors import SignInRequired
 from docmind_core.process import prepare_process
 from docmind_ui.nav import navigate
 from docmind_ui.session import draw_frame, frame_run, warm_server
 
+_opening.empty()
 prepare_process()  # this process's one-off set-up, before the frame opens the engine (a no-op after the first run)
 with frame_run():
     page = navigate()
