@@ -7,6 +7,7 @@ this browser session acts as.  They never touch the engine's stores.
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 import threading
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # the engine and the facade import every stage: the sign-in f
     from docmind_core.engine import Engine
     from docmind_core.workbench import Workbench
 
+log = logging.getLogger(__name__)
 KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
 DOC_KEY = "dm_doc_ids"  # optionally selected document ids within them
 FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this session
@@ -36,7 +38,8 @@ FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this sessio
 # of that run, so a flag there could not be cleared on the way out.
 _IN_FRAME_RUN: ContextVar[bool] = ContextVar("docmind_in_frame_run", default=False)
 NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selection at the next run
-ENGINE_POLL_S = 0.25  # how often a page drawn while the engine starts checks whether it can go on
+ENGINE_WAIT_S = 5.0  # a page waits this long for the engine in its own run (the loading notice on screen) ...
+ENGINE_POLL_S = 0.25  # ... then stops, and checks this often whether it can go on
 # The modules a page needs that the sign-in form does not (the engine imports every stage: about 1-2 s)
 _CORE_MODULES = ("docmind_core.engine", "docmind_core.workbench")
 _starts: dict[str, threading.Thread] = {}  # home -> the thread importing the core and opening its engine
@@ -76,8 +79,8 @@ def start_engine(home: str) -> None:
 def _open_engine(home: str) -> None:
     try:
         engine_for(home)
-    except Exception:  # noqa: BLE001 - the page's own engine_for() call raises it again and shows it
-        pass
+    except Exception as exc:  # noqa: BLE001 - the page's own engine_for() call raises it again and shows it
+        log.info("the engine of %s did not open in the background: %s", home, exc)
 
 
 def engine_started(home: str) -> bool:
@@ -129,7 +132,7 @@ def draw_frame() -> Workbench:
 
     Signed out (sign-in on): draws the sign-in form from the gate alone and stops the run; the engine starts
     loading behind it.  Signed in while the engine still loads (a fresh server): draws the page list and a
-    loading notice, stops, and reruns once the engine is there.  Neither waits for the engine.
+    loading notice, and the page follows once the engine is there (see :func:`_wait_for_engine`).
     """
     st.set_page_config(page_title="DocMind", page_icon=":material/menu_book:", layout="wide")
     st.session_state[FRAME_KEY] = True
@@ -146,9 +149,7 @@ def draw_frame() -> Workbench:
     draw_page_links()
     sign_out_button(user, gate)
     if not engine_started(home):
-        start_engine(home)
-        _draw_engine_loading(home)
-        st.stop()
+        _wait_for_engine(home)
     from docmind_core.workbench import Workbench
 
     bench = Workbench(get_engine(), user, channel="web")
@@ -156,18 +157,28 @@ def draw_frame() -> Workbench:
     return bench
 
 
-def _draw_engine_loading(home: str) -> None:
-    st.info("Loading DocMind (its stores and answer stages); this page opens by itself in a moment.",
-            icon=":material/hourglass_top:")
-    with st.sidebar:
-        st.caption("Loading knowledge bases…")
+def _wait_for_engine(home: str) -> None:
+    """A loading notice where the page goes while the engine starts; the page follows in this run when the engine
+    is there within ENGINE_WAIT_S, else the run stops and a timer reruns the app once it is (a run never waits
+    on the engine for long: a click in the frame is handled within ENGINE_WAIT_S)."""
+    start_engine(home)
+    notice = st.empty()
+    notice.info("Loading DocMind (its stores and answer stages); this page opens by itself in a moment.",
+                icon=":material/hourglass_top:")
+    with _starts_lock:
+        thread = _starts[home]
+    thread.join(ENGINE_WAIT_S)
+    if not thread.is_alive():
+        notice.empty()
+        return
 
     @st.fragment(run_every=ENGINE_POLL_S)
-    def wait_for_engine() -> None:
+    def poll() -> None:
         if engine_started(home):
             st.rerun(scope="app")
 
-    wait_for_engine()
+    poll()
+    st.stop()
 
 
 def ensure_frame() -> None:
@@ -245,7 +256,8 @@ def selected_doc_ids() -> list[int]:
 
 
 def inject_css() -> None:
-    from docmind_ui.html_views import PAGE_CSS  # not on the sign-in form: it imports the run reports
+    # not on the sign-in form: html_views imports the run reports
+    from docmind_ui.html_views import PAGE_CSS
 
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
 
