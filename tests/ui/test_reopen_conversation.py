@@ -58,7 +58,7 @@ def _texts(at) -> list[str]:
 
 
 def test_reopening_reads_the_traces_once_and_folds_each_run_once(conversation, counted):
-    conv_id, bench = conversation
+    conv_id, _bench = conversation
     at = started_app()
     counted.update(get=0, batches=0, folds=0, exports=0)
     at.session_state[CONV_KEY] = conv_id
