@@ -34,7 +34,7 @@ class SignInGate:
         self.sessions = SessionStore(db, self.users)
 
     @classmethod
-    def open(cls, home: Path | str) -> "SignInGate":
+    def open(cls, home: Path | str) -> SignInGate:
         home = Path(home)
         home.mkdir(parents=True, exist_ok=True)
         return cls(Database(home / "docmind.db"))
