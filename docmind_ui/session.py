@@ -38,8 +38,12 @@ FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this sessio
 # of that run, so a flag there could not be cleared on the way out.
 _IN_FRAME_RUN: ContextVar[bool] = ContextVar("docmind_in_frame_run", default=False)
 NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selection at the next run
-ENGINE_WAIT_S = 5.0  # a page waits this long for the engine in its own run (the loading notice on screen) ...
-ENGINE_POLL_S = 0.25  # ... then stops, and checks this often whether it can go on
+# A page waits this long for the engine in its own run, its loading notice on screen (the engine's imports take
+# 1-4 s) ... then stops, and a timer checks this often whether it can go on.  Long, so the timer is a fallback
+# only: in bench/page_speed.py a fresh server's first page that went through it made the next page switches
+# several seconds slower (9-16 s instead of 2 s to the first switch), for a reason not yet found.
+ENGINE_WAIT_S = 20.0
+ENGINE_POLL_S = 0.25
 # The modules a page needs that the sign-in form does not (the engine imports every stage: about 1-2 s)
 _CORE_MODULES = ("docmind_core.engine", "docmind_core.workbench")
 _starts: dict[str, threading.Thread] = {}  # home -> the thread importing the core and opening its engine
