@@ -285,7 +285,7 @@ def draw_sidebar(bench: Workbench) -> None:
         docs = {}
         for kb_id in st.session_state[KB_KEY]:
             for doc in bench.list_documents(kb_id):
-                if doc.status == "complete":
+                if doc.status in ("complete", "embedding"):  # searchable by keyword already
                     docs[doc.id] = visible_text(doc.name)
         if DOC_KEY in st.session_state:
             st.session_state[DOC_KEY] = [d for d in st.session_state[DOC_KEY] if d in docs]
