@@ -12,7 +12,7 @@ from docmind_core.text.excerpt import clip_words
 from docmind_core.values import RequestedMode
 from docmind_core.text.visible import escape_markdown, visible_text
 from docmind_core.reports.timeline import RunDigest, timeline
-from docmind_core.store.traces import TraceRecord
+from docmind_core.workbench import TraceRecord  # the facade's record type; pages never import a store
 from docmind_ui.charts import preload_figure
 from docmind_ui.live import RunPump
 from docmind_ui.run_view import render_pair, render_run
