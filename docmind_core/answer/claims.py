@@ -716,6 +716,8 @@ def _by_clause(answer: str, span: ClaimSpan, whole: ClaimCheck, sources: Sequenc
         pos = m.end()
     bounds.append((pos, len(text)))
     clauses = [(a, b) for a, b in bounds if text[a:b].strip()]
+    # a lead-in that states nothing ("根据[1]中的信息", "According to [1]") is not a clause of its own
+    clauses = [(a, b) for a, b in clauses if values_in(_bare(text[a:b])) or not _is_lead_in(text[a:b], names)]
     if len(clauses) < 2 or not all(values_in(_bare(text[a:b])) for a, b in clauses):
         return [whole]
     checks = []
@@ -725,6 +727,11 @@ def _by_clause(answer: str, span: ClaimSpan, whole: ClaimCheck, sources: Sequenc
             return [whole]
         checks.append(check.model_copy(update={"char_start": span.start + a, "char_end": span.start + b}))
     return checks
+
+
+def _is_lead_in(clause: str, names: frozenset[str]) -> bool:
+    content = claim_content(clause, names)
+    return content.content_free or content.about_sources
 
 
 def claim_counts(claims: Sequence[ClaimCheck]) -> dict[str, int]:

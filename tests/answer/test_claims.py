@@ -168,3 +168,15 @@ def test_an_answer_with_an_unsupported_claim_is_never_in_band_high():
               "reported wrong disk usage on 2 TB drives.\n- Released: [1]")
     confidence = confidence_from(parse_citations(answer, [notes]), 0.98, Tier.HIGH, CitationSettings())
     assert confidence.ungrounded and confidence.band == "MEDIUM", confidence
+
+
+@pytest.mark.parametrize("answer", [
+    # Qwen2.5-Coder 1.5B's answer to demo q05 (three modes): one sentence, a lead-in and two rows
+    "根据[1]中的信息，Nimbus N1 的价格是 1,490 USD，Nimbus N2 的价格是 2,390 USD。",
+    "According to [1], the Nimbus N1 costs 1,490 USD, and the Nimbus N2 costs 2,390 USD.",
+])
+def test_a_lead_in_clause_does_not_keep_two_supported_rows_from_being_read_apart(answer):
+    checks = check_claims(answer, [PRICING])
+    assert [c.status for c in checks] == ["supported", "supported"], checks
+    wrong = answer.replace("2,390", "2,990")
+    assert "supported" not in [c.status for c in check_claims(wrong, [PRICING])][1:]
