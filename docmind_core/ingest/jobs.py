@@ -65,6 +65,8 @@ class Backfill:
 
     needed: Callable[[], bool]
     run: Callable[[], list[str]]
+
+
 CANCEL_POLL_S = 0.5  # how often a running job looks at its cancel flag
 IDLE_EXIT_S = 1.0  # a worker with nothing queued waits this long for new work, then ends
 
@@ -82,7 +84,7 @@ class IngestJobQueue:
     """The queue of one Engine: enqueue, cancel, retry, recover at start, and the worker thread."""
 
     def __init__(self, jobs: JobStore, leases: LeaseBook, uploads_dir: Path, run_files: RunFiles,
-                 settings: Callable[[], Settings], backfill: Backfill | None = None):
+                 settings: Callable[[], Settings], backfill: Backfill):
         self.jobs = jobs
         self.leases = leases
         self.uploads_dir = uploads_dir
@@ -173,7 +175,7 @@ class IngestJobQueue:
 
     def _backfill_needed(self) -> bool:
         try:
-            return self._backfill is not None and self._backfill.needed()
+            return self._backfill.needed()
         except Exception:  # noqa: BLE001 - a broken store: the next start looks again
             log.exception("could not tell whether documents wait for their vectors")
             return False

@@ -16,7 +16,7 @@ from docmind_core.backends.rerankers import OfflineReranker
 from docmind_core.ingest import job_store as job_store_module
 from docmind_core.ingest.check import KbChecker
 from docmind_core.ingest.job_store import JobStore
-from docmind_core.ingest.jobs import IngestJobQueue, JobInput
+from docmind_core.ingest.jobs import Backfill, IngestJobQueue, JobInput
 from docmind_core.retrieval.hybrid import HybridRetriever
 from docmind_core.retrieval.refine import EvidenceRefiner
 from tests.ingest.test_pipeline import EN, SMALL, HashingEmbedder, World
@@ -172,7 +172,8 @@ def test_the_eta_falls_at_a_steady_pace_and_is_right_from_the_first_batch(tmp_pa
         return world.ingestor.ingest(kb_id, paths, world.settings, progress=progress, names=names, cancel=cancel,
                                      pause=pause)
 
-    queue = IngestJobQueue(jobs, world.ingestor.leases, tmp_path / "uploads", run_files, lambda: world.settings)
+    queue = IngestJobQueue(jobs, world.ingestor.leases, tmp_path / "uploads", run_files, lambda: world.settings,
+                           Backfill(world.ingestor.needs_embedding, world.ingestor.finish_embedding))
     text = (EN * 12).encode("utf-8")
     started = threading.Event()
     job_ids: list[int] = []
@@ -203,7 +204,8 @@ def test_small_files_of_a_newer_job_do_not_wait_for_a_large_job_s_vectors(tmp_pa
         return world.ingestor.ingest(kb_id, paths, world.settings, progress=progress, names=names, cancel=cancel,
                                      pause=pause)
 
-    queue = IngestJobQueue(jobs, world.ingestor.leases, tmp_path / "uploads", run_files, lambda: world.settings)
+    queue = IngestJobQueue(jobs, world.ingestor.leases, tmp_path / "uploads", run_files, lambda: world.settings,
+                           Backfill(world.ingestor.needs_embedding, world.ingestor.finish_embedding))
     world.embedder.held = None
     worker_box: list = []
     real_start = queue.start
