@@ -54,7 +54,7 @@ def _ask(pg, question: str, expected_badges: int) -> None:
     box.press("Enter")
     pg.wait_for_function(f"document.querySelectorAll('.dm-tier').length >= {expected_badges}",
                          timeout=ANSWER_TIMEOUT_MS)
-    pg.wait_for_load_state("networkidle")
+    pg.wait_for_load_state("networkidle", timeout=ANSWER_TIMEOUT_MS)  # a loaded machine idles late
     time.sleep(0.5)  # let Streamlit finish painting the last elements of the run
 
 
