@@ -132,6 +132,8 @@ def fallback_notice(question: str, reason: str, partial: bool) -> str:
                 f"answer extracted from the same sources.\n\n")
     return (f"Note: the language model gave no usable answer ({reason}); this is DocMind's offline answer "
             f"extracted from the sources.\n\n")
+
+
 def pending_notice(question: str, pending: Sequence[PendingIngest], evidence: bool) -> str:
     """What the reader is told while the searched KBs are still being ingested: how many documents are
     pending and what was searched; with no evidence this replaces "nothing relevant", which it is not.

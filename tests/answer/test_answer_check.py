@@ -12,7 +12,8 @@ from docmind_core.events import Fallback
 from docmind_core.reports.run_summary import summary_of, timeline_lines
 from docmind_core.reports.timeline import RunDigest
 from docmind_core.settings import Settings
-from tests.answer.test_claim_confidence import Q13, ask, fake_llm, source_number  # noqa: F401 (fixture)
+from tests.answer.test_claim_confidence import Q13, ask, source_number
+from tests.fakes.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.slow  # the demo KB is ingested
 
@@ -20,6 +21,12 @@ Q04 = "What did Nimbus firmware 3.2.1 fix, and when was it released?"
 Q15 = "How much does Aurora cost in Japan?"
 Q12 = "What does a flashing red light on a Nimbus appliance mean?"
 N2_POWER = "What is the maximum power draw of the Nimbus N2?"
+
+
+@pytest.fixture(scope="module")
+def fake_llm():
+    with FakeOpenAIServer() as server:
+        yield server
 
 
 @pytest.fixture
