@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = ["true", *KINDS_FALSE, "all false"]
     print(f"claim support ({'judge ' + args.judge if judge else 'offline'}), seed {args.seed}; "
           "true: share supported (target >= 0.90); false kinds: share unsupported or contradicted (target >= 0.95)")
-    print(f"| kind | fit n | fit | held-out n | held-out |")
+    print("| kind | fit n | fit | held-out n | held-out |")
     print("|---|---:|---:|---:|---:|")
     for kind in kinds:
         fit, held = table.get("fit", {}).get(kind), table.get("held_out", {}).get(kind)

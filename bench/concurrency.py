@@ -199,7 +199,7 @@ def main_processes(args) -> dict:
                                env=cli_env(), capture_output=True, text=True, timeout=900)
         if setup.returncode != 0:
             raise SystemExit(f"demo ingest failed: {setup.stderr[-2000:]}")
-        corpus = synthetic_corpus(Path(tmp) / "bulk", files)
+        synthetic_corpus(Path(tmp) / "bulk", files)  # written for the ingest process below
 
         alone = {q: process_round(home, [(q, e)])[0] for q, e in QUESTIONS}  # each alone, one after another
         picks_for = [[QUESTIONS[(r + i) % len(QUESTIONS)] for i in range(args.concurrency)] for r in range(rounds)]

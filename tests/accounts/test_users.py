@@ -230,7 +230,6 @@ def test_cli_passwd_remove_and_api_keys(cli, engine):
 
 @pytest.mark.slow  # the docmind CLI on a real engine
 def test_cli_init_admin_from_env(cli, engine, monkeypatch):
-    db = engine.db
     monkeypatch.setenv(ADMIN_USER_ENV, "boss")
     monkeypatch.setenv(ADMIN_PASSWORD_ENV, "boss-password-from-env")
     assert "created admin 'boss'" in _invoke(cli, ["user", "init-admin"]).output
