@@ -10,6 +10,8 @@ A fresh `streamlit run app.py` with sign-in on:
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.browser_support import (
@@ -60,6 +62,18 @@ def _sign_in(pg, username: str) -> None:
     pg.wait_for_selector(f'[data-testid="stSidebar"] >> text=Signed in as', timeout=ANSWER_TIMEOUT_MS)
 
 
+def _session_cookie(context, timeout_s: float = ANSWER_TIMEOUT_MS / 1000) -> dict:
+    """The session cookie: the page sets it from the browser once signed in, which can land after the page's
+    first signed-in draw on a loaded machine."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [c for c in context.cookies() if c["name"] == "docmind_session"]
+        if found or time.monotonic() > deadline:
+            assert found, "no docmind_session cookie after signing in"
+            return found[0]
+        time.sleep(0.2)
+
+
 def test_deep_link_sign_in_refresh_and_sign_out_everywhere(server, browser):
     first = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = first.new_page()
@@ -76,7 +90,7 @@ def test_deep_link_sign_in_refresh_and_sign_out_everywhere(server, browser):
     pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)  # back on the page the link named
     assert pg.url.rstrip("/").endswith("/traces")
     assert _listed_pages(pg) == LISTED_PAGES
-    cookie = next(c for c in first.cookies() if c["name"] == "docmind_session")
+    cookie = _session_cookie(first)
     assert "alice" not in cookie["value"] and PASSWORD.split()[0] not in cookie["value"]
     assert cookie["sameSite"] == "Strict"
 
