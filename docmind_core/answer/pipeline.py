@@ -323,6 +323,7 @@ class AnswerPipeline:
         t = time.perf_counter()
         min_len = run.settings.citation.coverage_min_sentence_len
         model = read_answer(question, state.answer, state.sources, min_len, state.citations)
+        state.citations = model.citations  # the done event reads these unless the answer is replaced
         if not model.fails:
             return
         text = self.writer.offline_reading(state.template, question, state.sources, history, state.memories, run)
