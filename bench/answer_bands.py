@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import threading  # noqa: E402
 
-from docmind_core.answer.answer_check import read_answer, rescue_notice, rescue_reason  # noqa: E402
+from docmind_core.answer.answer_check import second_opinion  # noqa: E402
 from docmind_core.answer.citations import confidence_from, parse_citations  # noqa: E402
 from docmind_core.answer.generate import build_answer_prompt  # noqa: E402
 from docmind_core.backends.offline.chat import OfflineLanguageModel  # noqa: E402
@@ -47,15 +47,13 @@ def rescued(question: str, answer: str, events: list, done, settings, offline_mo
     template = next((e.prompt for e in events if isinstance(e, AnswerStarted)), "")
     if template not in ("knowledge_qa", "low_confidence"):
         return ""
-    model = read_answer(question, answer, done.sources, settings.coverage_min_sentence_len)
-    if not model.fails:
-        return ""
-    prompt = build_answer_prompt(template, question, done.sources, [], [], offline_model.prompts)
-    text = "".join(offline_model.stream_answer(prompt, UsageMeter(), threading.Event()))
-    offline = read_answer(question, text, done.sources, settings.coverage_min_sentence_len)
-    if not rescue_reason(model, offline, done.grade.tier):
-        return ""
-    return rescue_notice(question, model) + text
+
+    def offline_reading() -> str:
+        prompt = build_answer_prompt(template, question, done.sources, [], [], offline_model.prompts)
+        return "".join(offline_model.stream_answer(prompt, UsageMeter(), threading.Event()))
+
+    return second_opinion(question, answer, done.sources, settings.coverage_min_sentence_len, done.grade.tier,
+                          offline_reading).replacement
 
 
 def rebanded(home: Path, dataset: Path, label: str, rescue: bool = False, since: str = "",

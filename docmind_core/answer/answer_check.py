@@ -20,7 +20,7 @@ run's ``Fallback`` event, so the timeline shows what the model wrote and why it 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from docmind_core.answer.answer_type import KIND_WORDS, check_answer_type
 from docmind_core.answer.citations import parse_citations
@@ -108,3 +108,27 @@ def rescue_notice(question: str, model: AnswerReading) -> str:
 
 _ZH_KIND = {"version": "版本号", "date": "日期", "money": "价格", "count": "数量", "quantity": "数值",
             "name": "名称", "address": "地址"}
+
+
+@dataclass(frozen=True)
+class SecondOpinion:
+    """The outcome of reading a written answer, and of the rescue when it failed."""
+
+    model: AnswerReading  # the checks of the answer as written
+    reason: str = ""  # why the offline reading replaces it; "" when the written answer stands
+    replacement: str = ""  # the notice and the offline reading, shown instead; "" when the written answer stands
+
+
+def second_opinion(question: str, answer: str, sources: Sequence[RetrievedChunk], min_sentence_len: int,
+                   tier: Tier | None, offline_reading: Callable[[], str],
+                   citations: CitationResult | None = None) -> SecondOpinion:
+    """Read ``answer``; when it fails, compute the offline reading (``offline_reading``, called only then) and
+    decide whether it replaces the answer.  The pipeline and ``bench/answer_bands.py --rescue`` share this."""
+    model = read_answer(question, answer, sources, min_sentence_len, citations)
+    if not model.fails:
+        return SecondOpinion(model=model)
+    text = offline_reading()
+    reason = rescue_reason(model, read_answer(question, text, sources, min_sentence_len), tier)
+    if not reason:
+        return SecondOpinion(model=model)
+    return SecondOpinion(model=model, reason=reason, replacement=rescue_notice(question, model) + text)

@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from docmind_core.answer.answer_check import read_answer, rescue_notice, rescue_reason
+from docmind_core.answer.answer_check import second_opinion
 from docmind_core.answer.selected_doc import SelectedDocPath
 from docmind_core.answer.generate import AnswerWriter, choose_template
 from docmind_core.answer.grade import CragGrader
@@ -321,22 +321,21 @@ class AnswerPipeline:
     def _second_opinion(self, question: str, history: list[Turn], state: _RunState,
                         run: RunContext) -> Iterator[Event]:
         t = time.perf_counter()
-        min_len = run.settings.citation.coverage_min_sentence_len
-        model = read_answer(question, state.answer, state.sources, min_len, state.citations)
-        state.citations = model.citations  # the done event reads these unless the answer is replaced
-        if not model.fails:
+        opinion = second_opinion(
+            question, state.answer, state.sources, run.settings.citation.coverage_min_sentence_len,
+            state.grade.tier if state.grade is not None else None,
+            lambda: self.writer.offline_reading(state.template, question, state.sources, history, state.memories,
+                                                run),
+            state.citations)
+        state.citations = opinion.model.citations  # the done event reads these unless the answer is replaced
+        if opinion.model.fails:
+            state.timings["answer_check"] = elapsed_ms(t)
+        if not opinion.replacement:
             return
-        text = self.writer.offline_reading(state.template, question, state.sources, history, state.memories, run)
-        offline = read_answer(question, text, state.sources, min_len)
-        reason = rescue_reason(model, offline, state.grade.tier if state.grade is not None else None)
-        state.timings["answer_check"] = elapsed_ms(t)
-        if not reason:
-            return
-        notice = rescue_notice(question, model)
-        yield Fallback(stage="answer check", reason=reason, replaced=state.answer,
+        yield Fallback(stage="answer check", reason=opinion.reason, replaced=state.answer,
                        to=f"{self.writer.fallback_llm.name} (offline reading of the same evidence)")
-        yield Token(text="\n\n" + notice + text)
-        state.answer = notice + text
+        yield Token(text="\n\n" + opinion.replacement)
+        state.answer = opinion.replacement
         state.citations = None  # read again over the answer that is shown
 
     def _fallback_answer(self, request: AskRequest, state: _RunState, run: RunContext) -> Iterator[Event]:
