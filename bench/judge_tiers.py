@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grader_tiers  # noqa: E402  (bench/grader_tiers.py: the runs, the splits and the tables)
 
-from docmind_core.answer.grade import judged_grade  # noqa: E402
+from docmind_core.answer.grade import judge_can_move, judged_grade  # noqa: E402
 from docmind_core.answer.judge import ModelJudge  # noqa: E402
 from docmind_core.backends.chat_openai import OpenAIChatModel  # noqa: E402
 from docmind_core.backends.protocols import UsageMeter  # noqa: E402
@@ -83,7 +83,7 @@ class TimedJudge:
         self.verdicts.append((grade, None))
         if not chunks:  # a run without evidence is not judged (nor is it in DocMind)
             return grade
-        if self.decisive_only and not verdict_can_change(grade, self.settings.grader):
+        if self.decisive_only and not judge_can_move(grade, self.settings.grader):
             self.not_asked += 1
             return grade
         started = time.perf_counter()
@@ -98,12 +98,6 @@ class TimedJudge:
         self.calls.append(JudgeCall(question, grade.tier.value, judged.tier.value, verdict.verdict, verdict.p_yes,
                                     verdict.scored_by, _ms(started)))
         return judged
-
-
-def verdict_can_change(grade: GradeResult, grader: GraderSettings) -> bool:
-    """Whether some verdict of the judge moves this tier (``judged_grade`` asked with "answers" and "no"):
-    a LOW tier, or a gray zone the lexical signals find too weak to lift, keeps its tier whatever is said."""
-    return any(judged_grade(grade, EvidenceVerdict(verdict=v), grader).tier != grade.tier for v in ("answers", "no"))
 
 
 def replayable(grade: GradeResult, verdict: EvidenceVerdict | None) -> dict:

@@ -132,11 +132,12 @@ class WebCompensated(_Event):
 class Judged(_Event):
     """One call of the model judge (``grader.judge``): on the evidence before the answer, or on the answer's
     claims after it.  ``via`` "offline": the judge did not answer usably (timeout, malformed reply, no model),
-    ``reason`` says why, and the offline checks stand."""
+    ``reason`` says why, and the offline checks stand.  ``via`` "skipped": the judge was not asked, because no
+    verdict could change the evidence's tier (``reason`` says which)."""
 
     kind: Literal["judge"] = "judge"
     target: Literal["evidence", "claims"]
-    via: Literal["llm", "offline"]
+    via: Literal["llm", "offline", "skipped"]
     reason: str = ""  # the model's one-line reason, or why the judge fell back
     evidence: EvidenceVerdict | None = None
     tier_before: str = ""

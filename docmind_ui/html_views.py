@@ -163,6 +163,8 @@ def judge_summary(event) -> str:
     """The model judge's verdict in a few words: the evidence verdict and its tier change, or the claim counts."""
     if event.via == "offline":
         return "offline checks kept"
+    if event.via == "skipped":
+        return "not asked (no verdict could change the tier)"
     if event.evidence is not None:
         score = f" (P(yes) {event.evidence.p_yes:.2f})" if event.evidence.p_yes is not None else ""
         moved = f", {event.tier_before} → {event.tier_after}" if event.tier_before != event.tier_after else ""

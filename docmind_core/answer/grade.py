@@ -229,3 +229,11 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
         else:
             note += ", not lifted: the lexical signals are weak"
     return grade.model_copy(update={"tier": tier, "reason": f"{grade.reason}; {note}" if grade.reason else note})
+
+
+def judge_can_move(grade: GradeResult, grader: GraderSettings) -> bool:
+    """Whether some verdict of the evidence judge moves this tier (``judged_grade`` asked with "answers" and with
+    "no").  A LOW tier, or a gray zone the lexical signals find too weak to lift, keeps its tier whatever the
+    judge says, so the run does not ask (on a 1.5B model on two cores the call costs ~8 s)."""
+    return any(judged_grade(grade, EvidenceVerdict(verdict=v), grader).tier != grade.tier for v in ("answers", "no"))
+

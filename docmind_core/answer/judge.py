@@ -16,6 +16,9 @@ OpenAI-compatible model is configured), a run makes at most two extra calls:
   log-probabilities the stated verdict counts.  The verdict joins the lexical
   signals in :func:`docmind_core.answer.grade.judged_grade`.  Documents the user
   selected (SELECTED_DOC) are not judged: their relevance is the user's choice.
+  Nor is evidence whose tier no verdict can move (an offline LOW, or a gray
+  zone too weak to lift): the run records a ``Judged`` event with
+  ``via="skipped"`` instead of paying for the call.
 * the **claim judge**, after the answer: each claim the offline checks
   (``docmind_core/answer/claims.py``) tied to a source, against that source's span,
   batched in one JSON reply (supported / contradicted / not found).  Its verdicts
@@ -38,7 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import Generator, Sequence
 
-from docmind_core.answer.grade import chunk_score, judged_grade
+from docmind_core.answer.grade import chunk_score, judge_can_move, judged_grade
 from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Completion, CompletingModel, TokenAlternatives, UsageMeter
 from docmind_core.answer.citations import with_claims
@@ -52,6 +55,7 @@ from docmind_core.values import (
     EvidenceVerdict,
     GradeResult,
     RetrievedChunk,
+    Tier,
 )
 from docmind_core.prompts import PromptLibrary, source_label
 from docmind_core.settings import GraderSettings, JudgeMode
@@ -143,6 +147,12 @@ def evidence_step(judge: ModelJudge, question: str, grade: GradeResult, sources:
     answer run: the call's budget is read from the run's deadline (``run.guard``)."""
     settings, meter, guard = run.settings, run.meter, run.guard
     started = time.perf_counter()
+    if not judge_can_move(grade, settings.grader):
+        why = ("the offline grade is LOW" if grade.tier is Tier.LOW else
+               "the lexical signals are too weak for a lift to HIGH")
+        yield Judged(target="evidence", via="skipped", reason=f"not asked: {why}, and no verdict changes that",
+                     tier_before=grade.tier.value, tier_after=grade.tier.value, duration_ms=elapsed_ms(started))
+        return grade
     budget = min(settings.llm.timeout_s, guard.remaining() * EVIDENCE_SHARE)
     skipped = _why_not_call(guard, budget)
     if skipped:

@@ -72,6 +72,9 @@ def judge_row(event: ev.Judged) -> TimelineRow:
     if event.via == "offline":
         return _row(event, f"Judge ({event.target}): offline checks kept", "warn", event.duration_ms,
                     {"reason": event.reason})
+    if event.via == "skipped":
+        return _row(event, f"Judge ({event.target}): not asked", "ok", event.duration_ms,
+                    {"reason": event.reason, "tier": event.tier_after or "—"})
     if event.target == "evidence" and event.evidence is not None:
         verdict = event.evidence
         moved = event.tier_before != event.tier_after

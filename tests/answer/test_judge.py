@@ -13,7 +13,7 @@ import time
 import pytest
 
 from docmind_core.answer.agentic import AgenticPath
-from docmind_core.answer.grade import CragGrader
+from docmind_core.answer.grade import CragGrader, judged_grade
 from docmind_core.answer.judge import (
     PASSAGE_CHARS, ClaimToCheck, ModelJudge, claims_to_check, closest_span, judged_citations, parse_claims_reply,
     parse_evidence_reply, resolve_judge,
@@ -26,7 +26,7 @@ from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.errors import ConfigError, ModelOutputError
 from docmind_core.events import Done, Fallback, Judged
-from docmind_core.values import ClaimVerdict, RequestedMode
+from docmind_core.values import ClaimVerdict, EvidenceVerdict, RequestedMode
 from docmind_core.prompts import PromptLibrary
 from docmind_core.reports.run_summary import summarise, timeline_lines
 from docmind_core.settings import Settings
@@ -188,16 +188,24 @@ def test_a_judge_that_says_no_caps_a_high_tier_at_ambiguous(server):
 
 
 @pytest.mark.parametrize("low_threshold, offline_tier", [(0.25, "LOW"), (0.1, "AMBIGUOUS")])
-def test_a_wrong_judge_cannot_lift_evidence_the_lexical_signals_find_weak(server, low_threshold, offline_tier):
+def test_evidence_the_lexical_signals_find_weak_is_not_judged_since_no_verdict_could_lift_it(server, low_threshold,
+                                                                                              offline_tier):
     # a judge that says "yes" to everything, asked about an entity the corpus does not hold
     question = "How long is the warranty of the ZX-9 turbine?"
     overrides = {**GRAY, "grader.low_threshold": low_threshold}
-    events, done = ask(server, Judge(evidence_reply("yes", 0.97), rewritten=question), question=question,
-                       **overrides)
+    script = Judge(evidence_reply("yes", 0.97), rewritten=question)
+    events, done = ask(server, script, question=question, **overrides)
     verdict = judged(events, "evidence")
-    assert verdict.evidence.verdict == "answers"
+    assert verdict.via == "skipped" and verdict.evidence is None
+    assert "no verdict changes that" in verdict.reason
+    assert "evidence" not in script.kinds  # the call (~8 s on a small local model) is not made
     assert verdict.tier_before == verdict.tier_after == done.grade.tier.value == offline_tier
     assert done.grade.lex_coverage < 0.3
+    # had it been asked, its "yes" would not have lifted the tier either
+    assert judged_grade(done.grade, EvidenceVerdict(verdict="answers", p_yes=0.97), Settings().with_overrides(
+        overrides).grader).tier.value == offline_tier
+    assert any("Judge (evidence): not asked" in line for line in timeline_lines(events))
+    assert "not asked" in glance_html(RunDigest.from_events(events))
 
 
 def test_without_logprobs_the_stated_verdict_counts(server):

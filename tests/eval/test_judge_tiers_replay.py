@@ -13,6 +13,7 @@ import grader_tiers  # noqa: E402
 import judge_tiers  # noqa: E402
 
 from docmind_core.values import EvidenceVerdict, GradeResult, Tier  # noqa: E402
+from docmind_core.answer.grade import judge_can_move  # noqa: E402
 from docmind_core.settings import Settings  # noqa: E402
 
 
@@ -48,5 +49,5 @@ def test_only_runs_whose_tier_a_verdict_can_change_are_decisive():
     grader = Settings().grader
     low = GradeResult(tier=Tier.LOW, top_score=0.1, lex_coverage=0.1, kb_entity_weak=False,
                       web_compensation_needed=False, reason="")
-    assert not judge_tiers.verdict_can_change(low, grader)
-    assert judge_tiers.verdict_can_change(low.model_copy(update={"tier": Tier.HIGH, "top_score": 0.95}), grader)
+    assert not judge_can_move(low, grader)
+    assert judge_can_move(low.model_copy(update={"tier": Tier.HIGH, "top_score": 0.95}), grader)
