@@ -10,6 +10,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,12 +39,14 @@ FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this sessio
 # of that run, so a flag there could not be cleared on the way out.
 _IN_FRAME_RUN: ContextVar[bool] = ContextVar("docmind_in_frame_run", default=False)
 NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selection at the next run
-# A page waits this long for the engine in its own run, its loading notice on screen (the engine's imports take
-# 1-4 s) ... then stops, and a timer checks this often whether it can go on.  Long, so the timer is a fallback
-# only: in bench/page_speed.py a fresh server's first page that went through it made the next page switches
-# several seconds slower (9-16 s instead of 2 s to the first switch), for a reason not yet found.
-ENGINE_WAIT_S = 20.0
-ENGINE_POLL_S = 0.25
+# A page waits for the engine in its own run, its loading notice on screen (the engine's imports take 1-4 s on a
+# quiet machine, tens of seconds on a loaded one), looking up every ENGINE_CHECK_S: each look updates the notice,
+# which is where Streamlit ends a run for a newer one, so a click in the frame is never held up by the wait.
+# After ENGINE_WAIT_S the run ends with a "try again" button.  No timer fragment (``run_every``): a page that
+# went through one kept its browser busy after the engine was there (the side-by-side browser test never reached
+# network idle under load) and made the next page switches seconds slower (bench/page_speed.py).
+ENGINE_WAIT_S = 180.0
+ENGINE_CHECK_S = 0.5
 # The modules a page needs that the sign-in form does not (the engine imports every stage: about 1-2 s)
 _CORE_MODULES = ("docmind_core.engine", "docmind_core.workbench")
 _starts: dict[str, threading.Thread] = {}  # home -> the thread importing the core and opening its engine
@@ -162,27 +165,24 @@ def draw_frame() -> Workbench:
 
 
 def _wait_for_engine(home: str) -> None:
-    """A loading notice where the page goes while the engine starts; the page follows in this run when the engine
-    is there within ENGINE_WAIT_S, else the run stops and a timer reruns the app once it is (a run never waits
-    on the engine for long: a click in the frame is handled within ENGINE_WAIT_S)."""
+    """A loading notice where the page goes while the engine starts; the page follows in this run once it is
+    there.  See ENGINE_WAIT_S for why the run waits rather than a timer rerunning it."""
     start_engine(home)
     notice = st.empty()
-    notice.info("Loading DocMind (its stores and answer stages); this page opens by itself in a moment.",
-                icon=":material/hourglass_top:")
     with _starts_lock:
         thread = _starts[home]
-    thread.join(ENGINE_WAIT_S)
-    if not thread.is_alive():
-        notice.empty()
-        return
-
-    @st.fragment(run_every=ENGINE_POLL_S)
-    def poll() -> None:
-        if engine_started(home):
-            st.rerun(scope="app")
-
-    poll()
-    st.stop()
+    started = time.monotonic()
+    while thread.is_alive():
+        waited = time.monotonic() - started
+        if waited >= ENGINE_WAIT_S:
+            notice.warning(f"DocMind is still loading after {waited:.0f} s (the machine may be busy).",
+                           icon=":material/hourglass_top:")
+            st.button("Try again", key="dm_engine_try_again")  # a click reruns the page, which waits again
+            st.stop()
+        notice.info(f"Loading DocMind (its stores and answer stages): {waited:.0f} s. This page opens by itself "
+                    f"once it is there.", icon=":material/hourglass_top:")
+        thread.join(ENGINE_CHECK_S)
+    notice.empty()
 
 
 def ensure_frame() -> None:
