@@ -30,6 +30,7 @@ ACTIVE_KEY = "dm_active_run"  # the ActiveRun being answered; kept across reruns
 QUEUE_KEY = "dm_question_queue"  # questions typed while an answer is written: (question, requested mode)
 TRACE_CACHE = "dm_trace_cache"  # run id -> its stored trace (None: missing), read once per session
 DIGEST_CACHE = "dm_digest_cache"  # run id -> its RunDigest, folded once per session
+EXPORT_CACHE = "dm_export_cache"  # (conversation id, message count, its Markdown export)
 PRELOADED_KEY = "dm_plotly_preloaded"  # this browser tab was given plotly.js
 IDLE_RUN_KEY = "dm_preload_idle_run"  # the preload fragment's runs: the page's own run is not one
 PRELOAD_AFTER_S = 2.0  # on the page this long: the browser is most likely idle (the user reads or types)
@@ -115,6 +116,19 @@ def _digest(record: TraceRecord) -> RunDigest:
     if record.run_id not in cache:
         cache[record.run_id] = RunDigest.from_events(record.events)
     return cache[record.run_id]
+
+
+def _export(conv_id: str) -> str:
+    """The conversation as Markdown, made again only when the conversation has grown: the export reads every
+    run's sources, and the page runs at every click.  (Not a callable given to the download button: Streamlit's
+    deferred download kept the browser's network busy after each answer, and the side-by-side browser test never
+    reached network idle under load.)"""
+    size = len(bench.conversation_messages(conv_id))
+    cached = st.session_state.get(EXPORT_CACHE)
+    if cached is None or cached[:2] != (conv_id, size):
+        cached = (conv_id, size, bench.export_conversation(conv_id))
+        st.session_state[EXPORT_CACHE] = cached
+    return cached[2]
 
 
 def _history(conv_id: str) -> None:
@@ -323,6 +337,6 @@ with st.sidebar:
                  format_func=lambda c: "— new conversation —" if c is None else visible_text(titles.get(c, c)))
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)
-    if conv_id:  # the Markdown is made when the button is clicked, not at every run of the page
-        st.download_button("Export as Markdown", lambda: bench.export_conversation(conv_id), file_name=f"docmind-conversation-{conv_id[:8]}.md",
+    if conv_id:
+        st.download_button("Export as Markdown", _export(conv_id), file_name=f"docmind-conversation-{conv_id[:8]}.md",
                            mime="text/markdown", icon=":material/download:")
