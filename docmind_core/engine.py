@@ -49,18 +49,12 @@ from docmind_core.store.retired_ids import RetiredId, list_retired
 from docmind_core.store.traces import TraceStore
 from docmind_core.text.tokens import keyword_tokens
 from docmind_core.accounts.apikeys import ApiKeyStore, ResolvedKey
-from docmind_core.accounts.sessions import SessionStore
-from docmind_core.accounts.users import User, UserStore
+from docmind_core.accounts.gate import SignInGate, default_home
+from docmind_core.accounts.users import User
 
 log = logging.getLogger(__name__)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 PROMPTS_DIR = PACKAGE_ROOT / "prompts"
-
-
-def default_home() -> Path:
-    """DOCMIND_HOME, else ./data (the repository's data folder when run from a checkout)."""
-    env = os.environ.get("DOCMIND_HOME")
-    return Path(env) if env else Path.cwd() / "data"
 
 
 def stored_settings(home: Path) -> Settings:
@@ -97,9 +91,10 @@ class Engine:
         self.store = KnowledgeStore(db)
         self.conversations = ConversationStore(db)
         self.traces = TraceStore(db)
-        self.users = UserStore(db)
+        self.gate = SignInGate(db, config)  # accounts and browser sessions, as the web app's sign-in form has them
+        self.users = self.gate.users
         self.api_keys = ApiKeyStore(db)
-        self.sessions = SessionStore(db, self.users)
+        self.sessions = self.gate.sessions
         self.grader = CragGrader()
         self._lock = threading.RLock()
         self._backends: Backends | None = None
@@ -293,14 +288,11 @@ class Engine:
 
     def sign_in(self, username: str, password: str) -> tuple[User, str] | None:
         """(user, session token) when the password matches; the token keeps a browser signed in."""
-        user = self.users.authenticate(username, password)
-        if user is None:
-            return None
-        return user, self.sessions.create(user, self.settings.auth.session_hours)
+        return self.gate.sign_in(username, password, self.settings.auth.session_hours)
 
     def user_for_session(self, token: str | None) -> User | None:
         """The user a browser's session token stands for, or None (expired, signed out, forged)."""
-        return self.sessions.resolve(token)
+        return self.gate.user_for_session(token)
 
     def account(self, username: str) -> User | None:
         """The account with this name (who ``--as`` or a sign-in form names), or None."""
@@ -308,7 +300,7 @@ class Engine:
 
     def ensure_admin_from_env(self) -> User | None:
         """Create the admin named by DOCMIND_ADMIN_USER / DOCMIND_ADMIN_PASSWORD when none exists."""
-        return self.users.ensure_admin_from_env()
+        return self.gate.ensure_admin_from_env()
 
     def remove_account(self, target: User, transfer_to: User | None, removed_by: str) -> RemovalReport:
         """Remove the account; what it owned goes to ``transfer_to`` or is deleted (KBs through the ingestor)."""
@@ -322,7 +314,7 @@ class Engine:
         return list_retired(self.db.db)
 
     def has_accounts(self) -> bool:
-        return self.users.count() > 0
+        return self.gate.has_accounts()
 
     def settings_for(self, user: User) -> Settings:
         """Global settings with this user's personal overrides laid over them, then this engine's overrides."""

@@ -39,12 +39,13 @@ ATTEMPTS_PER_NAME = 10
 _attempts_by_name = SlidingWindowLimiter(window_s=300.0)
 
 
-def current_user(engine) -> User:
-    """LOCAL_USER when sign-in is off; the signed-in user; else SIGNED_OUT."""
-    if not engine.settings.auth.enabled:
+def current_user(gate) -> User:
+    """LOCAL_USER when sign-in is off; the signed-in user; else SIGNED_OUT.  ``gate``: the home's
+    ``SignInGate`` (or an engine, which has the same calls)."""
+    if not gate.settings.auth.enabled:
         return LOCAL_USER
     token = st.session_state.get(TOKEN_KEY) or _cookie_token()
-    user = engine.user_for_session(token) if token else None
+    user = gate.user_for_session(token) if token else None
     if user is None:
         if st.session_state.get(TOKEN_KEY):
             _forget_session()  # expired, signed out elsewhere, or the account was removed
@@ -66,19 +67,20 @@ def apply_cookie() -> None:
     st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
 
 
-def draw_sign_in(engine) -> None:
-    """The sign-in form (the page the visitor asked for is shown once they are signed in)."""
-    engine.ensure_admin_from_env()
+def draw_sign_in(gate) -> None:
+    """The sign-in form (the page the visitor asked for is shown once they are signed in).  ``gate``: the
+    home's ``SignInGate`` (or an engine): the form needs the accounts only, never the engine's stages."""
+    gate.ensure_admin_from_env()
     apply_cookie()
     st.title("DocMind")
-    if not engine.has_accounts():
+    if not gate.has_accounts():
         st.warning("No accounts exist yet. Create an admin on the server with "
                    "`docmind user add NAME --role admin`, or set "
                    f"`{ADMIN_USER_ENV}` and `{ADMIN_PASSWORD_ENV}` before starting the app.")
         return
     with st.form("dm_sign_in", clear_on_submit=True):  # clear: the password does not stay in the session
         st.subheader("Sign in")
-        # Keyed, so the fields keep their identity when the first run also drew the engine's start-up spinner.
+        # Keyed, so the fields keep their identity across runs that draw more or less around the form.
         username = st.text_input("User name", autocomplete="username", key="dm_sign_in_user")
         password = st.text_input("Password", type="password", autocomplete="current-password",
                                  key="dm_sign_in_password")
@@ -92,7 +94,7 @@ def draw_sign_in(engine) -> None:
     if not decision.allowed:
         st.error(f"Too many sign-in attempts for this name; try again in {decision.retry_after_s:.0f} s.")
         return
-    signed_in = engine.sign_in(username, password) if username and password else None
+    signed_in = gate.sign_in(username, password) if username and password else None
     if signed_in is None:
         st.session_state[_FAILURES_KEY] = failures + 1
         st.error("Wrong user name or password.")
@@ -100,13 +102,13 @@ def draw_sign_in(engine) -> None:
     _user, token = signed_in
     _forget_session()  # nothing from a previous user's session carries over
     st.session_state[TOKEN_KEY] = token
-    st.session_state[_COOKIE_ACTION_KEY] = (token, engine.settings.auth.session_hours * 3600)
+    st.session_state[_COOKIE_ACTION_KEY] = (token, gate.settings.auth.session_hours * 3600)
     st.rerun()
 
 
-def sign_out_button(bench) -> None:
-    """'Signed in as …' with a sign-out button that ends every session of this user (nothing in single-user mode)."""
-    user = bench.user
+def sign_out_button(user: User, gate) -> None:
+    """'Signed in as …' with a sign-out button that ends every session of this user (nothing in single-user
+    mode).  ``gate``: the home's ``SignInGate``."""
     if user.id == LOCAL_USER.id or not user.is_signed_in:
         return
     st.sidebar.caption(f"Signed in as **{escape_markdown(user.username)}**"
@@ -114,7 +116,7 @@ def sign_out_button(bench) -> None:
                        + (" · admin" if user.is_admin else ""))
     if st.sidebar.button("Sign out", key="dm_sign_out", icon=":material/logout:",
                          help="Ends your session in every browser"):
-        bench.sign_out_everywhere()
+        gate.end_sessions(user)
         _forget_session()
         st.session_state[_COOKIE_ACTION_KEY] = "clear"
         st.rerun()

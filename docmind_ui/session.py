@@ -7,24 +7,30 @@ this browser session acts as.  They never touch the engine's stores.
 from __future__ import annotations
 
 import inspect
+import logging
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from docmind_core.engine import Engine, default_home
+from docmind_core.accounts.gate import SignInGate, default_home
 from docmind_core.errors import DocMindError
 from docmind_core.text.visible import escape_markdown, visible_text
-from docmind_core.workbench import Workbench
 from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
-from docmind_ui.charts import warm_charts
 from docmind_ui.exposure_gate import guard_exposure
-from docmind_ui.html_views import PAGE_CSS, backend_html
 from docmind_ui.nav import draw_page_links, route_through_frame
 
+if TYPE_CHECKING:  # the engine and the facade import every stage: the sign-in form is drawn without them
+    from docmind_core.engine import Engine
+    from docmind_core.workbench import Workbench
+
+log = logging.getLogger(__name__)
 KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
 DOC_KEY = "dm_doc_ids"  # optionally selected document ids within them
 FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this session
@@ -33,20 +39,73 @@ FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this sessio
 # of that run, so a flag there could not be cleared on the way out.
 _IN_FRAME_RUN: ContextVar[bool] = ContextVar("docmind_in_frame_run", default=False)
 NEW_KB_KEY = "dm_new_kb"  # a KB created on a page, added to the sidebar's selection at the next run
+# A page waits for the engine in its own run, its loading notice on screen (the engine's imports take 1-4 s on a
+# quiet machine, tens of seconds on a loaded one), looking up every ENGINE_CHECK_S: each look updates the notice,
+# which is where Streamlit ends a run for a newer one, so a click in the frame is never held up by the wait.
+# After ENGINE_WAIT_S the run ends with a "try again" button.  No timer fragment (``run_every``): a page that
+# went through one kept its browser busy after the engine was there (the side-by-side browser test never reached
+# network idle under load) and made the next page switches seconds slower (bench/page_speed.py).
+ENGINE_WAIT_S = 180.0
+ENGINE_CHECK_S = 0.5
+# The modules a page needs that the sign-in form does not (the engine imports every stage: about 1-2 s)
+_CORE_MODULES = ("docmind_core.engine", "docmind_core.workbench")
+_starts: dict[str, threading.Thread] = {}  # home -> the thread importing the core and opening its engine
+_starts_lock = threading.Lock()
 
 
-@st.cache_resource(show_spinner="Starting DocMind (loading the encoder, opening the stores)…")
+@st.cache_resource(show_spinner=False)
+def gate_for(home: str) -> SignInGate:
+    """One sign-in gate per home for the whole server: the database, settings, accounts and sessions."""
+    return SignInGate.open(home)
+
+
+@st.cache_resource(show_spinner=False)
 def engine_for(home: str) -> Engine:
-    # One Engine per home for the whole server: it is thread-safe and holds the models.  Its backends are
-    # built in the background (the first page needs only the stores); warmed by warm_server() once the first
-    # page is drawn, not now.
-    return Engine.open(Path(home), warm=False, background=True)
+    # One Engine per home for the whole server, on the gate's database: it is thread-safe and holds the models.
+    # Its backends are built in the background (the first page needs only the stores); warmed by warm_server()
+    # once the first page is drawn, not now.
+    from docmind_core.engine import Engine
+
+    gate = gate_for(home)
+    return Engine(Path(home), gate.db, gate.config, warm=False, background=True)
+
+
+def start_engine(home: str) -> None:
+    """Import the core and open ``home``'s engine in a background thread, once per home and process.
+
+    The sign-in form starts it, so the engine is ready by the time the visitor has typed their password; a
+    page drawn before it is ready shows the frame and a loading notice (see :func:`draw_frame`)."""
+    with _starts_lock:
+        if home in _starts:
+            return
+        thread = threading.Thread(target=_open_engine, args=(home,), name="docmind-engine-start", daemon=True)
+        _starts[home] = thread
+    thread.start()
+
+
+def _open_engine(home: str) -> None:
+    try:
+        engine_for(home)
+    except Exception as exc:  # noqa: BLE001 - the page's own engine_for() call raises it again and shows it
+        log.info("the engine of %s did not open in the background: %s", home, exc)
+
+
+def engine_started(home: str) -> bool:
+    """True when a script run can get ``home``'s engine without waiting for the core's imports: its start
+    thread is done, or (no start thread) this process imported the core already, e.g. for another home."""
+    with _starts_lock:
+        thread = _starts.get(home)
+    if thread is not None:
+        return not thread.is_alive()
+    return all(name in sys.modules for name in _CORE_MODULES)
 
 
 @st.cache_resource(show_spinner=False)
 def warm_server_once() -> threading.Thread:
     # once per server: the engine's warm-up (encoder, indexes, jieba, one search) and plotly's validators, so
     # the first answer and its chart come at once
+    from docmind_ui.charts import warm_charts
+
     engine = get_engine()
 
     def warm() -> None:
@@ -75,29 +134,55 @@ def frame_run() -> Iterator[None]:
 
 
 def draw_frame() -> Workbench:
-    """What every page shares: page config, CSS, the engine, the acting user's facade and, once signed in,
-    the list of pages and the sidebar.
+    """What every page shares: page config, the acting user and, once signed in, the list of pages, CSS, the
+    facade and the sidebar.  Returns the signed-in (or, sign-in off, the local) user's facade.
 
-    Returns the facade; for a signed-out visitor (sign-in on) its user is SIGNED_OUT, and the
-    caller draws :func:`draw_sign_in_screen` instead of any page.
+    Signed out (sign-in on): draws the sign-in form from the gate alone and stops the run; the engine starts
+    loading behind it.  Signed in while the engine still loads (a fresh server): draws the page list and a
+    loading notice, and the page follows once the engine is there (see :func:`_wait_for_engine`).
     """
     st.set_page_config(page_title="DocMind", page_icon=":material/menu_book:", layout="wide")
-    inject_css()
     st.session_state[FRAME_KEY] = True
-    guard_exposure(get_engine().settings)  # no page on a public address with sign-in off, unless allowed
-    bench = workbench()
-    if bench.user.is_signed_in:
-        apply_cookie()
-        draw_page_links()
-        sign_out_button(bench)
-        draw_sidebar(bench)
+    home = _home()
+    gate = get_gate(home)
+    guard_exposure(gate.settings)  # no page on a public address with sign-in off, unless allowed
+    user = current_user(gate)
+    if not user.is_signed_in:
+        draw_sign_in(gate)
+        start_engine(home)
+        st.stop()
+    inject_css()
+    apply_cookie()
+    draw_page_links()
+    sign_out_button(user, gate)
+    if not engine_started(home):
+        _wait_for_engine(home)
+    from docmind_core.workbench import Workbench
+
+    bench = Workbench(get_engine(), user, channel="web")
+    draw_sidebar(bench)
     return bench
 
 
-def draw_sign_in_screen() -> None:
-    """The sign-in form alone; stops the script (the page asked for runs after sign-in)."""
-    draw_sign_in(get_engine())
-    st.stop()
+def _wait_for_engine(home: str) -> None:
+    """A loading notice where the page goes while the engine starts; the page follows in this run once it is
+    there.  See ENGINE_WAIT_S for why the run waits rather than a timer rerunning it."""
+    start_engine(home)
+    notice = st.empty()
+    with _starts_lock:
+        thread = _starts[home]
+    started = time.monotonic()
+    while thread.is_alive():
+        waited = time.monotonic() - started
+        if waited >= ENGINE_WAIT_S:
+            notice.warning(f"DocMind is still loading after {waited:.0f} s (the machine may be busy).",
+                           icon=":material/hourglass_top:")
+            st.button("Try again", key="dm_engine_try_again")  # a click reruns the page, which waits again
+            st.stop()
+        notice.info(f"Loading DocMind (its stores and answer stages): {waited:.0f} s. This page opens by itself "
+                    f"once it is there.", icon=":material/hourglass_top:")
+        thread.join(ENGINE_CHECK_S)
+    notice.empty()
 
 
 def ensure_frame() -> None:
@@ -114,13 +199,25 @@ def ensure_frame() -> None:
     if not st.session_state.get(FRAME_KEY):
         caller = inspect.currentframe().f_back  # the page module calling us: its file names the page
         route_through_frame(caller.f_globals["__file__"])
-    if not draw_frame().user.is_signed_in:
-        draw_sign_in_screen()
+    draw_frame()
+
+
+def _home() -> str:
+    return str(default_home().resolve())
+
+
+def get_gate(home: str | None = None) -> SignInGate:
+    try:
+        return gate_for(home or _home())
+    except DocMindError as exc:
+        st.error(f"DocMind could not start: {escape_markdown(exc)}")
+        st.stop()
+        raise  # pragma: no cover - st.stop raises
 
 
 def get_engine() -> Engine:
     try:
-        return engine_for(str(default_home().resolve()))
+        return engine_for(_home())
     except DocMindError as exc:
         st.error(f"DocMind could not start: {escape_markdown(exc)}")
         st.stop()
@@ -129,6 +226,8 @@ def get_engine() -> Engine:
 
 def workbench() -> Workbench:
     """The access facade of the user this browser session acts as (re-validated at every run)."""
+    from docmind_core.workbench import Workbench
+
     engine = get_engine()
     return Workbench(engine, current_user(engine), channel="web")
 
@@ -161,11 +260,16 @@ def selected_doc_ids() -> list[int]:
 
 
 def inject_css() -> None:
+    # not on the sign-in form: html_views imports the run reports
+    from docmind_ui.html_views import PAGE_CSS
+
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
 
 
 def draw_sidebar(bench: Workbench) -> None:
     """Knowledge base and document selection, then the live backends with a health dot each."""
+    from docmind_ui.html_views import backend_html
+
     with st.sidebar:
         kbs = bench.list_kbs()
         names = {kb.id: visible_text(f"{kb.name} ({kb.document_count} docs)") for kb in kbs}

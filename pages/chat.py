@@ -12,6 +12,7 @@ from docmind_core.text.excerpt import clip_words
 from docmind_core.values import RequestedMode
 from docmind_core.text.visible import escape_markdown, visible_text
 from docmind_core.reports.timeline import RunDigest, timeline
+from docmind_core.workbench import TraceRecord  # the facade's record type; pages never import a store
 from docmind_ui.charts import preload_figure
 from docmind_ui.live import RunPump
 from docmind_ui.run_view import render_pair, render_run
@@ -27,7 +28,9 @@ CONV_KEY = "dm_conv"  # the open conversation; plain state, so an interrupted ru
 CONV_PICK_KEY = "dm_conv_pick"  # the sidebar picker widget, synced from CONV_KEY before it is drawn
 ACTIVE_KEY = "dm_active_run"  # the ActiveRun being answered; kept across reruns of the page
 QUEUE_KEY = "dm_question_queue"  # questions typed while an answer is written: (question, requested mode)
-TRACE_CACHE = "dm_trace_cache"
+TRACE_CACHE = "dm_trace_cache"  # run id -> its stored trace (None: missing), read once per session
+DIGEST_CACHE = "dm_digest_cache"  # run id -> its RunDigest, folded once per session
+EXPORT_CACHE = "dm_export_cache"  # (conversation id, message count, its Markdown export)
 PRELOADED_KEY = "dm_plotly_preloaded"  # this browser tab was given plotly.js
 IDLE_RUN_KEY = "dm_preload_idle_run"  # the preload fragment's runs: the page's own run is not one
 PRELOAD_AFTER_S = 2.0  # on the page this long: the browser is most likely idle (the user reads or types)
@@ -95,52 +98,95 @@ def _settle_stopped_runs() -> None:
         st.session_state.pop(ACTIVE_KEY, None)
 
 
-def _trace(run_id: str):
+def _records(run_ids: list[str]) -> dict[str, TraceRecord | None]:
+    """The traces of these runs (None: missing or not readable), the ones this session has not read yet in one
+    batched read: a reopened conversation costs one read, and its reruns none."""
     cache = st.session_state.setdefault(TRACE_CACHE, {})
-    if run_id not in cache:
-        try:
-            cache[run_id] = bench.get_trace(run_id)
-        except DocMindError:
-            return None
-    return cache[run_id]
+    unread = [r for r in run_ids if r not in cache]
+    if unread:
+        found = {r.run_id: r for r in bench.get_traces(unread).records}
+        for run_id in unread:
+            cache[run_id] = found.get(run_id)
+    return {r: cache[r] for r in run_ids}
+
+
+def _digest(record: TraceRecord) -> RunDigest:
+    """A stored run's digest, folded once per session (a finished run's events never change)."""
+    cache = st.session_state.setdefault(DIGEST_CACHE, {})
+    if record.run_id not in cache:
+        cache[record.run_id] = RunDigest.from_events(record.events)
+    return cache[record.run_id]
+
+
+def _export(conv_id: str) -> str:
+    """The conversation as Markdown, made again only when the conversation has grown: the export reads every
+    run's sources, and the page runs at every click.  (Not a callable given to the download button: Streamlit's
+    deferred download kept the browser's network busy after each answer, and the side-by-side browser test never
+    reached network idle under load.)"""
+    size = len(bench.conversation_messages(conv_id))
+    cached = st.session_state.get(EXPORT_CACHE)
+    if cached is None or cached[:2] != (conv_id, size):
+        cached = (conv_id, size, bench.export_conversation(conv_id))
+        st.session_state[EXPORT_CACHE] = cached
+    return cached[2]
 
 
 def _history(conv_id: str) -> None:
-    """The stored conversation, each answer replayed from its trace (pairs side by side)."""
+    """The stored conversation: every question and answer text first, straight from the conversation, then each
+    answer's full view (badge, citations, timeline, scores, sources) replayed from its trace in its place (pairs
+    side by side).  The texts are on screen while the traces are read and the panels drawn."""
     messages = bench.conversation_messages(conv_id)
     questions: dict[str, str] = {}
-    run_order: list[str] = []
+    answers: dict[str, str] = {}
+    turns: list[str | list[str]] = []  # a question asked without a run, or the runs of one turn (a pair: two)
     for message in messages:
-        if message.run_id and message.run_id not in questions:
-            run_order.append(message.run_id)
-        if message.role == "user" and message.run_id:
-            questions[message.run_id] = message.content
+        if message.role == "user" and not message.run_id:
+            turns.append(message.content)
         elif message.role == "user":
-            with st.chat_message("user"):
-                st.text(visible_text(message.content))
-    shown: set[str] = set()
-    for run_id in run_order:
-        if run_id in shown:
-            continue
-        record = _trace(run_id)
+            questions[message.run_id] = message.content
+        elif message.run_id:
+            answers[message.run_id] = message.content
+        if message.run_id and not any(isinstance(t, list) and message.run_id in t for t in turns):
+            turns.append([message.run_id])
+    run_ids = [r for turn in turns if isinstance(turn, list) for r in turn]
+    # the runs' rows only (no events): which of them were asked side by side
+    pair_of = {t.run_id: t.pair_id for t in bench.list_traces(conversation_id=conv_id, limit=max(1, len(run_ids)))
+               if t.pair_id}
+    grouped: list[str | list[str]] = []
+    for turn in turns:
+        partner = next((g for g in grouped if isinstance(g, list) and isinstance(turn, list) and len(g) == 1
+                        and pair_of.get(g[0]) and pair_of.get(g[0]) == pair_of.get(turn[0])), None)
+        if partner is not None:
+            partner.extend(turn)
+        else:
+            grouped.append(turn)
+    slots: list[tuple[list[str], st.delta_generator.DeltaGenerator]] = []
+    for turn in grouped:  # first pass: the texts
         with st.chat_message("user"):
-            st.text(visible_text(questions.get(run_id, record.meta.question if record else "")))
-        with st.chat_message("assistant"):
-            if record is None:
-                st.warning("The trace of this answer is missing.")
-                continue
-            partner = None
-            if record.meta.pair_id:
-                partner = next((r for r in run_order if r != run_id and r not in shown and _trace(r) is not None
-                                and _trace(r).meta.pair_id == record.meta.pair_id), None)
-            if partner:
-                other = _trace(partner)
-                first, second = (record, other) if record.meta.requested_mode == RequestedMode.RULE_PLANNER.value else (other, record)
-                render_pair(first.events, second.events, first.config, second.config, key=record.meta.pair_id)
-                shown.add(partner)
+            st.text(visible_text(turn if isinstance(turn, str) else questions.get(turn[0], "")))
+        if isinstance(turn, list):
+            with st.chat_message("assistant"):
+                slot = st.empty()
+                with slot.container():
+                    for column, run_id in zip(st.columns(len(turn)), turn):
+                        column.text(visible_text(answers.get(run_id, "")))
+                    st.caption("Loading the sources and scores of this answer…")
+            slots.append((turn, slot))
+    records = _records(run_ids)  # one batched read for the runs this session has not read yet
+    for turn, slot in slots:  # second pass: each answer's full view in place of its text
+        found = [records[r] for r in turn]
+        with slot.container():
+            if any(record is None for record in found):
+                for column, run_id in zip(st.columns(len(turn)), turn):
+                    column.text(visible_text(answers.get(run_id, "")))
+                st.warning("The trace of this answer is missing: its sources and scores cannot be shown.")
+            elif len(found) == 2:
+                first, second = found
+                if first.meta.requested_mode != RequestedMode.RULE_PLANNER.value:
+                    first, second = second, first
+                render_pair(first.events, second.events, first.config, second.config, key=first.meta.pair_id)
             else:
-                render_run(RunDigest.from_events(record.events), record.config)
-        shown.add(run_id)
+                render_run(_digest(found[0]), found[0].config)
 
 
 def _stream_into(pump: RunPump) -> RunDigest:
@@ -292,6 +338,5 @@ with st.sidebar:
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)
     if conv_id:
-        markdown = bench.export_conversation(conv_id)
-        st.download_button("Export as Markdown", markdown, file_name=f"docmind-conversation-{conv_id[:8]}.md",
+        st.download_button("Export as Markdown", _export(conv_id), file_name=f"docmind-conversation-{conv_id[:8]}.md",
                            mime="text/markdown", icon=":material/download:")

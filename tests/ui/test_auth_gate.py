@@ -25,7 +25,6 @@ def _gated_page(engine) -> None:
     """A stand-in for app.py: the gate first, then the page."""
     import streamlit as st
 
-    from docmind_core.workbench import Workbench  # AppTest runs this function's source alone: import here
     from docmind_ui.auth import apply_cookie, current_user, draw_sign_in, sign_out_button
 
     user = current_user(engine)
@@ -33,7 +32,7 @@ def _gated_page(engine) -> None:
         draw_sign_in(engine)
         st.stop()
     apply_cookie()
-    sign_out_button(Workbench(engine, user))
+    sign_out_button(user, engine.gate)
     st.markdown("page content only for signed-in users")
     st.write(f"user: {user.username}")
 
