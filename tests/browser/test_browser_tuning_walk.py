@@ -115,7 +115,12 @@ def _predicted(text: str, rate: str) -> tuple[int, int]:
 def _tier_counts(page, variants: int) -> dict[str, dict[str, int]]:
     """answerability row -> tier -> runs, summed over the variants' tier-confusion tables."""
     _table(page, "answerability", "unanswerable")
-    tables = page.locator('[data-testid="stDataFrame"]').filter(has_text="answerability").all()
+    # one table per variant, drawn one after the other: under load the second can come a while after the first
+    found = page.locator('[data-testid="stDataFrame"]').filter(has_text="answerability")
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while found.count() < variants and time.monotonic() < deadline:
+        time.sleep(0.25)
+    tables = found.all()
     assert len(tables) == variants, len(tables)
     total: dict[str, dict[str, int]] = {}
     for table in tables:
