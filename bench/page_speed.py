@@ -50,6 +50,8 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,79 +134,87 @@ def tree_env(home: Path, code: Path) -> dict[str, str]:
     return {**home_env(home), "PYTHONPATH": str(code)}
 
 
-def measure(rounds: int, code: Path = ROOT) -> dict:
-    """One server over a fresh demo home, running the DocMind code in ``code`` (this tree by default)."""
+@contextmanager
+def served(code: Path, home: Path, log_path: Path) -> Iterator[tuple]:
+    """A browser page, and a fresh ``streamlit run app.py`` of ``code`` over ``home`` on a free port; yields
+    (page, url, server process, perf_counter() just before the server was launched); both are stopped after."""
     from playwright.sync_api import sync_playwright
 
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with sync_playwright() as pw, open(log_path, "wb") as log:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
+        started = time.perf_counter()
+        proc = start_server(code, home, port, log)
+        try:
+            yield page, url, proc, started
+        finally:
+            browser.close()
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def measure(rounds: int, code: Path = ROOT) -> dict:
+    """One server over a fresh demo home, running the DocMind code in ``code`` (this tree by default)."""
     results: dict = {"targets_s": TARGETS_S}
     with tempfile.TemporaryDirectory(prefix="docmind-page-speed-") as tmp:
         home = Path(tmp) / "home"
         # the home is made by the code measured (an older revision may not read a newer schema)
         subprocess.run([sys.executable, "-c", INGEST, *demo_files()], env=tree_env(home, code), cwd=code,
                        check=True, timeout=300)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        with sync_playwright() as pw, open(Path(tmp) / "streamlit.log", "wb") as log:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
-            started = time.perf_counter()
-            proc = start_server(code, home, port, log)
-            try:
-                first_request(page, url, proc)
+        with served(code, home, Path(tmp) / "streamlit.log") as (page, url, proc, started):
+            first_request(page, url, proc)
+            wait_interactive(page, PAGES["Chat"][1])
+            results["first_page_s"] = round(time.perf_counter() - started, 2)
+
+            switches: dict[str, list[float]] = {}
+            for _ in range(rounds):
+                for label in ["Config", "Traces", "Knowledge bases", "Experiments", "Chat"]:
+                    t = time.perf_counter()
+                    page.get_by_role("link", name=label).click()
+                    wait_interactive(page, PAGES[label][1])
+                    switches.setdefault(label, []).append(time.perf_counter() - t)
+            results["page_switch_s"] = {k: round(statistics.median(v), 2) for k, v in switches.items()}
+            results["page_switch_max_s"] = round(max(v for vs in switches.values() for v in vs), 2)
+            results["page_switch_all_s"] = {k: [round(x, 2) for x in v] for k, v in switches.items()}
+
+            deep: dict[str, float] = {}
+            for label in ["Traces", "Config"]:
+                tab = page.context.new_page()
+                t = time.perf_counter()
+                tab.goto(f"{url}/{PAGES[label][0]}", wait_until="domcontentloaded")
+                wait_interactive(tab, PAGES[label][1])
+                deep[label] = round(time.perf_counter() - t, 2)
+                tab.close()
+            results["deep_link_s"] = deep
+
+            answers = []
+            for n, question in enumerate(QUESTIONS, start=1):
+                box = page.locator('[data-testid="stChatInputTextArea"]')
+                box.fill(question)
+                t = time.perf_counter()
+                box.press("Enter")
+                page.wait_for_function(f"document.querySelectorAll('.dm-tier').length >= {n}",
+                                       timeout=TIMEOUT_MS)
+                badge = time.perf_counter() - t
+                page.wait_for_function(  # the chart's element has arrived from the server ...
+                    f"document.querySelectorAll('{ANSWER_CHART}').length >= {n}",
+                    timeout=TIMEOUT_MS)
+                element = time.perf_counter() - t
+                page.wait_for_function(  # ... and plotly.js has drawn it
+                    f"document.querySelectorAll('{ANSWER_CHART} .main-svg').length >= {n}",
+                    timeout=TIMEOUT_MS)
+                chart = time.perf_counter() - t
                 wait_interactive(page, PAGES["Chat"][1])
-                results["first_page_s"] = round(time.perf_counter() - started, 2)
-
-                switches: dict[str, list[float]] = {}
-                for _ in range(rounds):
-                    for label in ["Config", "Traces", "Knowledge bases", "Experiments", "Chat"]:
-                        t = time.perf_counter()
-                        page.get_by_role("link", name=label).click()
-                        wait_interactive(page, PAGES[label][1])
-                        switches.setdefault(label, []).append(time.perf_counter() - t)
-                results["page_switch_s"] = {k: round(statistics.median(v), 2) for k, v in switches.items()}
-                results["page_switch_max_s"] = round(max(v for vs in switches.values() for v in vs), 2)
-                results["page_switch_all_s"] = {k: [round(x, 2) for x in v] for k, v in switches.items()}
-
-                deep: dict[str, float] = {}
-                for label in ["Traces", "Config"]:
-                    tab = page.context.new_page()
-                    t = time.perf_counter()
-                    tab.goto(f"{url}/{PAGES[label][0]}", wait_until="domcontentloaded")
-                    wait_interactive(tab, PAGES[label][1])
-                    deep[label] = round(time.perf_counter() - t, 2)
-                    tab.close()
-                results["deep_link_s"] = deep
-
-                answers = []
-                for n, question in enumerate(QUESTIONS, start=1):
-                    box = page.locator('[data-testid="stChatInputTextArea"]')
-                    box.fill(question)
-                    t = time.perf_counter()
-                    box.press("Enter")
-                    page.wait_for_function(f"document.querySelectorAll('.dm-tier').length >= {n}",
-                                           timeout=TIMEOUT_MS)
-                    badge = time.perf_counter() - t
-                    page.wait_for_function(  # the chart's element has arrived from the server ...
-                        f"document.querySelectorAll('{ANSWER_CHART}').length >= {n}",
-                        timeout=TIMEOUT_MS)
-                    element = time.perf_counter() - t
-                    page.wait_for_function(  # ... and plotly.js has drawn it
-                        f"document.querySelectorAll('{ANSWER_CHART} .main-svg').length >= {n}",
-                        timeout=TIMEOUT_MS)
-                    chart = time.perf_counter() - t
-                    wait_interactive(page, PAGES["Chat"][1])
-                    answers.append({"question": question, "answer_s": round(badge, 2),
-                                    "chart_element_s": round(element, 2), "chart_s": round(chart, 2),
-                                    "run_finished_s": round(time.perf_counter() - t, 2)})
-                results["answers"] = answers
-                results["first_answer_s"] = answers[0]["answer_s"]
-            finally:
-                browser.close()
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                answers.append({"question": question, "answer_s": round(badge, 2),
+                                "chart_element_s": round(element, 2), "chart_s": round(chart, 2),
+                                "run_finished_s": round(time.perf_counter() - t, 2)})
+            results["answers"] = answers
+            results["first_answer_s"] = answers[0]["answer_s"]
     results["met"] = {
         "first_page": results["first_page_s"] <= TARGETS_S["first_page"],
         "page_switch": results["page_switch_max_s"] <= TARGETS_S["page_switch"],
@@ -221,75 +231,59 @@ def script_idle(page) -> None:
 
 def measure_signed_in(rounds: int, code: Path = ROOT) -> dict:
     """Sign-in on: the form's first paint on a fresh server, signed-in reloads, reopening a conversation."""
-    from playwright.sync_api import sync_playwright
-
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="docmind-page-speed-auth-") as tmp:
         home = Path(tmp) / "home"
         subprocess.run([sys.executable, "-c", SIGNED_IN_HOME, PASSWORD, "|".join(CONVERSATION_QUESTIONS),
                         *demo_files()], env=tree_env(home, code), cwd=code, check=True, timeout=600)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        with sync_playwright() as pw, open(Path(tmp) / "streamlit.log", "wb") as log:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
-            started = time.perf_counter()
-            proc = start_server(code, home, port, log)
-            try:
-                asked = first_request(page, url, proc)
-                page.wait_for_function(  # a visible one: an emptied placeholder is an element with no size
-                    f"[...document.querySelectorAll('{FIRST_PAINT}')].some(e => e.offsetHeight > 0)",
-                    timeout=TIMEOUT_MS)
-                results["sign_in_first_paint_s"] = round(time.perf_counter() - asked, 2)
-                page.wait_for_selector('button:has-text("Sign in")', timeout=TIMEOUT_MS)
-                results["sign_in_form_s"] = round(time.perf_counter() - asked, 2)
-                results["sign_in_form_after_start_s"] = round(time.perf_counter() - started, 2)
-                page.get_by_role("textbox", name="User name").fill("alice")
-                page.get_by_role("textbox", name="Password").fill(PASSWORD)
+        with served(code, home, Path(tmp) / "streamlit.log") as (page, url, proc, started):
+            asked = first_request(page, url, proc)
+            page.wait_for_function(  # a visible one: an emptied placeholder is an element with no size
+                f"[...document.querySelectorAll('{FIRST_PAINT}')].some(e => e.offsetHeight > 0)",
+                timeout=TIMEOUT_MS)
+            results["sign_in_first_paint_s"] = round(time.perf_counter() - asked, 2)
+            page.wait_for_selector('button:has-text("Sign in")', timeout=TIMEOUT_MS)
+            results["sign_in_form_s"] = round(time.perf_counter() - asked, 2)
+            results["sign_in_form_after_start_s"] = round(time.perf_counter() - started, 2)
+            page.get_by_role("textbox", name="User name").fill("alice")
+            page.get_by_role("textbox", name="Password").fill(PASSWORD)
+            t = time.perf_counter()
+            page.locator('button:has-text("Sign in")').click()
+            wait_interactive(page, PAGES["Chat"][1])
+            results["sign_in_to_chat_s"] = round(time.perf_counter() - t, 2)
+
+            reloads: dict[str, list[float]] = {"frame": [], "interactive": []}
+            for _ in range(rounds):
                 t = time.perf_counter()
-                page.locator('button:has-text("Sign in")').click()
+                page.reload(wait_until="commit")
+                page.wait_for_selector(SIGNED_IN_FRAME, timeout=TIMEOUT_MS)
+                reloads["frame"].append(time.perf_counter() - t)
                 wait_interactive(page, PAGES["Chat"][1])
-                results["sign_in_to_chat_s"] = round(time.perf_counter() - t, 2)
+                reloads["interactive"].append(time.perf_counter() - t)
+            results["reload_frame_s"] = round(statistics.median(reloads["frame"]), 2)
+            results["reload_interactive_s"] = round(statistics.median(reloads["interactive"]), 2)
+            results["reload_all_s"] = {k: [round(x, 2) for x in v] for k, v in reloads.items()}
 
-                reloads: dict[str, list[float]] = {"frame": [], "interactive": []}
-                for _ in range(rounds):
-                    t = time.perf_counter()
-                    page.reload(wait_until="commit")
-                    page.wait_for_selector(SIGNED_IN_FRAME, timeout=TIMEOUT_MS)
-                    reloads["frame"].append(time.perf_counter() - t)
-                    wait_interactive(page, PAGES["Chat"][1])
-                    reloads["interactive"].append(time.perf_counter() - t)
-                results["reload_frame_s"] = round(statistics.median(reloads["frame"]), 2)
-                results["reload_interactive_s"] = round(statistics.median(reloads["interactive"]), 2)
-                results["reload_all_s"] = {k: [round(x, 2) for x in v] for k, v in reloads.items()}
-
-                reopens: dict[str, list[float]] = {"first_message": [], "all_messages": [], "interactive": []}
-                messages = 2 * len(CONVERSATION_QUESTIONS)
-                for _ in range(rounds):
-                    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').last.click()
-                    t = time.perf_counter()
-                    page.get_by_role("option", name=CONVERSATION).first.click()
-                    page.wait_for_selector('[data-testid="stChatMessage"]', timeout=TIMEOUT_MS)
-                    reopens["first_message"].append(time.perf_counter() - t)
-                    page.wait_for_function(f"document.querySelectorAll('[data-testid=\"stChatMessage\"]')"
-                                           f".length >= {messages}", timeout=TIMEOUT_MS)
-                    reopens["all_messages"].append(time.perf_counter() - t)
-                    script_idle(page)
-                    reopens["interactive"].append(time.perf_counter() - t)
-                    page.get_by_role("button", name="New conversation").click()
-                    page.wait_for_function("document.querySelectorAll('[data-testid=\"stChatMessage\"]')"
-                                           ".length == 0", timeout=TIMEOUT_MS)
-                    script_idle(page)
-                for key, values in reopens.items():
-                    results[f"reopen_{key}_s"] = round(statistics.median(values), 2)
-                results["reopen_all_s"] = {k: [round(x, 2) for x in v] for k, v in reopens.items()}
-            finally:
-                browser.close()
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            reopens: dict[str, list[float]] = {"first_message": [], "all_messages": [], "interactive": []}
+            messages = 2 * len(CONVERSATION_QUESTIONS)
+            for _ in range(rounds):
+                page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').last.click()
+                t = time.perf_counter()
+                page.get_by_role("option", name=CONVERSATION).first.click()
+                page.wait_for_selector('[data-testid="stChatMessage"]', timeout=TIMEOUT_MS)
+                reopens["first_message"].append(time.perf_counter() - t)
+                page.wait_for_function(f"document.querySelectorAll('[data-testid=\"stChatMessage\"]')"
+                                       f".length >= {messages}", timeout=TIMEOUT_MS)
+                reopens["all_messages"].append(time.perf_counter() - t)
+                script_idle(page)
+                reopens["interactive"].append(time.perf_counter() - t)
+                page.get_by_role("button", name="New conversation").click()
+                page.wait_for_function("document.querySelectorAll('[data-testid=\"stChatMessage\"]')"
+                                       ".length == 0", timeout=TIMEOUT_MS)
+                script_idle(page)
+            for key, values in reopens.items():
+                results[f"reopen_{key}_s"] = round(statistics.median(values), 2)
+            results["reopen_all_s"] = {k: [round(x, 2) for x in v] for k, v in reopens.items()}
     return results
 
 
