@@ -118,12 +118,12 @@ def _digest(record: TraceRecord) -> RunDigest:
     return cache[record.run_id]
 
 
-def _export(conv_id: str) -> str:
-    """The conversation as Markdown, made again only when the conversation has grown: the export reads every
-    run's sources, and the page runs at every click.  (Not a callable given to the download button: Streamlit's
-    deferred download kept the browser's network busy after each answer, and the side-by-side browser test never
-    reached network idle under load.)"""
-    size = len(bench.conversation_messages(conv_id))
+def _export(conv_id: str, size: int) -> str:
+    """The conversation as Markdown, made again only when the conversation has grown (``size``: its message count,
+    from the conversation list the sidebar reads anyway): the export reads every run's sources, and the page runs
+    at every click.  (Not a callable given to the download button: Streamlit's deferred download kept the
+    browser's network busy after each answer, and the side-by-side browser test never reached network idle under
+    load.)"""
     cached = st.session_state.get(EXPORT_CACHE)
     if cached is None or cached[:2] != (conv_id, size):
         cached = (conv_id, size, bench.export_conversation(conv_id))
@@ -329,6 +329,7 @@ with st.sidebar:
     st.divider()
     conversations = bench.list_conversations()
     titles = {c.id: f"{c.title or 'Untitled'} · {c.updated_at[:16].replace('T', ' ')}" for c in conversations}
+    sizes = {c.id: c.message_count for c in conversations}
     options = [None, *titles]
     if st.session_state.get(CONV_KEY) not in options:
         st.session_state[CONV_KEY] = None
@@ -338,5 +339,6 @@ with st.sidebar:
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)
     if conv_id:
-        st.download_button("Export as Markdown", _export(conv_id), file_name=f"docmind-conversation-{conv_id[:8]}.md",
-                           mime="text/markdown", icon=":material/download:")
+        st.download_button("Export as Markdown", _export(conv_id, sizes[conv_id]),
+                           file_name=f"docmind-conversation-{conv_id[:8]}.md", mime="text/markdown",
+                           icon=":material/download:")

@@ -236,4 +236,3 @@ def judge_can_move(grade: GradeResult, grader: GraderSettings) -> bool:
     "no").  A LOW tier, or a gray zone the lexical signals find too weak to lift, keeps its tier whatever the
     judge says, so the run does not ask (on a 1.5B model on two cores the call costs ~8 s)."""
     return any(judged_grade(grade, EvidenceVerdict(verdict=v), grader).tier != grade.tier for v in ("answers", "no"))
-
