@@ -100,7 +100,12 @@ def _wait_done(page, runs: int) -> str:
 
 def _upload(form, name: str) -> None:
     """Hand the import form one file; wait until the uploader lists it (a click before lands nothing)."""
-    form.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(FIXTURES / name))
+    # while a rerun redraws the form, the previous run's uploader can stand beside the new one for a moment
+    dropzone = form.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while dropzone.count() != 1 and time.monotonic() < deadline:
+        time.sleep(0.25)
+    dropzone.set_input_files(str(FIXTURES / name))
     form.locator('[data-testid="stFileUploader"]', has_text=name).wait_for(timeout=WAIT_MS)
 
 
@@ -145,6 +150,7 @@ def test_an_analyst_imports_runs_reads_sweeps_applies_and_reruns(server):
         error = page.locator('[data-testid="stAlertContentError"]', has_text="line 2")
         error.wait_for(timeout=WAIT_MS)
         assert "walk_bad.jsonl line 2" in error.inner_text(), error.inner_text()
+        _settled(page)  # the error is drawn before the run that draws it has finished
         _upload(form, "walk_set.jsonl")
         form.get_by_label("Dataset name").fill("demo walk")
         form.get_by_role("button", name="Import").click()
