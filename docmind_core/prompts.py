@@ -25,6 +25,8 @@ _DIRECT_PLACEHOLDERS = frozenset({"question", "language"})
 REQUIRED_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "knowledge_qa": _ANSWER_PLACEHOLDERS,
     "low_confidence": _ANSWER_PLACEHOLDERS,
+    "knowledge_qa_compact": _ANSWER_PLACEHOLDERS,  # rag.compact_prompts: for small models
+    "low_confidence_compact": _ANSWER_PLACEHOLDERS,
     "fallback": frozenset({"question", "language", "memories"}),
     "meta_dialogue": frozenset({"conversation", "question", "language"}),
     "chitchat": _DIRECT_PLACEHOLDERS,

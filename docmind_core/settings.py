@@ -154,6 +154,9 @@ class RetrievalSettings(_Group):
 
 class RagSettings(_Group):
     context_max_tokens: int = Field(2400, ge=100, le=32000, description="Token budget of the evidence in the prompt")
+    compact_prompts: bool = Field(
+        False, description="Give the model the short answer instructions (prompts/*_compact.txt): for small local "
+                           "models, where reading the prompt is most of a run")
     chunk_tokens: int = Field(320, ge=20, le=2000, description="Child chunk size in tokens (new ingests)")
     chunk_overlap_tokens: int = Field(40, ge=0, le=500, description="Overlap between child chunks")
     parent_tokens: int = Field(640, ge=50, le=8000, description="Parent block size in tokens (new ingests)")
@@ -369,6 +372,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         # evidence, not ~1,000.  Still eight sources: compression shortens the long ones and keeps short ones
         # whole, where four sources cut a cross-language answer the offline reranker scores last (demo q12)
         "rag.context_max_tokens": 600,
+        # and ~60 tokens of answer instructions, not ~190: ~3 s less of every answer (bench/RESULTS.md)
+        "rag.compact_prompts": True,
         # a printed call is ~30-60 tokens: the round stops after it, and top_k never falls under the default
         "agentic.round_max_tokens": 128, "agentic.search_top_k_min": 5, "agentic.search_top_k_max": 8,
         "agentic.compact_tools": True, "agentic.search_question": True, "llm.understanding": "rules_when_confident",

@@ -29,6 +29,7 @@ from docmind_core.text.tokens import detect_language, truncate_to_tokens
 
 ANSWER_TEMPLATES = ("knowledge_qa", "low_confidence", "fallback")
 DIRECT_TEMPLATES = ("chitchat", "capability", "out_of_scope")
+COMPACT_TEMPLATES = ("knowledge_qa", "low_confidence")  # each has a <name>_compact.txt beside it
 # How much of each earlier turn a prompt replays, in tokens; both cuts live here, next to format_turns.
 # Understanding only resolves references ("it", "the second one") and sits on the path before retrieval,
 # so its turns are cut short; the answer may be asked about the earlier answer itself (a follow-up, a
@@ -70,11 +71,12 @@ def _history_messages(history: Sequence[Turn]) -> list[dict[str, str]]:
 
 def build_answer_prompt(template: str, question: str, sources: Sequence[RetrievedChunk],
                         history: Sequence[Turn], memories: Sequence[str],
-                        prompts: PromptLibrary) -> AnswerPrompt:
+                        prompts: PromptLibrary, compact: bool = False) -> AnswerPrompt:
     """The system + user messages for one answer, with earlier turns in between.
 
     For ``meta_dialogue`` the conversation is the material itself, so it goes
-    into the user message once instead of as separate turns.
+    into the user message once instead of as separate turns.  ``compact`` (``rag.compact_prompts``) renders
+    the short instructions of the two evidence templates; the prompt keeps its template's name.
     """
     language = detect_language(question)
     values: dict[str, str] = {"question": question.strip(), "language": language_name(language)}
@@ -87,7 +89,8 @@ def build_answer_prompt(template: str, question: str, sources: Sequence[Retrieve
     elif template == "memory_ack":
         values["memories"] = format_memories(memories)
 
-    rendered = prompts.render_messages(template, **values)
+    rendered = prompts.render_messages(f"{template}_compact" if compact and template in COMPACT_TEMPLATES
+                                       else template, **values)
     system = [m for m in rendered if m["role"] == "system"]
     user = [m for m in rendered if m["role"] != "system"]
     prior = [] if template == "meta_dialogue" else _history_messages(history)
@@ -223,7 +226,8 @@ class AnswerWriter:
             text = incomplete_notice(question, incomplete, evidence=False)
             yield Token(text=text)
             return WrittenAnswer(text)
-        prompt = build_answer_prompt(template, question, sources, history, memories, self.prompts)
+        prompt = build_answer_prompt(template, question, sources, history, memories, self.prompts,
+                                     compact=run.settings.rag.compact_prompts)
         yield AnswerStarted(prompt=template, sources=list(sources), memories=list(memories))
         started = time.perf_counter()
         pieces: list[str] = []

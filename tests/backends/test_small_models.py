@@ -14,7 +14,7 @@ import pytest
 from docmind_core.answer.agentic import AgenticPath
 from docmind_core.backends.chat_openai import OpenAIChatModel
 from docmind_core.engine import Engine
-from docmind_core.events import AgenticStep, Done, Retrieved, event_from_dict, event_to_dict
+from docmind_core.events import AgenticStep, AnswerStarted, Done, Retrieved, event_from_dict, event_to_dict
 from docmind_core.answer.grade import CragGrader
 from docmind_core.values import Understanding
 from docmind_core.answer.rule_planner import RulePlannerPath
@@ -319,6 +319,33 @@ def test_a_rewrite_into_english_is_discarded_and_rule_mode_finds_the_chinese_man
     assert isinstance(done, Done) and "192.168.50.1" in done.answer
     assert done.sources[0].document == "nimbus_manual_zh.docx"
     assert "time per stage" in [r for r in timeline(events) if r.kind == "done"][0].fields
+
+
+@pytest.mark.slow  # runs a whole answer over an ingested KB
+@pytest.mark.parametrize("profile, compact", [("local_small", True), ("default", False)])
+def test_local_small_sends_the_short_answer_instructions_with_the_same_evidence(manual_home, server, profile,
+                                                                                compact):
+    server.respond_with(_english_rewrite)
+    engine = Engine.open(manual_home, env={})
+    engine.config.set_many({"llm.base_url": server.base_url, "llm.model": "qwen2.5-coder-1.5b-instruct",
+                            "llm.profile": profile, "grader.judge": "off"}, by="test")
+    try:
+        events = list(engine.ask(Q07, [engine.store.find_kb("nimbus").id], mode="rule"))
+    finally:
+        for key in ("llm.base_url", "llm.model", "llm.profile", "grader.judge"):
+            engine.config.reset(key)
+    [template] = [e.prompt for e in events if isinstance(e, AnswerStarted)]  # the logical name either way
+    assert template in ("knowledge_qa", "low_confidence")
+    [answer] = [r for r in server.requests if not r.get("response_format")]
+    system, user = answer["messages"][0]["content"], answer["messages"][-1]["content"]
+    short, full = (PROMPTS.render_messages(name, sources="", question="", memories="",
+                                           language="Chinese (简体中文)")[0]["content"]
+                   for name in (f"{template}_compact", template))
+    assert system == (short if compact else full) and len(short) < len(full) / 2
+    assert ("Remembered about the user" in user) is compact
+    assert "192.168.50.1" in user and user.rstrip().endswith(Q07)  # the evidence and question are the same
+    done = events[-1]
+    assert isinstance(done, Done) and "192.168.50.1" in done.answer
 
 
 def test_a_server_that_refuses_stop_sequences_is_asked_again_without_them(server):
