@@ -77,7 +77,8 @@ class Engine:
     start_report: list[str]  # what this start repaired (reconcile), also logged as warnings
 
     def __init__(self, home: Path, db: Database, config: ConfigStore, env: dict[str, str] | None = None,
-                 warm: bool = True, background: bool = False, overrides: Mapping[str, Any] | None = None):
+                 warm: bool = True, background: bool = False, overrides: Mapping[str, Any] | None = None,
+                 open_on_demand: bool = False):
         self.home = home
         self.db = db
         self.config = config
@@ -100,6 +101,8 @@ class Engine:
         self._backends: Backends | None = None
         self._opened = threading.Event()
         self._open_error: BaseException | None = None
+        self._opener: threading.Thread | None = None
+        self._opener_lock = threading.Lock()
         # Background ingest jobs (one worker thread per engine): listed at once; run, resumed or marked interrupted
         # only once the opener's reconcile() has removed what a stopped worker left pending.
         self.leases = LeaseBook(db)  # one per engine: the ingestor (rebuilt with the backends) and the job queue
@@ -107,8 +110,11 @@ class Engine:
                                    lambda: self.settings, Backfill(self._embedding_left, self._finish_embedding))
         if background:
             # The stores answer now; the encoder, the vector store (with chromadb's import), the start-up repairs
-            # and the ingest jobs come in this thread: the UI's first page needs only the stores.
-            threading.Thread(target=self._open_backends, name="docmind-open", daemon=True).start()
+            # and the ingest jobs come in the opener thread: the UI's first page needs only the stores.
+            # open_on_demand: the opener waits for start_opening() (the web app calls it once its first page is
+            # drawn) or for whoever needs the backends (wait_ready), so it never competes with that page.
+            if not open_on_demand:
+                self.start_opening()
         else:
             self._open_backends()
             if self._open_error is not None:
@@ -135,9 +141,20 @@ class Engine:
         finally:
             self._opened.set()
 
+    def start_opening(self) -> None:
+        """Start building the backends in the opener thread, once (nothing to do when they are built or
+        being built)."""
+        with self._opener_lock:
+            if self._opener is not None or self._opened.is_set():
+                return
+            self._opener = threading.Thread(target=self._open_backends, name="docmind-open", daemon=True)
+            self._opener.start()
+
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until the backends are built, the start-up repairs done and the ingest jobs recovered (at once
-        for an engine opened in the foreground); raises what stopped them.  False when ``timeout`` ran out."""
+        for an engine opened in the foreground; an opener not started yet starts now); raises what stopped
+        them.  False when ``timeout`` ran out."""
+        self.start_opening()
         done = self._opened.wait(timeout)
         if self._open_error is not None:
             raise self._open_error
@@ -147,13 +164,14 @@ class Engine:
     @classmethod
     def open(cls, home: Path | str | None = None, overrides: Mapping[str, Any] | None = None,
              env: dict[str, str] | None = None, warm: bool = True, background: bool = False,
-             persist_overrides: bool = False) -> "Engine":
+             persist_overrides: bool = False, open_on_demand: bool = False) -> "Engine":
         """``overrides``: dotted keys laid over the stored settings (global and personal) of this engine only;
         the config store, the config page and every other engine on ``home`` never see them.
         ``persist_overrides``: write them to the config store instead (as ``docmind config set`` does), for every
         later engine on ``home``.  ``warm``: warm the encoder and indexes in a background thread (see
         ``warm_up``); ``background``: build the backends in a background thread too (the stores answer at
-        once; see ``wait_ready``)."""
+        once; see ``wait_ready``), which with ``open_on_demand`` starts only at ``start_opening()`` or the
+        first ``wait_ready()``."""
         home = Path(home) if home else default_home()
         home.mkdir(parents=True, exist_ok=True)
         db = Database(home / "docmind.db")
@@ -161,7 +179,8 @@ class Engine:
         if overrides and persist_overrides:
             config.set_many(dict(overrides), by="engine.open")
             overrides = None
-        return cls(home, db, config, env, warm=warm, background=background, overrides=overrides)
+        return cls(home, db, config, env, warm=warm, background=background, overrides=overrides,
+                   open_on_demand=open_on_demand)
 
     @property
     def settings(self) -> Settings:

@@ -62,30 +62,36 @@ def gate_for(home: str) -> SignInGate:
 @st.cache_resource(show_spinner=False)
 def engine_for(home: str) -> Engine:
     # One Engine per home for the whole server, on the gate's database: it is thread-safe and holds the models.
-    # Its backends are built in the background (the first page needs only the stores); warmed by warm_server()
-    # once the first page is drawn, not now.
+    # The first page needs only its stores: its backends (the encoder's build is seconds of CPU that would share
+    # the interpreter with that page's run) are built once the first page is drawn, by warm_server(), or
+    # behind the sign-in form (start_engine), or by the first call that needs them.
     from docmind_core.engine import Engine
 
     gate = gate_for(home)
-    return Engine(Path(home), gate.db, gate.config, warm=False, background=True)
+    return Engine(Path(home), gate.db, gate.config, warm=False, background=True, open_on_demand=True)
 
 
-def start_engine(home: str) -> None:
-    """Import the core and open ``home``'s engine in a background thread, once per home and process.
+def start_engine(home: str, build_backends: bool = False) -> None:
+    """Import the core and open ``home``'s engine in a background thread, once per home and process;
+    ``build_backends``: then start building its backends too.
 
-    The sign-in form starts it, so the engine is ready by the time the visitor has typed their password; a
-    page drawn before it is ready shows the frame and a loading notice (see :func:`draw_frame`)."""
+    The sign-in form starts it with its backends, so the engine is ready by the time the visitor has typed
+    their password; a page drawn before it is ready shows the frame and a loading notice (see
+    :func:`draw_frame`)."""
     with _starts_lock:
         if home in _starts:
             return
-        thread = threading.Thread(target=_open_engine, args=(home,), name="docmind-engine-start", daemon=True)
+        thread = threading.Thread(target=_open_engine, args=(home, build_backends), name="docmind-engine-start",
+                                  daemon=True)
         _starts[home] = thread
     thread.start()
 
 
-def _open_engine(home: str) -> None:
+def _open_engine(home: str, build_backends: bool) -> None:
     try:
-        engine_for(home)
+        engine = engine_for(home)
+        if build_backends:
+            engine.start_opening()
     except Exception as exc:  # noqa: BLE001 - the page's own engine_for() call raises it again and shows it
         log.info("the engine of %s did not open in the background: %s", home, exc)
 
@@ -109,7 +115,7 @@ def warm_server_once() -> threading.Thread:
     engine = get_engine()
 
     def warm() -> None:
-        engine.warm_up()
+        engine.warm_up()  # builds the backends first when nothing has yet (the engine opens them on demand)
         warm_charts()
 
     thread = threading.Thread(target=warm, name="docmind-warm-up", daemon=True)
@@ -149,7 +155,7 @@ def draw_frame() -> Workbench:
     user = current_user(gate)
     if not user.is_signed_in:
         draw_sign_in(gate)
-        start_engine(home)
+        start_engine(home, build_backends=True)  # the visitor types while the models load
         st.stop()
     inject_css()
     apply_cookie()

@@ -66,6 +66,39 @@ def test_a_failed_background_open_is_raised_to_whoever_needs_the_backends(tmp_pa
     assert Workbench(engine, LOCAL_USER).list_kbs() == []
 
 
+def test_an_engine_opened_on_demand_builds_nothing_until_asked(tmp_path, monkeypatch):
+    """The web app's engine: its first page runs with no encoder build beside it; the build starts when the app
+    asks (after that page) or when something needs the backends, once."""
+    builds: list[str] = []
+    real_build = factory.build_embedder
+
+    def counted_build(settings):
+        builds.append(threading.current_thread().name)
+        return real_build(settings)
+
+    monkeypatch.setattr(factory, "build_embedder", counted_build)
+    engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True, open_on_demand=True)
+    bench = Workbench(engine, LOCAL_USER)
+    assert bench.list_kbs() == [] and bench.list_jobs() == []
+    assert all("starting" in s.name for s in bench.backends())
+    time.sleep(0.5)
+    assert builds == [] and not any(t.name == "docmind-open" for t in threading.enumerate())
+    engine.start_opening()
+    engine.start_opening()  # a second ask starts no second opener
+    assert engine.wait_ready(60) and builds == ["docmind-open"]
+    assert {s.role for s in bench.backends()} >= {"embedder"} and all(s.name != "starting…" for s in bench.backends())
+
+    kb = bench.create_kb("k")
+    later = Engine.open(tmp_path / "home", env={}, warm=False, background=True, open_on_demand=True)
+    assert [k.name for k in Workbench(later, LOCAL_USER).list_kbs()] == ["k"]  # the stores only: nothing built
+    assert len(builds) == 1
+    path = tmp_path / "a.txt"
+    path.write_text("The Nimbus N2 draws at most 45 W.", encoding="utf-8")
+    # what needs the backends starts the opener itself and waits for it
+    assert [o.status for o in Workbench(later, LOCAL_USER).ingest(kb.id, [path])] == ["added"]
+    assert builds == ["docmind-open", "docmind-open"]
+
+
 OPEN_IN_THE_BACKGROUND = """
 import ast, sys, threading, time
 threads_parsing, most_at_once, parsed_in = [0], [0], set()

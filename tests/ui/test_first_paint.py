@@ -123,3 +123,51 @@ def test_signing_in_while_the_engine_loads_shows_the_frame_then_the_page(held_en
     assert not at.exception, at.exception
     assert "Chat" in [t.value for t in at.title]
     assert "Loading DocMind" not in _texts(at) and not at.warning
+
+
+def _backends_built(engine: Engine, within_s: float) -> bool:
+    """Whether the engine's backends are built within ``within_s``, asked without starting them (never wait_ready:
+    it would build them itself)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any("starting" in s.name for s in engine.backends()):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_the_sign_in_form_starts_building_the_backends_behind_it(held_engine):
+    from docmind_ui import session
+
+    at = AppTest.from_file(APP, default_timeout=RUN_TIMEOUT).run()
+    assert [t.label for t in at.text_input] == ["User name", "Password"]
+    held_engine.set()
+    session._starts[session._home()].join(RUN_TIMEOUT)
+    # the visitor is typing: nothing else runs, and the models load meanwhile without being asked for
+    assert _backends_built(session.get_engine(), 90)
+
+
+def test_the_first_page_runs_with_no_backend_build_beside_it(tmp_path, monkeypatch):
+    """Sign-in off, a fresh server: the first page needs only the stores, and the encoder's build (seconds of
+    CPU in the same interpreter) waits until it is drawn; warm_server(), after the page, starts it."""
+    from docmind_ui import session
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("DOCMIND_HOME", str(home))
+    monkeypatch.setattr(session, "warm_server", lambda: None)  # the run's last step, called by hand below
+    opened: list[str] = []
+    real_open = Engine._open_backends
+    monkeypatch.setattr(Engine, "_open_backends",
+                        lambda self: opened.append("opener") or real_open(self))  # its first step, at once
+    session.engine_for.clear()
+    session.warm_server_once.clear()
+    at = AppTest.from_file(APP, default_timeout=RUN_TIMEOUT).run()
+    assert not at.exception, at.exception
+    assert "Chat" in [t.value for t in at.title]
+    engine = session.get_engine()
+    assert opened == [] and not _backends_built(engine, 0.5)  # the page was drawn and nothing started the build
+    thread = session.warm_server_once()  # what app.py does once the page is drawn
+    thread.join(120)
+    assert opened == ["opener"] and _backends_built(engine, 1.0)
