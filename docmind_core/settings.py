@@ -187,6 +187,9 @@ class GraderSettings(_Group):
     coverage_low: float = Field(0.2, ge=0, le=1, description="Gray-zone coverage at or below this drops to LOW")
     entity_weak_below: float = Field(0.5, ge=0, le=1, description="Coverage under this marks the KB entity-weak")
     web_fallback_on_ambiguous: bool = Field(True, description="Web compensation on AMBIGUOUS when the KB is entity-weak")
+    require_asked_value: bool = Field(
+        True, description="HIGH needs a top chunk stating a value of the kind the question asks for (a quantity "
+                          "in the asked units, a date, a price, a version...), else at most AMBIGUOUS")
     near_zero_coverage: float = Field(
         0.1, ge=0, le=1, description="Evidence with coverage under this (or a question without salient terms) "
                                      "is never HIGH, whatever the score and gray-zone mode")

@@ -345,6 +345,9 @@ class GradeResult(_Value):
     web_compensation_needed: bool
     reason: str
     gray_zone_mode: str = ""
+    # kinds of value the question asks for that no top chunk states (grade.unstated_kinds); the judge may not
+    # lift such evidence to HIGH
+    unstated_kinds: list[str] = []
 
 
 class CitationOccurrence(_Value):

@@ -14,7 +14,9 @@ thing" but lacks the asked-for entity — so each corrects the other:
   - ``blend``: 0.5 x (score normalised to 0..1 inside the gray zone) + 0.5 x coverage,
     >= ``grader.blend_high`` → HIGH, <= ``grader.blend_low`` → LOW, else AMBIGUOUS.
 * in every mode, evidence holding (almost) none of the question's salient terms (coverage under
-  ``grader.near_zero_coverage``, or a question without salient terms) is never HIGH: at most AMBIGUOUS.
+  ``grader.near_zero_coverage``, or a question without salient terms) is never HIGH: at most AMBIGUOUS;
+  nor is evidence whose top chunks state no value of a kind the question asks for (``grader.require_asked_value``:
+  a quantity in the asked units, a date, a price, a version ...; :func:`unstated_kinds`).
 
 The tier never throws evidence away: LOW or AMBIGUOUS with chunks is answered
 under the low-confidence prompt; only an empty context uses the fallback.
@@ -39,6 +41,7 @@ from docmind_core.text.tokens import chunk_terms
 from docmind_core.values import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
 from docmind_core.settings import GraderSettings, GrayZoneMode
 from docmind_core.text.tokens import is_cjk, keyword_tokens, salient_terms
+from docmind_core.text.value_kinds import question_parts, states_value
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,8 @@ class CoverageReport:
     coverage: float  # 0..1; 0 when the query has no salient terms
     rare_entity_hit: bool
     has_terms: bool
+    # the kinds of value the question asks for ("quantity", "date", ...) that no top chunk states
+    unstated_kinds: tuple[str, ...] = ()
 
 
 def chunk_score(chunk: RetrievedChunk) -> float:
@@ -94,12 +99,28 @@ def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageRep
         return CoverageReport(0.0, False, False)
     best = 0.0
     rare_hit = False
-    for chunk in _top_chunks(chunks):
+    top = _top_chunks(chunks)
+    for chunk in top:
         found = found_terms(terms, chunk.text, chunk.terms)
         hit_weight = sum(terms[term] for term in found)
         rare_hit = rare_hit or any(terms[term] >= RARE_ENTITY_WEIGHT for term in found)
         best = max(best, hit_weight / total)
-    return CoverageReport(round(best, 4), rare_hit, True)
+    return CoverageReport(round(best, 4), rare_hit, True, unstated_kinds(query, [c.text for c in top]))
+
+
+def unstated_kinds(question: str, passages: Sequence[str]) -> tuple[str, ...]:
+    """The kinds of value the question asks for (a quantity in the asked units, a date, a price, a version ...;
+    ``text.value_kinds``) that none of ``passages`` states.  A pricing row that names the product and says "see
+    the datasheet" holds every word of "what is the N2's maximum power draw?" and no value in watts.  Lenient
+    like the answer-type check: any value of the kind in any passage counts; whether it is the right one is
+    the claim checks' and the judge's job."""
+    missing: list[str] = []
+    for part in question_parts(question):
+        if part.kind is None or part.kind in missing:
+            continue
+        if not any(states_value(part.kind, text, question, part.units) for text in passages):
+            missing.append(part.kind)
+    return tuple(missing)
 
 
 def lexical_coverage(query: str, chunks: Sequence[RetrievedChunk]) -> tuple[float, bool]:
@@ -153,7 +174,8 @@ class CragGrader:
             (tier is Tier.AMBIGUOUS and kb_entity_weak and grader.web_fallback_on_ambiguous)
         return GradeResult(tier=tier, top_score=round(top, 4), lex_coverage=report.coverage,
                            kb_entity_weak=kb_entity_weak, web_compensation_needed=web_needed,
-                           reason=reason, gray_zone_mode=mode)
+                           reason=reason, gray_zone_mode=mode,
+                           unstated_kinds=list(report.unstated_kinds) if grader.require_asked_value else [])
 
     def tier_for(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
         """The tier of a top score and a coverage report under ``grader`` (threshold sweeps compute the
@@ -165,6 +187,9 @@ class CragGrader:
         if tier is Tier.HIGH and (not report.has_terms or report.coverage < grader.near_zero_coverage):
             # nothing the question asks for is in the evidence: whatever scored it, it is not a sure answer
             return Tier.AMBIGUOUS, "high_but_no_salient_term_in_evidence"
+        if tier is Tier.HIGH and grader.require_asked_value and report.unstated_kinds:
+            # the evidence is about the question, but states no value of the kind it asks for
+            return Tier.AMBIGUOUS, "high_but_asked_value_not_in_evidence:" + ",".join(report.unstated_kinds)
         return tier, reason
 
     def _tier_by_signals(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
@@ -224,7 +249,9 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
     if verdict.verdict == "no" and tier is Tier.HIGH:
         tier, note = Tier.AMBIGUOUS, note + ", capped at AMBIGUOUS"
     elif verdict.verdict == "answers" and tier is Tier.AMBIGUOUS:
-        if grade.top_score > grader.low_threshold and grade.lex_coverage >= grader.judge_lift_min_coverage:
+        if grade.unstated_kinds:  # a small model says "yes" to a passage on the topic that lacks the value
+            note += ", not lifted: no top passage states the value the question asks for"
+        elif grade.top_score > grader.low_threshold and grade.lex_coverage >= grader.judge_lift_min_coverage:
             tier, note = Tier.HIGH, note + ", lifted to HIGH"
         else:
             note += ", not lifted: the lexical signals are weak"
@@ -233,6 +260,7 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
 
 def judge_can_move(grade: GradeResult, grader: GraderSettings) -> bool:
     """Whether some verdict of the evidence judge moves this tier (``judged_grade`` asked with "answers" and with
-    "no").  A LOW tier, or a gray zone the lexical signals find too weak to lift, keeps its tier whatever the
-    judge says, so the run does not ask (on a 1.5B model on two cores the call costs ~8 s)."""
+    "no").  A LOW tier, a gray zone the lexical signals find too weak to lift, or evidence stating no value of
+    the kind asked for keeps its tier whatever the judge says, so the run does not ask (on a 1.5B model on two
+    cores the call costs ~8 s)."""
     return any(judged_grade(grade, EvidenceVerdict(verdict=v), grader).tier != grade.tier for v in ("answers", "no"))

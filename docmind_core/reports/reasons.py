@@ -34,9 +34,14 @@ GRADE_WORDS: dict[str, str] = {
     "gray_zone_rerank_only": "between the thresholds; under the score-only gray-zone rule such a score is "
                              "always uncertain",
 }
-# codes with a value after the colon: "gray_zone_blend_mid:0.27", "gray_zone_error:ValueError"
+# codes with a value after the colon: "gray_zone_blend_mid:0.27", "gray_zone_error:ValueError",
+# "high_but_asked_value_not_in_evidence:quantity,date"
 _BLEND_BANDS = {"gray_zone_blend_high": "high", "gray_zone_blend_mid": "middle", "gray_zone_blend_low": "low"}
-GRADE_PREFIXES = (*_BLEND_BANDS, "gray_zone_error", "retrieval_incomplete")
+GRADE_PREFIXES = (*_BLEND_BANDS, "gray_zone_error", "retrieval_incomplete", "high_but_asked_value_not_in_evidence")
+KIND_WORDS_FOR_REASONS: dict[str, str] = {
+    "quantity": "a quantity in the asked units", "count": "a count", "date": "a date or time", "money": "a price",
+    "version": "a version", "address": "an address or command", "name": "a name",
+}
 
 # -- the router (answer/route.py) and the pipeline's no-retrieval route ----------------------------
 ROUTE_WORDS: dict[str, str] = {
@@ -114,6 +119,11 @@ def describe_reason(code: str | None) -> str:
                 value = rest
             return (f"between the thresholds; the blend of score and coverage, {value}, is in the "
                     f"{_BLEND_BANDS[head]} band")
+        if head == "high_but_asked_value_not_in_evidence":
+            kinds = [KIND_WORDS_FOR_REASONS.get(k, k.replace("_", " ")) for k in rest.split(",") if k]
+            asked = " or ".join(kinds) or "a value"
+            return (f"the evidence scored well and holds the question's key terms, but none of its top passages "
+                    f"states {asked}, which the question asks for, so it is not a sure answer")
         if head == "gray_zone_error":
             return f"between the thresholds; the gray-zone rule failed ({rest or 'an error'}), so the tier is uncertain"
         if head == "retrieval_incomplete":

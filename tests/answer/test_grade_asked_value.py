@@ -1,0 +1,87 @@
+"""The grader reads what kind of value the question asks for: evidence about the right product that states no
+value of that kind (the pricing row that says "see the N2 datasheet" for a power-draw question) is not HIGH,
+whatever its score and coverage, and a judge's "yes" does not lift it (issue 20: q01 / q05 left out)."""
+
+from __future__ import annotations
+
+import pytest
+
+from docmind_core.answer.grade import CragGrader, judge_can_move, judged_grade, unstated_kinds
+from docmind_core.reports.reasons import describe_reason
+from docmind_core.settings import GraderSettings
+from docmind_core.values import EvidenceVerdict, RetrievedChunk, StageScores, Tier
+
+POWER = "What is the maximum power draw of the Nimbus N2?"
+PRICING_ROW = ("Nimbus N2 | 2,390 USD | 32 GB | 2 TB NVMe | maximum power draw: see the N2 datasheet")
+DATASHEET = "Nimbus N2 datasheet. Maximum power draw: 45 W at full load; typical idle draw 18 W."
+RETENTION = "Aurora 默认的数据保留期是多久？"
+RETENTION_ZH = "Aurora 默认的数据保留期是 90 天，可在设置中修改。"
+RETENTION_NO_VALUE = "Aurora 默认的数据保留期可以在“设置 → 数据保留”中修改，详见管理员手册。"
+
+
+def chunk(text: str, score: float, cid: str = "c1") -> RetrievedChunk:
+    return RetrievedChunk(chunk_id=cid, document="doc.md", text=text, scores=StageScores(rerank=score))
+
+
+def grade(question: str, *texts: str, score: float = 0.99, **settings):
+    chunks = [chunk(t, score - 0.01 * i, f"c{i}") for i, t in enumerate(texts)]
+    return CragGrader().grade(question, chunks, GraderSettings(**settings))
+
+
+def test_the_pricing_row_that_defers_to_the_datasheet_is_not_high():
+    result = grade(POWER, PRICING_ROW)
+    assert result.lex_coverage >= 0.7  # every word of the question is there: coverage alone said HIGH
+    assert (result.tier, result.reason) == (Tier.AMBIGUOUS, "high_but_asked_value_not_in_evidence:quantity")
+    assert result.unstated_kinds == ["quantity"]
+    words = describe_reason(result.reason)
+    assert "a quantity in the asked units" in words and "_" not in words
+
+
+def test_the_datasheet_that_states_the_watts_is_high():
+    result = grade(POWER, PRICING_ROW, DATASHEET)
+    assert (result.tier, result.reason, result.unstated_kinds) == (Tier.HIGH, "rerank_high", [])
+
+
+@pytest.mark.parametrize("text, tier", [(RETENTION_ZH, Tier.HIGH), (RETENTION_NO_VALUE, Tier.AMBIGUOUS)])
+def test_a_chinese_duration_question_needs_a_duration(text, tier):
+    assert grade(RETENTION, text).tier is tier
+
+
+def test_the_check_can_be_switched_off_and_open_questions_never_trigger_it():
+    assert grade(POWER, PRICING_ROW, require_asked_value=False).tier is Tier.HIGH
+    assert unstated_kinds("How do I reset the Nimbus N2?", ["Hold the button for ten seconds."]) == ()
+    assert unstated_kinds("Is the Nimbus N2 rack-mountable?", [PRICING_ROW]) == ()
+    assert unstated_kinds("When was firmware 3.2.1 released?", ["Firmware 3.2.1 fixes the fan."]) == ("date",)
+
+
+def test_a_judges_yes_does_not_lift_evidence_without_the_asked_value():
+    settings = GraderSettings()
+    capped = grade(POWER, PRICING_ROW)
+    lifted = judged_grade(capped, EvidenceVerdict(verdict="answers", p_yes=0.9), settings)
+    assert lifted.tier is Tier.AMBIGUOUS and "no top passage states the value" in lifted.reason
+    assert not judge_can_move(capped, settings)  # so a run does not ask the judge at all
+    # the same gray-zone evidence with the value is lifted as before
+    gray = grade(POWER, DATASHEET, score=0.6, gray_zone_mode="rerank_only")
+    assert gray.tier is Tier.AMBIGUOUS and judge_can_move(gray, settings)
+    assert judged_grade(gray, EvidenceVerdict(verdict="answers", p_yes=0.9), settings).tier is Tier.HIGH
+
+
+def test_a_run_says_why_the_judge_was_not_asked():
+    from docmind_core.answer.judge import evidence_step
+    from docmind_core.answer.run_context import RunContext
+    from docmind_core.settings import Settings
+
+    class NoCalls:  # the judge must not be called at all
+        def judge_evidence(self, *args, **kwargs):
+            raise AssertionError("the judge was asked")
+
+    capped = grade(POWER, PRICING_ROW)
+    steps = evidence_step(NoCalls(), POWER, capped, [chunk(PRICING_ROW, 0.99)], RunContext.start(Settings()))
+    events = []
+    try:
+        while True:
+            events.append(next(steps))
+    except StopIteration as stop:
+        assert stop.value.tier is Tier.AMBIGUOUS
+    [judged] = events
+    assert judged.via == "skipped" and "no top passage states the value the question asks for" in judged.reason
