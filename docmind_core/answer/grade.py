@@ -41,6 +41,7 @@ from docmind_core.text.tokens import chunk_terms
 from docmind_core.values import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
 from docmind_core.settings import GraderSettings, GrayZoneMode
 from docmind_core.text.tokens import is_cjk, keyword_tokens, salient_terms
+from docmind_core.answer.claims import claim_content, source_units
 from docmind_core.text.value_kinds import question_parts, states_value
 
 log = logging.getLogger(__name__)
@@ -105,20 +106,31 @@ def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageRep
         hit_weight = sum(terms[term] for term in found)
         rare_hit = rare_hit or any(terms[term] >= RARE_ENTITY_WEIGHT for term in found)
         best = max(best, hit_weight / total)
-    return CoverageReport(round(best, 4), rare_hit, True, unstated_kinds(query, [c.text for c in top]))
+    return CoverageReport(round(best, 4), rare_hit, True, unstated_kinds(query, top))
 
 
-def unstated_kinds(question: str, passages: Sequence[str]) -> tuple[str, ...]:
+def unstated_kinds(question: str, passages: Sequence[RetrievedChunk]) -> tuple[str, ...]:
     """The kinds of value the question asks for (a quantity in the asked units, a date, a price, a version ...;
-    ``text.value_kinds``) that none of ``passages`` states.  A pricing row that names the product and says "see
-    the datasheet" holds every word of "what is the N2's maximum power draw?" and no value in watts.  Lenient
-    like the answer-type check: any value of the kind in any passage counts; whether it is the right one is
-    the claim checks' and the judge's job."""
+    ``text.value_kinds``) that ``passages`` do not state.
+
+    A pricing row that names the Nimbus N2 and says "see the N2 datasheet" holds every word of "what is the N2's
+    maximum power draw?" while the only watts in the table are the N1's.  So when the question names codes
+    ("N2", "AUR-4012"), each of them needs a sentence, table row or short window of a passage (its title and
+    heading included, ``claims.source_units``) holding that code and a value of the kind.  Otherwise any value
+    of the kind in a passage counts: lenient like the answer-type check, since whether the value is the right
+    one is the claim checks' and the judge's job."""
+    parts = [p for p in question_parts(question) if p.kind is not None]
+    if not parts:
+        return ()
+    units = [u for c in passages for u in source_units(c.text, c.document)]
     missing: list[str] = []
-    for part in question_parts(question):
-        if part.kind is None or part.kind in missing:
+    for part in parts:
+        if part.kind in missing:
             continue
-        if not any(states_value(part.kind, text, question, part.units) for text in passages):
+        codes = [n for n in claim_content(part.text).names if any(ch.isdigit() for ch in n)]
+        stating = [u for u in units if states_value(part.kind, u.body, question, part.units)]
+        stated = all(any(u.has_name(code) for u in stating) for code in codes) if codes else bool(stating)
+        if not stated:
             missing.append(part.kind)
     return tuple(missing)
 

@@ -49,9 +49,28 @@ def test_a_chinese_duration_question_needs_a_duration(text, tier):
 
 def test_the_check_can_be_switched_off_and_open_questions_never_trigger_it():
     assert grade(POWER, PRICING_ROW, require_asked_value=False).tier is Tier.HIGH
-    assert unstated_kinds("How do I reset the Nimbus N2?", ["Hold the button for ten seconds."]) == ()
-    assert unstated_kinds("Is the Nimbus N2 rack-mountable?", [PRICING_ROW]) == ()
-    assert unstated_kinds("When was firmware 3.2.1 released?", ["Firmware 3.2.1 fixes the fan."]) == ("date",)
+    assert unstated_kinds("How do I reset the Nimbus N2?", [chunk("Hold the button for ten seconds.", 0.9)]) == ()
+    assert unstated_kinds("Is the Nimbus N2 rack-mountable?", [chunk(PRICING_ROW, 0.9)]) == ()
+    assert unstated_kinds("When was firmware 3.2.1 released?", [chunk("Firmware 3.2.1 fixes the fan.", 0.9)]) == \
+        ("date",)
+
+
+TABLE = """| Model | Price | Maximum power draw |
+|---|---|---|
+| Nimbus N1 | 1,490 USD | 28 W |
+| Nimbus N2 | 2,390 USD | see the N2 datasheet |"""
+
+
+def test_the_watts_of_the_other_row_do_not_answer_for_the_n2():
+    """issue 20, q01 with the datasheet left out: the table's only watts are the N1's"""
+    result = grade(POWER, TABLE)
+    assert (result.tier, result.unstated_kinds) == (Tier.AMBIGUOUS, ["quantity"])
+    assert grade("What is the maximum power draw of the Nimbus N1?", TABLE).tier is Tier.HIGH
+    # each code named needs its own value: the two rows state the two prices
+    assert unstated_kinds("Nimbus N1 和 N2 的价格分别是多少？", [chunk(TABLE, 0.9)]) == ()
+    # the title names the product for a sentence that does not
+    titled = chunk("# Nimbus N2 datasheet\n\nMaximum power draw: 45 W at full load.", 0.9)
+    assert unstated_kinds(POWER, [titled]) == ()
 
 
 def test_a_judges_yes_does_not_lift_evidence_without_the_asked_value():
