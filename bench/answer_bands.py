@@ -89,7 +89,8 @@ def rebanded(home: Path, dataset: Path, label: str, rescue: bool = False, since:
             right = abstained(digest) if not item["answerable"] else contains_answer(shown, item["answers"])
         citations = parse_citations(done.answer, done.sources, settings.coverage_min_sentence_len)
         without = confidence_from(citations, done.grade.top_score, done.grade.tier, settings)
-        with_check = confidence_from(citations, done.grade.top_score, done.grade.tier, settings, question=question)
+        with_check = confidence_from(citations, done.grade.top_score, done.grade.tier, settings, question=question,
+                                     stand_in=bool(shown))
         rows.append({"item": item["id"], "mode": mode, "right": right, "tier": done.grade.tier.value,
                      "band_recorded": done.confidence.band if done.confidence else "-",
                      "band_claims": without.band, "band": with_check.band,

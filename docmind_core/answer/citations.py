@@ -237,7 +237,7 @@ _BAND_CAP: dict[str, Band] = {Tier.AMBIGUOUS.value: "MEDIUM", Tier.LOW.value: "L
 
 
 def confidence_from(citations: CitationResult | None, top_score: float, tier: Tier | str | None,
-                    settings: CitationSettings, question: str = "") -> Confidence:
+                    settings: CitationSettings, question: str = "", stand_in: bool = False) -> Confidence:
     """confidence = supported coverage x top rerank score (or the top score alone), with a band and a reason.
 
     Supported coverage is the share of the answer's substantive claims a source states (see claims.py), so
@@ -252,6 +252,11 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
     a version, date, price, count, quantity, name or address that no supported claim states is not answered,
     and the band is at most MEDIUM (HIGH says the question is answered too).  This changes neither the score
     nor ``ungrounded``: the claims hold, they miss the point.
+
+    ``stand_in``: the answer shown is the offline reading put in place of a model answer that failed its checks
+    (answer_check.py).  Its claims can all hold while it misses an open question (the cause of an error code
+    for "what should I do?"), which no value check sees, so the band is at most MEDIUM: HIGH is for an answer
+    written to the question that passed its checks.
     """
     top = min(1.0, max(0.0, float(top_score or 0.0)))
     tier_value = tier.value if isinstance(tier, Tier) else (tier or "")
@@ -281,6 +286,8 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
     answered = check_answer_type(question, claims) if question.strip() else None
     if answered is not None and answered.missing and band == "HIGH":
         band = "MEDIUM"
+    if stand_in and band == "HIGH":
+        band = "MEDIUM"
     ungrounded = bool(unsupported or contradicted) or (
         coverage is not None and coverage < UNGROUNDED_COVERAGE and tier_value == Tier.LOW.value)
     grade = f"evidence tier {tier_value or 'unknown'}, top score {top:.2f}"
@@ -297,6 +304,8 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
             said += " (nothing checkable stated)"
     if answered is not None and answered.missing:
         said += f"; {answered.reason}"
+    if stand_in:
+        said += "; an offline excerpt stands in for the model's answer, which failed its checks"
     return Confidence(score=round(score, 4), band=band, ungrounded=ungrounded, reason=f"{said}; {grade}",
                       asks_for=list(answered.asked) if answered else [],
                       answers_question=answered.answers if answered else None,

@@ -109,6 +109,7 @@ class _RunState:
     answer: str = ""
     template: str = ""  # the answer prompt the answer was written with
     answer_offline: bool = False  # the offline engine wrote the answer (the model failed, or is the offline engine)
+    stand_in: bool = False  # the offline reading replaced a model answer that failed its checks (answer_check.py)
     timings: dict[str, float] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)  # what did not answer during retrieval
     judge: ModelJudge | None = None  # the model judge of this run (grader.judge), None: offline checks only
@@ -336,6 +337,7 @@ class AnswerPipeline:
                        to=f"{self.writer.fallback_llm.name} (offline reading of the same evidence)")
         yield Token(text="\n\n" + opinion.replacement)
         state.answer = opinion.replacement
+        state.stand_in = True
         state.citations = None  # read again over the answer that is shown
 
     def _fallback_answer(self, request: AskRequest, state: _RunState, run: RunContext) -> Iterator[Event]:
@@ -352,7 +354,7 @@ class AnswerPipeline:
         confidence = None
         if state.grade is not None and not cancel.is_set():  # a stopped answer is partial: no confidence
             confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation,
-                                         question=request.question)
+                                         question=request.question, stand_in=state.stand_in)
         decision = state.decision
         return Done(
             run_id=request.run_id, answer=state.answer,
