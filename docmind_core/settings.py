@@ -211,6 +211,9 @@ class GraderSettings(_Group):
     judge_yes_low: float = Field(
         0.55, ge=0, le=1, description="The judge's P(yes) at or below this means the evidence does not answer it "
                                       "(between the two: partly)")
+    judge_lifts: bool = Field(
+        True, description="The judge's 'answers' may lift a gray-zone AMBIGUOUS to HIGH; off (local_small): it only "
+                          "caps a HIGH it reads as 'no', and gray-zone evidence is not sent to it")
     judge_lift_min_coverage: float = Field(
         0.3, ge=0, le=1, description="The judge's 'answers' lifts a gray-zone AMBIGUOUS to HIGH only when lexical "
                                      "coverage reaches this")
@@ -385,6 +388,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # the claim judge may only tighten the offline statuses, and a 1.5B model tightened none on the held-out
         # claims (bench/RESULTS.md): its call (20-40 s on two loaded cores) buys nothing there
         "grader.judge_claims": False,
+        # the evidence judge only caps: a 1.5B's P(yes) barely separates answering from same-topic evidence (medians
+        # 0.59 vs 0.50 on the demo set), so its "yes" is weak ground for a green badge, and asking it on every
+        # gray-zone run cost ~8 s of a ~30 s rule run (bench/RESULTS.md)
+        "grader.judge_lifts": False,
     },
 }
 

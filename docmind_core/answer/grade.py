@@ -261,7 +261,9 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
     if verdict.verdict == "no" and tier is Tier.HIGH:
         tier, note = Tier.AMBIGUOUS, note + ", capped at AMBIGUOUS"
     elif verdict.verdict == "answers" and tier is Tier.AMBIGUOUS:
-        if grade.unstated_kinds:  # a small model says "yes" to a passage on the topic that lacks the value
+        if not grader.judge_lifts:
+            note += ", not lifted: grader.judge_lifts is off"
+        elif grade.unstated_kinds:  # a small model says "yes" to a passage on the topic that lacks the value
             note += ", not lifted: no top passage states the value the question asks for"
         elif grade.top_score > grader.low_threshold and grade.lex_coverage >= grader.judge_lift_min_coverage:
             tier, note = Tier.HIGH, note + ", lifted to HIGH"
@@ -272,7 +274,7 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
 
 def judge_can_move(grade: GradeResult, grader: GraderSettings) -> bool:
     """Whether some verdict of the evidence judge moves this tier (``judged_grade`` asked with "answers" and with
-    "no").  A LOW tier, a gray zone the lexical signals find too weak to lift, or evidence stating no value of
-    the kind asked for keeps its tier whatever the judge says, so the run does not ask (on a 1.5B model on two
-    cores the call costs ~8 s)."""
+    "no").  A LOW tier, a gray zone the lexical signals find too weak to lift (or any gray zone with
+    ``grader.judge_lifts`` off), or evidence stating no value of the kind asked for keeps its tier whatever the
+    judge says, so the run does not ask (on a 1.5B model on two cores the call costs ~8 s)."""
     return any(judged_grade(grade, EvidenceVerdict(verdict=v), grader).tier != grade.tier for v in ("answers", "no"))

@@ -149,6 +149,7 @@ def evidence_step(judge: ModelJudge, question: str, grade: GradeResult, sources:
     started = time.perf_counter()
     if not judge_can_move(grade, settings.grader):
         why = ("the offline grade is LOW" if grade.tier is Tier.LOW else
+               "the judge only caps a HIGH here (grader.judge_lifts is off)" if not settings.grader.judge_lifts else
                "no top passage states the value the question asks for" if grade.unstated_kinds else
                "the lexical signals are too weak for a lift to HIGH")
         yield Judged(target="evidence", via="skipped", reason=f"not asked: {why}, and no verdict changes that",

@@ -104,3 +104,18 @@ def test_a_run_says_why_the_judge_was_not_asked():
         assert stop.value.tier is Tier.AMBIGUOUS
     [judged] = events
     assert judged.via == "skipped" and "no top passage states the value the question asks for" in judged.reason
+
+
+def test_with_lifts_off_the_judge_only_caps_and_gray_zone_runs_do_not_ask_it():
+    from docmind_core.settings import Settings
+
+    settings = GraderSettings(judge_lifts=False)
+    gray = grade(POWER, DATASHEET, score=0.6, gray_zone_mode="rerank_only")
+    lifted = judged_grade(gray, EvidenceVerdict(verdict="answers", p_yes=0.9), settings)
+    assert lifted.tier is Tier.AMBIGUOUS and "judge_lifts is off" in lifted.reason
+    assert not judge_can_move(gray, settings)  # nothing to ask
+    high = grade(POWER, DATASHEET)
+    assert judge_can_move(high, settings)  # a HIGH is still read, and a "no" still caps it
+    assert judged_grade(high, EvidenceVerdict(verdict="no", p_yes=0.1), settings).tier is Tier.AMBIGUOUS
+    assert Settings().with_overrides({"llm.profile": "local_small"}).grader.judge_lifts is False
+    assert Settings().grader.judge_lifts is True
