@@ -168,8 +168,10 @@ def test_a_live_runner_is_not_taken_over_and_cancel_stops_it(home):
 def test_sweep_keeps_the_safety_floor_and_applies_nothing_below_it(home):
     """The f1 recommendation made HIGH less safe without saying so: 'not HIGH on unanswerable' fell below
     the 0.90 the README promises.  On this set no point reaches 0.90 (a leave-gold-out question finds its
-    answer in another document): nothing is recommended, --apply changes nothing and says why."""
-    run = _json(home, "experiment", "run", "--dataset", "orion-set", "--variant", "r:rule", "--leave-gold-out")
+    answer in another document): nothing is recommended, --apply changes nothing and says why.  (The asked-value
+    check, which is not swept, is off for this variant: with it that evidence is no longer HIGH.)"""
+    run = _json(home, "experiment", "run", "--dataset", "orion-set", "--variant",
+                "r:rule:grader.require_asked_value=false", "--leave-gold-out")
     exp_id = str(run["experiment_id"])
     points = _json(home, "experiment", "sweep", exp_id, "--floor", "0")["points"]
     top = max(p["unanswerable_not_high"] for p in points)
