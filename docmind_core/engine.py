@@ -111,8 +111,8 @@ class Engine:
         if background:
             # The stores answer now; the encoder, the vector store (with chromadb's import), the start-up repairs
             # and the ingest jobs come in the opener thread: the UI's first page needs only the stores.
-            # open_on_demand: the opener waits for start_opening() (the web app calls it once its first page is
-            # drawn) or for whoever needs the backends (wait_ready), so it never competes with that page.
+            # open_on_demand: the opener waits for start_opening() or for whoever needs the backends (wait_ready:
+            # the web app's warm-up, once its first page is drawn), so it never competes with that page.
             if not open_on_demand:
                 self.start_opening()
         else:

@@ -138,6 +138,8 @@ def _history(conv_id: str) -> None:
     messages = bench.conversation_messages(conv_id)
     questions: dict[str, str] = {}
     answers: dict[str, str] = {}
+    run_ids: list[str] = []  # each run once, in the order the conversation first mentions it
+    seen: set[str] = set()
     turns: list[str | list[str]] = []  # a question asked without a run, or the runs of one turn (a pair: two)
     for message in messages:
         if message.role == "user" and not message.run_id:
@@ -146,20 +148,23 @@ def _history(conv_id: str) -> None:
             questions[message.run_id] = message.content
         elif message.run_id:
             answers[message.run_id] = message.content
-        if message.run_id and not any(isinstance(t, list) and message.run_id in t for t in turns):
+        if message.run_id and message.run_id not in seen:
+            seen.add(message.run_id)
+            run_ids.append(message.run_id)
             turns.append([message.run_id])
-    run_ids = [r for turn in turns if isinstance(turn, list) for r in turn]
     # the runs' rows only (no events): which of them were asked side by side
     pair_of = {t.run_id: t.pair_id for t in bench.list_traces(conversation_id=conv_id, limit=max(1, len(run_ids)))
                if t.pair_id}
     grouped: list[str | list[str]] = []
+    first_of_pair: dict[str, list[str]] = {}  # pair id -> the turn its first run opened
     for turn in turns:
-        partner = next((g for g in grouped if isinstance(g, list) and isinstance(turn, list) and len(g) == 1
-                        and pair_of.get(g[0]) and pair_of.get(g[0]) == pair_of.get(turn[0])), None)
-        if partner is not None:
-            partner.extend(turn)
-        else:
-            grouped.append(turn)
+        pair = pair_of.get(turn[0]) if isinstance(turn, list) else None
+        if pair and len(first_of_pair.get(pair, ())) == 1:
+            first_of_pair[pair].extend(turn)
+            continue
+        if pair:
+            first_of_pair[pair] = turn
+        grouped.append(turn)
     slots: list[tuple[list[str], st.delta_generator.DeltaGenerator]] = []
     for turn in grouped:  # first pass: the texts
         with st.chat_message("user"):

@@ -10,6 +10,7 @@ from docmind_core.answer.grade import CragGrader, judge_can_move, judged_grade, 
 from docmind_core.reports.reasons import describe_reason
 from docmind_core.settings import GraderSettings
 from docmind_core.values import EvidenceVerdict, RetrievedChunk, StageScores, Tier
+from tests.agentic_world import drain
 
 POWER = "What is the maximum power draw of the Nimbus N2?"
 PRICING_ROW = ("Nimbus N2 | 2,390 USD | 32 GB | 2 TB NVMe | maximum power draw: see the N2 datasheet")
@@ -95,13 +96,9 @@ def test_a_run_says_why_the_judge_was_not_asked():
             raise AssertionError("the judge was asked")
 
     capped = grade(POWER, PRICING_ROW)
-    steps = evidence_step(NoCalls(), POWER, capped, [chunk(PRICING_ROW, 0.99)], RunContext.start(Settings()))
-    events = []
-    try:
-        while True:
-            events.append(next(steps))
-    except StopIteration as stop:
-        assert stop.value.tier is Tier.AMBIGUOUS
+    events, graded = drain(evidence_step(NoCalls(), POWER, capped, [chunk(PRICING_ROW, 0.99)],
+                                         RunContext.start(Settings())))
+    assert graded.tier is Tier.AMBIGUOUS
     [judged] = events
     assert judged.via == "skipped" and "no top passage states the value the question asks for" in judged.reason
 
