@@ -43,10 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grader_tiers  # noqa: E402  (bench/grader_tiers.py: the runs, the splits and the tables)
 
 from docmind_core.answer.grade import judge_can_move, judged_grade  # noqa: E402
-from docmind_core.answer.judge import ModelJudge  # noqa: E402
+from docmind_core.answer.grade import chunk_score  # noqa: E402
+from docmind_core.answer.judge import EVIDENCE_SOURCES, ModelJudge, settled_verdict, verdict_of  # noqa: E402
+from docmind_core.answer.quote_check import check_quote  # noqa: E402
 from docmind_core.backends.chat_openai import OpenAIChatModel  # noqa: E402
 from docmind_core.backends.protocols import UsageMeter  # noqa: E402
-from docmind_core.values import EvidenceVerdict, GradeResult  # noqa: E402
+from docmind_core.values import EvidenceVerdict, GradeResult, RetrievedChunk  # noqa: E402
 from docmind_core.prompts import PromptLibrary  # noqa: E402
 from docmind_core.settings import GraderSettings, Settings  # noqa: E402
 
@@ -76,11 +78,12 @@ class TimedJudge:
         self.not_asked = 0  # runs whose tier no verdict could change (--decisive-only)
         self.calls: list[JudgeCall] = []
         self.offline_tiers: list[str] = []  # one per graded run, judged or not (grader_tiers makes one row each)
-        self.verdicts: list[tuple[GradeResult, EvidenceVerdict | None]] = []  # the same runs: grade, verdict
+        # the same runs: grade, verdict, question, the passages shown to the judge (for --replay's quote checks)
+        self.verdicts: list[tuple[GradeResult, EvidenceVerdict | None, str, list]] = []
 
     def __call__(self, question: str, chunks: list, grade: GradeResult) -> GradeResult:
         self.offline_tiers.append(grade.tier.value)
-        self.verdicts.append((grade, None))
+        self.verdicts.append((grade, None, question, []))
         if not chunks:  # a run without evidence is not judged (nor is it in DocMind)
             return grade
         if self.decisive_only and not judge_can_move(grade, self.settings.grader):
@@ -94,16 +97,22 @@ class TimedJudge:
                                         _ms(started), f"{type(exc).__name__}: {exc}"))
             return grade
         judged = judged_grade(grade, verdict, self.settings.grader)
-        self.verdicts[-1] = (grade, verdict)
+        self.verdicts[-1] = (grade, verdict, question, sorted(chunks, key=chunk_score, reverse=True)[:EVIDENCE_SOURCES])
         self.calls.append(JudgeCall(question, grade.tier.value, judged.tier.value, verdict.verdict, verdict.p_yes,
                                     verdict.scored_by, _ms(started)))
         return judged
 
 
-def replayable(grade: GradeResult, verdict: EvidenceVerdict | None) -> dict:
-    """What a dump keeps of a run so its judged tier can be recomputed under other thresholds (--replay)."""
-    return {"offline_grade": grade.model_dump(mode="json"),
-            "verdict": verdict.model_dump(mode="json") if verdict is not None else None}
+def replayable(grade: GradeResult, verdict: EvidenceVerdict | None, question: str = "",
+               shown: list | tuple = ()) -> dict:
+    """What a dump keeps of a run so its judged tier can be recomputed under other thresholds (--replay): with
+    the question and the passages the judge was shown, its quote is checked again under the replay's settings."""
+    out = {"offline_grade": grade.model_dump(mode="json"),
+           "verdict": verdict.model_dump(mode="json") if verdict is not None else None}
+    if verdict is not None and shown:
+        out["question"] = question
+        out["shown"] = [{"text": c.text, "document": c.document} for c in shown]
+    return out
 
 
 def replay(record: dict, grader: GraderSettings) -> tuple[grader_tiers.RunRow, grader_tiers.RunRow]:
@@ -116,10 +125,40 @@ def replay(record: dict, grader: GraderSettings) -> tuple[grader_tiers.RunRow, g
         return offline, offline
     verdict = EvidenceVerdict.model_validate(record["verdict"])
     if verdict.p_yes is not None:
-        p = verdict.p_yes
-        named = "answers" if p >= grader.judge_yes_high else "no" if p <= grader.judge_yes_low else "partly"
-        verdict = verdict.model_copy(update={"verdict": named})
+        verdict = verdict.model_copy(update={"verdict": verdict_of(verdict.p_yes, grader)})
+    if record.get("shown"):  # dumps made before the quote check keep their verdict as it was read then
+        shown = [RetrievedChunk(chunk_id=f"shown-{n}", kb_id=1, doc_id=1, document=s["document"], text=s["text"])
+                 for n, s in enumerate(record["shown"], start=1)]
+        if verdict.scored_by == "verbal" and verdict.stated:
+            verdict = verdict.model_copy(update={"verdict": {"yes": "answers"}.get(verdict.stated, verdict.stated)})
+        verdict = settled_verdict(verdict, check_quote(record["question"], verdict.reason, shown,
+                                                       grader.judge_quote_min_coverage), grader)
     return offline, replace(row, tier=judged_grade(grade, verdict, grader).tier.value)
+
+
+def rates(records: list[dict], grader: GraderSettings, floor: float = 0.90) -> dict:
+    """The two rates of the judged tiers of ``records`` replayed under ``grader``."""
+    rows = [replay(r, grader)[1] for r in records]
+    unans = [r for r in rows if not r.answerable and not r.answer_in_evidence]  # as grader_tiers.table
+    gic = [r for r in rows if r.answerable and r.gold_in_context]
+    safe = sum(r.tier != "HIGH" for r in unans) / len(unans) if unans else 1.0
+    recall = sum(r.tier == "HIGH" for r in gic) / len(gic) if gic else 0.0
+    return {"unanswerable_not_high": round(safe, 3), "gold_in_context_high": round(recall, 3),
+            "keeps_floor": safe >= floor, "n_unanswerable": len(unans), "n_gold_in_context": len(gic)}
+
+
+def sweep_quote(records: list[dict], grader: GraderSettings, floor: float = 0.90) -> list[dict]:
+    """``grader.judge_quote_min_coverage`` over a 0.1 grid (and the lift without a quote check), the P(yes)
+    thresholds as given; best first by the rule of ``sweep`` (then the stricter coverage)."""
+    out = [{"judge_lift_needs_quote": False, "judge_quote_min_coverage": None,
+            **rates(records, grader.model_copy(update={"judge_lift_needs_quote": False}), floor)}]
+    for step in range(11):
+        theta = round(0.1 * step, 1)
+        g = grader.model_copy(update={"judge_lift_needs_quote": True, "judge_quote_min_coverage": theta})
+        out.append({"judge_lift_needs_quote": True, "judge_quote_min_coverage": theta, **rates(records, g, floor)})
+    out.sort(key=lambda t: (not t["keeps_floor"], -t["gold_in_context_high"], -t["unanswerable_not_high"],
+                            -(t["judge_quote_min_coverage"] if t["judge_quote_min_coverage"] is not None else 2)))
+    return out
 
 
 def sweep(records: list[dict], grader: GraderSettings, floor: float = 0.90) -> list[dict]:
@@ -133,14 +172,7 @@ def sweep(records: list[dict], grader: GraderSettings, floor: float = 0.90) -> l
             if low >= high:
                 continue
             g = grader.model_copy(update={"judge_yes_low": low, "judge_yes_high": high})
-            rows = [replay(r, g)[1] for r in records]
-            unans = [r for r in rows if not r.answerable and not r.answer_in_evidence]  # as grader_tiers.table
-            gic = [r for r in rows if r.answerable and r.gold_in_context]
-            safe = sum(r.tier != "HIGH" for r in unans) / len(unans) if unans else 1.0
-            recall = sum(r.tier == "HIGH" for r in gic) / len(gic) if gic else 0.0
-            out.append({"judge_yes_low": low, "judge_yes_high": high, "unanswerable_not_high": round(safe, 3),
-                        "gold_in_context_high": round(recall, 3), "keeps_floor": safe >= floor,
-                        "n_unanswerable": len(unans), "n_gold_in_context": len(gic)})
+            out.append({"judge_yes_low": low, "judge_yes_high": high, **rates(records, g, floor)})
     # among equals, the widest "partly" band in the middle: the least confident reading of P(yes)
     out.sort(key=lambda t: (not t["keeps_floor"], -t["gold_in_context_high"], -t["unanswerable_not_high"],
                             -(t["judge_yes_high"] - t["judge_yes_low"]), abs(t["judge_yes_high"] + t["judge_yes_low"] - 1)))
@@ -231,8 +263,9 @@ def main() -> None:
         print(f"- {name}: {latency_line(calls)}")
     if args.dump:
         with args.dump.open("w", encoding="utf-8") as fh:
-            for r, (grade, verdict) in zip(judged_rows, judge.verdicts):
-                fh.write(json.dumps({"run": asdict(r), **replayable(grade, verdict)}, ensure_ascii=False) + "\n")
+            for r, (grade, verdict, question, shown) in zip(judged_rows, judge.verdicts):
+                fh.write(json.dumps({"run": asdict(r), **replayable(grade, verdict, question, shown)},
+                                    ensure_ascii=False) + "\n")
             for c in judge.calls:
                 fh.write(json.dumps({"judge": asdict(c)}, ensure_ascii=False) + "\n")
 
@@ -243,7 +276,8 @@ def replay_main(paths: list[Path], settings: Settings, show_sweep: bool) -> None
     g = settings.grader
     pairs = [replay(r, g) for r in records]
     print(f"replayed {len(records)} runs of {', '.join(p.name for p in paths)}; judge_yes_low {g.judge_yes_low}, "
-          f"judge_yes_high {g.judge_yes_high}, judge_lift_min_coverage {g.judge_lift_min_coverage}")
+          f"judge_yes_high {g.judge_yes_high}, judge_lift_min_coverage {g.judge_lift_min_coverage}, "
+          f"judge_lift_needs_quote {g.judge_lift_needs_quote}, judge_quote_min_coverage {g.judge_quote_min_coverage}")
     for title, rows in (("offline grade (grader.judge off)", [o for o, _ in pairs]),
                         ("with the model judge", [j for _, j in pairs])):
         grader_tiers.print_table(title, grader_tiers.table(rows))
@@ -258,6 +292,24 @@ def replay_main(paths: list[Path], settings: Settings, show_sweep: bool) -> None
         for t in sweep(records, g)[:12]:
             print(f"| {t['judge_yes_low']} | {t['judge_yes_high']} | {t['unanswerable_not_high']} "
                   f"(n={t['n_unanswerable']}) | {t['gold_in_context_high']} (n={t['n_gold_in_context']}) |")
+        print("\n| judge_lift_needs_quote | judge_quote_min_coverage | unanswerable -> not HIGH | "
+              "gold in context -> HIGH |")
+        print("|---|---:|---:|---:|")
+        for t in sweep_quote(records, g):
+            print(f"| {t['judge_lift_needs_quote']} | {t['judge_quote_min_coverage']} | {t['unanswerable_not_high']} "
+                  f"(n={t['n_unanswerable']}) | {t['gold_in_context_high']} (n={t['n_gold_in_context']}) |")
+        print("\nper run (judged): set qid answerable gold-in-context offline -> judged  verdict P(yes)  quote check")
+        for r in records:
+            if not r.get("verdict"):
+                continue
+            _, j = replay(r, g)
+            v = r["verdict"]
+            check = (check_quote(r["question"], v["reason"], [RetrievedChunk(
+                chunk_id="s", kb_id=1, doc_id=1, document=s["document"], text=s["text"]) for s in r["shown"]],
+                g.judge_quote_min_coverage).note if r.get("shown") else "")
+            print(f"  {j.dataset} {j.qid} {'A' if j.answerable else 'U'} {'G' if j.gold_in_context else '-'} "
+                  f"{r['offline_grade']['tier']} -> {j.tier}  {v.get('stated') or v['verdict']} {v.get('p_yes')}  "
+                  f"{v['reason'][:60]!r}  {check}")
 
 
 def _p_yes_summary(records: list[dict]) -> str:

@@ -217,6 +217,13 @@ class GraderSettings(_Group):
     judge_lift_min_coverage: float = Field(
         0.3, ge=0, le=1, description="The judge's 'answers' lifts a gray-zone AMBIGUOUS to HIGH only when lexical "
                                      "coverage reaches this")
+    judge_lift_needs_quote: bool = Field(
+        True, description="The judge's 'answers' lifts a gray-zone AMBIGUOUS to HIGH only when the words it quotes "
+                          "are in the passage it names, in a sentence about the question (a 'yes' with such a quote "
+                          "counts as 'answers' whatever its P(yes), and is not capped)")
+    judge_quote_min_coverage: float = Field(
+        0.5, ge=0, le=1, description="A judge's quote is in place when the sentence, row or window holding it has "
+                                     "at least this share of the question's salient-term weight")
     judge_claims: bool = Field(
         True, description="With the judge on, also ask the model about each claim of the answer (one more call); "
                           "off in local_small, where a 1.5B model flagged no claim the offline checks passed")

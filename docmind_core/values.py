@@ -499,6 +499,11 @@ class EvidenceVerdict(_Value):
     p_yes: float | None = None  # P("yes") from the reply's logprobs; None when the server gave none
     scored_by: Literal["logprobs", "verbal"] = "verbal"
     reason: str = ""  # the model's one-line reason
+    stated: Literal["yes", "no", "partly", ""] = ""  # the verdict word the reply starts with
+    quote: str = ""  # the words the reply gives as stating the answer
+    quote_source: int | None = None  # the passage it names, 1-based as shown to the judge
+    quote_verified: bool = False  # the passage holds the quote in place (answer/quote_check.py)
+    quote_note: str = ""  # why it is or is not verified, in words
 
 
 class ClaimVerdict(_Value):

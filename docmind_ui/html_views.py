@@ -168,7 +168,8 @@ def judge_summary(event) -> str:
     if event.evidence is not None:
         score = f" (P(yes) {event.evidence.p_yes:.2f})" if event.evidence.p_yes is not None else ""
         moved = f", {event.tier_before} → {event.tier_after}" if event.tier_before != event.tier_after else ""
-        return f"{event.evidence.verdict}{score}{moved}"
+        quote = ", its quote checked in the passage" if event.evidence.quote_verified else ""
+        return f"{event.evidence.verdict}{score}{quote}{moved}"
     counts = {}
     for claim in event.claims:
         counts[claim.status] = counts.get(claim.status, 0) + 1

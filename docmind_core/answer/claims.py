@@ -151,7 +151,7 @@ _FILE_RE = re.compile(r"[\w.\-/]+\.(?:md|markdown|txt|pdf|docx?|html?|csv|xlsx?|
 _LIST_LEAD_RE = re.compile(r"^\s*(?:[-*•·>+]+|#+|\(?[（(]?\d{1,2}[)）.、]|[一二三四五六七八九十]+[、.．]"
                            r"|第[一二三四五六七八九十\d]+[步条项]?[：:]?)\s*")
 _TABLE_RULE_RE = re.compile(r"^[\s|:\-–—+=]*$")
-_CODE_NAME_RE = re.compile(r"(?<![A-Za-z0-9_.,-])\d+[A-Za-z][A-Za-z0-9]*\b"
+CODE_NAME_RE = re.compile(r"(?<![A-Za-z0-9_.,-])\d+[A-Za-z][A-Za-z0-9]*\b"
                            r"|\b[A-Za-z]+[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b"
                            r"|\b[A-Za-z]+(?:[-_][A-Za-z0-9]+)*-\d+\b")
 _CAPITALISED_RE = re.compile(r"(?<![\w'])[A-Z][A-Za-z]+(?:[A-Z][a-z]+)*\b")
@@ -220,7 +220,7 @@ def claim_content(text: str, source_names: frozenset[str] = frozenset()) -> Clai
     for v in sorted(values, key=lambda v: -v.start):
         rest = rest[:v.start] + " " + rest[v.end:]
     names: list[str] = []
-    for m in _CODE_NAME_RE.finditer(rest):
+    for m in CODE_NAME_RE.finditer(rest):
         names.append(m.group(0).lower())
     first = re.match(r"\s*([A-Za-z]+)", rest)
     for m in _CAPITALISED_RE.finditer(rest):

@@ -257,6 +257,10 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
     model says "yes" to a passage on the same topic too often for that."""
     score = f" (P(yes) {verdict.p_yes:.2f})" if verdict.p_yes is not None else ""
     note = f"judge: {verdict.verdict}{score}"
+    if verdict.quote_verified:
+        note += f", its quote found in [{verdict.quote_source}]" if verdict.quote_source else ", its quote found"
+    elif verdict.stated == "yes" and verdict.quote_note:
+        note += f", {verdict.quote_note}"
     tier = grade.tier
     if verdict.verdict == "no" and tier is Tier.HIGH:
         tier, note = Tier.AMBIGUOUS, note + ", capped at AMBIGUOUS"

@@ -45,6 +45,7 @@ from docmind_core.answer.grade import chunk_score, judge_can_move, judged_grade
 from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Completion, CompletingModel, TokenAlternatives, UsageMeter
 from docmind_core.answer.citations import with_claims
+from docmind_core.answer.quote_check import QuoteCheck, check_quote
 from docmind_core.deadline import LLM, RunGuard, elapsed_ms
 from docmind_core.errors import ModelOutputError
 from docmind_core.events import Event, Fallback, Judged
@@ -109,7 +110,9 @@ class ModelJudge:
         # a plain reply, not JSON: its first token is the verdict, so P(yes) is read where the model commits
         reply = self.model.complete(messages, meter, purpose="judge_evidence", timeout_s=timeout_s,
                                     max_tokens=EVIDENCE_MAX_TOKENS, top_logprobs=TOP_LOGPROBS, json_object=False)
-        return parse_evidence_reply(reply, grader)
+        verdict = parse_evidence_reply(reply, grader)
+        return settled_verdict(verdict, check_quote(question, verdict.reason, top, grader.judge_quote_min_coverage),
+                               grader)
 
     def judge_claims(self, claims: Sequence[ClaimToCheck], meter: UsageMeter, timeout_s: float,
                      max_tokens: int) -> list[ClaimVerdict]:
@@ -324,6 +327,7 @@ def judged_citations(citations: CitationResult, checked: Sequence[ClaimToCheck],
 
 _SPACE_BEFORE_PUNCTUATION_RE = re.compile(r"\s+([.,;:!?。，；：！？])")  # where a removed marker stood
 _VERDICTS = {"yes": "answers", "answers": "answers", "partly": "partly", "partial": "partly", "no": "no"}
+_STATED = {"yes": "yes", "answers": "yes", "partly": "partly", "partial": "partly", "no": "no"}
 _CLAIM_STATUSES = {"supported": "supported", "contradicted": "contradicted", "not_found": "not_found",
                    "not found": "not_found", "notfound": "not_found", "unsupported": "not_found"}
 _VERDICT_KEY_RE = re.compile(r'"verdict"\s*:\s*"')
@@ -351,13 +355,35 @@ def parse_evidence_reply(reply: Completion, grader: GraderSettings) -> EvidenceV
         if plain:  # the plain form the prompt asks for: "yes: [2] says ..."
             stated, reason = plain.group(1).lower(), plain.group(2) or ""
     reason = _one_line(reason)
+    said = _STATED.get(stated, "")
     p_yes = verdict_probability(reply.logprobs)
     if p_yes is not None:
-        verdict = "answers" if p_yes >= grader.judge_yes_high else "no" if p_yes <= grader.judge_yes_low else "partly"
-        return EvidenceVerdict(verdict=verdict, p_yes=round(p_yes, 4), scored_by="logprobs", reason=reason)
+        return EvidenceVerdict(verdict=verdict_of(p_yes, grader), p_yes=round(p_yes, 4), scored_by="logprobs",
+                               reason=reason, stated=said)
     if stated not in _VERDICTS:
         raise ModelOutputError(f"no yes/no verdict in the evidence judge's reply: {_one_line(reply.text)!r}")
-    return EvidenceVerdict(verdict=_VERDICTS[stated], scored_by="verbal", reason=reason)
+    return EvidenceVerdict(verdict=_VERDICTS[stated], scored_by="verbal", reason=reason, stated=said)
+
+
+def verdict_of(p_yes: float, grader: GraderSettings) -> str:
+    """The verdict P(yes) reads as under the grader's thresholds."""
+    return "answers" if p_yes >= grader.judge_yes_high else "no" if p_yes <= grader.judge_yes_low else "partly"
+
+
+def settled_verdict(verdict: EvidenceVerdict, quote: QuoteCheck, grader: GraderSettings) -> EvidenceVerdict:
+    """The verdict once its quote is read against the passage it names (``answer/quote_check.py``).
+
+    A "yes" whose quote is verified is "answers", whatever its P(yes): the passage holds the quoted words in a
+    sentence about the question, which is firmer ground than a small model's probability.  With
+    ``grader.judge_lift_needs_quote`` an "answers" whose quote is not verified is only "partly": it may not lift
+    a tier (a paraphrase, a quote the passage lacks, or one from an unrelated sentence)."""
+    name = verdict.verdict
+    if verdict.stated == "yes" and quote.verified:
+        name = "answers"
+    elif name == "answers" and grader.judge_lift_needs_quote and not quote.verified:
+        name = "partly"
+    return verdict.model_copy(update={"verdict": name, "quote": quote.quote, "quote_source": quote.source,
+                                      "quote_verified": quote.verified, "quote_note": quote.note})
 
 
 def verdict_probability(logprobs: Sequence[TokenAlternatives] | None) -> float | None:

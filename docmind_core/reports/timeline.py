@@ -81,6 +81,7 @@ def judge_row(event: ev.Judged) -> TimelineRow:
         return _row(event, f"Judge (evidence): {verdict.verdict}", "warn" if verdict.verdict == "no" else "ok",
                     event.duration_ms, {
                         "P(yes)": _fmt(verdict.p_yes), "scored by": verdict.scored_by, "reason": verdict.reason,
+                        "quote": quote_line(verdict),
                         "tier": f"{event.tier_before} -> {event.tier_after}" if moved else event.tier_after or "—"})
     counts = {status: sum(1 for c in event.claims if c.status == status)
               for status in ("supported", "contradicted", "not_found")}
@@ -89,6 +90,13 @@ def judge_row(event: ev.Judged) -> TimelineRow:
                 status, event.duration_ms, {"reason": event.reason},
                 [{"source": f"[{c.source}]", "status": c.status.replace("_", " "), "claim": c.claim,
                   "reason": c.reason} for c in event.claims])
+
+
+def quote_line(verdict) -> str:
+    """What the check of the judge's quote found, in words ("—" when the reply quoted nothing to check)."""
+    if not verdict.quote_note:
+        return "—"
+    return ("found: " if verdict.quote_verified else "not found: ") + verdict.quote_note
 
 
 class TimelineBuilder(EventFold[TimelineRow | None]):

@@ -51,7 +51,7 @@ GRAY = {"grader.gray_zone_mode": "rerank_only", "grader.high_threshold": 0.99}
 EASY_HIGH = {"grader.high_threshold": 0.4, "grader.high_min_coverage": 0.3}
 
 
-def evidence_reply(verdict: str, p_yes: float | None, reason: str = "passage 1 gives 40 litres per minute",
+def evidence_reply(verdict: str, p_yes: float | None, reason: str = '[1] "runs at 40 litres per minute"',
                    delay: float = 0.0) -> Reply:
     """A judge's JSON verdict; with ``p_yes`` its tokens carry log-probabilities at the verdict, as llama-server
     sends them (the value's first token holds the quote: '":"' then 'yes')."""
@@ -64,7 +64,7 @@ def evidence_reply(verdict: str, p_yes: float | None, reason: str = "passage 1 g
     return scored(content, tokens, delay=delay)
 
 
-def plain_reply(word: str, p_yes: float | None, reason: str = "[1] gives 40 litres per minute") -> Reply:
+def plain_reply(word: str, p_yes: float | None, reason: str = '[1] "runs at 40 litres per minute"') -> Reply:
     """The reply the evidence prompt asks for, "yes: <the deciding words>", with the verdict word's
     log-probabilities when ``p_yes`` is given."""
     content = f"{word}: {reason}"
@@ -154,14 +154,19 @@ def test_a_confident_judge_lifts_a_gray_zone_tier_to_high_and_is_shown_in_the_ti
     assert verdict.via == "llm" and verdict.evidence.verdict == "answers"
     assert verdict.evidence.scored_by == "logprobs" and verdict.evidence.p_yes == pytest.approx(0.93)
     assert (verdict.tier_before, verdict.tier_after) == ("AMBIGUOUS", "HIGH")
-    assert done.grade.tier.value == "HIGH" and "judge: answers (P(yes) 0.93), lifted to HIGH" in done.grade.reason
+    assert done.grade.tier.value == "HIGH"
+    assert "judge: answers (P(yes) 0.93), its quote found in [1], lifted to HIGH" in done.grade.reason
+    assert verdict.evidence.quote == "runs at 40 litres per minute" and verdict.evidence.quote_verified
     summary = summarise(events)
     assert summary.tier == "HIGH"
     assert [j["target"] for j in summary.judge] == ["evidence", "claims"]
     assert summary.judge[0]["evidence"]["p_yes"] == pytest.approx(0.93)
     assert any("Judge (evidence): answers" in line and "AMBIGUOUS -> HIGH" in line for line in timeline_lines(events))
     glance = glance_html(RunDigest.from_events(events))  # the chat page's always-visible line
-    assert "<b>judge (evidence)</b> answers (P(yes) 0.93), AMBIGUOUS → HIGH" in glance
+    assert ("<b>judge (evidence)</b> answers (P(yes) 0.93), its quote checked in the passage, AMBIGUOUS → HIGH"
+            in glance)
+    assert any("quote=found: its quote is in passage [1], in a sentence about the question" in line
+               for line in timeline_lines(events))
     assert "<b>judge (claims)</b> 1 supported" in glance
 
 
@@ -220,7 +225,7 @@ def test_a_plain_reply_is_scored_at_its_first_token_and_its_deciding_words_are_t
     verdict = judged(events, "evidence")
     assert verdict.evidence.scored_by == "logprobs" and verdict.evidence.p_yes == pytest.approx(0.91)
     assert (verdict.tier_before, verdict.tier_after) == ("AMBIGUOUS", "HIGH") and done.grade.tier.value == "HIGH"
-    assert verdict.reason == "[1] gives 40 litres per minute"
+    assert verdict.reason == '[1] "runs at 40 litres per minute"'
 
     events, _ = ask(server, Judge(plain_reply("no", 0.12, "[1] names the pump, not its flow rate")), **GRAY)
     verdict = judged(events, "evidence")
@@ -246,10 +251,43 @@ def test_an_evidence_reply_that_does_not_start_with_its_verdict_is_malformed(rep
 
 
 def test_logprobs_decide_over_the_stated_word(server):
-    # the model writes "yes" but P(yes) is between judge_yes_low and judge_yes_high: "partly", which moves nothing
-    events, done = ask(server, Judge(evidence_reply("yes", 0.58)), **GRAY)
+    # the model writes "yes" but P(yes) is between judge_yes_low and judge_yes_high, and its deciding words are
+    # its own, not the passage's: "partly", which moves nothing
+    events, done = ask(server, Judge(evidence_reply("yes", 0.58, "passage 1 gives 40 litres per minute")), **GRAY)
     verdict = judged(events, "evidence")
     assert verdict.evidence.verdict == "partly" and verdict.tier_after == "AMBIGUOUS"
+    assert not verdict.evidence.quote_verified
+
+
+def test_a_yes_whose_quote_is_in_place_answers_whatever_its_p_yes(server):
+    # the same uncertain P(yes), but the words it quotes stand in passage [1]'s sentence about the pump
+    events, done = ask(server, Judge(plain_reply("yes", 0.52)), **GRAY)
+    verdict = judged(events, "evidence")
+    assert verdict.evidence.p_yes == pytest.approx(0.52) and verdict.evidence.quote_verified
+    assert verdict.evidence.verdict == "answers" and (verdict.tier_before, verdict.tier_after) == ("AMBIGUOUS", "HIGH")
+    assert "its quote found in [1], lifted to HIGH" in done.grade.reason
+    # ... and such a "yes" does not cap a HIGH tier either, though P(yes) alone reads as "no"
+    events, done = ask(server, Judge(plain_reply("yes", 0.30)), **EASY_HIGH)
+    verdict = judged(events, "evidence")
+    assert verdict.evidence.verdict == "answers" and verdict.tier_after == "HIGH" == done.grade.tier.value
+
+
+@pytest.mark.parametrize("reason, why", [
+    ("passage 1 gives 40 litres per minute", "not word for word in passage [1]"),  # its own words
+    ('[1] "the pump moves 40 litres each minute"', "not word for word in passage [1]"),  # a paraphrase
+    ('[1] "runs at 65 litres per minute"', "not word for word in passage [1]"),  # not in the passage it names
+    ('[2] "runs at 65 litres per minute"', "is said of DM-4000, not of DM-3000"),  # the other pump's value
+])
+def test_a_confident_yes_without_its_words_in_the_passage_does_not_lift(server, reason, why):
+    events, done = ask(server, Judge(plain_reply("yes", 0.95, reason)), **GRAY)
+    verdict = judged(events, "evidence")
+    assert not verdict.evidence.quote_verified and verdict.evidence.verdict == "partly"
+    assert verdict.tier_after == "AMBIGUOUS" == done.grade.tier.value
+    assert why in verdict.evidence.quote_note or why in done.grade.reason
+    # the setting restores the probability alone as ground for a lift
+    events, done = ask(server, Judge(plain_reply("yes", 0.95, reason)), **GRAY,
+                       **{"grader.judge_lift_needs_quote": False})
+    assert judged(events, "evidence").evidence.verdict == "answers" and done.grade.tier.value == "HIGH"
 
 
 def test_a_server_that_refuses_logprobs_is_asked_again_without_and_not_asked_for_them_again(server):
@@ -322,7 +360,8 @@ def test_a_claim_the_source_does_not_state_keeps_the_answer_out_of_band_high(ser
 def test_a_malformed_claim_reply_keeps_the_offline_confidence(server):
     _, offline = ask(server, Judge(), **{"grader.judge": "off"})
     # an evidence verdict of "partly" leaves the tier as the offline grade set it
-    events, done = ask(server, Judge(evidence=evidence_reply("yes", 0.58), claims=text('{"claims": "all fine"}')))
+    events, done = ask(server, Judge(evidence=evidence_reply("yes", 0.58, "passage 1 gives 40 litres per minute"),
+                                     claims=text('{"claims": "all fine"}')))
     verdict = judged(events, "claims")
     assert verdict.via == "offline" and "malformed" in verdict.reason
     assert done.confidence == offline.confidence

@@ -51,3 +51,26 @@ def test_only_runs_whose_tier_a_verdict_can_change_are_decisive():
                       web_compensation_needed=False, reason="")
     assert not judge_can_move(low, grader)
     assert judge_can_move(low.model_copy(update={"tier": Tier.HIGH, "top_score": 0.95}), grader)
+
+
+def test_a_dump_with_the_shown_passages_checks_the_quote_again_under_the_replays_coverage():
+    from tests.agentic_world import chunk
+
+    question = "Nimbus 的默认管理地址是什么？"
+    shown = [chunk("m1", "设备通电后，在浏览器中打开默认管理地址 https://192.168.50.1 ，使用初始账号 admin 登录。")]
+    grade = GradeResult(tier=Tier.AMBIGUOUS, top_score=0.8, lex_coverage=0.65, kb_entity_weak=False,
+                        web_compensation_needed=False, reason="gray_zone_coverage_mid")
+    row = grader_tiers.RunRow("demo", "report", "q07", True, True, "AMBIGUOUS", grade.reason, 0.8, 0.65, True, [],
+                              0.0, True)
+
+    def dumped(reason: str) -> dict:
+        verdict = EvidenceVerdict(verdict="partly", p_yes=0.51, scored_by="logprobs", reason=reason, stated="yes")
+        return {"run": asdict(row), **judge_tiers.replayable(grade, verdict, question, shown)}
+
+    grader = Settings().grader
+    assert judge_tiers.replay(dumped('[1] "192.168.50.1"'), grader)[1].tier == "HIGH"  # its quote is in place
+    assert judge_tiers.replay(dumped("[1] the manual gives an address"), grader)[1].tier == "AMBIGUOUS"
+    strict = grader.model_copy(update={"judge_quote_min_coverage": 1.0})
+    assert judge_tiers.replay(dumped('[1] "192.168.50.1"'), strict)[1].tier == "AMBIGUOUS"
+    table = judge_tiers.sweep_quote([dumped('[1] "192.168.50.1"')], grader)
+    assert table[0]["gold_in_context_high"] == 1.0 and len(table) == 12
