@@ -36,6 +36,10 @@ answered questions):
   interactive (median over --rounds).
 
 ``--servers N`` starts N servers of each kind and reports the median of each figure across them.
+
+``--floor`` also starts, in the same turns, a bare Streamlit app of two elements (a title and a chat input)
+the same way and times its first page and its first paint: the host's floor, which no Streamlit app can beat.
+DocMind's figures are printed against it (DocMind / floor), which is what this code can still change.
 """
 
 from __future__ import annotations
@@ -287,6 +291,26 @@ def measure_signed_in(rounds: int, code: Path = ROOT) -> dict:
     return results
 
 
+FLOOR_APP = 'import streamlit as st\nst.title("DocMind")\nst.chat_input("Ask a question")\n'
+
+
+def measure_floor() -> dict:
+    """Streamlit's own floor on this host: a two-element app (a title and a chat input) started as DocMind is
+    and timed the same way.  No app can be faster on this machine than Streamlit is; DocMind's figures read
+    against these say what DocMind itself adds."""
+    with tempfile.TemporaryDirectory(prefix="docmind-page-speed-floor-") as tmp:
+        code = Path(tmp)
+        (code / "app.py").write_text(FLOOR_APP, encoding="utf-8")
+        with served(code, code / "home", code / "streamlit.log") as (page, url, proc, started):
+            asked = first_request(page, url, proc)
+            page.wait_for_function(
+                f"[...document.querySelectorAll('{FIRST_PAINT}')].some(e => e.offsetHeight > 0)",
+                timeout=TIMEOUT_MS)
+            first_paint = time.perf_counter() - asked
+            wait_interactive(page, PAGES["Chat"][1])
+            return {"first_page_s": round(time.perf_counter() - started, 2), "first_paint_s": round(first_paint, 2)}
+
+
 HEADLINES = {  # what a comparison reports: label -> how to read it from one measure()
     "first page interactive": lambda r: r["first_page_s"],
     "slowest page switch": lambda r: r["page_switch_max_s"],
@@ -332,6 +356,9 @@ def main() -> None:
     parser.add_argument("--servers", type=int, default=1,
                         help="servers of each kind (sign-in off, on) started; the median of each figure is printed")
     parser.add_argument("--only", choices=["sign-in-off", "sign-in-on"], help="measure one kind of server only")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time a two-element Streamlit app started the same way (as many servers, in turns): "
+                             "the host's floor for the first page and the first paint")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} is missing; run scripts/browser_deps.sh (apt-get install chromium)")
@@ -351,7 +378,7 @@ def main() -> None:
             print(f"{label:<42} {row['revision_s']:>5.2f} s -> {row['this_tree_s']:>5.2f} s  ratio "
                   f"{row['ratio']}  ({row['revision_all_s']} -> {row['this_tree_all_s']})")
         return
-    report = measure_servers(max(1, args.servers), max(1, args.rounds), args.only)
+    report = measure_servers(max(1, args.servers), max(1, args.rounds), args.only, floor=args.floor)
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
         return
@@ -360,6 +387,10 @@ def main() -> None:
     for label, row in report["medians"].items():
         target = TARGETS_S.get(HEADLINE_TARGETS.get(label, ""))
         print(f"{label:<40} {row['median_s']:>5.2f} s{f' (target {target} s)' if target else ''}  {row['all_s']}")
+    for label, row in report.get("floor", {}).items():
+        ours = report["medians"].get(row["docmind"], {}).get("median_s")
+        versus = f"  DocMind / floor {ours / row['median_s']:.2f}" if ours and row["median_s"] else ""
+        print(f"floor (bare Streamlit): {label:<24} {row['median_s']:>5.2f} s  {row['all_s']}{versus}")
 
 
 HEADLINE_TARGETS = {"first page interactive": "first_page", "sign-in form drawn (after the request)": "first_paint",
@@ -384,23 +415,38 @@ SIGNED_IN_HEADLINES = {
 }
 
 
-def measure_servers(servers: int, rounds: int, only: str | None = None, code: Path = ROOT) -> dict:
-    """``servers`` servers of each kind, in turns; the median of each headline figure across them."""
+FLOOR_HEADLINES = {  # label -> (how to read it from one measure_floor(), the DocMind headline it bounds)
+    "first page interactive": (lambda r: r["first_page_s"], "first page interactive"),
+    "first paint (after the request)": (lambda r: r["first_paint_s"], "sign-in: first paint (after the request)"),
+}
+
+
+def measure_servers(servers: int, rounds: int, only: str | None = None, code: Path = ROOT,
+                    floor: bool = False) -> dict:
+    """``servers`` servers of each kind, in turns; the median of each headline figure across them.  ``floor``:
+    as many bare Streamlit servers too (``measure_floor``), in the same turns."""
     load_start = os.getloadavg()
-    runs: dict[str, list[dict]] = {"sign-in-off": [], "sign-in-on": []}
+    runs: dict[str, list[dict]] = {"sign-in-off": [], "sign-in-on": [], "floor": []}
     for _ in range(servers):
         if only in (None, "sign-in-off"):
             runs["sign-in-off"].append(measure(rounds, code))
         if only in (None, "sign-in-on"):
             runs["sign-in-on"].append(measure_signed_in(rounds, code))
+        if floor:
+            runs["floor"].append(measure_floor())
     medians = {}
     for kind, headlines in (("sign-in-off", SIGNED_OUT_HEADLINES), ("sign-in-on", SIGNED_IN_HEADLINES)):
         for label, read in headlines.items():
             values = [read(r) for r in runs[kind]]
             if values:
                 medians[label] = {"median_s": round(statistics.median(values), 2), "all_s": values}
+    floors = {}
+    for label, (read, docmind) in FLOOR_HEADLINES.items():
+        values = [read(r) for r in runs["floor"]]
+        if values:
+            floors[label] = {"median_s": round(statistics.median(values), 2), "all_s": values, "docmind": docmind}
     return {"servers": servers, "rounds": rounds, "load_average_start": load_start,
-            "load_average_end": os.getloadavg(), "medians": medians, "runs": runs}
+            "load_average_end": os.getloadavg(), "medians": medians, "floor": floors, "runs": runs}
 
 
 if __name__ == "__main__":
