@@ -161,6 +161,9 @@ def test_a_confident_judge_lifts_a_gray_zone_tier_to_high_and_is_shown_in_the_ti
     assert summary.tier == "HIGH"
     assert [j["target"] for j in summary.judge] == ["evidence", "claims"]
     assert summary.judge[0]["evidence"]["p_yes"] == pytest.approx(0.93)
+    # ask --json carries what the quote check found
+    assert summary.judge[0]["evidence"]["quote_verified"] is True
+    assert summary.judge[0]["evidence"]["quote"] == "runs at 40 litres per minute"
     assert any("Judge (evidence): answers" in line and "AMBIGUOUS -> HIGH" in line for line in timeline_lines(events))
     glance = glance_html(RunDigest.from_events(events))  # the chat page's always-visible line
     assert ("<b>judge (evidence)</b> answers (P(yes) 0.93), its quote checked in the passage, AMBIGUOUS → HIGH"
