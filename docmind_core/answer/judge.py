@@ -13,7 +13,10 @@ OpenAI-compatible model is configured), a run makes at most two extra calls:
   ``grader.judge_yes_high``, "no" at or below ``grader.judge_yes_low``, "partly"
   between): a small model's stated verdict separates answerable from
   unanswerable evidence far worse than that probability.  Without
-  log-probabilities the stated verdict counts.  The verdict joins the lexical
+  log-probabilities the stated verdict counts.  The words a "yes" quotes are
+  then read against the passage it names (``answer/quote_check.py``,
+  :func:`settled_verdict`): a quote found in place makes it "answers" whatever
+  its P(yes); without one it lifts nothing.  The verdict joins the lexical
   signals in :func:`docmind_core.answer.grade.judged_grade`.  Documents the user
   selected (SELECTED_DOC) are not judged: their relevance is the user's choice.
   Nor is evidence whose tier no verdict can move (an offline LOW, or a gray
