@@ -117,12 +117,22 @@ _CARD_STATE = """(id) => { const el = document.getElementById(id); if (!el) { re
             shadow: getComputedStyle(el).boxShadow, lit: document.querySelectorAll('.dm-jumped').length}; }"""
 
 
+# Records the card's state at the moment a jump lights it: a busy page may rerun and redraw the card (a fresh
+# element, without the class) before a poll reads it, though the jump did light it.
+_WATCH_CARD = f"""(id) => {{ window.__dmLit = window.__dmLit || {{}}; delete window.__dmLit[id];
+    const seen = () => {{ const s = ({_CARD_STATE})(id); if (s && s.jumped && !window.__dmLit[id]) {{
+        window.__dmLit[id] = s; }} }};
+    new MutationObserver(seen).observe(document.body, {{subtree: true, childList: true, attributes: true,
+                                                         attributeFilter: ['class']}}); }}"""
+
+
 def _lit_card(pg, card_id: str, timeout_ms: int = 60_000) -> dict:
-    """The card's state once a jump has lit it (read in one go in the page: a busy page may redraw the card
-    between two separate reads); the last state seen when it never was."""
+    """The card's state once a jump has lit it (read in one go in the page, when the jump lit it: see
+    _WATCH_CARD); the state seen last when it never was."""
     try:
-        return pg.wait_for_function(f"(id) => {{ const s = ({_CARD_STATE})(id); return s && s.jumped && s; }}",
-                                    arg=card_id, timeout=timeout_ms).json_value()
+        return pg.wait_for_function(
+            f"(id) => {{ const s = ({_CARD_STATE})(id); return (s && s.jumped && s) || (window.__dmLit || {{}})[id]; }}",
+            arg=card_id, timeout=timeout_ms).json_value()
     except PlaywrightTimeout:
         return pg.evaluate(_CARD_STATE, card_id) or {"missing": card_id}
 
@@ -136,6 +146,7 @@ def _click_bar_until_lit(pg, chart, bar, card_id: str, tries: int = 3) -> dict:
     listens; it is lost then, and plotly shows no selection (it dims the other bars once one is picked).  Only
     then is the bar clicked again: a second click on a selected bar would deselect it."""
     state: dict = {}
+    pg.evaluate(_WATCH_CARD, card_id)
     for attempt in range(tries):
         box = bar.bounding_box()
         pg.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
