@@ -82,12 +82,11 @@ def rebanded(home: Path, dataset: Path, label: str, rescue: bool = False, since:
             continue
         right = abstained(digest) if not item["answerable"] else contains_answer(done.answer, item["answers"])
         shown = rescued(question, done.answer, events, done, settings, offline_model) if rescue else ""
+        citations = parse_citations(shown or done.answer, done.sources, settings.coverage_min_sentence_len)
         if shown:  # correctness, claims and band of the answer the rescue would show
-            done = done.model_copy(update={"answer": shown, "citations": parse_citations(
-                shown, done.sources, settings.coverage_min_sentence_len)})
+            done = done.model_copy(update={"answer": shown, "citations": citations})
             digest.done = done
             right = abstained(digest) if not item["answerable"] else contains_answer(shown, item["answers"])
-        citations = parse_citations(done.answer, done.sources, settings.coverage_min_sentence_len)
         without = confidence_from(citations, done.grade.top_score, done.grade.tier, settings)
         with_check = confidence_from(citations, done.grade.top_score, done.grade.tier, settings, question=question,
                                      stand_in=bool(shown))

@@ -247,6 +247,11 @@ def claim_content(text: str, source_names: frozenset[str] = frozenset()) -> Clai
                         detect_language(bare) if bare else "en", about)
 
 
+def code_names(text: str) -> tuple[str, ...]:
+    """The codes a text names ("N2", "AUR-4012", "DM-3000"), lower case: its names that hold a digit."""
+    return tuple(n for n in claim_content(text).names if any(ch.isdigit() for ch in n))
+
+
 # --------------------------------------------------------------------------
 # Units of a source: sentences, table rows, small windows
 # --------------------------------------------------------------------------

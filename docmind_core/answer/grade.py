@@ -41,7 +41,7 @@ from docmind_core.text.tokens import chunk_terms
 from docmind_core.values import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
 from docmind_core.settings import GraderSettings, GrayZoneMode
 from docmind_core.text.tokens import is_cjk, keyword_tokens, salient_terms
-from docmind_core.answer.claims import claim_content, source_units
+from docmind_core.answer.claims import code_names, source_units
 from docmind_core.text.value_kinds import question_parts, states_value
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,12 @@ def found_terms(terms: Iterable[str], text: str, stored: str | None = None) -> f
     return frozenset(term for term in terms if holds(term))
 
 
+def weight_share(terms: dict[str, float], found: Iterable[str]) -> float:
+    """The share of the terms' weight (``text.salient_terms``) that ``found`` holds; 0 when they weigh nothing."""
+    total = sum(terms.values())
+    return sum(terms[t] for t in found) / total if total > 0 else 0.0
+
+
 def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageReport:
     """Best weighted coverage of the query's salient terms among the top <= 3 chunks.
 
@@ -103,9 +109,8 @@ def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageRep
     top = _top_chunks(chunks)
     for chunk in top:
         found = found_terms(terms, chunk.text, chunk.terms)
-        hit_weight = sum(terms[term] for term in found)
         rare_hit = rare_hit or any(terms[term] >= RARE_ENTITY_WEIGHT for term in found)
-        best = max(best, hit_weight / total)
+        best = max(best, weight_share(terms, found))
     return CoverageReport(round(best, 4), rare_hit, True, unstated_kinds(query, top))
 
 
@@ -127,7 +132,7 @@ def unstated_kinds(question: str, passages: Sequence[RetrievedChunk]) -> tuple[s
     for part in parts:
         if part.kind in missing:
             continue
-        codes = [n for n in claim_content(part.text).names if any(ch.isdigit() for ch in n)]
+        codes = code_names(part.text)
         stating = [u for u in units if states_value(part.kind, u.body, question, part.units)]
         stated = all(any(u.has_name(code) for u in stating) for code in codes) if codes else bool(stating)
         if not stated:

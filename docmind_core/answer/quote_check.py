@@ -27,8 +27,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
 
-from docmind_core.answer.claims import CODE_NAME_RE, Unit, claim_content, source_units
-from docmind_core.answer.grade import found_terms
+from docmind_core.answer.claims import CODE_NAME_RE, Unit, code_names, source_units
+from docmind_core.answer.grade import found_terms, weight_share
 from docmind_core.text.tokens import salient_terms
 from docmind_core.text.value_kinds import question_parts, states_value
 from docmind_core.values import RetrievedChunk
@@ -51,6 +51,7 @@ class QuoteCheck:
     source: int | None = None  # the passage number the reply names (1-based, as shown to the judge)
     verified: bool = False
     note: str = ""  # why, in words
+    verbatim: bool = False  # the passage holds the quote word for word (in place or not)
     coverage: float = 0.0  # share of the question's salient-term weight in the unit holding the quote
 
 
@@ -89,7 +90,7 @@ def check_quote(question: str, reason: str, shown: Sequence[RetrievedChunk], min
 
 
 def _rank(check: QuoteCheck) -> tuple[bool, float]:
-    return ("not word for word" not in check.note, check.coverage)
+    return (check.verbatim, check.coverage)
 
 
 def _check_in(question: str, quote: str, number: int, chunk: RetrievedChunk, min_coverage: float) -> QuoteCheck:
@@ -104,23 +105,24 @@ def _check_in(question: str, quote: str, number: int, chunk: RetrievedChunk, min
     anchor = max(found, key=len)
     units = [u for u in source_units(chunk.text, chunk.document) if anchor in normalised(f"{u.context}\n{u.body}")]
     if not units:
-        return QuoteCheck(quote, number, note=f"its quote runs across sentences of passage [{number}]")
-    codes = question_codes(question)
+        return QuoteCheck(quote, number, verbatim=True,
+                          note=f"its quote runs across sentences of passage [{number}]")
+    codes = frozenset(code_names(question))
     beside = {_code_beside(anchor, u.body) for u in units} - {None}
     if codes and beside and not beside & codes:
         other = sorted(beside)[0].upper()
-        return QuoteCheck(quote, number, note=f"its quote in passage [{number}] is said of {other}, not of "
-                                              f"{', '.join(sorted(c.upper() for c in codes))}")
+        return QuoteCheck(quote, number, verbatim=True,
+                          note=f"its quote in passage [{number}] is said of {other}, not of "
+                               f"{', '.join(sorted(c.upper() for c in codes))}")
     terms = salient_terms(question)
-    total = sum(terms.values())
     kinds = [p for p in question_parts(question) if p.kind is not None]
     best_coverage, best_kind = 0.0, not kinds
     for unit in units:
-        coverage = _coverage(terms, total, unit)
+        coverage = _coverage(terms, unit)
         kind_ok = not kinds or any(states_value(p.kind, f"{unit.context}\n{unit.body}", question, p.units)
                                    for p in kinds)
         if kind_ok and coverage >= min_coverage:
-            return QuoteCheck(quote, number, verified=True, coverage=round(coverage, 4),
+            return QuoteCheck(quote, number, verified=True, verbatim=True, coverage=round(coverage, 4),
                               note=f"its quote is in passage [{number}], in a sentence about the question")
         if (kind_ok, coverage) > (best_kind, best_coverage):
             best_coverage, best_kind = coverage, kind_ok
@@ -129,12 +131,7 @@ def _check_in(question: str, quote: str, number: int, chunk: RetrievedChunk, min
     else:
         why = (f"the sentence of passage [{number}] holding its quote has {best_coverage:.0%} of the question's "
                f"terms (needs {min_coverage:.0%})")
-    return QuoteCheck(quote, number, coverage=round(best_coverage, 4), note=why)
-
-
-def question_codes(question: str) -> frozenset[str]:
-    """The codes a question names ("N2", "AUR-4012", "DM-3000"), lower case."""
-    return frozenset(n for n in claim_content(question).names if any(ch.isdigit() for ch in n))
+    return QuoteCheck(quote, number, verbatim=True, coverage=round(best_coverage, 4), note=why)
 
 
 def _code_beside(anchor: str, body: str) -> str | None:
@@ -168,11 +165,11 @@ def _keyed(text: str) -> tuple[str, list[int]]:
     return "".join(key), where
 
 
-def _coverage(terms: dict[str, float], total: float, unit: Unit) -> float:
-    if total <= 0:
+def _coverage(terms: dict[str, float], unit: Unit) -> float:
+    if sum(terms.values()) <= 0:
         return 1.0  # a question without salient terms: nothing to place the quote against
     text = f"{unit.context}\n{unit.body}" + ("\n" + " ".join(unit.headers) if unit.headers else "")
-    return sum(terms[t] for t in found_terms(terms, text)) / total
+    return weight_share(terms, found_terms(terms, text))
 
 
 def normalised(text: str) -> str:
