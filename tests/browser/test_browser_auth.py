@@ -97,6 +97,8 @@ def test_deep_link_sign_in_refresh_and_sign_out_everywhere(server, browser):
     pg.reload(wait_until="domcontentloaded")  # a refresh keeps the session
     pg.wait_for_selector("text=What-if regrade", timeout=ANSWER_TIMEOUT_MS)
     assert pg.locator(SIGN_IN).count() == 0
+    # the page's body can draw before the sidebar's page list on a loaded machine: wait for the list
+    assert _listed_pages(pg) == LISTED_PAGES
     assert pg.get_by_role("link", name="Chat").count() == 1
 
     second = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -135,6 +137,7 @@ def test_deep_link_to_config_lands_there_after_sign_in(server, browser):
 
 def _listed_pages(pg) -> list[str]:
     """The titles of the page links in the sidebar, in order."""
-    pg.wait_for_selector(PAGE_LINKS, timeout=ANSWER_TIMEOUT_MS)
+    # the links arrive one by one in the page's delta stream: wait for the last before reading them all
+    pg.locator(PAGE_LINKS).filter(has_text=LISTED_PAGES[-1]).wait_for(timeout=ANSWER_TIMEOUT_MS)
     # a link's text is its icon's ligature name ("timeline"), then its title
     return [text.strip().splitlines()[-1].strip() for text in pg.locator(PAGE_LINKS).all_inner_texts()]
