@@ -21,6 +21,7 @@ import numpy as np
 
 from docmind_core.accounts.removal import RemovalReport, adopt_single_user_rows, remove_account
 from docmind_core.text.query_signals import question_entities
+from docmind_core.text.pinyin_names import warm as warm_name_readings
 from docmind_core.backends.factory import Backends, backend_key, build_backends
 from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.protocols import CompletingModel, Embedder, LanguageModel, WebSearch
@@ -221,6 +222,7 @@ class Engine:
             # compression).  No Chinese text of the warm-up's goes through the keyword tokeniser: what that
             # tokenises stays the callers' texts alone, even while a warm-up runs beside them.
             question_entities("海岚数据总部在杭州吗")
+            warm_name_readings()  # the pinyin tables a question crossing languages reads names with
             keyword_tokens("warm up the stemmer")
             if kb_ids and time.perf_counter() - started < budget_s:
                 self.retriever.search("warm up the search", kb_ids[:1], settings)

@@ -105,6 +105,10 @@ class RerankerSettings(_Group):
         "offline", description="offline: calibrated scorer from embedding, keyword and coverage signals")
     model: str = Field("", description="CrossEncoder model name or local path")
     batch_size: int = Field(32, ge=1, le=512, description="Pairs per CrossEncoder call")
+    cross_language: bool = Field(
+        True, description="offline: when a question crosses languages (most of its nearest chunks are in the other "
+                          "one), score those chunks by their own fit (cosine, and Chinese names read through "
+                          "pinyin); false scores every pair with the monolingual weights")
 
 
 class VectorStoreSettings(_Group):

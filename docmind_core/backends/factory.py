@@ -25,7 +25,7 @@ from docmind_core.backends.protocols import (
     Embedder, KeywordIndex, LanguageModel, Reranker, TraceExporter, VectorStore, WebSearch,
 )
 from docmind_core.backends.query_first import QueryFirstEmbedder
-from docmind_core.backends.rerankers import CrossEncoderReranker, OfflineReranker
+from docmind_core.backends.rerankers import CROSS_LANGUAGE_WEIGHTS, CrossEncoderReranker, OfflineReranker
 from docmind_core.backends.tracing import NullExporter, shared_langfuse_exporter
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.backends.web_search import TavilyWebSearch, UnavailableWebSearch
@@ -143,8 +143,13 @@ def build_reranker(settings: Settings, embedder: Embedder) -> tuple[Reranker, st
             return CrossEncoderReranker(settings.reranker.model, settings.reranker.batch_size,
                                         allow_download=settings.embedding.allow_hub_download), ""
         except BackendUnavailable as exc:
-            return OfflineReranker(embedder), f"{exc}; using the offline calibrated reranker instead"
-    return OfflineReranker(embedder), ""
+            return offline_reranker(settings, embedder), f"{exc}; using the offline calibrated reranker instead"
+    return offline_reranker(settings, embedder), ""
+
+
+def offline_reranker(settings: Settings, embedder: Embedder) -> OfflineReranker:
+    return OfflineReranker(embedder, cross_language_weights=CROSS_LANGUAGE_WEIGHTS
+                           if settings.reranker.cross_language else None)
 
 
 def build_vector_store(settings: Settings, home: Path) -> VectorStore:

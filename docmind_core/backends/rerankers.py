@@ -30,6 +30,14 @@ hand-set prior (the data holds too few product codes).  The earlier
 distractor-setting fit (``bench/calibrate_reranker.py``) is kept as
 ``DISTRACTOR_FIT_WEIGHTS``.
 
+Cross-language pairs (a Chinese question against an English chunk, or the other way round) are scored by
+their own logistic, ``CROSS_LANGUAGE_WEIGHTS``, over ``CROSS_LANGUAGE_FEATURES``: the cosine, and ``names``,
+the share of the question's Chinese names the chunk holds in the other script ("Sima You" / 司马攸, read
+through pinyin by ``text.pinyin_names``).  The monolingual lexical signals see almost nothing there, so with
+their weights every same-language passage sharing a word outranked the passage the question is about.  It
+applies only when the question crosses (most of the batch's three nearest chunks are in the other language, the
+rule fusion uses too).
+
 ``CrossEncoderReranker`` wraps a sentence-transformers CrossEncoder; raw logits
 go through a sigmoid so its scores share the same [0, 1] range.
 """
@@ -48,7 +56,10 @@ import numpy as np
 from docmind_core.backends.embedders import query_vectors
 from docmind_core.errors import BackendUnavailable
 from docmind_core.values import BackendStatus, RetrievedChunk
-from docmind_core.text.tokens import chunk_terms, is_cjk, keyword_tokens, salient_terms
+from docmind_core.text.pinyin_names import NameBridge
+from docmind_core.text.tokens import (
+    chunk_terms, crosses_language, detect_language, is_cjk, keyword_tokens, salient_terms,
+)
 
 _CODE_RE = re.compile(r"\b(?=[A-Za-z0-9._-]*\d)[A-Za-z0-9]+(?:[-_./][A-Za-z0-9]+)+\b|\b[A-Z]{2,}\d+\b")
 
@@ -74,6 +85,14 @@ FITTED_TITLE_WEIGHTS = {"bias": -5.398, "cosine": 1.934, "coverage": 6.437, "key
                         "code": -0.611}
 TITLE_WEIGHTS = {**FITTED_TITLE_WEIGHTS, "code": 0.8}
 WEIGHTS = {**FITTED_WEIGHTS, "code": 0.8}
+# Cross-language pairs, fitted by `bench/crosslang.py EVAL --fit-cross` on the tuning questions only
+# (bench/data/crosslang_questions.jsonl, each gold passage with its three nearest passages of its own set as
+# hard negatives; classes balanced like FITTED_WEIGHTS so the two scales meet); the held-out questions were
+# not looked at.  Term coverage is left out on purpose: across scripts it counts only Latin-script names, and
+# a collection whose every document names its products (the demo's "Nimbus", "Aurora") lifted unrelated
+# Chinese passages above the English one that answers.
+CROSS_LANGUAGE_WEIGHTS = {"bias": -4.028, "cosine": 11.138, "names": 1.842}
+CROSS_LANGUAGE_FEATURES = ("cosine", "names")
 
 
 @dataclass(frozen=True)
@@ -134,9 +153,16 @@ def relevance_features(terms: QueryTerms, chunk_text: str, cosine: float, keywor
     return [float(cosine), coverage, float(keyword_rel), bigrams, code]
 
 
-def logistic(features: Sequence[float], weights: dict[str, float] = WEIGHTS) -> float:
-    z = weights["bias"] + sum(weights[name] * value for name, value in zip(FEATURES, features))
+def logistic(features: Sequence[float], weights: dict[str, float] = WEIGHTS,
+             names: Sequence[str] = FEATURES) -> float:
+    """P(relevant) of a feature vector whose values are in ``names`` order."""
+    z = weights["bias"] + sum(weights[name] * value for name, value in zip(names, features))
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def crosses_scripts(query_language: str, chunk_text: str) -> bool:
+    """The chunk is written in the other language than the question (Chinese vs English)."""
+    return detect_language(chunk_text) != query_language
 
 
 class _VectorCache:
@@ -166,10 +192,13 @@ class OfflineReranker:
 
     name = "offline-calibrated"
 
-    def __init__(self, embedder, weights: dict[str, float] | None = None, use_titles: bool = False):
+    def __init__(self, embedder, weights: dict[str, float] | None = None, use_titles: bool = False,
+                 cross_language_weights: dict[str, float] | None = CROSS_LANGUAGE_WEIGHTS):
         self.embedder = embedder
         self.use_titles = use_titles  # count the document name / page title towards coverage
         self.weights = dict(weights or (TITLE_WEIGHTS if use_titles else WEIGHTS))
+        # None scores cross-language pairs with the monolingual weights (the scorer before issue 22)
+        self.cross_language_weights = dict(cross_language_weights) if cross_language_weights else None
         self._vectors = _VectorCache()
 
     def cosines(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:
@@ -204,14 +233,37 @@ class OfflineReranker:
                                    stored_terms=c.terms)
                 for i, c in enumerate(chunks)]
 
+    def cross_language_features(self, query: str, chunks: Sequence[RetrievedChunk],
+                                cosines: Sequence[float]) -> list[list[float] | None]:
+        """Per chunk, its ``CROSS_LANGUAGE_FEATURES`` when it is in the other language than the question, else
+        None (the monolingual features apply)."""
+        # Only for a question that crosses: most of the batch's three nearest chunks are in the other language
+        # (the rule fusion uses). Where the question's own language leads, a near chunk in the other language is
+        # a neighbour, not the answer: the demo's "本手册适用于 Nimbus N1 和 N2 设备" beside the English release
+        # note that states the firmware version.
+        nearest = sorted(range(len(chunks)), key=lambda i: -cosines[i])[:3]
+        if not crosses_language(query, [chunks[i].text for i in nearest]):
+            return [None] * len(chunks)
+        asked = detect_language(query)
+        crossing = [crosses_scripts(asked, c.text) for c in chunks]
+        bridge = NameBridge(query)
+        names = bridge.shares([c.text for c in chunks]) if not bridge.empty else [0.0] * len(chunks)
+        return [[float(cosines[i]), names[i]] if crossing[i] else None for i in range(len(chunks))]
+
     def score(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:
         if not chunks:
             return []
-        return [logistic(f, self.weights) for f in self.features(query, chunks)]
+        features = self.features(query, chunks)
+        if self.cross_language_weights is None:
+            return [logistic(f, self.weights) for f in features]
+        crossing = self.cross_language_features(query, chunks, [f[0] for f in features])
+        return [logistic(x, self.cross_language_weights, CROSS_LANGUAGE_FEATURES) if x is not None
+                else logistic(f, self.weights) for f, x in zip(features, crossing)]
 
     def status(self) -> BackendStatus:
         return BackendStatus(role="reranker", name=self.name, live=True,
-                             detail="logistic over cosine, keyword, coverage, bigram and code signals",
+                             detail="logistic over cosine, keyword, coverage, bigram and code signals"
+                                    + ("; cross-language pairs by their own fit" if self.cross_language_weights else ""),
                              how_to_enable="set reranker.provider=cross_encoder and reranker.model for a CrossEncoder")
 
 

@@ -39,7 +39,7 @@ from docmind_core.errors import EmbedderMismatch, StageError
 from docmind_core.values import CutBy, IndexGap, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.fusion import convex_fuse, rrf_fuse
 from docmind_core.retrieval.refine import EvidenceRefiner
-from docmind_core.text.tokens import detect_language
+from docmind_core.text.tokens import crosses_language
 from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import Embedder, KeywordIndex, VectorStore
 
@@ -284,19 +284,6 @@ class HybridRetriever:
                 gaps.append(IndexGap(kb_id=kb_id, kb_name=self.store.get_kb(kb_id).name,
                                      missing_vectors=chunks - vectors, total=chunks))
         return gaps
-
-
-def crosses_language(question: str, top_dense_texts: Sequence[str]) -> bool:
-    """Most of the best dense hits are in the other language than the question (Chinese vs English).
-
-    A monolingual collection never crosses, so its fusion is unchanged; measured on the
-    cross-language set of bench/crosslang.py.
-    """
-    if len(top_dense_texts) < 2:
-        return False
-    asked = detect_language(question)
-    other = sum(detect_language(t) != asked for t in top_dense_texts)
-    return other * 2 > len(top_dense_texts)
 
 
 def encoder_notice(kb_name: str, built_with: str, live_encoder: str) -> str:

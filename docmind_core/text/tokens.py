@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Iterator
+from typing import Iterator, Sequence
 from functools import lru_cache
 
 import jieba
@@ -91,6 +91,19 @@ def detect_language(text: str) -> str:
     cjk = len(_CJK_RE.findall(text))
     latin = sum(len(w) for w in _WORD_RE.findall(text))
     return "zh" if cjk and cjk * 3 >= latin else "en"
+
+
+def crosses_language(question: str, top_dense_texts: Sequence[str]) -> bool:
+    """Most of the best dense hits are in the other language than the question (Chinese vs English).
+
+    A monolingual collection never crosses, so its fusion and reranking are unchanged; measured on the
+    cross-language sets of bench/crosslang.py.
+    """
+    if len(top_dense_texts) < 2:
+        return False
+    asked = detect_language(question)
+    other = sum(detect_language(t) != asked for t in top_dense_texts)
+    return other * 2 > len(top_dense_texts)
 
 
 @lru_cache(maxsize=4096)

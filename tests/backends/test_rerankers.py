@@ -6,8 +6,11 @@ import pytest
 
 from docmind_core.backends.factory import build_reranker
 from docmind_core.backends.protocols import Reranker
-from docmind_core.backends.rerankers import FITTED_WEIGHTS, WEIGHTS, OfflineReranker, logistic
+from docmind_core.backends.rerankers import (
+    CROSS_LANGUAGE_FEATURES, CROSS_LANGUAGE_WEIGHTS, FITTED_WEIGHTS, WEIGHTS, OfflineReranker, logistic,
+)
 from docmind_core.values import RetrievedChunk, StageScores
+from docmind_core.errors import ConfigError
 from docmind_core.settings import Settings
 
 
@@ -102,3 +105,71 @@ def test_title_aware_variant_counts_the_document_name(embedder):
                            text="Replace the cartridge every six months.", scores=StageScores(vector=0.3))
     assert plain.features("x5 cartridge", [chunk])[0][1] < titled.features("x5 cartridge", [chunk])[0][1]
     assert titled.weights != plain.weights
+
+
+# Issue 22: a question against a passage in the other language. The lexical signals can only see names and
+# numbers that cross scripts, so with the monolingual weights a same-language passage sharing the question's
+# words outranked the passage that answers it (bench/crosslang.py: gold in the top 5 after rerank 0.64-0.75 /
+# 0.50-0.65 before, 0.93-0.96 / 0.96-1.00 with the cross-language fit).
+_ZH_QUESTION = "哪位英国作家写了披头士乐队唯一一本授权传记？"
+_EN_GOLD = ("Hunter Davies is a British author and journalist. In 1968 he wrote The Beatles, "
+            "the only authorised biography of the band, after following them for eighteen months.")
+_EN_NEAR = ["The Beatles were an English rock band formed in Liverpool in 1960.",
+            "A biography is a detailed account of a person's life, written by someone else."]
+_ZH_DISTRACTOR = "英国作家协会每年举办一次传记写作比赛，获奖作品由乐队在颁奖晚会上朗读。"
+
+_EN_QUESTION = "Which river flows through the old town of Lijiang, and when was the town listed as a World Heritage site?"
+_ZH_GOLD = "丽江古城位于云南省西北部，玉河水系穿城而过。1997年12月，丽江古城被列入世界文化遗产名录。"
+_ZH_NEAR = ["云南省是中国西南部的一个省份，省会是昆明。", "世界文化遗产是联合国教科文组织认定的具有突出普遍价值的文物和遗址。"]
+_EN_DISTRACTOR = "The old town hall was listed as a heritage site; the river that flows past it floods every spring."
+
+
+@pytest.mark.parametrize("question, gold, near, distractor", [
+    (_ZH_QUESTION, _EN_GOLD, _EN_NEAR, _ZH_DISTRACTOR), (_EN_QUESTION, _ZH_GOLD, _ZH_NEAR, _EN_DISTRACTOR)],
+    ids=["zh->en", "en->zh"])
+def test_a_passage_in_the_other_language_that_answers_outranks_a_same_language_one_sharing_words(
+        embedder, question, gold, near, distractor):
+    chunks = [_kb(distractor, keyword=9.0), _kb(gold)] + [_kb(t) for t in near]
+    one_fit = OfflineReranker(embedder, cross_language_weights=None).score(question, chunks)
+    assert one_fit[0] > one_fit[1], "the failure this fit mends: the shared words won"
+    scores = OfflineReranker(embedder).score(question, chunks)
+    assert scores[1] == max(scores) and scores[1] > scores[0]
+
+
+def test_where_the_question_s_own_language_leads_a_chunk_in_the_other_keeps_the_monolingual_score(embedder):
+    """The demo's q13: the English release note answers; a short Chinese manual line that names the N2 is near
+    it in the embedding but says nothing of firmware. The question does not cross, so nothing changes."""
+    question = "Which firmware version first let the N2 join an Aurora tenant?"
+    chunks = [_kb("Firmware 3.2.0: New: the N2 can join an Aurora tenant as a local indexing node.", keyword=5.0),
+              _kb("Nimbus N2 datasheet: applies to firmware 3.2.x; it can work as a node of an Aurora tenant."),
+              _kb("本手册适用于 Nimbus N1 和 N2 设备。首次安装大约需要 20 分钟。")]
+    reranker = OfflineReranker(embedder)
+    features = reranker.features(question, chunks)
+    assert reranker.cross_language_features(question, chunks, [f[0] for f in features]) == [None] * 3
+    assert reranker.score(question, chunks) == [logistic(f, WEIGHTS) for f in features]
+    assert "cross-language" in reranker.status().detail
+
+
+def test_a_crossing_question_scores_the_other_language_by_cosine_and_names(embedder):
+    question = "Who was Sima You, the Prince of Dong'an in the Western Jin dynasty?"
+    chunks = [_kb("司马攸，字大猷，西晋宗室，封东安王，以贤能著称。"), _kb("司马炎是西晋的开国皇帝，在位二十五年。"),
+              _kb("西晋是中国历史上的一个朝代，定都洛阳。"), _kb("The Western Jin dynasty ruled China from 266 to 316.")]
+    reranker = OfflineReranker(embedder)
+    cosines = reranker.cosines(question, chunks)
+    crossing = reranker.cross_language_features(question, chunks, cosines)
+    assert crossing[3] is None  # the English chunk keeps the monolingual features
+    assert [x[1] for x in crossing[:3]] == [1.0, 0.0, 0.0]  # Sima You and Dong'an are 司马攸 and 东安 only there
+    assert [x[0] for x in crossing[:3]] == cosines[:3]
+    scores = reranker.score(question, chunks)
+    assert scores[:3] == [logistic(x, CROSS_LANGUAGE_WEIGHTS, CROSS_LANGUAGE_FEATURES) for x in crossing[:3]]
+    same_cosine = [logistic([0.4, share], CROSS_LANGUAGE_WEIGHTS, CROSS_LANGUAGE_FEATURES) for share in (1.0, 0.0)]
+    assert same_cosine[0] > same_cosine[1]
+
+
+def test_the_cross_language_fit_is_a_setting_tuners_can_turn_off(embedder):
+    built, note = build_reranker(Settings(), embedder)
+    assert built.cross_language_weights == CROSS_LANGUAGE_WEIGHTS and not note
+    off, _ = build_reranker(Settings().with_overrides({"reranker.cross_language": False}), embedder)
+    assert off.cross_language_weights is None and "cross-language" not in off.status().detail
+    with pytest.raises(ConfigError, match="reranker.cross_language"):
+        Settings().with_overrides({"reranker.cross_language": "sometimes"})
