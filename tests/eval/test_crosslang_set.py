@@ -9,16 +9,25 @@ from pathlib import Path
 
 import pytest
 
-SET = Path(__file__).resolve().parents[2] / "bench" / "data" / "crosslang_questions.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
+# the tuning set (fits read it) and the held-out set written afterwards (reports only)
+SETS = [DATA / "crosslang_questions.jsonl", DATA / "crosslang_questions_heldout.jsonl"]
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 
-def _questions() -> list[dict]:
-    return [json.loads(line) for line in SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _questions(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def test_at_least_forty_questions_in_both_directions_with_gold_ids():
-    qs = _questions()
+def test_the_held_out_set_shares_no_passage_with_the_tuning_set():
+    tuning, held_out = (_questions(p) for p in SETS)
+    assert not {g for q in tuning for g in q["gold"]} & {g for q in held_out for g in q["gold"]}
+    assert not {q["id"] for q in tuning} & {q["id"] for q in held_out}
+
+
+@pytest.mark.parametrize("path", SETS, ids=lambda p: p.stem)
+def test_at_least_forty_questions_in_both_directions_with_gold_ids(path):
+    qs = _questions(path)
     assert len(qs) >= 40 and len({q["id"] for q in qs}) == len(qs)
     zh, en = [q for q in qs if q["direction"] == "zh->en"], [q for q in qs if q["direction"] == "en->zh"]
     assert len(zh) >= 20 and len(en) >= 20 and len(zh) + len(en) == len(qs)
@@ -30,7 +39,8 @@ def test_at_least_forty_questions_in_both_directions_with_gold_ids():
     assert all(q["gold"] and len(q["text"]) < 160 for q in qs)
 
 
-def test_gold_ids_exist_in_the_shared_sets():
+@pytest.mark.parametrize("path", SETS, ids=lambda p: p.stem)
+def test_gold_ids_exist_in_the_shared_sets(path):
     folder = os.environ.get("DOCMIND_EVAL_DIR")
     if not folder or not Path(folder).is_dir():
         pytest.skip("set DOCMIND_EVAL_DIR to the shared eval folder (scifact/, hotpotqa/, cmrc2018/)")
@@ -38,4 +48,4 @@ def test_gold_ids_exist_in_the_shared_sets():
     for name in ("scifact", "hotpotqa", "cmrc2018"):
         with (Path(folder) / name / "corpus.jsonl").open(encoding="utf-8") as fh:
             ids[name] = {json.loads(line)["id"] for line in fh if line.strip()}
-    assert all(set(q["gold"]) <= ids[q["set"]] for q in _questions())
+    assert all(set(q["gold"]) <= ids[q["set"]] for q in _questions(path))
