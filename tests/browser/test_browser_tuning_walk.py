@@ -158,6 +158,7 @@ def test_an_analyst_imports_runs_reads_sweeps_applies_and_reruns(server):
                                timeout=WAIT_MS)
         # the list above the form counts it at once (it said "Datasets (0)" until the next rerun)
         page.get_by_text("Datasets (1)").wait_for(timeout=WAIT_MS)
+        _settled(page)  # a click while the import's rerun still draws can land on an element being replaced
 
         # -- 2. run: rule against agentic with an override, under a name -----------------------------------
         page.get_by_text("New experiment").click()
@@ -169,6 +170,8 @@ def test_an_analyst_imports_runs_reads_sweeps_applies_and_reruns(server):
         expect(form.get_by_label("Also ask with the gold documents left out")).to_be_checked()
         form.get_by_label("Experiment name (empty: the dataset and variant names)").fill("strict start")
         variants.fill(VARIANTS)
+        expect(variants).to_have_value(VARIANTS, timeout=WAIT_MS)
+        _settled(page)
         form.get_by_role("button", name="Create and run").click()
         page.wait_for_selector('[data-testid="stAlertContentSuccess"] >> text=Experiment #1 was started',
                                timeout=WAIT_MS)
