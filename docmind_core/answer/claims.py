@@ -272,6 +272,7 @@ class Unit:
     language: str = "en"
     cell_values: tuple[tuple[Value, ...], ...] = ()
     header_stems: tuple[frozenset[str], ...] = ()
+    section: str = ""  # the markdown heading ("### Firmware 3.2.0") whose section this unit is in, if any
 
     def __post_init__(self) -> None:
         whole = f"{self.context}\n{self.body}" + ("\n" + " ".join(self.headers) if self.headers else "")
@@ -359,6 +360,7 @@ def source_units(text: str, document: str = "") -> tuple[Unit, ...]:
         title = first.lstrip("#").strip()
     units: list[Unit] = []
     heading = ""
+    section_heading = ""  # a markdown heading only: a short plain line may be a title, not a section's subject
     section: list[Unit] = []  # sentence units of the current section, for windows
 
     def context() -> str:
@@ -409,13 +411,14 @@ def source_units(text: str, document: str = "") -> tuple[Unit, ...]:
         if _HEADING_RE.match(stripped) or (_is_bare_title(stripped) and i + 1 < len(lines)):
             close_section()
             heading = stripped.lstrip("#").strip()
+            section_heading = heading if _HEADING_RE.match(stripped) else ""
             units.append(Unit(heading, context()))
             i += 1
             continue
         for s, e in split_sentences(line):
             sentence = line[s:e].strip()
             if sentence:
-                unit = Unit(sentence, context())
+                unit = Unit(sentence, context(), section=section_heading)
                 units.append(unit)
                 section.append(unit)
         i += 1

@@ -133,7 +133,10 @@ def unstated_kinds(question: str, passages: Sequence[RetrievedChunk]) -> tuple[s
         if part.kind in missing:
             continue
         codes = code_names(part.text)
-        stating = [u for u in units if states_value(part.kind, u.body, question, part.units)]
+        # a sentence under "### Firmware 3.2.0" states its section's version: the release note's "New: the N2
+        # can join an Aurora tenant" answers "which firmware version first let the N2 join?"
+        stating = [u for u in units if states_value(part.kind, u.body, question, part.units)
+                   or (u.section and states_value(part.kind, u.section, question, part.units))]
         stated = all(any(u.has_name(code) for u in stating) for code in codes) if codes else bool(stating)
         if not stated:
             missing.append(part.kind)

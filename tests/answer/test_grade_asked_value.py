@@ -116,3 +116,24 @@ def test_with_lifts_off_the_judge_only_caps_and_gray_zone_runs_do_not_ask_it():
     assert judged_grade(high, EvidenceVerdict(verdict="no", p_yes=0.1), settings).tier is Tier.AMBIGUOUS
     assert Settings().with_overrides({"llm.profile": "local_small"}).grader.judge_lifts is False
     assert Settings().grader.judge_lifts is True
+
+
+def test_a_sentence_under_a_markdown_heading_states_that_section_s_value():
+    """The demo's release note: the version is the section's heading, the N2 is in the bullet under it. Before,
+    the check read the bullet alone and q13's tier hung on whether the datasheet ("firmware 3.2.x") was kept."""
+    from docmind_core.answer.grade import unstated_kinds
+    from docmind_core.values import RetrievedChunk
+
+    question = "Which firmware version first let the N2 join an Aurora tenant, and what known issue did it have?"
+
+    def chunk(text: str) -> RetrievedChunk:
+        return RetrievedChunk(chunk_id="x", document="release_notes.md", text=text)
+
+    assert unstated_kinds(question, [chunk("### Firmware 3.2.0 — 2025-11-04\n\n"
+                                           "- New: the N2 can join an Aurora tenant as a local indexing node.")]) == ()
+    # a short plain first line may be a title, not the subject of what follows; a heading without the value
+    # states nothing; the N1's section says nothing of the N2
+    for text in ("Firmware 3.2.0 — 2025-11-04\n\n- New: the N2 can join an Aurora tenant.",
+                 "### Installation\n\n- The N2 can join an Aurora tenant.",
+                 "### Firmware 3.2.0\n\n- The N1 can join an Aurora tenant."):
+        assert unstated_kinds(question, [chunk(text)]) == ("version",), text
