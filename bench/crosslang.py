@@ -35,6 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["ANONYMIZED_TELEMETRY"] = "False"
 
 QUESTIONS = ROOT / "bench" / "data" / "crosslang_questions.jsonl"
+HELD_OUT = ROOT / "bench" / "data" / "crosslang_questions_heldout.jsonl"
 SETS = ("hotpotqa", "scifact", "cmrc2018")
 SYSTEMS = ("bm25", "vector", "hybrid", "hybrid_rerank", "rerank_1fit")
 # rerank_1fit: hybrid + the offline reranker scoring cross-language pairs with its monolingual weights (as before
@@ -134,10 +135,9 @@ def run(encoder_name: str, dataset, questions: list[dict], threads: int, overrid
 
 
 def _reranked(index, reranker, query: str, settings) -> list:
-    fused = index.retriever.candidates(query, [index.kb_id], settings)
-    head, tail = fused[:settings.retrieval.rerank_top_n], fused[settings.retrieval.rerank_top_n:]
-    scores = reranker.score(query, head)
-    return [head[i] for i in sorted(range(len(head)), key=lambda i: (-scores[i], i))] + tail
+    from docmind_core.eval.retrieval_eval import reranked
+
+    return reranked(reranker, query, index.retriever.candidates(query, [index.kb_id], settings), settings)
 
 
 def fit_cross(rows: list) -> dict[str, float]:
@@ -183,7 +183,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="encoder threads (0: the encoder's default)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a setting for this run, e.g. retrieval.vector_weight=0.5 (repeatable)")
-    ap.add_argument("--misses", action="store_true", help="list the questions each encoder misses (hybrid + rerank top 5: what an answer reads)")
+    ap.add_argument("--misses", action="store_true",
+                    help="list the questions each encoder misses (hybrid + rerank top 5: what an answer reads)")
     ap.add_argument("--questions", type=Path, default=QUESTIONS,
                     help="the question set: the tuning set (default) or bench/data/crosslang_questions_heldout.jsonl, "
                          "written afterwards and not looked at while tuning")

@@ -149,6 +149,12 @@ class RetrievalSettings(_Group):
         description="Dense weight (keyword weight: at most 1 minus it) for a question whose best dense hits are in the "
                     "other language (Chinese vs English): its keywords cannot match them. Never below vector_weight")
     rerank_top_n: int = Field(30, ge=1, le=300, description="Fused candidates sent to the reranker")
+    rerank_fusion_weight: float = Field(
+        1.5, ge=0, le=50,
+        description="How much of the fused score the final order keeps beside the reranker: a chunk's log-odds move "
+                    "by this times its fused score (min-max over the reranked pool, minus 1). 0: the reranker "
+                    "alone; large: fusion alone. Fitted by bench/rerank_blend.py; the rerank score the grader "
+                    "reads is unchanged")
     mmr_lambda: float = Field(0.75, ge=0, le=1, description="MMR trade-off: 1 = relevance only, 0 = diversity only")
     final_top_k: int = Field(8, ge=1, le=50, description="Chunks kept after MMR")
     parent_expansion: bool = Field(True, description="Replace child chunks by their parent block when the budget allows")

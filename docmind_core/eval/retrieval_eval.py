@@ -213,11 +213,20 @@ def rank_chunks(index: EvalIndex, system: str, query: str, settings, depth: int)
     if system == "hybrid":
         return fused
     if system == "hybrid_rerank":
-        head, tail = fused[:settings.retrieval.rerank_top_n], fused[settings.retrieval.rerank_top_n:]
-        scores = index.reranker.score(query, head)
-        order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
-        return [head[i] for i in order] + tail
+        return reranked(index.reranker, query, fused, settings)
     raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
+
+
+def reranked(reranker, query: str, fused: Sequence[RetrievedChunk], settings) -> list[RetrievedChunk]:
+    """The fused list with its head (``retrieval.rerank_top_n``) in the final order the refining pass gives it
+    (``refine.final_relevance``: the reranker, keeping ``retrieval.rerank_fusion_weight`` of fusion), before MMR."""
+    from docmind_core.retrieval.refine import final_relevance
+
+    head, tail = list(fused[:settings.retrieval.rerank_top_n]), list(fused[settings.retrieval.rerank_top_n:])
+    relevance = final_relevance(reranker.score(query, head), [c.scores.fused for c in head],
+                                settings.retrieval.rerank_fusion_weight)
+    order = sorted(range(len(head)), key=lambda i: (-relevance[i], -(head[i].scores.fused or 0.0), i))
+    return [head[i] for i in order] + tail
 
 
 def evaluate(index: EvalIndex, systems: Sequence[str], settings, k: int = 10, answers: bool = False,
@@ -267,6 +276,7 @@ def run_retrieval_eval(dataset_dir: Path, embedder, settings, cache_dir: Path, s
         "settings": {key: settings.get(key) for key in (
             "retrieval.fusion", "retrieval.vector_weight", "retrieval.keyword_weight", "retrieval.rrf_k",
             "retrieval.rerank_top_n", "rag.chunk_tokens", "rag.chunk_overlap_tokens", "keyword.backend",
-            "keyword.english_stemming", "reranker.provider")},
+            "keyword.english_stemming", "reranker.provider", "reranker.cross_language",
+            "retrieval.rerank_fusion_weight")},
         "systems": systems_out,
     }

@@ -7,14 +7,15 @@ query-aware compression to ``rag.context_max_tokens``.  Every candidate comes
 back in ``SearchResult.candidates`` with its stage scores and ``cut_by``:
 
 * ``fusion``  beyond ``rerank_top_n`` after fusion (never reranked)
-* ``rerank``  reranked, but below ``final_top_k`` on rerank score alone
-* ``mmr``     within the top ``final_top_k`` by rerank, displaced for redundancy
+* ``rerank``  reranked, but below ``final_top_k`` in the final order (``final_relevance``)
+* ``mmr``     within the top ``final_top_k`` of that order, displaced for redundancy
 * ``merged``  a sibling folded into the parent block of a better-ranked chunk
 * ``budget``  dropped by compression
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Sequence
 
@@ -32,6 +33,31 @@ from docmind_core.retrieval.mmr import mmr_select
 if TYPE_CHECKING:
     from docmind_core.settings import Settings
     from docmind_core.store.kb_store import KnowledgeStore
+
+
+def final_relevance(rerank: Sequence[float], fused: Sequence[float | None], fusion_weight: float) -> list[float]:
+    """The relevance the final order (and MMR) reads: each reranker probability with its log-odds moved by
+    ``fusion_weight * (f - 1)``, ``f`` the chunk's fused score min-max scaled over the pool.
+
+    The best-fused chunk keeps its reranker score; the others give up to ``fusion_weight`` log-odds.  With the
+    bundled encoder the reranker alone ordered SciFact and HotpotQA below fusion alone, and fusion alone loses
+    the cross-language questions; the weight is fitted over both (bench/rerank_blend.py).  A chunk no fusion
+    scored (a web result, a memory) counts the pool's mean, so it is neither lifted nor sunk.  The grader reads
+    the reranker's own probability, not this.
+    """
+    from docmind_core.retrieval.fusion import min_max
+
+    if fusion_weight <= 0 or not rerank:
+        return [float(s) for s in rerank]
+    present = [i for i, f in enumerate(fused) if f is not None]
+    scaled = dict(zip(present, min_max([float(fused[i]) for i in present])))
+    neutral = sum(scaled.values()) / len(scaled) if scaled else 1.0
+    out: list[float] = []
+    for i, p in enumerate(rerank):
+        p = min(max(float(p), 1e-9), 1.0 - 1e-9)
+        z = math.log(p / (1.0 - p)) + fusion_weight * (scaled.get(i, neutral) - 1.0)
+        out.append(1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z)))))
+    return out
 
 
 def lexical_vectors(texts: Sequence[str], stored_terms: Sequence[str | None] | None = None) -> np.ndarray:
@@ -105,13 +131,15 @@ class EvidenceRefiner:
             raise StageError("rerank", exc) from exc
         pool = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": round(float(s), 6)})})
                 for c, s in zip(pool, scores)]
-        order = sorted(range(len(pool)), key=lambda i: (-pool[i].scores.rerank, -(pool[i].scores.fused or 0.0), i))
-        pool = [pool[i] for i in order]
+        relevance = final_relevance([c.scores.rerank for c in pool], [c.scores.fused for c in pool],
+                                    r.rerank_fusion_weight)
+        order = sorted(range(len(pool)), key=lambda i: (-relevance[i], -(pool[i].scores.fused or 0.0), i))
+        pool, relevance = [pool[i] for i in order], [relevance[i] for i in order]
         timings["rerank"] = elapsed_ms(start)
 
         start = time.perf_counter()
         picks = mmr_select(None, pool, lexical_vectors([c.text for c in pool], [c.terms for c in pool]),
-                           r.mmr_lambda, r.final_top_k)
+                           r.mmr_lambda, r.final_top_k, relevance=relevance)
         picked = {p.index for p in picks}
         selected = [pool[p.index].model_copy(update={
             "scores": pool[p.index].scores.model_copy(update={"mmr": round(p.mmr, 6)})}) for p in picks]
