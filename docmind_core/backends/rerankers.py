@@ -261,9 +261,9 @@ class OfflineReranker:
                 else logistic(f, self.weights) for f, x in zip(features, crossing)]
 
     def status(self) -> BackendStatus:
+        crossing = "; cross-language pairs by their own fit" if self.cross_language_weights else ""
         return BackendStatus(role="reranker", name=self.name, live=True,
-                             detail="logistic over cosine, keyword, coverage, bigram and code signals"
-                                    + ("; cross-language pairs by their own fit" if self.cross_language_weights else ""),
+                             detail="logistic over cosine, keyword, coverage, bigram and code signals" + crossing,
                              how_to_enable="set reranker.provider=cross_encoder and reranker.model for a CrossEncoder")
 
 

@@ -28,6 +28,7 @@ from docmind_core.errors import StageError
 from docmind_core.values import CutBy, RetrievedChunk, SearchResult, StageScores
 from docmind_core.retrieval.compress import compress_to_budget
 from docmind_core.retrieval.expand import expand_to_parents
+from docmind_core.retrieval.fusion import min_max
 from docmind_core.retrieval.mmr import mmr_select
 
 if TYPE_CHECKING:
@@ -45,8 +46,6 @@ def final_relevance(rerank: Sequence[float], fused: Sequence[float | None], fusi
     scored (a web result, a memory) counts the pool's mean, so it is neither lifted nor sunk.  The grader reads
     the reranker's own probability, not this.
     """
-    from docmind_core.retrieval.fusion import min_max
-
     if fusion_weight <= 0 or not rerank:
         return [float(s) for s in rerank]
     present = [i for i, f in enumerate(fused) if f is not None]
