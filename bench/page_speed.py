@@ -100,7 +100,7 @@ SIGNED_IN_HOME = (  # the demo KB, the admin alice, one conversation of four ans
     f"c = w.start_conversation({CONVERSATION!r}); "
     "[list(w.ask(q, [kb.id], conversation_id=c)) for q in sys.argv[2].split('|')]; "
     "Workbench(e, LOCAL_USER).set_config({'auth.enabled': True})")
-FIRST_PAINT = '[data-testid="stMain"] [data-testid="stElementContainer"]'  # any element of the app drawn
+FIRST_PAINT = '[data-testid="stMainBlockContainer"] [data-testid="stElementContainer"]'  # any element of the app drawn
 SIGNED_IN_FRAME = '[data-testid="stSidebar"] >> text=Signed in as'
 
 
