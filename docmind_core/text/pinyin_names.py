@@ -31,6 +31,7 @@ from docmind_core.text.tokens import detect_language, is_cjk, part_of_speech
 _NAME_TAGS = frozenset({"nr", "nrfg", "ns"})
 _CAPITALISED_RUN = re.compile(r"[A-Z][a-z]+(?:['’\-][a-z]+)*(?:\s+[A-Z][a-z]+(?:['’\-][a-z]+)*)*")
 _MAX_SPLITS = 4  # readings of one spelling tried ("xian": xian or xi'an)
+_MAX_NAME_LETTERS = 24  # a longer word is no romanised name ("Zhongguorenmin" is 14)
 _lock = threading.Lock()
 
 
@@ -70,20 +71,29 @@ def _toneless(reading: str) -> str:
 
 def _splits(word: str) -> list[tuple[str, ...]]:
     """The ways ``word`` (lower-case letters) spells whole syllables, fewest syllables first."""
+    if len(word) > _MAX_NAME_LETTERS:
+        return []
     syllables = _characters_by_syllable()
+    n = len(word)
+    # finishes[i]: word[i:] spells whole syllables. Walking only into such positions keeps the search linear
+    # in the splits found: "ananan...x" would otherwise try every way to cut the run before failing at the x.
+    finishes = [False] * n + [True]
+    for i in range(n - 1, -1, -1):
+        finishes[i] = any(finishes[j] and word[i:j] in syllables for j in range(i + 1, min(n, i + 6) + 1))
     found: list[tuple[str, ...]] = []
 
     def walk(start: int, done: tuple[str, ...]) -> None:
         if len(found) >= _MAX_SPLITS:
             return
-        if start == len(word):
+        if start == n:
             found.append(done)
             return
-        for end in range(min(len(word), start + 6), start, -1):  # no syllable is longer than six letters
-            if word[start:end] in syllables:
+        for end in range(min(n, start + 6), start, -1):  # no syllable is longer than six letters
+            if finishes[end] and word[start:end] in syllables:
                 walk(end, done + (word[start:end],))
 
-    walk(0, ())
+    if finishes[0]:
+        walk(0, ())
     return sorted(found, key=len)
 
 

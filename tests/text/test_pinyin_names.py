@@ -50,3 +50,24 @@ def test_a_question_without_names_bridges_nothing():
     for question in ("什么是向量数据库？", "How long is the pump warranty?"):
         bridge = NameBridge(question)
         assert bridge.empty and bridge.shares(["任意文本", "any text"]) == [0.0, 0.0]
+
+
+def test_a_word_that_almost_spells_pinyin_is_read_in_linear_steps(monkeypatch):
+    """"Ananan...x" used to be cut every possible way (2^n) before failing at the x; now only cuts that can reach
+    the word's end are walked, and an over-long word is no name at all."""
+    import docmind_core.text.pinyin_names as module
+
+    table = module._characters_by_syllable()
+
+    class Counting(dict):
+        lookups = 0
+
+        def __contains__(self, key):
+            Counting.lookups += 1
+            return dict.__contains__(self, key)
+
+    monkeypatch.setattr(module, "_characters_by_syllable", lambda: Counting(table))
+    word = "ananananananananananana" + "x"
+    assert module._splits(word) == []
+    assert Counting.lookups <= 6 * len(word)  # the old walk made thousands here
+    assert module._splits("b" * 40) == [] and module._splits("sima") == [("si", "ma")]
