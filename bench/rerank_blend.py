@@ -35,6 +35,17 @@ SETS = ("scifact", "hotpotqa", "cmrc2018", "crosslang")
 FUSION_ONLY = math.inf
 
 
+def _row(index, question, settings, name: str, split: str, qrels: dict) -> dict:
+    """One question's head docs with their fused and rerank scores, and its tail's docs."""
+    fused = index.retriever.candidates(question.text, [index.kb_id], settings)
+    n = settings.retrieval.rerank_top_n
+    head, tail = fused[:n], fused[n:]
+    doc = lambda c: index.beir_of_doc.get(c.doc_id, "")  # noqa: E731
+    return {"set": name, "split": split, "qid": question.id, "qrels": qrels,
+            "head": [doc(c) for c in head], "fused": [c.scores.fused or 0.0 for c in head],
+            "rerank": index.reranker.score(question.text, head), "tail": [doc(c) for c in tail]}
+
+
 def collect(eval_dir: Path, name: str, cache: Path) -> list[dict]:
     """One row per question of either split: the head's docs, fused and rerank scores, the tail's docs."""
     from grader_tiers import split_indices
@@ -50,19 +61,10 @@ def collect(eval_dir: Path, name: str, cache: Path) -> list[dict]:
     dataset = load_beir(eval_dir / name)
     embedder, _note = build_embedder(settings.embedding)
     split_of = {i: split for split, ids in split_indices(name, dataset).items() for i in ids}
-    rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="docmind-blend-") as tmp:
         index = build_index(dataset, Path(tmp), embedder, settings, EmbeddingCache(cache))
-        n = settings.retrieval.rerank_top_n
-        for i, q in enumerate(dataset.queries):
-            if i not in split_of or q.id not in dataset.qrels:
-                continue
-            fused = index.retriever.candidates(q.text, [index.kb_id], deep)
-            head, tail = fused[:n], fused[n:]
-            doc = lambda c: index.beir_of_doc.get(c.doc_id, "")  # noqa: E731
-            rows.append({"set": name, "split": split_of[i], "qid": q.id, "qrels": dataset.qrels[q.id],
-                         "head": [doc(c) for c in head], "fused": [c.scores.fused or 0.0 for c in head],
-                         "rerank": index.reranker.score(q.text, head), "tail": [doc(c) for c in tail]})
+        rows = [_row(index, q, deep, name, split_of[i], dataset.qrels[q.id])
+                for i, q in enumerate(dataset.queries) if i in split_of and q.id in dataset.qrels]
     return rows
 
 
@@ -77,7 +79,6 @@ def collect_crosslang(eval_dir: Path) -> list[dict]:
     from docmind_core.settings import Settings
 
     settings = Settings()
-    n = settings.retrieval.rerank_top_n
     rows: list[dict] = []
     for split, path in (("fit", crosslang.QUESTIONS), ("report", crosslang.HELD_OUT)):
         questions = crosslang.load_questions(path)
@@ -86,26 +87,17 @@ def collect_crosslang(eval_dir: Path) -> list[dict]:
         with tempfile.TemporaryDirectory(prefix="docmind-blend-") as tmp:
             index = build_index(dataset, Path(tmp), Usem3Embedder(threads=1), settings,
                                 EmbeddingCache(Path(tmp) / "cache"))
-            for q in dataset.queries:
-                fused = index.retriever.candidates(q.text, [index.kb_id], settings)
-                head, tail = fused[:n], fused[n:]
-                doc = lambda c: index.beir_of_doc.get(c.doc_id, "")  # noqa: E731
-                rows.append({"set": "crosslang", "split": split, "qid": q.id, "qrels": dataset.qrels[q.id],
-                             "head": [doc(c) for c in head], "fused": [c.scores.fused or 0.0 for c in head],
-                             "rerank": index.reranker.score(q.text, head), "tail": [doc(c) for c in tail]})
+            rows += [_row(index, q, settings, "crosslang", split, dataset.qrels[q.id]) for q in dataset.queries]
     return rows
 
 
 def ordered(row: dict, beta: float) -> list[str]:
-    """The row's docs in the final order ``refine.final_relevance`` gives with fusion weight ``beta``."""
-    from docmind_core.retrieval.fusion import min_max
-    from docmind_core.retrieval.refine import final_relevance
+    """The row's docs in the final order ``refine.final_order`` gives with fusion weight ``beta``."""
+    from docmind_core.retrieval.refine import final_order
 
-    if beta == FUSION_ONLY:
-        keys = min_max(row["fused"])
-    else:
-        keys = final_relevance(row["rerank"], row["fused"], beta)
-    order = sorted(range(len(keys)), key=lambda i: (-keys[i], -row["fused"][i], i))
+    if beta == FUSION_ONLY:  # the fused order as it came (refine would need an infinite weight)
+        return row["head"] + row["tail"]
+    order, _relevance = final_order(row["rerank"], row["fused"], beta)
     return [row["head"][i] for i in order] + row["tail"]
 
 

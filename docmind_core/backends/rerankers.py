@@ -247,7 +247,7 @@ class OfflineReranker:
         asked = detect_language(query)
         crossing = [crosses_scripts(asked, c.text) for c in chunks]
         bridge = NameBridge(query)
-        names = bridge.shares([c.text for c in chunks]) if not bridge.empty else [0.0] * len(chunks)
+        names = bridge.shares([c.text for c in chunks], crossing)
         return [[float(cosines[i]), names[i]] if crossing[i] else None for i in range(len(chunks))]
 
     def score(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:

@@ -219,13 +219,12 @@ def rank_chunks(index: EvalIndex, system: str, query: str, settings, depth: int)
 
 def reranked(reranker, query: str, fused: Sequence[RetrievedChunk], settings) -> list[RetrievedChunk]:
     """The fused list with its head (``retrieval.rerank_top_n``) in the final order the refining pass gives it
-    (``refine.final_relevance``: the reranker, keeping ``retrieval.rerank_fusion_weight`` of fusion), before MMR."""
-    from docmind_core.retrieval.refine import final_relevance
+    (``refine.final_order``: the reranker, keeping ``retrieval.rerank_fusion_weight`` of fusion), before MMR."""
+    from docmind_core.retrieval.refine import final_order
 
     head, tail = list(fused[:settings.retrieval.rerank_top_n]), list(fused[settings.retrieval.rerank_top_n:])
-    relevance = final_relevance(reranker.score(query, head), [c.scores.fused for c in head],
-                                settings.retrieval.rerank_fusion_weight)
-    order = sorted(range(len(head)), key=lambda i: (-relevance[i], -(head[i].scores.fused or 0.0), i))
+    order, _relevance = final_order(reranker.score(query, head), [c.scores.fused for c in head],
+                                    settings.retrieval.rerank_fusion_weight)
     return [head[i] for i in order] + tail
 
 

@@ -59,6 +59,15 @@ def final_relevance(rerank: Sequence[float], fused: Sequence[float | None], fusi
     return out
 
 
+def final_order(rerank: Sequence[float], fused: Sequence[float | None],
+                fusion_weight: float) -> tuple[list[int], list[float]]:
+    """(positions best first, each position's ``final_relevance``): ties go to the better fused score, then to
+    the earlier position."""
+    relevance = final_relevance(rerank, fused, fusion_weight)
+    order = sorted(range(len(relevance)), key=lambda i: (-relevance[i], -(fused[i] or 0.0), i))
+    return order, relevance
+
+
 def lexical_vectors(texts: Sequence[str], stored_terms: Sequence[str | None] | None = None) -> np.ndarray:
     """Binary term and adjacent-term-pair vectors over the batch's own vocabulary, L2-normalised: a
     cheap redundancy signal for MMR (no encoder call; overlapping windows of one passage come out near 1).
@@ -130,9 +139,8 @@ class EvidenceRefiner:
             raise StageError("rerank", exc) from exc
         pool = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": round(float(s), 6)})})
                 for c, s in zip(pool, scores)]
-        relevance = final_relevance([c.scores.rerank for c in pool], [c.scores.fused for c in pool],
-                                    r.rerank_fusion_weight)
-        order = sorted(range(len(pool)), key=lambda i: (-relevance[i], -(pool[i].scores.fused or 0.0), i))
+        order, relevance = final_order([c.scores.rerank for c in pool], [c.scores.fused for c in pool],
+                                       r.rerank_fusion_weight)
         pool, relevance = [pool[i] for i in order], [relevance[i] for i in order]
         timings["rerank"] = elapsed_ms(start)
 

@@ -128,19 +128,15 @@ def _ascii_letters(text: str) -> str:
 
 def _word_spellings(parts: list[str]) -> list[tuple[str, ...]]:
     """Syllable sequences of one word (its apostrophe- or hyphen-separated parts each spelled whole)."""
-    options: list[tuple[str, ...]] = [()]
-    for part in parts:
-        splits = _splits(part)
-        if not splits:
-            return []
-        options = [o + s for o in options for s in splits][:_MAX_SPLITS]
-    return options
+    splits = [_splits(part) for part in parts]
+    return _join(splits) if all(splits) else []
 
 
-def _join(words: list[list[tuple[str, ...]]]) -> list[tuple[str, ...]]:
+def _join(pieces: list[list[tuple[str, ...]]]) -> list[tuple[str, ...]]:
+    """The pieces' syllable sequences one after another: at most ``_MAX_SPLITS`` of the combinations."""
     options: list[tuple[str, ...]] = [()]
-    for word in words:
-        options = [o + s for o in options for s in word][:_MAX_SPLITS]
+    for piece in pieces:
+        options = [o + s for o in options for s in piece][:_MAX_SPLITS]
     return options
 
 
@@ -196,12 +192,14 @@ class NameBridge:
     def empty(self) -> bool:
         return not self._patterns
 
-    def shares(self, texts: Sequence[str]) -> list[float]:
+    def shares(self, texts: Sequence[str], other: Sequence[bool] | None = None) -> list[float]:
         """Per passage, the share of the question's names it holds, among the names any of ``texts`` holds;
-        0 for a passage in the question's own language (its words speak for themselves)."""
+        0 for a passage in the question's own language (its words speak for themselves).  ``other``: which
+        passages are in the other language, when the caller has read that already."""
         if not self._patterns:
             return [0.0] * len(texts)
-        other = [detect_language(t) != self.language for t in texts]
+        if other is None:
+            other = [detect_language(t) != self.language for t in texts]
         held = [[bool(p.search(t)) for p in self._patterns] if o else [] for t, o in zip(texts, other)]
         somewhere = [any(h[i] for h in held if h) for i in range(len(self._patterns))]
         total = sum(somewhere)
