@@ -110,8 +110,11 @@ def wait_interactive(page, selector: str) -> None:
 
 
 def start_server(code: Path, home: Path, port: int, log) -> subprocess.Popen:
+    # the server process `docmind serve` starts (docmind_ui.serve: Streamlit with the core loaded as soon as it
+    # listens); a tree without it, and the floor's bare app, are started with `streamlit run`
+    server = ["docmind_ui.serve"] if (code / "docmind_ui" / "serve.py").is_file() else ["streamlit", "run"]
     return subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        [sys.executable, "-m", *server, "app.py", "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats",
          "false", "--server.fileWatcherType", "none"], cwd=code, env=tree_env(home, code), stdout=log,
         stderr=subprocess.STDOUT)

@@ -197,38 +197,62 @@ class Engine:
         self._backends = build_backends(settings, self.home, self.db, self.env, self.prompts, self.offline_llm)
         self._wire(self._backends)
 
-    def warm_up(self, max_kbs: int = 20, budget_s: float = 10.0) -> float:
+    def warm_up(self, max_kbs: int = 20, budget_s: float = 10.0,
+                before_step: Callable[[], None] | None = None) -> float:
         """Pay the first query's one-off costs now: the encoder's first call, the reranker, and each KB's
         vector index (Chroma loads it on first query) and keyword postings.  Bounded by ``max_kbs`` and
-        ``budget_s``; a failure is logged and skipped.  Returns the seconds spent."""
+        ``budget_s`` (time spent in ``before_step`` not counted); a failure is logged and skipped.  Returns the
+        seconds spent.
+
+        ``before_step`` is called before each step: the web app passes a wait for a moment with no page run,
+        so that seconds of CPU in this thread do not slow the pages a visitor opens meanwhile."""
         started = time.perf_counter()
+        waited = 0.0
+
+        def step() -> None:
+            nonlocal waited
+            if before_step is not None:
+                paused = time.perf_counter()
+                before_step()
+                waited += time.perf_counter() - paused
+
+        def spent() -> float:
+            return time.perf_counter() - started - waited
+
         try:
+            step()
             self.wait_ready()
             settings = self.settings
             b = self._current(settings)
+            step()
             b.embedder.embed(["warm up the encoder"])
             kb_ids = [kb.id for kb in self.store.list_kbs()][:max_kbs]
             warm = getattr(b.keyword_index, "warm", None)
             if callable(warm) and kb_ids:
+                step()
                 warm(kb_ids)
             probe = np.zeros(b.embedder.dim, dtype=np.float32)
             probe[0] = 1.0
             for kb_id in kb_ids:
-                if time.perf_counter() - started > budget_s:
+                if spent() > budget_s:
                     break
+                step()
                 b.vector_store.query([kb_id], probe, 1)
             # the first question's other one-off costs: jieba's dictionary and part-of-speech tables (the tagger
             # loads both; the offline tool policy's names), the stemmer and one whole search (rerank, MMR,
             # compression).  No Chinese text of the warm-up's goes through the keyword tokeniser: what that
             # tokenises stays the callers' texts alone, even while a warm-up runs beside them.
+            step()
             question_entities("海岚数据总部在杭州吗")
+            step()
             warm_name_readings()  # the pinyin tables a question crossing languages reads names with
             keyword_tokens("warm up the stemmer")
-            if kb_ids and time.perf_counter() - started < budget_s:
+            if kb_ids and spent() < budget_s:
+                step()
                 self.retriever.search("warm up the search", kb_ids[:1], settings)
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the first query pays instead
             log.info("warm-up stopped early: %s", exc)
-        return time.perf_counter() - started
+        return spent()
 
     def start_warm_up(self) -> threading.Thread:
         """``warm_up`` in a daemon thread, so start-up is not delayed by it."""

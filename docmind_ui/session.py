@@ -6,6 +6,7 @@ this browser session acts as.  They never touch the engine's stores.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import sys
@@ -49,8 +50,60 @@ ENGINE_WAIT_S = 180.0
 ENGINE_CHECK_S = 0.5
 # The modules a page needs that the sign-in form does not (the engine imports every stage: about 1-2 s)
 _CORE_MODULES = ("docmind_core.engine", "docmind_core.workbench")
+# The warm-up (seconds of CPU: the encoder's build, jieba's tables, pandas) runs a step at a time, each once no
+# page has run for WARM_UP_QUIET_S: a page's run ends before the browser has drawn it, and a build beside that
+# held the page's last messages back (bench/RESULTS.md, "Page speed": the first page's script end to
+# interactive 0.9-1.0 s with the build at once, 0.5-0.6 s after a 1 s wait), and page switches made while it ran
+# took 1.0-1.8 s.  A step waits at most WARM_UP_MAX_WAIT_S (a visitor who keeps clicking does not hold it back
+# for ever); a question asked meanwhile builds the backends itself.
+WARM_UP_QUIET_S = 0.75
+WARM_UP_MAX_WAIT_S = 10.0
+# What the other pages import that the first one does not (pandas ~0.45 s): loaded by the warm-up, so the first
+# switch to them does not pay it
+_OTHER_PAGES_MODULES = ("pandas", "docmind_ui.kb_page", "docmind_ui.jobs_view", "docmind_ui.experiment_charts",
+                        "docmind_core.reports.regrade", "docmind_core.experiments.sweep")
 _starts: dict[str, threading.Thread] = {}  # home -> the thread importing the core and opening its engine
+_opened: set[str] = set()  # homes whose start thread opened the engine
+_backends_wanted: set[str] = set()  # homes whose backends were asked for before their engine was open
 _starts_lock = threading.Lock()
+
+
+class PageActivity:
+    """The frame's script runs in progress in this process, and when the last one ended."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self._last_end = time.monotonic()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        with self._changed:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running -= 1
+                self._last_end = time.monotonic()
+                self._changed.notify_all()
+
+    def wait_quiet(self, quiet_s: float, max_wait_s: float) -> bool:
+        """Wait until no run has been in progress for ``quiet_s``; False when ``max_wait_s`` ran out first."""
+        deadline = time.monotonic() + max_wait_s
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                quiet_from = self._last_end + quiet_s
+                if self._running == 0 and now >= quiet_from:
+                    return True
+                if now >= deadline:
+                    return False
+                wake = deadline if self._running else min(deadline, quiet_from)
+                self._changed.wait(wake - now)
+
+
+_pages = PageActivity()  # one per server process, like the engine: what the warm-up steps wait on
 
 
 @st.cache_resource(show_spinner=False)
@@ -73,27 +126,64 @@ def engine_for(home: str) -> Engine:
 
 def start_engine(home: str, build_backends: bool = False) -> None:
     """Import the core and open ``home``'s engine in a background thread, once per home and process;
-    ``build_backends``: then start building its backends too.
+    ``build_backends``: then start building its backends too (also when the thread was started earlier
+    without: the server's head start opens the engine before the sign-in form asks for its models).
 
     The sign-in form starts it with its backends, so the engine is ready by the time the visitor has typed
     their password; a page drawn before it is ready shows the frame and a loading notice (see
     :func:`draw_frame`)."""
+    build_now = False
     with _starts_lock:
-        if home in _starts:
-            return
-        thread = threading.Thread(target=_open_engine, args=(home, build_backends), name="docmind-engine-start",
-                                  daemon=True)
-        _starts[home] = thread
-    thread.start()
-
-
-def _open_engine(home: str, build_backends: bool) -> None:
-    try:
-        engine = engine_for(home)
         if build_backends:
-            engine.start_opening()
+            if home in _opened:
+                build_now = True
+            else:
+                _backends_wanted.add(home)  # the thread starts the build once the engine is open
+        if home not in _starts:
+            thread = threading.Thread(target=_open_engine, args=(home,), name="docmind-engine-start", daemon=True)
+            _starts[home] = thread
+            thread.start()
+    if build_now:
+        _build_backends(home)
+
+
+def _open_engine(home: str) -> None:
+    try:
+        engine_for(home)
     except Exception as exc:  # noqa: BLE001 - the page's own engine_for() call raises it again and shows it
         log.info("the engine of %s did not open in the background: %s", home, exc)
+        return
+    with _starts_lock:
+        _opened.add(home)
+        wanted = home in _backends_wanted
+    if wanted:
+        _build_backends(home)
+
+
+def _build_backends(home: str) -> None:
+    try:
+        engine_for(home).start_opening()  # once: a no-op when the backends are built or being built
+    except Exception as exc:  # noqa: BLE001 - the call that needs the backends raises it again and shows it
+        log.info("the backends of %s did not start building: %s", home, exc)
+
+
+def preload(home: str | None = None) -> None:
+    """The server's head start (``docmind_ui/serve.py``), before any browser connects: the home's sign-in
+    gate, the frame's own modules, then the core imported and the engine opened (its stores) by the same
+    thread a page would start, waited for here.  Nothing is raised: a page that needs what failed raises it
+    again and shows it."""
+    home = home or _home()
+    try:
+        gate_for(home)
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.info("the head start could not open %s: %s", home, exc)
+        return
+    importlib.import_module("docmind_ui.html_views")  # the frame's CSS and the sidebar's backend list
+
+    start_engine(home)
+    with _starts_lock:
+        thread = _starts[home]
+    thread.join()
 
 
 def engine_started(home: str) -> bool:
@@ -108,14 +198,23 @@ def engine_started(home: str) -> bool:
 
 @st.cache_resource(show_spinner=False)
 def warm_server_once() -> threading.Thread:
-    # once per server: the engine's warm-up (encoder, indexes, jieba, one search) and plotly's validators, so
-    # the first answer and its chart come at once
+    # once per server, after the first page: the other pages' modules (pandas among them), the engine's warm-up
+    # (encoder, indexes, jieba, one search) and plotly's validators, so the first page switch, the first answer
+    # and its chart come at once
     from docmind_ui.charts import warm_charts
 
     engine = get_engine()
 
+    def quiet() -> None:
+        _pages.wait_quiet(WARM_UP_QUIET_S, WARM_UP_MAX_WAIT_S)
+
     def warm() -> None:
-        engine.warm_up()  # builds the backends first when nothing has yet (the engine opens them on demand)
+        for module in _OTHER_PAGES_MODULES:
+            quiet()
+            importlib.import_module(module)
+        # builds the backends first when nothing has yet (the engine opens them on demand)
+        engine.warm_up(before_step=quiet)
+        quiet()
         warm_charts()
 
     thread = threading.Thread(target=warm, name="docmind-warm-up", daemon=True)
@@ -134,7 +233,8 @@ def frame_run() -> Iterator[None]:
     """app.py's run: a page that runs within it is inside the frame (see :func:`ensure_frame`)."""
     token = _IN_FRAME_RUN.set(True)
     try:
-        yield
+        with _pages.running():
+            yield
     finally:  # also when the run stops early (st.stop, st.rerun, st.switch_page raise)
         _IN_FRAME_RUN.reset(token)
 

@@ -1,5 +1,6 @@
-"""What the browser tests share: Debian's chromium (never `playwright install`) and a `streamlit run app.py`
-on a free loopback port over a prepared DocMind home.  Screenshots go to artifacts/ (git-ignored)."""
+"""What the browser tests share: Debian's chromium (never `playwright install`) and the web app's server
+(`docmind_ui.serve`, as `docmind serve` starts it) on a free loopback port over a prepared DocMind home.
+Screenshots go to artifacts/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -74,11 +75,12 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> Non
 
 @contextmanager
 def streamlit_server(home: Path, log_path: Path) -> Iterator[str]:
-    """`streamlit run app.py` on 127.0.0.1 over ``home``; yields its URL and stops it afterwards."""
+    """The server `docmind serve` runs (``docmind_ui.serve``: `streamlit run app.py` with the core loaded as soon
+    as it listens) on 127.0.0.1 over ``home``; yields its URL and stops it afterwards."""
     port = free_port()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+            [sys.executable, "-m", "docmind_ui.serve", "app.py", "--server.headless", "true", "--server.address",
              "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"], cwd=ROOT, env=home_env(home), stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"

@@ -103,3 +103,73 @@ def test_the_warm_up_never_runs_the_keyword_tokeniser(tmp_path, monkeypatch):
     text_module.forget_cached_tokens()  # nothing tokenised earlier in this process hides a call
     engine.warm_up(budget_s=120)
     assert seen == []
+
+
+def test_page_activity_waits_for_a_quiet_moment():
+    """The warm-up's steps wait until no page has run for a while, and never longer than their cap."""
+    import threading
+    import time
+
+    from docmind_ui.session import PageActivity
+
+    pages = PageActivity()
+    with pages.running():
+        assert pages.wait_quiet(0.0, 0.2) is False  # a run in progress: the cap ran out first
+    assert pages.wait_quiet(0.0, 0.0) is True  # none in progress, none needed to be quiet for long
+    assert pages.wait_quiet(5.0, 0.2) is False  # a run just ended: not quiet for 5 s yet
+    done: list[bool] = []
+    release = threading.Event()
+
+    def page_run() -> None:
+        with pages.running():
+            release.wait(10)
+
+    run = threading.Thread(target=page_run)
+    run.start()
+    waiter = threading.Thread(target=lambda: done.append(pages.wait_quiet(0.1, 10)))
+    waiter.start()
+    time.sleep(0.3)
+    assert done == []  # still waiting while the run goes on
+    release.set()
+    run.join(10)
+    waiter.join(10)
+    assert done == [True]  # quiet once the run ended, long before the cap
+
+
+@pytest.mark.slow  # an engine's backends are built
+def test_the_warm_up_builds_nothing_while_a_page_runs(tmp_path, monkeypatch):
+    """The once-per-server warm-up (the encoder's build, jieba, pandas: seconds of CPU in the server's
+    interpreter) takes its steps only between page runs, so a page opened meanwhile is not slowed by it."""
+    import time
+
+    from docmind_ui import session
+
+    monkeypatch.setenv("DOCMIND_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(session, "WARM_UP_QUIET_S", 0.2)
+    from docmind_core.engine import Engine
+
+    began: list[str] = []
+    real_open = Engine._open_backends
+    monkeypatch.setattr(Engine, "_open_backends", lambda self: began.append("build") or real_open(self))
+    session.engine_for.clear()
+    session.warm_server_once.clear()
+    engine = session.get_engine()
+    with session._pages.running():  # a page's run, as app.py's frame_run() marks it
+        thread = session.warm_server_once()
+        time.sleep(1.5)
+        assert began == []  # no build began beside the run
+    thread.join(120)
+    assert not thread.is_alive()
+    assert began == ["build"] and not any("starting" in s.name for s in engine.backends())  # built after it
+
+
+@pytest.mark.slow  # an engine's backends are built
+def test_engine_warm_up_calls_its_step_hook_before_the_build_and_between_steps(tmp_path):
+    from docmind_core.engine import Engine
+
+    engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True, open_on_demand=True)
+    engine.create_kb("notes")
+    built_at_step: list[bool] = []
+    engine.warm_up(before_step=lambda: built_at_step.append(engine._opened.is_set()))
+    assert built_at_step[0] is False  # the first step waits before the models are built
+    assert len(built_at_step) >= 5 and all(built_at_step[1:])

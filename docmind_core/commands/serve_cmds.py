@@ -32,7 +32,8 @@ def streamlit_config_files(app: Path = APP) -> list[Path]:
 @click.argument("streamlit_args", nargs=-1, type=click.UNPROCESSED)
 @pass_invocation
 def serve(invocation: Invocation, streamlit_args: tuple[str, ...]) -> None:
-    """Serve the web app: ``streamlit run app.py`` with STREAMLIT_ARGS (e.g. --server.port 8502).
+    """Serve the web app: ``streamlit run app.py`` with STREAMLIT_ARGS (e.g. --server.port 8502), the core loaded
+    as soon as the server listens.
 
     Refuses to start on a public address with sign-in off, unless auth.allow_public_without_sign_in is
     set; then it starts and every page warns."""
@@ -52,9 +53,10 @@ def serve(invocation: Invocation, streamlit_args: tuple[str, ...]) -> None:
     if exposure is Exposure.WARN:
         echo(f"warning: {exposure_message(exposure, address)}", err=True)
     # The server replaces this process: it runs in the app's folder (its .streamlit/config.toml and pages/),
-    # on this invocation's data folder, which it reads from its own environment.
+    # on this invocation's data folder, which it reads from its own environment.  docmind_ui.serve is
+    # `streamlit run` with the core loaded as soon as the server listens, before the first visitor.
     server_env = {**os.environ, "DOCMIND_HOME": str(invocation.home)}
     os.chdir(APP.parent)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "streamlit", "run", str(APP), *streamlit_args], server_env)
+    os.execve(sys.executable, [sys.executable, "-m", "docmind_ui.serve", str(APP), *streamlit_args], server_env)

@@ -10,6 +10,7 @@ another thread importing pandas at the same moment gets it, and so does any late
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import sys
 
@@ -37,7 +38,7 @@ def _import_sqlite_utils() -> None:
     finder = _NoPandasForSqliteUtils()
     sys.meta_path.insert(0, finder)
     try:
-        import sqlite_utils  # noqa: F401 - imported here for the rest of the package
+        importlib.import_module("sqlite_utils")  # here, for the rest of the package
     finally:
         sys.meta_path.remove(finder)
 

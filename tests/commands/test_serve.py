@@ -104,3 +104,37 @@ def test_the_address_is_read_where_streamlit_reads_it(tmp_path):
     broken.write_text("[server\naddress = ", encoding="utf-8")
     with pytest.raises(ValueError, match="cannot read Streamlit's config broken.toml"):
         streamlit_address([], {}, [broken])
+
+
+@pytest.mark.slow  # a `docmind serve` subprocess
+def test_the_server_loads_the_core_before_any_visitor(tmp_path):
+    """`docmind serve` starts docmind_ui.serve: once Streamlit listens, and before any browser connects, the
+    core is imported and the home's engine opened (Streamlit alone runs no app code until a session starts,
+    so the first visitor's page paid for both)."""
+    import threading
+
+    from docmind_ui.serve import READY_LINE
+
+    port = free_port()
+    proc = _serve(tmp_path / "home", "--server.address", "127.0.0.1", "--server.port", str(port),
+                  "--server.headless", "true", start_new_session=True)
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if READY_LINE in line:
+                ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert ready.wait(120), "".join(lines)
+        assert _listening(port)  # the head start ran beside a server that answers
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(60)
+        reader.join(10)
+    assert (tmp_path / "home" / "docmind.db").is_file()  # the engine's stores were opened on that home
+    assert "Traceback" not in "".join(lines), "".join(lines)

@@ -171,3 +171,20 @@ def test_the_first_page_runs_with_no_backend_build_beside_it(tmp_path, monkeypat
     thread = session.warm_server_once()  # what app.py does once the page is drawn
     thread.join(120)
     assert opened == ["opener"] and _backends_built(engine, 1.0)
+
+
+def test_models_asked_for_after_the_head_start_are_built(tmp_path, monkeypatch):
+    """The server's head start (docmind_ui.serve) opens the engine without its models; the sign-in form, drawn
+    later, asks for them: that request must start the build, not be dropped because the engine's start thread
+    already ran."""
+    from docmind_ui import session
+
+    monkeypatch.setenv("DOCMIND_HOME", str(tmp_path / "home"))
+    session.engine_for.clear()
+    home = session._home()
+    session.preload(home)  # returns once the engine is open
+    engine = session.get_engine()
+    assert not _backends_built(engine, 0.5)  # the head start builds no model
+    session.start_engine(home, build_backends=True)  # what the sign-in form does
+    assert _backends_built(engine, 90)
+    engine.wait_ready(90)

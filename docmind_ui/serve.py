@@ -1,0 +1,72 @@
+"""The web app's server process: ``streamlit run app.py``, with a head start.
+
+``python -m docmind_ui.serve app.py [streamlit flags]`` is what ``docmind serve`` (and so ``make run``) starts.
+It runs Streamlit's own command line in this process, and beside it a thread that waits until the server
+listens, then imports the DocMind core and opens the home's engine (its stores; the models load after the
+first page, see ``session.warm_server``).
+
+Why: Streamlit runs no app code until a browser session starts, so under a plain ``streamlit run app.py`` the
+first visitor's page paid those imports (0.5-1.2 s on this project's 2-core machines).  Between the moment the
+server listens and the first script run the interpreter is idle (the browser is loading Streamlit's
+frontend), and when a person opens the page later it is idle for longer.  The thread waits for the server
+rather than starting at once because Streamlit's own imports and start would otherwise share the interpreter
+with it and the server would listen later (bench/RESULTS.md, "Page speed").
+
+``streamlit run app.py`` started by hand still works: the first page then imports the core itself.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+# How often the head start looks whether the server listens yet, and for how long at most (a server that never
+# starts exits, and the daemon thread with it).
+_POLL_S = 0.02
+_GIVE_UP_S = 300.0
+READY_LINE = "DocMind: the core is loaded and the engine's stores are open"  # printed once the head start is done
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run ``streamlit run`` with ``argv`` (default: this process's arguments), with the head start."""
+    from docmind_core.process import prepare_process
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    prepare_process()  # before any thread parses Python source (see process.install_parse_lock)
+    from streamlit.web import cli  # Streamlit's own imports, before the thread exists: they are on the server's path
+
+    threading.Thread(target=head_start, name="docmind-head-start", daemon=True).start()
+    sys.argv = ["streamlit", "run", *args]
+    cli.main()
+
+
+def head_start() -> None:
+    """Once the server listens: import the core and open the engine of the home this process serves."""
+    if not _wait_for_server():
+        return
+    started = time.perf_counter()
+    from docmind_ui.session import preload
+
+    preload()
+    print(f"{READY_LINE} ({time.perf_counter() - started:.1f} s).", file=sys.stderr, flush=True)
+
+
+def _wait_for_server() -> bool:
+    from streamlit import runtime
+    from streamlit.runtime import RuntimeState
+
+    deadline = time.monotonic() + _GIVE_UP_S
+    while time.monotonic() < deadline:
+        if runtime.exists():
+            state = runtime.get_instance().state
+            if state in (RuntimeState.STOPPING, RuntimeState.STOPPED):
+                return False
+            if state is not RuntimeState.INITIAL:
+                return True
+        time.sleep(_POLL_S)
+    return False
+
+
+if __name__ == "__main__":
+    main()
