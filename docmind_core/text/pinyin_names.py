@@ -169,13 +169,19 @@ def chinese_names(question: str) -> list[tuple[str, re.Pattern[str]]]:
 
 
 def warm() -> None:
-    """Load the reading tables now (~0.1 s for the characters by syllable, ~0.4 s for pypinyin's phrases), so the
-    first question that crosses languages does not pay for them."""
+    """Load the reading tables now, so the first question that crosses languages does not pay for them."""
+    for load in WARM_STEPS:
+        load()
+
+
+def _load_readings() -> None:
     from pypinyin import lazy_pinyin
 
-    _characters_by_syllable()
     with _lock:
-        lazy_pinyin("长安")
+        lazy_pinyin("长安")  # pypinyin's import and its phrase table (~0.5-0.7 s)
+
+
+WARM_STEPS = (_load_readings, _characters_by_syllable)  # each ~0.5 s: a warm-up can pause between them
 
 
 class NameBridge:
