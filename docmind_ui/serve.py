@@ -17,9 +17,18 @@ with it and the server would listen later (bench/RESULTS.md, "Page speed").
 
 from __future__ import annotations
 
+import os
+import runpy
+import socket
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Mapping
+
+from docmind_core.accounts.exposure import streamlit_server_option
+
+DEFAULT_PORT = 8501  # Streamlit's
 
 # How often the head start looks whether the server listens yet, and for how long at most (a server that never
 # starts exits, and the daemon thread with it).
@@ -34,16 +43,32 @@ def main(argv: list[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     prepare_process()  # before any thread parses Python source (see process.install_parse_lock)
-    from streamlit.web import cli  # Streamlit's own imports, before the thread exists: they are on the server's path
-
-    threading.Thread(target=head_start, name="docmind-head-start", daemon=True).start()
+    host, port = listening_address(args, os.environ)
+    threading.Thread(target=head_start, args=(host, port), name="docmind-head-start", daemon=True).start()
     sys.argv = ["streamlit", "run", *args]
-    cli.main()
+    runpy.run_module("streamlit", run_name="__main__", alter_sys=True)  # `python -m streamlit`: its public CLI
 
 
-def head_start() -> None:
+def listening_address(args: list[str], env: Mapping[str, str]) -> tuple[str, int]:
+    """Where the server started with ``args`` can be reached from this host: its address (loopback when it
+    listens on every interface) and its port, read where Streamlit reads them.  Streamlit picks another port
+    when the default one is taken and none was set; the head start then begins before the server listens,
+    which only makes it share the interpreter with Streamlit's start."""
+    script = next((Path(a) for a in args if not a.startswith("-")), Path("app.py"))
+    config_files = [Path.home() / ".streamlit" / "config.toml", script.resolve().parent / ".streamlit" / "config.toml"]
+    try:
+        address = streamlit_server_option("address", args, env, config_files)
+        port = int(streamlit_server_option("port", args, env, config_files) or DEFAULT_PORT)
+    except ValueError:  # an unreadable config or a port that is no number: Streamlit says so itself
+        address, port = None, DEFAULT_PORT
+    if not address or address in ("0.0.0.0", "::", "[::]"):
+        address = "127.0.0.1"
+    return address, port
+
+
+def head_start(host: str, port: int) -> None:
     """Once the server listens: import the core and open the engine of the home this process serves."""
-    if not _wait_for_server():
+    if not _wait_for_server(host, port):
         return
     started = time.perf_counter()
     from docmind_ui.session import preload
@@ -52,19 +77,14 @@ def head_start() -> None:
     print(f"{READY_LINE} ({time.perf_counter() - started:.1f} s).", file=sys.stderr, flush=True)
 
 
-def _wait_for_server() -> bool:
-    from streamlit import runtime
-    from streamlit.runtime import RuntimeState
-
+def _wait_for_server(host: str, port: int) -> bool:
     deadline = time.monotonic() + _GIVE_UP_S
     while time.monotonic() < deadline:
-        if runtime.exists():
-            state = runtime.get_instance().state
-            if state in (RuntimeState.STOPPING, RuntimeState.STOPPED):
-                return False
-            if state is not RuntimeState.INITIAL:
+        try:
+            with socket.create_connection((host, port), timeout=_POLL_S * 10):
                 return True
-        time.sleep(_POLL_S)
+        except OSError:
+            time.sleep(_POLL_S)
     return False
 
 

@@ -60,24 +60,32 @@ def exposure_message(exposure: Exposure, address: str | None) -> str:
 
 
 def streamlit_address(args: Sequence[str], env: Mapping[str, str], config_files: Sequence[Path]) -> str | None:
-    """The address ``streamlit run`` with ``args`` will listen on, found where Streamlit looks, highest first:
-    the ``--server.address`` flag, ``STREAMLIT_SERVER_ADDRESS``, then the last of ``config_files`` that sets
-    ``[server] address``.  ``None`` when none does: Streamlit then listens on every interface.
+    """The address ``streamlit run`` with ``args`` will listen on (see ``streamlit_server_option``).  ``None`` when
+    nothing sets it: Streamlit then listens on every interface.
 
     A config file that cannot be read is an error, not "unset": Streamlit would refuse it too."""
+    return streamlit_server_option("address", args, env, config_files)
+
+
+def streamlit_server_option(name: str, args: Sequence[str], env: Mapping[str, str],
+                            config_files: Sequence[Path]) -> str | None:
+    """``[server] name`` as ``streamlit run`` with ``args`` will read it, highest first: the ``--server.NAME``
+    flag, ``STREAMLIT_SERVER_NAME``, then the last of ``config_files`` that sets it; ``None`` when none does."""
+    flag = f"--server.{name}"
     flagged = None
     for i, arg in enumerate(args):
         if arg == "--":  # what follows goes to the script, not to Streamlit
             break
-        if arg == "--server.address" and i + 1 < len(args):
+        if arg == flag and i + 1 < len(args):
             flagged = args[i + 1]  # the last one given wins, as in Streamlit's own option parsing
-        elif arg.startswith("--server.address="):
+        elif arg.startswith(f"{flag}="):
             flagged = arg.split("=", 1)[1]
     if flagged is not None:
         return flagged
-    if env.get("STREAMLIT_SERVER_ADDRESS"):
-        return env["STREAMLIT_SERVER_ADDRESS"]
-    address = None
+    variable = f"STREAMLIT_SERVER_{name.upper()}"
+    if env.get(variable):
+        return env[variable]
+    value = None
     for path in config_files:
         if not path.is_file():
             continue
@@ -85,6 +93,6 @@ def streamlit_address(args: Sequence[str], env: Mapping[str, str], config_files:
             server = tomllib.loads(path.read_text(encoding="utf-8")).get("server", {})
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ValueError(f"cannot read Streamlit's config {path.name}: {exc}") from exc
-        if isinstance(server, dict) and server.get("address"):
-            address = str(server["address"])
-    return address
+        if isinstance(server, dict) and server.get(name) not in (None, ""):
+            value = str(server[name])
+    return value
