@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from docmind_core.accounts.exposure import streamlit_server_option
+from docmind_core.accounts.exposure import streamlit_config_files, streamlit_server_option
 
 DEFAULT_PORT = 8501  # Streamlit's
 
@@ -55,7 +55,7 @@ def listening_address(args: list[str], env: Mapping[str, str]) -> tuple[str, int
     when the default one is taken and none was set; the head start then begins before the server listens,
     which only makes it share the interpreter with Streamlit's start."""
     script = next((Path(a) for a in args if not a.startswith("-")), Path("app.py"))
-    config_files = [Path.home() / ".streamlit" / "config.toml", script.resolve().parent / ".streamlit" / "config.toml"]
+    config_files = streamlit_config_files(script.resolve())
     try:
         address = streamlit_server_option("address", args, env, config_files)
         port = int(streamlit_server_option("port", args, env, config_files) or DEFAULT_PORT)

@@ -59,6 +59,12 @@ def exposure_message(exposure: Exposure, address: str | None) -> str:
     return ""
 
 
+def streamlit_config_files(app: Path) -> list[Path]:
+    """Where Streamlit reads ``config.toml`` for the app script ``app``, lowest precedence first: the user's,
+    then the project's (the server runs in the app's folder)."""
+    return [Path.home() / ".streamlit" / "config.toml", app.parent / ".streamlit" / "config.toml"]
+
+
 def streamlit_address(args: Sequence[str], env: Mapping[str, str], config_files: Sequence[Path]) -> str | None:
     """The address ``streamlit run`` with ``args`` will listen on (see ``streamlit_server_option``).  ``None`` when
     nothing sets it: Streamlit then listens on every interface.

@@ -11,21 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 
 from docmind_core.commands import Invocation, echo, pass_invocation
 from docmind_core.engine import PACKAGE_ROOT, stored_settings
-from docmind_core.accounts.exposure import Exposure, exposure_message, public_exposure, streamlit_address
+from docmind_core.accounts.exposure import (Exposure, exposure_message, public_exposure, streamlit_address,
+                                             streamlit_config_files)
 
 APP = PACKAGE_ROOT / "app.py"
-
-
-def streamlit_config_files(app: Path = APP) -> list[Path]:
-    """Where Streamlit reads ``config.toml``, lowest precedence first: the user's, then the project's (the
-    server runs in the app's folder)."""
-    return [Path.home() / ".streamlit" / "config.toml", app.parent / ".streamlit" / "config.toml"]
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -41,7 +35,7 @@ def serve(invocation: Invocation, streamlit_args: tuple[str, ...]) -> None:
         echo(f"error: the web app is not installed beside the package ({APP.name} is missing)", err=True)
         sys.exit(2)
     try:
-        address = streamlit_address(streamlit_args, os.environ, streamlit_config_files())
+        address = streamlit_address(streamlit_args, os.environ, streamlit_config_files(APP))
     except ValueError as exc:
         echo(f"error: {exc}", err=True)
         sys.exit(2)

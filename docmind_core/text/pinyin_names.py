@@ -168,12 +168,6 @@ def chinese_names(question: str) -> list[tuple[str, re.Pattern[str]]]:
     return out
 
 
-def warm() -> None:
-    """Load the reading tables now, so the first question that crosses languages does not pay for them."""
-    for load in WARM_STEPS:
-        load()
-
-
 def _load_readings() -> None:
     from pypinyin import lazy_pinyin
 
@@ -181,7 +175,9 @@ def _load_readings() -> None:
         lazy_pinyin("长安")  # pypinyin's import and its phrase table (~0.5-0.7 s)
 
 
-WARM_STEPS = (_load_readings, _characters_by_syllable)  # each ~0.5 s: a warm-up can pause between them
+# What a warm-up loads so the first question that crosses languages does not pay for it; each ~0.5 s, so a
+# warm-up can pause between them (Engine.warm_up)
+WARM_STEPS = (_load_readings, _characters_by_syllable)
 
 
 class NameBridge:
