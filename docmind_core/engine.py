@@ -24,7 +24,6 @@ from docmind_core.accounts.removal import RemovalReport, adopt_single_user_rows,
 from docmind_core.text.query_signals import question_entities
 from docmind_core.text.pinyin_names import WARM_STEPS as NAME_READING_STEPS
 from docmind_core.backends.factory import Backends, backend_key, backend_libraries, build_backends
-from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.protocols import CompletingModel, Embedder, LanguageModel, WebSearch
 from docmind_core.errors import NotFound
 from docmind_core.events import Done, ErrorRaised, Event, IndexIncomplete
@@ -90,7 +89,6 @@ class Engine:
             config.load().with_overrides(self._overrides)
         self.env = dict(os.environ if env is None else env)
         self.prompts = PromptLibrary(PROMPTS_DIR)
-        self.offline_llm = OfflineLanguageModel(self.prompts)
         self.store = KnowledgeStore(db)
         self.conversations = ConversationStore(db)
         self.traces = TraceStore(db)
@@ -195,7 +193,7 @@ class Engine:
     # ------------------------------------------------------------------
     def _build(self, settings: Settings) -> None:
         """Every backend from settings (``backends/factory.py``), then every stage wired to them."""
-        self._backends = build_backends(settings, self.home, self.db, self.env, self.prompts, self.offline_llm)
+        self._backends = build_backends(settings, self.home, self.db, self.env, self.prompts)
         self._wire(self._backends)
 
     def warm_up(self, max_kbs: int = 20, budget_s: float = 10.0,
@@ -278,7 +276,7 @@ class Engine:
         rule_planner = RulePlannerPath(self.toolbox, self.refiner, self.grader)
         agentic = AgenticPath(b.llm, self.toolbox, self.refiner, self.grader, self.prompts, rule_planner)
         self.pipeline = AnswerPipeline(
-            llm=b.llm, fallback_llm=self.offline_llm, prompts=self.prompts, store=self.store, reranker=b.reranker,
+            llm=b.llm, fallback_llm=b.offline_llm, prompts=self.prompts, store=self.store, reranker=b.reranker,
             rule_planner=rule_planner, agentic=agentic, grader=self.grader, memory=self.memory_store,
             judge=ModelJudge(b.llm, self.prompts) if isinstance(b.llm, CompletingModel) else None)
 

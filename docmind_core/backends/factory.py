@@ -53,6 +53,9 @@ class Backends:
     web: WebSearch
     exporter: TraceExporter
     notes: list[str]
+    # the offline engine, reading with this embedder: the model when none is configured, and the fallback
+    # when the configured one fails mid-run
+    offline_llm: LanguageModel
 
 
 def backend_key(settings: Settings) -> str:
@@ -61,8 +64,8 @@ def backend_key(settings: Settings) -> str:
     return repr({g: dumped[g] for g in BACKEND_GROUPS})
 
 
-def build_backends(settings: Settings, home: Path, db: Database, env: Mapping[str, str], prompts: PromptLibrary,
-                   offline_llm: LanguageModel) -> Backends:
+def build_backends(settings: Settings, home: Path, db: Database, env: Mapping[str, str],
+                   prompts: PromptLibrary) -> Backends:
     """Every backend from settings.  Never raises for a backend: one that cannot be built is replaced by its
     embedded default (or, for an unreachable Chroma server, a store that says so on every call) and named
     in the notes and in its status."""
@@ -78,11 +81,14 @@ def build_backends(settings: Settings, home: Path, db: Database, env: Mapping[st
                            lambda: Fts5KeywordIndex(db), notes)
     web = _built("web_search", lambda: build_web_search(settings.web, env),
                  lambda: UnavailableWebSearch("the configured web search could not be built; see the notes"), notes)
-    llm = _built("llm", lambda: build_language_model(settings, env, prompts), lambda: offline_llm, notes)
+    # the extractive reader matches a question to sentences in the other language through the embedder
+    offline_llm = OfflineLanguageModel(prompts, encoder=embedder)
+    llm = _built("llm", lambda: build_language_model(settings, env, prompts, offline_llm), lambda: offline_llm,
+                 notes)
     exporter = _built("tracing", lambda: build_exporter(settings.tracing, env),
                       lambda: NullExporter("the configured exporter could not be built; see the notes"), notes)
     return Backends(backend_key(settings), llm, embedder, reranker, vector_store, keyword_index, web, exporter,
-                    notes)
+                    notes, offline_llm)
 
 
 def _built(role: str, build: Callable[[], Any], fallback: Callable[[], Any], notes: list[str]) -> Any:
@@ -96,17 +102,20 @@ def _built(role: str, build: Callable[[], Any], fallback: Callable[[], Any], not
         return fallback()
 
 
-def build_language_model(settings: Settings, env: Mapping[str, str], prompts: PromptLibrary) -> LanguageModel:
-    """OpenAI-compatible endpoint when one is configured (key or base URL), else the offline engine."""
+def build_language_model(settings: Settings, env: Mapping[str, str], prompts: PromptLibrary,
+                         offline: LanguageModel | None = None) -> LanguageModel:
+    """OpenAI-compatible endpoint when one is configured (key or base URL), else the offline engine
+    (``offline``, or one without an encoder)."""
     llm = settings.llm
+    offline = offline or OfflineLanguageModel(prompts)
     if llm.provider == "offline":
-        return OfflineLanguageModel(prompts)
+        return offline
     base_url = llm.base_url or env.get("OPENAI_BASE_URL", "")
     api_key = env.get("OPENAI_API_KEY") or env.get("DASHSCOPE_API_KEY", "")
     if env.get("DASHSCOPE_API_KEY") and not env.get("OPENAI_API_KEY") and not base_url:
         base_url = "https://dashscope.aliyuncs.com/compatible-mode/v1"
     if llm.provider == "auto" and not (api_key or base_url):
-        return OfflineLanguageModel(prompts)
+        return offline
     from docmind_core.backends.chat_openai import OpenAIChatModel  # imported only when configured
 
     return OpenAIChatModel(base_url=base_url or None, api_key=api_key or "not-needed", model=llm.model,

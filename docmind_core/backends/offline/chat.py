@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Sequence
 from docmind_core.backends.offline.extractive import extractive_answer
 from docmind_core.backends.offline.understanding import resolve_pronoun, understand_offline
 from docmind_core.backends.protocols import (
-    AgentTranscript, AgentTurn, AnswerPrompt, ToolSpec, UnderstandingRequest, UsageMeter,
+    AgentTranscript, AgentTurn, AnswerPrompt, Embedder, ToolSpec, UnderstandingRequest, UsageMeter,
 )
 from docmind_core.values import Turn
 from docmind_core.backends.offline.tool_policy import OfflineToolPolicy  # deterministic tool policy: protocols and text only
@@ -133,8 +133,11 @@ class OfflineLanguageModel:
 
     name = "offline"
 
-    def __init__(self, prompts: PromptLibrary | None = None):
+    def __init__(self, prompts: PromptLibrary | None = None, encoder: Embedder | None = None):
         self.prompts = prompts  # kept for symmetry with OpenAIChatModel; replies do not need templates
+        # words do not match across Chinese and English: with an encoder, the reader can still find the
+        # sentence in the other language that answers (None: lexical matching only)
+        self.encoder = encoder
         self._composers: dict[str, Callable[[AnswerPrompt], str]] = {
             "knowledge_qa": lambda p: self._extract(p, low_confidence=False),
             "low_confidence": lambda p: self._extract(p, low_confidence=True),
@@ -170,9 +173,10 @@ class OfflineLanguageModel:
         if not prompt.sources:
             return fallback_reply(prompt.language)
         question, _ = resolve_pronoun(prompt.question, prompt.history)  # "它的续航" → "DM-3000的续航"
-        return extractive_answer(question, prompt.sources, prompt.language, low_confidence)
+        return extractive_answer(question, prompt.sources, prompt.language, low_confidence, encoder=self.encoder)
 
     def status(self) -> BackendStatus:
         return BackendStatus(role="llm", name="offline engine", live=False,
-                             detail="rule-based understanding and extractive, cited answers",
+                             detail="rule-based understanding and extractive, cited answers"
+                                    + (" (reads across languages with the embedder)" if self.encoder else ""),
                              how_to_enable="set OPENAI_API_KEY (+ OPENAI_BASE_URL) or llm.base_url")

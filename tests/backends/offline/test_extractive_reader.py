@@ -149,3 +149,71 @@ def test_a_value_question_is_not_answered_by_a_sentence_about_something_else(eng
     text = ask(engine, prompts, "Nimbus N1 和 N2 的价格分别是多少？", [PROFILE, MANUAL])
     assert "两个型号" not in text
     assert "没有能回答这个问题的内容" in text
+
+
+# --------------------------------------------------------------------------
+# Across languages with the encoder (the demo's q12: an English question, the answer in a Chinese manual)
+# --------------------------------------------------------------------------
+
+LIGHTS = RetrievedChunk(chunk_id="lights", document="nimbus_manual_zh.docx", text=(
+    "# 指示灯说明\n\n本手册适用于 Nimbus N1 和 N2 设备。绿灯常亮表示运行正常；绿灯闪烁表示正在建立索引；黄灯常亮表示固件正在"
+    "升级，请勿断电；红灯闪烁表示硬件故障，请查看控制台中的错误代码。"))
+OVERVIEW = RetrievedChunk(chunk_id="overview", document="aurora_overview.md", text=(
+    "## Edge indexing\n\nAurora can use a Nimbus edge appliance as a local indexing node. A Nimbus appliance works "
+    "fully offline once it has been activated."))
+RED_LIGHT = "What does a flashing red light on a Nimbus appliance mean?"
+
+
+@pytest.fixture(scope="module")
+def reading_engine(prompts, embedder):
+    return OfflineLanguageModel(prompts, encoder=embedder)
+
+
+def test_words_alone_quote_same_language_filler_for_a_question_answered_in_the_other_language(engine, prompts):
+    # what the reader did before it had the encoder: "Nimbus appliance" is all the English sentences share
+    text = ask(engine, prompts, RED_LIGHT, [OVERVIEW, LIGHTS])
+    assert "红灯闪烁" not in text
+
+
+def test_the_encoder_finds_the_answer_in_the_other_language_and_says_so(reading_engine, prompts):
+    text = ask(reading_engine, prompts, RED_LIGHT, [OVERVIEW, LIGHTS])
+    assert "红灯闪烁表示硬件故障" in text and "(the source is in Chinese)" in text
+    assert "绿灯" not in text and "local indexing node" not in text  # neither the sibling lights nor filler
+    claims = cited_claims(text, [OVERVIEW, LIGHTS])
+    assert claims and all(c.cited == [2] and c.status == "supported" for c in claims)
+
+
+def test_a_same_language_answer_still_wins_over_its_translation(reading_engine, prompts):
+    english = RetrievedChunk(chunk_id="lights_en", document="nimbus_manual_en.md", text=(
+        "## Indicator lights\n\nA flashing red light on a Nimbus appliance means a hardware fault; check the error "
+        "code in the console."))
+    text = ask(reading_engine, prompts, RED_LIGHT, [LIGHTS, english])
+    assert "hardware fault" in text and "红灯" not in text and "source is in Chinese" not in text
+
+
+def test_words_that_reach_across_keep_their_reading(reading_engine, prompts):
+    # a code and "价格" / "Price" already match the English rows: the encoder changes nothing there
+    text = ask(reading_engine, prompts, "Nimbus N1 和 N2 的价格分别是多少？", [PROFILE, PRICING])
+    assert "Nimbus N1: Price 1,490 USD" in text and "Nimbus N2: Price 2,390 USD" in text
+
+
+def test_nothing_close_in_the_other_language_is_not_quoted(reading_engine, prompts):
+    text = ask(reading_engine, prompts, "How do I rotate the API signing keys?", [MANUAL, LIGHTS])
+    assert "do not contain an answer" in text
+
+
+OFFLINE_FAQ = RetrievedChunk(chunk_id="faq_offline", document="faq.md", text=(
+    "## Can Nimbus run without an internet connection?\n\nA Nimbus appliance works fully offline once it has been "
+    "activated. It needs a connection only to download firmware updates."))
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Nimbus 的默认管理地址是什么？", "192.168.50.1"),
+    ("如何修改 Aurora 的数据保留期？允许的范围是多少？", "30 天到 720 天"),
+])
+def test_a_same_language_sentence_holding_what_is_asked_is_not_overruled_by_meaning(reading_engine, prompts,
+                                                                                   question, expected):
+    guide = RetrievedChunk(chunk_id="guide", document="aurora_admin_guide_zh.md", text=(
+        "# 数据保留\n\n数据保留期可以设置为 30 天到 720 天之间的任意天数。缩短保留期后，超出新期限的数据会在 24 小时内被永久删除。"))
+    text = ask(reading_engine, prompts, question, [OFFLINE_FAQ, MANUAL, guide, FAQ])
+    assert expected in text and "来源为英文" not in text
