@@ -1,4 +1,5 @@
-"""The cross-language question set of bench/crosslang.py: our own questions, both directions, gold ids only."""
+"""The cross-language question set of bench/crosslang.py: our own questions, both directions, gold ids and short
+answer spans of the gold passages (bench/crosslang_reader.py), never the passages themselves."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def test_at_least_forty_questions_in_both_directions_with_gold_ids(path):
         assert not CJK.search(q["text"]) and q["set"] == "cmrc2018"
     # questions and ids, never copies of the passages
     assert all(q["gold"] and len(q["text"]) < 160 for q in qs)
+    # short answer spans in the gold passage's language (Chinese for en->zh), a reader's answer to look for
+    for q in qs:
+        assert 1 <= len(q["answers"]) <= 3 and all(0 < len(a) <= 120 for a in q["answers"]), q["id"]
+    assert all(any(CJK.search(a) for a in q["answers"]) for q in en)
 
 
 @pytest.mark.parametrize("path", SETS, ids=lambda p: p.stem)
@@ -44,8 +49,12 @@ def test_gold_ids_exist_in_the_shared_sets(path):
     folder = os.environ.get("DOCMIND_EVAL_DIR")
     if not folder or not Path(folder).is_dir():
         pytest.skip("set DOCMIND_EVAL_DIR to the shared eval folder (scifact/, hotpotqa/, cmrc2018/)")
-    ids: dict[str, set[str]] = {}
+    passages: dict[str, dict[str, str]] = {}
     for name in ("scifact", "hotpotqa", "cmrc2018"):
         with (Path(folder) / name / "corpus.jsonl").open(encoding="utf-8") as fh:
-            ids[name] = {json.loads(line)["id"] for line in fh if line.strip()}
-    assert all(set(q["gold"]) <= ids[q["set"]] for q in _questions(path))
+            rows = [json.loads(line) for line in fh if line.strip()]
+        passages[name] = {r["id"]: f"{r.get('title', '')}\n{r['text']}" for r in rows}
+    for q in _questions(path):
+        assert set(q["gold"]) <= set(passages[q["set"]]), q["id"]
+        gold = "\n".join(passages[q["set"]][g] for g in q["gold"])
+        assert all(a in gold for a in q["answers"]), q["id"]  # copied from the passage, verbatim
