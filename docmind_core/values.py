@@ -116,6 +116,8 @@ class StageScores(_Value):
     keyword_rank: int | None = None
     fused: float | None = None
     rerank: float | None = None  # 0..1
+    # scored by the reranker's cross-language fit: the question crosses languages and this chunk is in the other
+    rerank_across: bool = False
     mmr: float | None = None
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Generator, Sequence
 
 from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.run_context import RunContext
-from docmind_core.backends.protocols import Reranker
+from docmind_core.backends.protocols import Reranker, rerank_scores
 from docmind_core.events import Event, Graded, Reranked, Retrieved
 from docmind_core.values import ChunkRecord, GradeResult, RetrievedChunk, StageScores, Tier
 from docmind_core.text.tokens import truncate_to_tokens
@@ -53,9 +53,9 @@ class SelectedDocPath:
         wanted = [d for d in doc_ids if d not in excluded][: settings.rag.selected_doc_max]
         chunks = read_selected_documents(self.store, wanted, settings.rag.context_max_tokens)
         yield Retrieved(mode="selected_doc", candidate_count=len(chunks), kb_chunks=len(chunks))
-        scores = self.reranker.score(query, chunks) if chunks else []
-        scored = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s})})
-                  for c, s in zip(chunks, scores)]
+        scores, across = rerank_scores(self.reranker, query, chunks) if chunks else ([], [])
+        scored = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s, "rerank_across": x})})
+                  for c, s, x in zip(chunks, scores, across)]
         yield Reranked(candidates=scored, reranker=self.reranker.name)
         if question and scored:
             graded = self.grader.grade(query, scored, settings.grader, web_compensation_on_low=False)

@@ -44,6 +44,24 @@ class Reranker(Protocol):
     def status(self) -> BackendStatus: ...
 
 
+@runtime_checkable
+class ReadsAcrossLanguages(Protocol):
+    """A reranker that scores chunks in the other language than the question by a fit of their own, and says
+    which: the timeline shows why such a chunk ranks where it does."""
+
+    def score_across(self, query: str, chunks: Sequence[RetrievedChunk]) -> tuple[list[float], list[bool]]:
+        """``score``'s relevances, and per chunk whether the cross-language fit scored it."""
+        ...
+
+
+def rerank_scores(reranker: Reranker, query: str, chunks: Sequence[RetrievedChunk]) -> tuple[list[float], list[bool]]:
+    """The reranker's relevances, and per chunk whether it was scored across languages (never, for a reranker
+    that does not say)."""
+    if isinstance(reranker, ReadsAcrossLanguages):
+        return reranker.score_across(query, chunks)
+    return reranker.score(query, chunks), [False] * len(chunks)
+
+
 # --------------------------------------------------------------------------
 # Stores
 # --------------------------------------------------------------------------

@@ -251,14 +251,19 @@ class OfflineReranker:
         return [[float(cosines[i]), names[i]] if crossing[i] else None for i in range(len(chunks))]
 
     def score(self, query: str, chunks: Sequence[RetrievedChunk]) -> list[float]:
+        return self.score_across(query, chunks)[0]
+
+    def score_across(self, query: str, chunks: Sequence[RetrievedChunk]) -> tuple[list[float], list[bool]]:
+        """The relevances, and per chunk whether the cross-language fit scored it."""
         if not chunks:
-            return []
+            return [], []
         features = self.features(query, chunks)
         if self.cross_language_weights is None:
-            return [logistic(f, self.weights) for f in features]
+            return [logistic(f, self.weights) for f in features], [False] * len(chunks)
         crossing = self.cross_language_features(query, chunks, [f[0] for f in features])
-        return [logistic(x, self.cross_language_weights, CROSS_LANGUAGE_FEATURES) if x is not None
-                else logistic(f, self.weights) for f, x in zip(features, crossing)]
+        return ([logistic(x, self.cross_language_weights, CROSS_LANGUAGE_FEATURES) if x is not None
+                 else logistic(f, self.weights) for f, x in zip(features, crossing)],
+                [x is not None for x in crossing])
 
     def status(self) -> BackendStatus:
         crossing = "; cross-language pairs by their own fit" if self.cross_language_weights else ""

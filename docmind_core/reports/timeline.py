@@ -17,6 +17,7 @@ from docmind_core.answer.answer_type import KIND_WORDS
 from docmind_core.events import Event, EventFold, event_from_dict
 from docmind_core.values import GradeResult, RetrievedChunk, ToolCallRecord
 from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.tokens import detect_language
 
 RowStatus = Literal["ok", "info", "warn", "error"]
 
@@ -65,6 +66,21 @@ def tool_call_item(call: ToolCallRecord) -> dict[str, Any]:
     if call.adjusted:  # the settings, not the model, decided these arguments
         item["adjusted"] = "; ".join(call.adjusted)
     return item
+
+
+def across_languages(candidates: Sequence[RetrievedChunk]) -> str:
+    """Why some candidates were scored as they were: the question crossed languages (most of its nearest chunks
+    are in the other language), so the reranker scored those chunks by meaning and names, not shared words.
+    '' when none was."""
+    across = [c for c in candidates if c.scores.rerank_across]
+    if not across:
+        return ""
+    names = {"zh": "Chinese", "en": "English"}
+    language = " and ".join(sorted({names.get(detect_language(c.text), "other-language") for c in across}))
+    kept = sum(1 for c in across if c.kept)
+    return (f"the question crosses into {language}: most of its nearest chunks are {language}, so "
+            f"{len(across)} {language} chunk{'s' if len(across) != 1 else ''} ({kept} kept) were scored by meaning "
+            "and names, not shared words")
 
 
 def judge_row(event: ev.Judged) -> TimelineRow:
@@ -210,9 +226,12 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
     def on_rerank(self, event: ev.Reranked) -> TimelineRow:
         kept = [c for c in event.candidates if c.kept]
         top = max((c.scores.rerank for c in event.candidates if c.scores.rerank is not None), default=None)
-        return _row(event, f"Rerank ({event.reranker})", "ok", event.duration_ms, fields={
-            "candidates": str(len(event.candidates)), "kept": str(len(kept)), "top score": _fmt(top),
-            "web candidates": str(sum(1 for c in event.candidates if c.origin == "web"))})
+        fields = {"candidates": str(len(event.candidates)), "kept": str(len(kept)), "top score": _fmt(top),
+                  "web candidates": str(sum(1 for c in event.candidates if c.origin == "web"))}
+        across = across_languages(event.candidates)
+        if across:
+            fields["across languages"] = across
+        return _row(event, f"Rerank ({event.reranker})", "ok", event.duration_ms, fields=fields)
 
     def on_grader(self, event: ev.Graded) -> TimelineRow:
         g = event.grade

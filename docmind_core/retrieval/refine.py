@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from docmind_core.backends.protocols import Reranker
+from docmind_core.backends.protocols import Reranker, rerank_scores
 from docmind_core.text.tokens import chunk_terms
 from docmind_core.deadline import elapsed_ms
 from docmind_core.errors import StageError
@@ -134,11 +134,12 @@ class EvidenceRefiner:
 
         start = time.perf_counter()
         try:
-            scores = self.reranker.score(query, pool) if pool else []
+            scores, across = rerank_scores(self.reranker, query, pool) if pool else ([], [])
         except Exception as exc:
             raise StageError("rerank", exc) from exc
-        pool = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": round(float(s), 6)})})
-                for c, s in zip(pool, scores)]
+        pool = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": round(float(s), 6),
+                                                                          "rerank_across": bool(x)})})
+                for c, s, x in zip(pool, scores, across)]
         order, relevance = final_order([c.scores.rerank for c in pool], [c.scores.fused for c in pool],
                                        r.rerank_fusion_weight)
         pool, relevance = [pool[i] for i in order], [relevance[i] for i in order]

@@ -173,3 +173,15 @@ def test_the_cross_language_fit_is_a_setting_tuners_can_turn_off(embedder):
     assert off.cross_language_weights is None and "cross-language" not in off.status().detail
     with pytest.raises(ConfigError, match="reranker.cross_language"):
         Settings().with_overrides({"reranker.cross_language": "sometimes"})
+
+
+def test_the_reranker_says_which_chunks_its_cross_language_fit_scored(embedder):
+    question = "Who was Sima You, the Prince of Dong'an in the Western Jin dynasty?"
+    chunks = [_kb("司马攸，字大猷，西晋宗室，封东安王，以贤能著称。"), _kb("司马炎是西晋的开国皇帝，在位二十五年。"),
+              _kb("西晋是中国历史上的一个朝代，定都洛阳。"), _kb("The Western Jin dynasty ruled China from 266 to 316.")]
+    reranker = OfflineReranker(embedder)
+    scores, across = reranker.score_across(question, chunks)
+    assert scores == reranker.score(question, chunks)
+    assert across == [True, True, True, False]
+    off = OfflineReranker(embedder, cross_language_weights=None)
+    assert off.score_across(question, chunks)[1] == [False] * 4

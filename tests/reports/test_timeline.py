@@ -30,3 +30,24 @@ def test_the_done_row_shows_the_time_of_each_stage_in_run_order():
     assert stage_times({"total": 30500.0, "generation": 9800.0, "retrieval": 4100.0, "retrieval.agentic_loop": 3200.0,
                         "understanding": 12300.0, "scope": 0.4}) == (
         "scope 0 ms · understanding 12.3 s · retrieval 4.1 s (agentic_loop 3.2 s) · generation 9.8 s")
+
+
+def test_the_rerank_row_says_when_the_question_crossed_languages_and_which_chunks_that_scored():
+    from docmind_core.events import Reranked
+    from docmind_core.values import RetrievedChunk, StageScores
+
+    def chunk(text, across, kept):
+        return RetrievedChunk(chunk_id=text[:8], document="d", text=text, kept=kept,
+                              scores=StageScores(rerank=0.5, rerank_across=across))
+
+    crossed = Reranked(candidates=[chunk("红灯闪烁表示硬件故障，请查看控制台中的错误代码。", True, True),
+                                   chunk("绿灯常亮表示运行正常。", True, False),
+                                   chunk("A Nimbus appliance works fully offline once activated.", False, True)],
+                       reranker="offline-calibrated")
+    fields = timeline([crossed])[0].fields
+    assert fields["across languages"] == ("the question crosses into Chinese: most of its nearest chunks are "
+                                          "Chinese, so 2 Chinese chunks (1 kept) were scored by meaning and names, "
+                                          "not shared words")
+    plain = crossed.model_copy(update={"candidates": [c.model_copy(update={"scores": StageScores(rerank=0.5)})
+                                                      for c in crossed.candidates]})
+    assert "across languages" not in timeline([plain])[0].fields

@@ -76,3 +76,17 @@ def test_the_refining_pass_and_the_retrieval_eval_order_alike(weight, first):
     assert {c.chunk_id: c.scores.rerank for c in result.chunks} == {"a": 0.8, "b": 0.7, "c": 0.2}
     assert [c.chunk_id for c in reranked(reranker, "q", _chunks(), settings)][0] == first
     assert Settings().retrieval.rerank_fusion_weight == 1.5
+
+
+def test_the_refiner_records_which_chunks_were_scored_across_languages(embedder):
+    from docmind_core.backends.rerankers import OfflineReranker
+
+    question = "Which river flows through the old town of Lijiang?"
+    chunks = [RetrievedChunk(chunk_id=str(i), document="d", text=t, scores=StageScores(fused=0.5))
+              for i, t in enumerate(["丽江古城位于云南省西北部，玉河水系穿城而过。", "云南省是中国西南部的一个省份，省会是昆明。",
+                                     "世界文化遗产是联合国教科文组织认定的文物和遗址。",
+                                     "The old town hall floods every spring."])]
+    result = EvidenceRefiner(None, OfflineReranker(embedder)).refine(question, chunks, Settings())
+    across = {c.text[:4]: c.scores.rerank_across for c in result.candidates}
+    assert across == {"丽江古城": True, "云南省是": True, "世界文化": True, "The ": False}
+    assert any(c.scores.rerank_across for c in result.chunks)  # kept chunks say it too
