@@ -68,7 +68,7 @@ CROSS_MIN_SIMILARITY = 0.35  # the other language's best unit must be at least t
 CROSS_LEAD = 0.03  # ... and this much closer than the best lexical answer in the question's language
 CROSS_MARGIN = 0.05  # units this close to the best one are quoted too
 CROSS_KEEP_WORDS_SHARE = 0.4  # a same-language answer holding this share of the content terms is not overruled
-CROSS_MAX_UNITS = 80  # units embedded per answer, best-ranked sources first
+CROSS_MAX_UNITS = 40  # units embedded per answer, best-ranked sources first (80: the same answers, slower)
 CROSS_MAX_RIVALS = 5
 
 _HOW_MUCH_EN = re.compile(r"\bhow (?:long|much|many|often|far|big|large|old|tall|heavy)\b", re.IGNORECASE)
