@@ -177,3 +177,45 @@ def test_engine_warm_up_calls_its_step_hook_before_the_build_and_between_steps(t
     # after the build: the encoder's first call, the KB's indexes, jieba's dictionary and tagger, the name
     # readings (two steps), the entity tagger and one search, each its own step
     assert all(built_at_step[before_build:]) and len(built_at_step) >= before_build + 7
+
+
+def test_page_activity_lets_runs_that_wait_for_the_engine_through():
+    from docmind_ui.session import PageActivity
+
+    pages = PageActivity()
+    assert pages.wait_no_run(0.0) is True
+    with pages.running():
+        assert pages.wait_no_run(0.2) is False  # a run that needs the interpreter: the cap ran out first
+        with pages.waiting_for_engine():
+            assert pages.wait_no_run(0.0) is True  # it only waits for the imports: go on
+
+
+CORE_IMPORT_PROBE = """
+import json, sys, threading
+from docmind_ui import session
+session.CORE_IMPORT_MAX_WAIT_S = float(sys.argv[1])
+seen = {}
+with session._pages.running():  # a sign-in form's run, as app.py's frame_run() marks it
+    importer = threading.Thread(target=session._import_core)
+    importer.start()
+    # with a cap left, a second in which the import would have ended; with none, it ends beside the run
+    importer.join(1.0 if session.CORE_IMPORT_MAX_WAIT_S else 120)
+    seen["beside a run"] = "docmind_core.engine" in sys.modules
+    with session._pages.waiting_for_engine():  # the run now waits for the engine itself
+        importer.join(120)
+    seen["once the run waits for it"] = "docmind_core.engine" in sys.modules
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.slow  # fresh interpreters import the core
+@pytest.mark.parametrize("cap_s, expected", [
+    (60.0, {"beside a run": False, "once the run waits for it": True}),
+    (0.0, {"beside a run": True, "once the run waits for it": True}),  # the cap spent: no more waiting
+])
+def test_the_core_is_imported_between_page_runs_unless_a_run_waits_for_it(cap_s, expected):
+    out = subprocess.run([sys.executable, "-c", CORE_IMPORT_PROBE, str(cap_s)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
+                                                      "PATH": "/usr/bin:/bin", "ANONYMIZED_TELEMETRY": "False"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
