@@ -32,6 +32,7 @@ relevant, the answer says plainly that the sources do not answer.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 from docmind_core.text.query_signals import comparison_entities, split_foci
 from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value
+
+log = logging.getLogger(__name__)
 
 MAX_QUOTED_SENTENCES = 3
 MAX_PER_SOURCE = 2
@@ -501,8 +504,13 @@ def _read_across(q: _Question, sources: Sequence[RetrievedChunk], lexical: Seque
     rivals = sorted((c for c in lexical if c.language == q.language and _answers(q, c)),
                     key=lambda c: c.score, reverse=True)[:CROSS_MAX_RIVALS]
     shown = [_shown(q, u, titles[u.source]) for u in other]
-    question_vector = getattr(encoder, "embed_query", encoder.embed)([q.text])[0]  # e5: the query side
-    vectors = encoder.embed(shown + [c.text for c in rivals])
+    try:
+        question_vector = getattr(encoder, "embed_query", encoder.embed)([q.text])[0]  # e5: the query side
+        vectors = encoder.embed(shown + [c.text for c in rivals])
+    except Exception as exc:  # noqa: BLE001 - an encoder that fails leaves the answer to words, never breaks it
+        log.warning("the offline reader could not embed for a cross-language reading (%s: %s); words only",
+                    type(exc).__name__, exc)
+        return None
     similarity = vectors @ question_vector
     across, rival = similarity[:len(other)], similarity[len(other):]
     best = float(across.max())

@@ -217,3 +217,15 @@ def test_a_same_language_sentence_holding_what_is_asked_is_not_overruled_by_mean
         "# 数据保留\n\n数据保留期可以设置为 30 天到 720 天之间的任意天数。缩短保留期后，超出新期限的数据会在 24 小时内被永久删除。"))
     text = ask(reading_engine, prompts, question, [OFFLINE_FAQ, MANUAL, guide, FAQ])
     assert expected in text and "来源为英文" not in text
+
+
+def test_an_encoder_that_fails_leaves_the_answer_to_words(prompts):
+    class BrokenEncoder:
+        id, dim = "broken", 3
+
+        def embed(self, texts):
+            raise RuntimeError("the model server went away")
+
+    engine = OfflineLanguageModel(prompts, encoder=BrokenEncoder())
+    text = ask(engine, prompts, RED_LIGHT, [OVERVIEW, LIGHTS])
+    assert text == ask(OfflineLanguageModel(prompts), prompts, RED_LIGHT, [OVERVIEW, LIGHTS])
