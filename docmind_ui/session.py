@@ -58,13 +58,6 @@ _CORE_MODULES = ("docmind_core.engine", "docmind_core.workbench")
 # for ever); a question asked meanwhile builds the backends itself.
 WARM_UP_QUIET_S = 0.75
 WARM_UP_MAX_WAIT_S = 10.0
-# The core's imports (1-1.5 s) in steps of at most ~0.5 s (`python -X importtime`), each begun when no page run
-# is in progress but those waiting for the engine: the head start imports the core as the first visitor's
-# browser connects, and a sign-in form's run beside a 1.3 s import got half the interpreter.  The waits add up
-# to CORE_IMPORT_MAX_WAIT_S at most, so a server that is never idle still opens its engine.
-_CORE_IMPORT_STEPS = ("numpy", "docmind_core.values", "docmind_core.text.query_signals",
-                      "docmind_core.backends.factory", "docmind_core.accounts.removal", *_CORE_MODULES)
-CORE_IMPORT_MAX_WAIT_S = 3.0
 # What the other pages import that the first one does not (pandas ~0.45 s): loaded by the warm-up, so the first
 # switch to them does not pay it
 _OTHER_PAGES_MODULES = ("pandas", "docmind_ui.kb_page", "docmind_ui.jobs_view", "docmind_ui.experiment_charts",
@@ -81,7 +74,6 @@ class PageActivity:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._running = 0
-        self._waiting = 0  # runs in progress that wait for the engine (they need the imports, not the interpreter)
         self._last_end = time.monotonic()
 
     @contextmanager
@@ -95,30 +87,6 @@ class PageActivity:
                 self._running -= 1
                 self._last_end = time.monotonic()
                 self._changed.notify_all()
-
-    @contextmanager
-    def waiting_for_engine(self) -> Iterator[None]:
-        with self._changed:
-            self._waiting += 1
-            self._changed.notify_all()
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._waiting -= 1
-                self._changed.notify_all()
-
-    def wait_no_run(self, max_wait_s: float) -> bool:
-        """Wait until every run in progress (if any) is one waiting for the engine; False when ``max_wait_s`` ran
-        out first."""
-        deadline = time.monotonic() + max_wait_s
-        with self._changed:
-            while self._running > self._waiting:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
-            return True
 
     def wait_quiet(self, quiet_s: float, max_wait_s: float) -> bool:
         """Wait until no run has been in progress for ``quiet_s``; False when ``max_wait_s`` ran out first."""
@@ -181,7 +149,6 @@ def start_engine(home: str, build_backends: bool = False) -> None:
 
 def _open_engine(home: str) -> None:
     try:
-        _import_core()
         engine_for(home)
     except Exception as exc:  # noqa: BLE001 - the page's own engine_for() call raises it again and shows it
         log.info("the engine of %s did not open in the background: %s", home, exc)
@@ -191,16 +158,6 @@ def _open_engine(home: str) -> None:
         wanted = home in _backends_wanted
     if wanted:
         _build_backends(home)
-
-
-def _import_core() -> None:
-    """The core's modules a step at a time, each once no page run needs the interpreter (see
-    _CORE_IMPORT_STEPS)."""
-    deadline = time.monotonic() + CORE_IMPORT_MAX_WAIT_S
-    for name in _CORE_IMPORT_STEPS:
-        if name not in sys.modules:
-            _pages.wait_no_run(max(0.0, deadline - time.monotonic()))
-            importlib.import_module(name)
 
 
 def _build_backends(home: str) -> None:
@@ -321,12 +278,6 @@ def _wait_for_engine(home: str) -> None:
     with _starts_lock:
         thread = _starts[home]
     started = time.monotonic()
-    with _pages.waiting_for_engine():
-        _show_loading_until(thread, notice, started)
-    notice.empty()
-
-
-def _show_loading_until(thread: threading.Thread, notice, started: float) -> None:
     while thread.is_alive():
         waited = time.monotonic() - started
         if waited >= ENGINE_WAIT_S:
@@ -337,6 +288,7 @@ def _show_loading_until(thread: threading.Thread, notice, started: float) -> Non
         notice.info(f"Loading DocMind (its stores and answer stages): {waited:.0f} s. This page opens by itself "
                     f"once it is there.", icon=":material/hourglass_top:")
         thread.join(ENGINE_CHECK_S)
+    notice.empty()
 
 
 def ensure_frame() -> None:
