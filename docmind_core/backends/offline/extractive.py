@@ -28,6 +28,12 @@ side; an English sentence whose subject is its chunk's subject, not named in ful
 is quoted with the chunk's title ("Laura Osnes: She also starred …"); a quoted sentence that names another
 source's title brings that source's best sentence (the next hop of a chain question).  With nothing
 relevant, the answer says plainly that the sources do not answer.
+
+Across scripts words match only names and codes.  Given an encoder (the engine passes its embedder), the reader
+also reads the other language by meaning (``_read_across``): when nothing in the other language answers by
+words and nothing in the question's own language holds much of what it asks, the other language's units
+closest to the question are quoted, if close enough and clearly closer than the best answer in the question's
+language ("What does a flashing red light … mean?" → "红灯闪烁表示硬件故障…", with "(the source is in Chinese)").
 """
 
 from __future__ import annotations
@@ -535,12 +541,9 @@ def _ranked_candidates(question: str, sources: Sequence[RetrievedChunk],
         if across is not None:
             return across
 
-    def answers(c: _Candidate) -> bool:
-        return _answers(q, c)
-
     # the question's language first, when a unit in it answers
     same = [c for c in candidates if c.language == q.language]
-    if any(answers(c) for c in same):
+    if any(_answers(q, c) for c in same):
         candidates = same
     if q.content:
         with_content = [c for c in candidates if c.content_hit]
