@@ -40,8 +40,8 @@ def _merge_scores(a: StageScores, b: StageScores) -> StageScores:
         vector=_best(a.vector, b.vector), keyword=_best(a.keyword, b.keyword),
         vector_rank=min((r for r in (a.vector_rank, b.vector_rank) if r is not None), default=None),
         keyword_rank=min((r for r in (a.keyword_rank, b.keyword_rank) if r is not None), default=None),
-        fused=_best(a.fused, b.fused), rerank=_best(a.rerank, b.rerank), rerank_across=a.rerank_across or b.rerank_across,
-        mmr=a.mmr if a.mmr is not None else b.mmr)
+        fused=_best(a.fused, b.fused), rerank=_best(a.rerank, b.rerank),
+        rerank_across=a.rerank_across or b.rerank_across, mmr=a.mmr if a.mmr is not None else b.mmr)
 
 
 def expand_to_parents(chunks: Sequence[RetrievedChunk], parents: dict[str, ChunkRecord],

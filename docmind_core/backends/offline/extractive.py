@@ -448,14 +448,11 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
         if plain_share < MIN_RELEVANCE and not (entity_hit and plain_share >= MIN_RELEVANCE_WITH_ENTITY):
             continue
         score_extra = 0.0
-        shown = attributed(text, titles[unit.source])
-        if unit.is_row:
-            if _other_codes(q, unit.cells[0]):
-                continue  # the row of a sibling ("Nimbus N1" when the question asks about the N2)
-            columns, named = _row_columns(q, unit)
-            shown = _clip(render_row(unit.cells, unit.headers, columns))
-            if named and entity_hit:
-                score_extra = ROW_BONUS  # the cell under the asked attribute, in the named entity's row
+        if unit.is_row and _other_codes(q, unit.cells[0]):
+            continue  # the row of a sibling ("Nimbus N1" when the question asks about the N2)
+        shown = _shown(q, unit, titles[unit.source])
+        if unit.is_row and entity_hit and _row_columns(q, unit)[1]:
+            score_extra = ROW_BONUS  # the cell under the asked attribute (a header named it), in the entity's row
         valued = q.states_asked(shown)
         # filler: a unit that names no entity of the question (nor follows one that does) is about something
         # else, however many common words it shares, unless it states an asked value of the asked thing
