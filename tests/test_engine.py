@@ -318,13 +318,12 @@ def test_open_overrides_apply_to_that_engine_only(tmp_path):
 
 def test_the_offline_reader_reads_other_languages_with_the_configured_embedder(wired, tmp_path):
     # an English question whose answer is only in a Chinese manual: the words do not match, the encoder does
-    engine, bench, kb, live = wired
+    _engine, bench, kb, _live = wired
     manual = tmp_path / "manual" / "nimbus_manual_zh.txt"
     manual.parent.mkdir()
     manual.write_text("指示灯说明\n\n本手册适用于 Nimbus N1 和 N2 设备。绿灯常亮表示运行正常；绿灯闪烁表示正在建立索引；"
                       "红灯闪烁表示硬件故障，请查看控制台中的错误代码。", encoding="utf-8")
     assert all(o.status == "added" for o in bench.ingest(kb.id, [manual]))
-    _reset(live)
     done = list(bench.ask("What does a flashing red light on a Nimbus appliance mean?", [kb.id], mode="rule"))[-1]
     assert done.kind == "done" and "红灯闪烁表示硬件故障" in done.answer, done.answer
     assert "source is in Chinese" in done.answer

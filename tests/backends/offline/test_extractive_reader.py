@@ -229,3 +229,13 @@ def test_an_encoder_that_fails_leaves_the_answer_to_words(prompts):
     engine = OfflineLanguageModel(prompts, encoder=BrokenEncoder())
     text = ask(engine, prompts, RED_LIGHT, [OVERVIEW, LIGHTS])
     assert text == ask(OfflineLanguageModel(prompts), prompts, RED_LIGHT, [OVERVIEW, LIGHTS])
+
+
+def test_a_same_language_answer_closer_in_meaning_wins_though_it_shares_few_words(reading_engine, prompts):
+    # "red" is its only content word in common with the question (below the share that keeps words outright); its
+    # meaning is clearly closer than the Chinese line's, so the answer stays in the question's language
+    status = RetrievedChunk(chunk_id="status", document="nimbus_status.md", text=(
+        "## Status\n\nOn a Nimbus, a blinking red indicator means a hardware fault; read the error code in the "
+        "console."))
+    text = ask(reading_engine, prompts, RED_LIGHT, [LIGHTS, status])
+    assert "blinking red indicator" in text and "红灯" not in text and "source is in Chinese" not in text
