@@ -49,7 +49,8 @@ _STARTER = """
 import json, os, sqlite3, sys, time, traceback
 from docmind_core.engine import Engine
 
-home, stop = sys.argv[1], sys.argv[2]
+home, stop, ready = sys.argv[1], sys.argv[2], sys.argv[3]
+open(ready, "w").close()  # imported: the test starts the ingest now, so the core's imports do not eat its window
 opens = saw_pending = 0
 errors = []
 deadline = time.monotonic() + 120
@@ -97,12 +98,16 @@ def _corpus(folder: Path, count: int) -> list[Path]:
 def test_engine_starts_in_another_process_during_an_ingest_remove_nothing(tmp_path):
     home = tmp_path / "home"
     files = _corpus(tmp_path / "files", 60)
-    stop = tmp_path / "stop"
+    stop, ready = tmp_path / "stop", tmp_path / "ready"
+    starter = subprocess.Popen([sys.executable, "-c", _STARTER, str(home), str(stop), str(ready)], cwd=REPO,
+                               env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the starter imports the core first; started and ready before the ingest, all of its opens can overlap it
+    deadline = time.monotonic() + 120
+    while not ready.exists() and starter.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     ingest = subprocess.Popen([sys.executable, "-m", "docmind_core.cli", "--home", str(home), "ingest",
                                str(tmp_path / "files"), "--kb", "extra", "--no-progress"],
                               cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    starter = subprocess.Popen([sys.executable, "-c", _STARTER, str(home), str(stop)], cwd=REPO, env=ENV,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = ingest.communicate(timeout=240)
     finally:
