@@ -6,6 +6,10 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export ANONYMIZED_TELEMETRY := False
+# Python keeps its compiled modules (__pycache__) also where the environment sets PYTHONDONTWRITEBYTECODE, as
+# these machines do: compiling DocMind's ~120 modules again at every start is ~0.25 s of the server's head start,
+# which the first page waits for (bench/RESULTS.md, "Page speed"), and of every CLI command and test process.
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: run test test-fast install install-test browser-deps demo bench clean
 
@@ -48,10 +52,8 @@ test: install-test browser-deps
 
 # The fast tier: no browser, no whole-app (AppTest) runs, no demo-KB ingestion, no subprocesses, no torch
 # model builds: the tests that need them are marked slow.
-# Compiled test modules (pytest's rewritten asserts included) are kept under the venv even where the
-# environment sets PYTHONDONTWRITEBYTECODE: compiling them again is ~10 s of a worker's start.
 test-fast: install-test
-	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(VENV)/pycache $(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not browser"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not browser"
 
 bench: install-test
 	$(PY) bench/retrieval_latency.py
