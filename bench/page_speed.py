@@ -137,8 +137,9 @@ def first_request(page, url: str, proc: subprocess.Popen) -> float:
 
 
 def tree_env(home: Path, code: Path) -> dict[str, str]:
-    """The browser tests' environment, with ``code`` as the DocMind code that runs."""
-    return {**home_env(home), "PYTHONPATH": str(code)}
+    """The browser tests' environment, with ``code`` as the DocMind code that runs, and Python allowed to keep
+    its compiled modules as under ``make run`` (the Makefile unsets PYTHONDONTWRITEBYTECODE)."""
+    return {**home_env(home), "PYTHONPATH": str(code), "PYTHONDONTWRITEBYTECODE": ""}
 
 
 @contextmanager
