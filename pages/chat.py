@@ -13,8 +13,8 @@ from docmind_core.values import RequestedMode
 from docmind_core.text.visible import escape_markdown, visible_text
 from docmind_core.reports.timeline import RunDigest, timeline
 from docmind_core.workbench import TraceRecord  # the facade's record type; pages never import a store
-from docmind_ui.charts import preload_figure
 from docmind_ui.live import RunPump
+from docmind_ui.preload import draw_preload
 from docmind_ui.run_view import render_pair, render_run
 from docmind_ui.session import ensure_frame, selected_doc_ids, selected_kb_ids, workbench
 
@@ -31,8 +31,8 @@ QUEUE_KEY = "dm_question_queue"  # questions typed while an answer is written: (
 TRACE_CACHE = "dm_trace_cache"  # run id -> its stored trace (None: missing), read once per session
 DIGEST_CACHE = "dm_digest_cache"  # run id -> its RunDigest, folded once per session
 EXPORT_CACHE = "dm_export_cache"  # (conversation id, message count, its Markdown export)
-PRELOADED_KEY = "dm_plotly_preloaded"  # this browser tab was given plotly.js
-IDLE_RUN_KEY = "dm_preload_idle_run"  # the preload fragment's runs: the page's own run is not one
+PRELOADED_KEY = "dm_plotly_preloaded"  # this browser tab was given plotly.js and the other pages' element code
+IDLE_RUN_KEY = "dm_preload_idle_runs"  # the preload fragment's runs since the page drew it
 PRELOAD_AFTER_S = 2.0  # on the page this long: the browser is most likely idle (the user reads or types)
 
 
@@ -296,28 +296,26 @@ if current:
         st.session_state[CONV_KEY] = None
         st.warning(f"{exc}; a new conversation starts.")
 
-def _draw_preload() -> None:
-    with st.container(key="dm-chart-preload"):
-        st.plotly_chart(preload_figure(), key="dm_chart_preload", config={"staticPlot": True})
-    st.session_state[PRELOADED_KEY] = True
-
-
 @st.fragment(run_every=PRELOAD_AFTER_S)
 def _preload_when_idle() -> None:
-    """Draws the preload on its first timed run, i.e. after the page has been shown for a while."""
-    if st.session_state.get(IDLE_RUN_KEY):
-        _draw_preload()
-    st.session_state[IDLE_RUN_KEY] = True
+    """Draws the preload on its first timed run, i.e. after the page has been shown for a while, and nothing on
+    the runs after: the browser keeps the code it loaded, and the hidden elements would only weigh on the
+    page's later draws.  The page's next full run no longer calls it, which ends its timer."""
+    timed_runs = st.session_state.get(IDLE_RUN_KEY, 0)
+    if timed_runs == 1:
+        draw_preload()
+        st.session_state[PRELOADED_KEY] = True
+    st.session_state[IDLE_RUN_KEY] = timed_runs + 1
 
 
-# A hidden empty chart (see PAGE_CSS) makes the browser load plotly.js (lazy, ~1 s to parse) before the first
-# answer's chart needs it, once the page has been shown for PRELOAD_AFTER_S (the user reads or types).  Never
-# with the page's draw: there the parse delayed the first page, stalled the user's next click by ~1 s
-# (bench/page_speed.py: the switch right after returning to Chat) or, in a question's run, the answer's text.
-if st.session_state.get(PRELOADED_KEY):
-    _draw_preload()
-else:
-    st.session_state[IDLE_RUN_KEY] = False
+# A hidden empty chart and one example of each element kind the other pages draw (see docmind_ui/preload.py)
+# make the browser load plotly.js (lazy, ~1 s to parse) before the first answer's chart needs it, and the other
+# pages' element code before the first switch to them, once the page has been shown for PRELOAD_AFTER_S (the user
+# reads or types).  Never with the page's draw: there the parse delayed the first page, stalled the user's next
+# click by ~1 s (bench/page_speed.py: the switch right after returning to Chat) or, in a question's run, the
+# answer's text.
+if not st.session_state.get(PRELOADED_KEY):
+    st.session_state[IDLE_RUN_KEY] = 0  # the page's own run of the fragment is not a timed one
     _preload_when_idle()
 
 question = st.chat_input("Ask about your documents…")
