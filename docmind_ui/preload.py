@@ -19,8 +19,8 @@ from docmind_ui.charts import preload_figure
 CONTAINER_KEY = "dm-chart-preload"  # hidden by PAGE_CSS (.st-key-dm-chart-preload)
 WIDGET_PREFIX = "dm_preload_"
 
-# The element kinds the other pages draw and Chat does not, as AppTest names them: a page that starts using a
-# new kind adds it here and to _draw_kinds (tests/ui/test_preload.py checks both against the pages' code).
+# The element kinds the other pages draw that a first visit to Chat does not, as AppTest names them: a page that
+# starts using a new kind adds it here and to _draw_kinds (tests/ui/test_preload.py checks both against the code).
 PRELOADED_KINDS = ("plotly_chart", "dataframe", "date_input", "text_input", "text_area", "number_input", "checkbox",
                    "radio", "tabs", "progress", "file_uploader", "download_button", "form", "chat_message", "html")
 

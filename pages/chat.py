@@ -31,7 +31,7 @@ QUEUE_KEY = "dm_question_queue"  # questions typed while an answer is written: (
 TRACE_CACHE = "dm_trace_cache"  # run id -> its stored trace (None: missing), read once per session
 DIGEST_CACHE = "dm_digest_cache"  # run id -> its RunDigest, folded once per session
 EXPORT_CACHE = "dm_export_cache"  # (conversation id, message count, its Markdown export)
-PRELOADED_KEY = "dm_plotly_preloaded"  # this browser tab was given plotly.js and the other pages' element code
+PRELOADED_KEY = "dm_frontend_preloaded"  # this browser tab was given plotly.js and the other pages' element code
 IDLE_RUN_KEY = "dm_preload_idle_runs"  # the preload fragment's runs since the page drew it
 PRELOAD_AFTER_S = 2.0  # on the page this long: the browser is most likely idle (the user reads or types)
 
