@@ -44,6 +44,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from docmind_core.backends.embedders import query_vectors
 from docmind_core.backends.protocols import Embedder
 from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
@@ -508,7 +509,7 @@ def _read_across(q: _Question, sources: Sequence[RetrievedChunk], lexical: Seque
                     key=lambda c: c.score, reverse=True)[:CROSS_MAX_RIVALS]
     shown = [_shown(q, u, titles[u.source]) for u in other]
     try:
-        question_vector = getattr(encoder, "embed_query", encoder.embed)([q.text])[0]  # e5: the query side
+        question_vector = query_vectors(encoder, [q.text])[0]  # e5: the query side
         vectors = encoder.embed(shown + [c.text for c in rivals])
     except Exception as exc:  # noqa: BLE001 - an encoder that fails leaves the answer to words, never breaks it
         log.warning("the offline reader could not embed for a cross-language reading (%s: %s); words only",
