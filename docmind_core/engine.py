@@ -469,7 +469,7 @@ class Engine:
         self.wait_ready()
         backends = self._current(settings)
         pipeline = self.pipeline
-        requested = mode if isinstance(mode, RequestedMode) else RequestedMode(str(mode).lower())
+        requested = RequestedMode.from_str(mode)
         usable, problems = self.check_embedder(kb_ids)
         problems = [*notices, *problems]
         gaps = [IndexIncomplete(kb_id=g.kb_id, missing_vectors=g.missing_vectors, total=g.total)
