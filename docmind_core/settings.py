@@ -477,7 +477,6 @@ class Settings(_Group):
         default = Settings().flat()
         return {k: (default[k], v) for k, v in self.flat().items() if default[k] != v}
 
-
     @classmethod
     def from_snapshot(cls, snapshot: Any, base: "Settings | None" = None) -> "Settings":
         """A stored run's settings from its config snapshot (see :class:`SettingsSnapshot`), ``base`` (the
