@@ -16,7 +16,7 @@ from docmind_core.answer.grade import CragGrader
 from docmind_core.reports.compare import record_events, record_part
 from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
-from docmind_core.values import RetrievedChunk
+from docmind_core.values import Mode, RetrievedChunk
 from docmind_core.settings import GraderPatch, GraderSettings, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest
 
@@ -63,7 +63,7 @@ def _selected_documents(digest: RunDigest) -> bool:
     """A selected-documents run whose tier is the user's choice (a summary); a question asked of the selected
     documents is graded by thresholds and regrades like any other run."""
     graded_question = digest.grade is not None and digest.grade.reason.startswith(QUESTION_GRADED)
-    return any(r.mode == "selected_doc" for r in digest.retrievals) and not graded_question
+    return any(r.mode is Mode.SELECTED_DOC for r in digest.retrievals) and not graded_question
 
 
 def _graded_input(digest: RunDigest) -> list[RetrievedChunk] | None:

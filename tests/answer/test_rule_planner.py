@@ -10,7 +10,7 @@ import pytest
 from docmind_core.backends.web_search import TavilyWebSearch
 from docmind_core.events import Graded, Reranked, Retrieved, WebCompensated
 from docmind_core.answer.grade import CragGrader
-from docmind_core.values import RetrievalPlan, Tier, Understanding
+from docmind_core.values import Mode, RetrievalPlan, Tier, Understanding
 from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.answer.tools import ToolContext, Toolbox
 from tests.agentic_world import CORPUS, FixtureRetriever, drain, make_refiner, settings
@@ -49,9 +49,9 @@ def test_planned_workers_run_in_parallel_and_union_is_refined():
     cfg = settings(**{"retrieval.worker_timeout_ms": 60_000})
     events, outcome = run(rule_planner, "DM-3000 pump litres per minute", ["doc_search", "keyword_search"], cfg)
     retrieved = events[0]
-    assert isinstance(retrieved, Retrieved) and retrieved.mode == "one_shot"
+    assert isinstance(retrieved, Retrieved) and retrieved.mode is Mode.RULE_PLANNER
     assert [(w.name, w.status) for w in retrieved.workers] == [("doc_search", "ok"), ("keyword_search", "ok")]
-    assert outcome.mode == "one_shot" and outcome.result.chunks
+    assert outcome.mode is Mode.RULE_PLANNER and outcome.result.chunks
     assert outcome.result.chunks[0].chunk_id == "a1"
     assert {c.kb_id for c in outcome.result.candidates} == {1}
 
