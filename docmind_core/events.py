@@ -27,6 +27,7 @@ from docmind_core.values import (
     Confidence,
     EvidenceVerdict,
     GradeResult,
+    Mode,
     ModelCall,
     PathDecision,
     RetrievalPlan,
@@ -95,8 +96,8 @@ class AgenticStep(_Event):
 
 class Retrieved(_Event):
     kind: Literal["retrieval"] = "retrieval"
-    mode: Literal["one_shot", "agentic_loop", "selected_doc", "none"]
-    workers: list[WorkerReport] = Field(default_factory=list)  # one-shot workers
+    mode: Mode  # the path that retrieved (stored traces may hold older names: see event_from_dict)
+    workers: list[WorkerReport] = Field(default_factory=list)  # the rule planner's workers
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)  # agentic loop calls
     candidate_count: int = 0
     kb_chunks: int = 0
@@ -249,7 +250,23 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:
-    return _ADAPTER.validate_python(data)
+    """An event from its stored form; the older names of an answer path a stored trace may hold are read as the
+    path's name (here only: a new event takes the path's name alone)."""
+    return _ADAPTER.validate_python(_current_path_names(data))
+
+
+# How traces written before the answer paths had one name each spelt them (Retrieved.mode, Fallback.to)
+_OLD_PATH_NAMES = {"one_shot": Mode.RULE_PLANNER.value, "agentic_loop": Mode.AGENTIC.value,
+                   "selected_doc": Mode.SELECTED_DOC.value}
+
+
+def _current_path_names(data: dict[str, Any]) -> dict[str, Any]:
+    kind = data.get("kind")
+    if kind == "retrieval" and data.get("mode") in _OLD_PATH_NAMES:
+        return {**data, "mode": _OLD_PATH_NAMES[data["mode"]]}
+    if kind == "fallback" and data.get("to") in _OLD_PATH_NAMES:
+        return {**data, "to": _OLD_PATH_NAMES[data["to"]]}
+    return data
 
 
 # --------------------------------------------------------------------------

@@ -9,8 +9,9 @@ once so cross-key rules (low < high) see the final values.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Mapping, get_args
 from urllib.parse import urlparse
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -31,7 +32,7 @@ class _Group(BaseModel):
                 field = cls.model_fields.get(name)
                 if field is None:
                     continue
-                if isinstance(value, bool) and field.annotation in (int, float):
+                if isinstance(value, bool) and field.annotation in (int, float, int | None, float | None):
                     raise ValueError(f"{name}: {value!r} is true/false, not a number")
                 if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
                     raise ValueError(f"{name}: control characters are not allowed in a text value")
@@ -476,6 +477,135 @@ class Settings(_Group):
         default = Settings().flat()
         return {k: (default[k], v) for k, v in self.flat().items() if default[k] != v}
 
+    @classmethod
+    def from_snapshot(cls, snapshot: Any, base: "Settings | None" = None) -> "Settings":
+        """A stored run's settings from its config snapshot (see :class:`SettingsSnapshot`), ``base`` (the
+        defaults) for what it did not record; ConfigError names each key whose recorded value is refused."""
+        return SettingsSnapshot.read(snapshot).settings(base)
+
+
+def flat_snapshot(config: Any) -> dict[str, Any]:
+    """A config snapshot as ``{"group.key": value}`` whatever shape it was stored in: flat (as runs record it),
+    nested by group (older traces and hand-written files), JSON text, or Settings."""
+    if config is None:
+        return {}
+    if isinstance(config, Settings):
+        return config.flat()
+    if isinstance(config, str):
+        config = json.loads(config) if config.strip() else {}
+    if hasattr(config, "model_dump"):
+        config = config.model_dump()
+    flat: dict[str, Any] = {}
+    for key, value in dict(config).items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{sub}": v for sub, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+@dataclass(frozen=True)
+class SettingsSnapshot:
+    """A stored run's config snapshot read back: the one reader every consumer of a trace's, an imported file's
+    or an experiment run's recorded settings goes through (the run view, the what-if regrade, the threshold
+    sweep).  ``values``: each recorded key that is a setting now, by dotted key, as recorded; ``unknown``: the
+    recorded keys that are no setting (removed since, or misspelt in an imported file), left out and reported
+    rather than failing the run.  Values are checked when settings are made from them, with a message naming
+    the key."""
+
+    values: dict[str, Any]
+    unknown: tuple[str, ...] = ()
+
+    @classmethod
+    def read(cls, snapshot: Any) -> "SettingsSnapshot":
+        flat = flat_snapshot(snapshot)
+        return cls({k: v for k, v in flat.items() if k in _SETTING_KEYS},
+                   tuple(sorted(k for k in flat if k not in _SETTING_KEYS)))
+
+    def group(self, group: str) -> dict[str, Any]:
+        """The recorded values of one group, by field name."""
+        prefix = f"{group}."
+        return {k.removeprefix(prefix): v for k, v in self.values.items() if k.startswith(prefix)}
+
+    def settings(self, base: Settings | None = None) -> Settings:
+        """The recorded values over ``base`` (default: the defaults); ConfigError names what is refused."""
+        return (base or Settings())._validated(self.values)
+
+    def grader(self, except_keys: tuple[str, ...] = ()) -> "GraderPatch":
+        """The recorded grader settings as a patch (``except_keys``: field names left out); ConfigError names a
+        recorded value of the wrong type."""
+        return GraderPatch.of({k: v for k, v in self.group("grader").items() if k not in except_keys})
+
+    def notes(self) -> list[str]:
+        """What a reader of the run should be told about its snapshot: the keys left out, the values refused."""
+        notes = [f"recorded keys that are no setting now (ignored): {', '.join(self.unknown)}"] if self.unknown else []
+        try:
+            self.settings()
+        except ConfigError as exc:
+            notes.append(f"recorded settings refused: {exc}")
+        return notes
+
+
+class GraderPatch(_Group):
+    """Some grader settings by field name, each typed as in :class:`GraderSettings` (a field not set is None and
+    left alone): a sweep point's thresholds, a what-if regrade's overrides, a run's recorded grader values.
+    Cross-key rules (low below high) are checked once the patch is laid over whole settings (``over``)."""
+
+    high_threshold: float | None = None
+    low_threshold: float | None = None
+    gray_zone_mode: GrayZoneMode | None = None
+    coverage_high: float | None = None
+    coverage_low: float | None = None
+    entity_weak_below: float | None = None
+    web_fallback_on_ambiguous: bool | None = None
+    require_asked_value: bool | None = None
+    near_zero_coverage: float | None = None
+    high_min_coverage: float | None = None
+    blend_high: float | None = None
+    blend_low: float | None = None
+    judge: JudgeMode | None = None
+    judge_yes_high: float | None = None
+    judge_yes_low: float | None = None
+    judge_lifts: bool | None = None
+    judge_lift_min_coverage: float | None = None
+    judge_lift_needs_quote: bool | None = None
+    judge_quote_min_coverage: float | None = None
+    judge_claims: bool | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> "GraderPatch":
+        """A patch from ``{name: value}`` (``grader.`` optional before each name); ConfigError on a name that is
+        no grader setting or a value of the wrong type."""
+        names = {}
+        for key, value in values.items():
+            name = key.removeprefix("grader.")
+            if name not in GraderSettings.model_fields:
+                raise ConfigError(f"unknown grader setting: grader.{name}")
+            names[name] = value
+        try:
+            return cls.model_validate(names)
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc, "grader.")) from None
+
+    def changes(self) -> dict[str, Any]:
+        """The fields this patch sets, by name."""
+        return {name: getattr(self, name) for name in self.model_fields_set if getattr(self, name) is not None}
+
+    def dotted(self) -> dict[str, Any]:
+        """The fields this patch sets, by dotted config key (what ``ConfigStore.set_many`` takes)."""
+        return {f"grader.{name}": value for name, value in self.changes().items()}
+
+    def over(self, base: GraderSettings) -> GraderSettings:
+        """``base`` with this patch laid over it, every rule checked; ConfigError names what is refused."""
+        try:
+            return GraderSettings.model_validate({**base.model_dump(), **self.changes()})
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc, "grader.")) from None
+
+    def then(self, on_top: "GraderPatch | None") -> "GraderPatch":
+        """This patch with ``on_top``'s fields over its own."""
+        return self if on_top is None else GraderPatch(**{**self.changes(), **on_top.changes()})
+
 
 @dataclass(frozen=True)
 class KeySpec:
@@ -548,10 +678,13 @@ def _split(key: str) -> tuple[str, str]:
     return group, name
 
 
-def _explain(exc: ValidationError) -> str:
+def _explain(exc: ValidationError, prefix: str = "") -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
+        parts.append(f"{prefix}{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+_SETTING_KEYS = frozenset(Settings().flat())

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from docmind_core.errors import ConfigError
+
 
 class _Value(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -310,6 +312,17 @@ class RequestedMode(str, Enum):
     def _missing_(cls, value: object) -> "RequestedMode | None":
         name = str(value).strip().lower()
         return {"auto": cls.AUTO, "rule": cls.RULE_PLANNER, "rule_planner": cls.RULE_PLANNER, "agentic": cls.AGENTIC}.get(name)
+
+    @classmethod
+    def from_str(cls, text: "str | RequestedMode") -> "RequestedMode":
+        """The mode ``text`` names; ConfigError listing the valid spellings when it names none."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise ConfigError(f"mode {str(text)!r} is not one of {REQUESTED_MODE_CHOICES}") from None
+
+
+REQUESTED_MODE_CHOICES = "auto, rule or agentic (RULE_PLANNER and AGENTIC too, in any case)"
 
 
 class PathDecision(_Value):

@@ -51,7 +51,7 @@ from docmind_core.values import (
     BackendStatus, ChunkRecord, DocumentRecord, IngestOutcome, IngestProgress, KnowledgeBase, PendingIngest,
     RequestedMode, SearchResult,
 )
-from docmind_core.settings import Settings, is_personal_key
+from docmind_core.settings import GraderPatch, Settings, is_personal_key
 from docmind_core.store.config_store import ConfigChange, ConfigProblem, KeyVersion
 from docmind_core.answer.memory import Memory
 from docmind_core.store.conversations import Conversation, Message
@@ -601,7 +601,7 @@ class Workbench:
     def sweep_experiment(self, experiment_id: int, variant: str | None = None) -> SweepResult:
         return self._experiments.sweep_experiment(experiment_id, variant)
 
-    def apply_thresholds(self, point: SweepPoint | dict[str, Any]) -> Settings:
+    def apply_thresholds(self, point: SweepPoint | GraderPatch | dict[str, Any]) -> Settings:
         return self._experiments.apply_thresholds(point)
 
     def export_experiment(self, experiment_id: int) -> str:

@@ -19,7 +19,7 @@ def sweep_heatmap(result: SweepResult, mode: str, objective: Objective, floor: f
             grid[highs.index(p.high)][lows.index(p.low)] = round(p.objective(objective), 4)
     fig = go.Figure(go.Heatmap(z=grid, x=lows, y=highs, colorscale="Viridis", colorbar={"title": objective},
                                hovertemplate="low %{x}<br>high %{y}<br>" + objective + " %{z}<extra></extra>"))
-    live_high, live_low = result.live["grader.high_threshold"], result.live["grader.low_threshold"]
+    live_high, live_low = result.live.high_threshold, result.live.low_threshold
     fig.add_trace(go.Scatter(x=[live_low], y=[live_high], mode="markers+text", text=["live"],
                              textposition="top center", marker={"symbol": "x", "size": 14, "color": "red"},
                              name="live thresholds"))
@@ -42,7 +42,7 @@ def sweep_heatmap(result: SweepResult, mode: str, objective: Objective, floor: f
 
 
 def sweep_curves(result: SweepResult, mode: str, floor: float = DEFAULT_FLOOR) -> go.Figure:
-    live_low = result.live["grader.low_threshold"]
+    live_low = result.live.low_threshold
     points = sorted((p for p in result.points if p.mode == mode and abs(p.low - live_low) < 1e-9),
                     key=lambda p: p.high)
     fig = go.Figure()
@@ -50,7 +50,7 @@ def sweep_curves(result: SweepResult, mode: str, floor: float = DEFAULT_FLOOR) -
                        ("not HIGH on unanswerable", "unanswerable_not_high")):
         fig.add_trace(go.Scatter(x=[p.high for p in points], y=[getattr(p, attr) for p in points],
                                  mode="lines+markers", name=name))
-    fig.add_vline(x=result.live["grader.high_threshold"], line_dash="dash", line_color="red",
+    fig.add_vline(x=result.live.high_threshold, line_dash="dash", line_color="red",
                   annotation_text="live high")
     fig.add_hline(y=floor, line_dash="dot", line_color="grey", annotation_text=f"safety floor {floor:.2f}")
     fig.update_layout(xaxis_title=f"grader.high_threshold (low = {live_low})", yaxis_range=[0, 1.05], height=360,

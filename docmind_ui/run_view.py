@@ -6,16 +6,16 @@ same event list, so a replay looks exactly like the answer did in the chat.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import streamlit as st
 
-from docmind_core.reports.compare import RunComparison, compare_runs, flat_config
+from docmind_core.errors import ConfigError
+from docmind_core.reports.compare import RunComparison, compare_runs
 from docmind_ui.citation_html import anchor_id, citation_html, source_card_html
 from docmind_core.values import IndexGap, PendingIngest
 from docmind_core.text.visible import escape_markdown, visible_rows
-from docmind_core.settings import Settings
+from docmind_core.settings import Settings, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest, timeline
 from docmind_ui.charts import distribution_overlay, jump_to_anchor, score_chart
 from docmind_ui.html_views import (
@@ -34,20 +34,14 @@ TOOL_CALL_COLUMNS = {
 
 
 def thresholds(config: Any = None) -> tuple[float, float]:
-    """(high, low) grader thresholds of a run's config snapshot, or the defaults."""
-    flat = flat_config(config) if config else {}
+    """(high, low) grader thresholds of a run's config snapshot (read by ``SettingsSnapshot``), the defaults for
+    what it did not record, or for all when its grader values are not settings (an imported file's)."""
     default = Settings().grader
-    return (_number(flat.get("grader.high_threshold"), default.high_threshold),
-            _number(flat.get("grader.low_threshold"), default.low_threshold))
-
-
-def _number(value: Any, default: float) -> float:
-    """A recorded threshold, or the default when the snapshot (an imported file) holds no finite number there."""
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return number if math.isfinite(number) else default
+        grader = SettingsSnapshot.read(config).grader().over(default)
+    except ConfigError:  # the chart's marks fall back to the defaults; the Traces page says what was refused
+        grader = default
+    return grader.high_threshold, grader.low_threshold
 
 
 def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:

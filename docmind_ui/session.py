@@ -72,9 +72,12 @@ class PageActivity:
     """The frame's script runs in progress in this process, and when the last one ended."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
+        lock = threading.Lock()
+        self._changed = threading.Condition(lock)  # a run began or ended
+        self._held = threading.Condition(lock)  # a waiter was held back once more
         self._running = 0
         self._last_end = time.monotonic()
+        self._holds = 0  # times a wait_quiet found a run in progress (or too recent) and went on waiting
 
     @contextmanager
     def running(self) -> Iterator[None]:
@@ -100,7 +103,20 @@ class PageActivity:
                 if now >= deadline:
                     return False
                 wake = deadline if self._running else min(deadline, quiet_from)
+                self._holds += 1
+                self._held.notify_all()
                 self._changed.wait(wake - now)
+
+    def wait_held(self, holds: int, timeout_s: float) -> bool:
+        """Wait until waiters have been held back ``holds`` times in all (the state a test waits on instead of
+        sleeping: the warm-up's step is parked behind a run); False when ``timeout_s`` ran out first."""
+        with self._held:
+            return self._held.wait_for(lambda: self._holds >= holds, timeout_s)
+
+    @property
+    def holds(self) -> int:
+        with self._held:
+            return self._holds
 
 
 _pages = PageActivity()  # one per server process, like the engine: what the warm-up steps wait on

@@ -287,7 +287,7 @@ applied = st.session_state.pop(APPLIED_KEY, None)
 if applied:
     st.success(applied)
 sweep = results.sweep(bench.settings().grader, only)
-live_mode = sweep.live["grader.gray_zone_mode"]
+live_mode = sweep.live.gray_zone_mode
 mode = c4.selectbox("Gray-zone mode", GRAY_ZONE_MODES, index=GRAY_ZONE_MODES.index(live_mode), key="dm_ex_mode")
 if not sweep.runs:
     st.info("No graded run yet.")

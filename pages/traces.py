@@ -14,7 +14,7 @@ from docmind_core.values import NO_RETRIEVAL_MODE, Mode, StopReason, Tier
 from docmind_core.reports.pair_labels import pair_labels
 from docmind_core.reports.reasons import describe_reason
 from docmind_core.text.visible import escape_markdown, visible_rows, visible_text
-from docmind_core.settings import GRAY_ZONE_MODES
+from docmind_core.settings import GRAY_ZONE_MODES, GraderPatch, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest
 from docmind_ui.run_view import render_comparison, render_run
 from docmind_ui.session import ensure_frame, workbench
@@ -89,6 +89,8 @@ if len(records) == 1:
     st.markdown(f"**Question:** {escape_markdown(record.meta.question)}",
                 help=f"run {escape_markdown(record.meta.run_id)}")
     render_run(RunDigest.from_events(record.events), record.config)
+    for note in SettingsSnapshot.read(record.config).notes():
+        st.caption(escape_markdown(note))
     with st.expander("Label this run (adds its question to a labelled dataset)"):
         sources = record.done.sources if record.done else []
         verdict = st.radio("The answer is", ["correct", "wrong", "should_abstain"], horizontal=True,
@@ -136,8 +138,8 @@ with st.form("dm_regrade"):
 if regrade_clicked:
     targets = records or readable_traces([s.run_id for s in summaries[:200]])
     try:
-        rows = regrade(targets, {"high_threshold": high, "low_threshold": low, "coverage_high": cov_high,
-                                 "coverage_low": cov_low, "gray_zone_mode": gray}, live=g)
+        rows = regrade(targets, GraderPatch(high_threshold=high, low_threshold=low, coverage_high=cov_high,
+                                            coverage_low=cov_low, gray_zone_mode=gray), live=g)
     except DocMindError as exc:
         st.error(escape_markdown(exc))
     else:

@@ -32,6 +32,9 @@ class FixtureRetriever:
     def __init__(self, corpus: Sequence[RetrievedChunk]):
         self.corpus = list(corpus)
         self.delay_s: dict[str, float] = {}  # method name -> sleep before answering
+        # every search waits here for the others before answering: searches run one after the other never meet
+        # (the barrier breaks), so a test sees parallel workers from their state, not from a stopwatch
+        self.meet: threading.Barrier | None = None
         self.fail: set[str] = set()  # method names that raise
         self.seen_kb_ids: list[list[int]] = []
         self.queries: list[tuple[str, str]] = []
@@ -47,6 +50,8 @@ class FixtureRetriever:
             self.queries.append((method, query))
         if self.delay_s.get(method):
             time.sleep(self.delay_s[method])
+        if self.meet is not None:
+            self.meet.wait()  # raises BrokenBarrierError (the search fails) when the others never came
         if method in self.fail:
             raise RuntimeError(f"{method} backend is down")
         q = set(keyword_tokens(query))

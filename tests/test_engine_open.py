@@ -25,23 +25,21 @@ def test_background_open_serves_the_stores_at_once_and_the_backends_once_built(t
     release = threading.Event()
     real_build = factory.build_embedder
 
-    def slow_build(settings):  # the encoder's load, held until the test lets it go
-        assert release.wait(30)
+    def slow_build(settings):  # the encoder's load, held until the test lets it go (the cap: a test that hangs)
+        assert release.wait(280)
         return real_build(settings)
 
     monkeypatch.setattr(factory, "build_embedder", slow_build)
-    started = time.perf_counter()
     engine = Engine.open(tmp_path / "home", env={}, warm=False, background=True)
     bench = Workbench(engine, LOCAL_USER)
     assert bench.list_kbs() == [] and bench.list_conversations() == []  # the stores answer before the backends
     assert bench.list_jobs() == []  # the KB page's job panel does not wait either
     statuses = bench.backends()  # the sidebar asks at every run: it must not wait for the encoder
+    # all of that answered while the build is held (no stopwatch: a loaded machine is slow, not wrong)
     assert statuses and all(not s.live and "starting" in s.name for s in statuses)
-    assert time.perf_counter() - started < 20 and not release.is_set()
     assert not engine.wait_ready(0.2)  # readiness is asked for, never implied by reading an attribute:
     with pytest.raises(AttributeError):
         engine.retriever  # noqa: B018 - not there yet, and reading it does not wait
-    assert time.perf_counter() - started < 25
     release.set()
     assert engine.wait_ready(60) and engine.retriever is not None
     kb = bench.create_kb("k")
@@ -81,8 +79,7 @@ def test_an_engine_opened_on_demand_builds_nothing_until_asked(tmp_path, monkeyp
     bench = Workbench(engine, LOCAL_USER)
     assert bench.list_kbs() == [] and bench.list_jobs() == []
     assert all("starting" in s.name for s in bench.backends())
-    time.sleep(0.5)
-    assert builds == [] and not any(t.name == "docmind-open" for t in threading.enumerate())
+    assert builds == [] and not any(t.name == "docmind-open" for t in threading.enumerate())  # no opener at all
     engine.start_opening()
     engine.start_opening()  # a second ask starts no second opener
     assert engine.wait_ready(60) and builds == ["docmind-open"]

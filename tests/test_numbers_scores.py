@@ -10,7 +10,7 @@ from docmind_core.reports.compare import score_distribution
 from docmind_core.reports.regrade import regrade_settings
 from docmind_core.experiments.sweep import sweep, sweep_input
 from docmind_core.values import RetrievedChunk, StageScores, Tier
-from docmind_core.settings import GraderSettings
+from docmind_core.settings import GraderPatch, GraderSettings
 from tests.reports.test_compare import sample_run
 
 
@@ -42,8 +42,7 @@ def test_every_sweep_point_is_the_tier_a_fresh_grade_gives(recorded):
     live_point = next(p for p in result.points if p.live)
     assert (live_point.high, live_point.low, live_point.mode) == (0.9, 0.25, "coverage_first")
     for p in result.points:
-        settings = regrade_settings(recorded, live, {"high_threshold": p.high, "low_threshold": p.low,
-                                                     "gray_zone_mode": p.mode})
+        settings = regrade_settings(GraderPatch.of(recorded), live, p.patch)
         fresh = CragGrader().grade(query, chunks, settings).tier
         assert p.high_count == (1 if fresh is Tier.HIGH else 0), (p, fresh)
         assert p.recall == (1.0 if fresh is Tier.HIGH else 0.0)  # one positive run

@@ -41,7 +41,7 @@ from docmind_core.prompts import PromptLibrary
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import LLM, bind_model, elapsed_ms, looks_like_timeout
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
-from docmind_core.values import (RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
+from docmind_core.values import (Mode, RetrievalPlan, RetrievedChunk, SearchResult, StageScores, StopReason,
                               ToolCallRecord, Understanding)
 from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalOutcome
 from docmind_core.answer.rule_planner import RulePlannerPath
@@ -166,7 +166,7 @@ class AgenticPath:
             return (yield from self._fall_back(question, understanding, ctx, reason, stop_reason, rounds, loop_ms))
         incomplete = [f"the agentic loop was cut short ({stop_reason})"] if timed_out else []
         try:
-            yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), candidate_count=len(union),
+            yield Retrieved(mode=Mode.AGENTIC, tool_calls=list(ctx.records), candidate_count=len(union),
                             kb_chunks=sum(1 for c in union if c.origin == "kb"),
                             web_chunks=sum(1 for c in union if c.origin == "web"),
                             memory_items=len(ctx.memories), stop_reason=stop_reason, rounds=rounds,
@@ -184,7 +184,7 @@ class AgenticPath:
             return (yield from self._fall_back(question, understanding, ctx,
                                                "finalize kept no evidence", stop_reason, rounds, loop_ms))
         return RetrievalOutcome(
-            result=done.result, grade=done.grade, mode="agentic_loop", stop_reason=stop_reason,
+            result=done.result, grade=done.grade, mode=Mode.AGENTIC, stop_reason=stop_reason,
             web_compensated=done.web_compensated, memories=list(ctx.memories), tool_calls=list(ctx.records),
             rounds=rounds, dedupe_hits=ctx.dedupe_hits, timings_ms={"agentic_loop": loop_ms, **done.timings_ms},
             incomplete=incomplete)
@@ -363,7 +363,7 @@ class AgenticPath:
     # ------------------------------------------------------------------
     def _fall_back(self, question: str, understanding: Understanding, ctx: ToolContext, reason: str,
                    stop_reason: str, rounds: int, loop_ms: float) -> EventStream:
-        yield Fallback(stage="agentic", reason=reason, to="one_shot")
+        yield Fallback(stage="agentic", reason=reason, to=Mode.RULE_PLANNER.value)
         fresh = ctx.fresh()  # the loop's dedupe memory must not block the fallback's searches
         outcome = yield from self.rule_planner.run(question, understanding, CONSERVATIVE_PLAN, fresh)
         outcome.fell_back = True
@@ -376,11 +376,11 @@ class AgenticPath:
         return outcome
 
     def _cancelled_outcome(self, query: str, ctx: ToolContext, rounds: int, loop_ms: float) -> EventStream:
-        yield Retrieved(mode="agentic_loop", tool_calls=list(ctx.records), stop_reason=StopReason.CANCELLED,
+        yield Retrieved(mode=Mode.AGENTIC, tool_calls=list(ctx.records), stop_reason=StopReason.CANCELLED,
                         rounds=rounds, dedupe_hits=ctx.dedupe_hits, duration_ms=loop_ms)
         # nothing was graded: a cancelled run has no tier (a LOW here read as "the evidence was weak")
         return RetrievalOutcome(result=SearchResult(query=query, chunks=[], candidates=[]), grade=None,
-                                mode="agentic_loop", stop_reason=StopReason.CANCELLED, tool_calls=list(ctx.records),
+                                mode=Mode.AGENTIC, stop_reason=StopReason.CANCELLED, tool_calls=list(ctx.records),
                                 rounds=rounds, dedupe_hits=ctx.dedupe_hits, memories=list(ctx.memories),
                                 timings_ms={"agentic_loop": loop_ms})
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Generator, Literal, Sequence
+from typing import Any, Generator, Sequence
 
 from docmind_core.answer.grade import CragGrader
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.deadline import elapsed_ms
 from docmind_core.events import Event, Graded, Reranked, WebCompensated
-from docmind_core.values import CutBy, GradeResult, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
+from docmind_core.values import CutBy, GradeResult, Mode, RetrievedChunk, SearchResult, ToolCallRecord, WorkerReport
 from docmind_core.settings import Settings
 from docmind_core.text.tokens import count_tokens, truncate_to_tokens
 from docmind_core.answer.tools import ToolContext, Toolbox, ToolOutput
@@ -28,7 +28,7 @@ class RetrievalOutcome:
 
     result: SearchResult  # chunks = the sources, in order; candidates = every candidate with its scores
     grade: GradeResult | None  # None: stopped before the evidence was graded
-    mode: Literal["one_shot", "agentic_loop"]
+    mode: Mode  # RULE_PLANNER or AGENTIC: the path that retrieved
     stop_reason: str = ""
     web_compensated: bool = False
     memories: list[str] = field(default_factory=list)

@@ -27,7 +27,7 @@ from docmind_core.answer.finish import EventStream, EvidenceFinisher, RetrievalO
 from docmind_core.answer.grade import CragGrader
 from docmind_core.deadline import elapsed_ms
 from docmind_core.events import ErrorRaised, Retrieved
-from docmind_core.values import RetrievalPlan, RetrievedChunk, ToolCallRecord, ToolName, Understanding, WorkerReport
+from docmind_core.values import Mode, RetrievalPlan, RetrievedChunk, ToolCallRecord, ToolName, Understanding, WorkerReport
 from docmind_core.retrieval.refine import EvidenceRefiner
 from docmind_core.text.tokens import normalise_query
 from docmind_core.answer.tools import ToolContext, Toolbox, ToolOutput
@@ -62,7 +62,7 @@ class RulePlannerPath:
         memories = [m for o in outputs for m in o.memories]
         memories = list(dict.fromkeys(memories))
         retrieval_ms = elapsed_ms(started)
-        yield Retrieved(mode="one_shot", workers=reports, candidate_count=len(union),
+        yield Retrieved(mode=Mode.RULE_PLANNER, workers=reports, candidate_count=len(union),
                         kb_chunks=sum(1 for c in union if c.origin == "kb"),
                         web_chunks=sum(1 for c in union if c.origin == "web"),
                         memory_items=len(memories), duration_ms=retrieval_ms)
@@ -72,7 +72,7 @@ class RulePlannerPath:
         web_used = any(r.name == "web_search" and r.status == "ok" for r in reports)
         done = yield from self.finisher.finish(query, union, ctx, web_used, incomplete=incomplete)
         timings = {"retrieval": retrieval_ms, **done.timings_ms}
-        return RetrievalOutcome(result=done.result, grade=done.grade, mode="one_shot", stop_reason="",
+        return RetrievalOutcome(result=done.result, grade=done.grade, mode=Mode.RULE_PLANNER, stop_reason="",
                                 web_compensated=done.web_compensated, memories=memories,
                                 tool_calls=list(ctx.records), workers=reports, timings_ms=timings,
                                 incomplete=incomplete)

@@ -19,7 +19,7 @@ from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import Reranker, rerank_scores
 from docmind_core.events import Event, Graded, Reranked, Retrieved
-from docmind_core.values import ChunkRecord, GradeResult, RetrievedChunk, StageScores, Tier
+from docmind_core.values import ChunkRecord, GradeResult, Mode, RetrievedChunk, StageScores, Tier
 from docmind_core.text.tokens import truncate_to_tokens
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class SelectedDocPath:
         settings, excluded = run.settings, run.exclude_doc_ids
         wanted = [d for d in doc_ids if d not in excluded][: settings.rag.selected_doc_max]
         chunks = read_selected_documents(self.store, wanted, settings.rag.context_max_tokens)
-        yield Retrieved(mode="selected_doc", candidate_count=len(chunks), kb_chunks=len(chunks))
+        yield Retrieved(mode=Mode.SELECTED_DOC, candidate_count=len(chunks), kb_chunks=len(chunks))
         scores, across = rerank_scores(self.reranker, query, chunks) if chunks else ([], [])
         scored = [c.model_copy(update={"scores": c.scores.model_copy(update={"rerank": s, "rerank_across": x})})
                   for c, s, x in zip(chunks, scores, across)]

@@ -109,7 +109,7 @@ class ObservationPlanner(EventFold[PlannedObservation | None]):
         return _obs("retrieval", event.t_ms - event.duration_ms, event.t_ms, output={
             "candidates": event.candidate_count, "kb_chunks": event.kb_chunks, "web_chunks": event.web_chunks,
             "memory_items": event.memory_items},
-            metadata={"mode": event.mode, "stop_reason": event.stop_reason, "rounds": event.rounds,
+            metadata={"mode": event.mode.value, "stop_reason": event.stop_reason, "rounds": event.rounds,
                       "workers": [w.model_dump(mode="json") for w in event.workers]})
 
     def on_rerank(self, event: ev.Reranked) -> PlannedObservation:

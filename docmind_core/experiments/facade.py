@@ -38,8 +38,8 @@ from docmind_core.experiments.results import (
     ExperimentResults, compute_results, items_digest, revision_of, stored_run_ids,
 )
 from docmind_core.experiments.runner import ExperimentAsker, ExperimentRunner
-from docmind_core.experiments.sweep import SweepPoint, SweepResult
-from docmind_core.settings import Settings
+from docmind_core.experiments.sweep import SWEPT_KEYS, SweepPoint, SweepResult
+from docmind_core.settings import GraderPatch, Settings
 from docmind_core.store.db import Database
 from docmind_core.store.traces import TraceRecord, TraceStore
 
@@ -344,15 +344,14 @@ class UserExperiments:
         run keeps its recorded grader settings for the keys the grid does not set."""
         return self.experiment_results(experiment_id).sweep(self._calls.settings().grader, variant)
 
-    def apply_thresholds(self, point: SweepPoint | dict[str, Any]) -> Settings:
-        """Make a sweep point this user's thresholds: personal values for a member, global for an admin."""
-        values = point if isinstance(point, dict) else {"grader.high_threshold": point.high,
-                                                        "grader.low_threshold": point.low,
-                                                        "grader.gray_zone_mode": point.mode}
-        keys = {"grader.high_threshold", "grader.low_threshold", "grader.gray_zone_mode"}
-        if set(values) - keys:
-            raise ExperimentError(f"only {', '.join(sorted(keys))} are applied from a sweep")
-        return self._calls.set_config(dict(values))
+    def apply_thresholds(self, point: SweepPoint | GraderPatch | dict[str, Any]) -> Settings:
+        """Make a sweep point this user's thresholds: personal values for a member, global for an admin.  A
+        dict is read as a grader patch (``grader.`` optional before each name)."""
+        patch = point.patch if isinstance(point, SweepPoint) else \
+            point if isinstance(point, GraderPatch) else GraderPatch.of(point)
+        if set(patch.changes()) - set(SWEPT_KEYS):
+            raise ExperimentError(f"only {', '.join(f'grader.{k}' for k in SWEPT_KEYS)} are applied from a sweep")
+        return self._calls.set_config(patch.dotted())
 
     def export_experiment(self, experiment_id: int) -> str:
         """The experiment, its report and every run's scores as one JSON document."""

@@ -41,8 +41,8 @@ class Variant(BaseModel):
         key = value.value if isinstance(value, (Mode, RequestedMode)) else value
         if isinstance(key, str):
             try:
-                return RequestedMode(key).value  # every spelling RequestedMode reads, in any case
-            except ValueError:
+                return RequestedMode.from_str(key).value  # every spelling RequestedMode reads, in any case
+            except ConfigError:
                 raise ValueError(f"mode {key!r} is not one of {MODE_CHOICES} (or auto, rule, agentic)") from None
         return value
 

@@ -28,14 +28,14 @@ Ties go to the point nearest the live thresholds, so a flat objective does not m
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, Sequence
 
-from docmind_core.reports.regrade import graded_input, recorded_grader_settings, regrade_settings
+from docmind_core.reports.regrade import graded_input, recorded_grader, regrade_settings
 from docmind_core.answer.grade import CoverageReport, CragGrader, chunk_score, coverage_report
 from docmind_core.errors import ConfigError
 from docmind_core.values import Tier
-from docmind_core.settings import GRAY_ZONE_MODES, GraderSettings
+from docmind_core.settings import GRAY_ZONE_MODES, GraderPatch, GraderSettings
 
 Objective = Literal["f1", "safe_recall", "balanced"]
 OBJECTIVES: tuple[str, ...] = ("f1", "safe_recall", "balanced")
@@ -46,7 +46,7 @@ OBJECTIVE_HELP: dict[str, str] = {
     "balanced": "mean of precision, recall and the not-HIGH rate on unanswerable questions",
 }
 DEFAULT_FLOOR = 0.9  # the settings default of experiments.sweep_floor
-SWEPT_KEYS = frozenset({"high_threshold", "low_threshold", "gray_zone_mode"})
+SWEPT_KEYS = ("high_threshold", "low_threshold", "gray_zone_mode")  # the GraderPatch fields a grid point sets
 HIGH_GRID = tuple(round(0.30 + 0.05 * i, 2) for i in range(14))  # 0.30 .. 0.95
 LOW_GRID = tuple(round(0.05 + 0.05 * i, 2) for i in range(12))  # 0.05 .. 0.60
 
@@ -62,20 +62,35 @@ class SweepInput:
     positive: bool  # answerable and gold in context
     unanswerable: bool
     empty: bool  # no evidence: LOW whatever the thresholds
-    recorded: tuple[tuple[str, Any], ...] = ()  # the run's grader settings (key, value), swept keys left out
+    recorded: GraderPatch = field(default_factory=GraderPatch)  # the run's grader settings, swept keys left out
 
 
 @dataclass(frozen=True)
 class SweepPoint:
-    high: float
-    low: float
-    mode: str
+    patch: GraderPatch  # the grid point's thresholds and gray-zone mode (SWEPT_KEYS), as applied to settings
     high_count: int
     precision: float | None  # of HIGH for the positives
     recall: float | None
     f1: float | None
     unanswerable_not_high: float | None
     live: bool = False
+
+    @property
+    def high(self) -> float:
+        return self.patch.high_threshold  # type: ignore[return-value]  # a grid point sets every swept key
+
+    @property
+    def low(self) -> float:
+        return self.patch.low_threshold  # type: ignore[return-value]
+
+    @property
+    def mode(self) -> str:
+        return self.patch.gray_zone_mode  # type: ignore[return-value]
+
+    def to_dict(self) -> dict[str, Any]:
+        """As exported and shown: ``high``, ``low``, ``mode`` beside the rates."""
+        rates = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "patch"}
+        return {"high": self.high, "low": self.low, "mode": self.mode, **rates}
 
     def objective(self, objective: Objective) -> float:
         """The objective's value at this point, whatever its safety (``meets`` tells that)."""
@@ -112,8 +127,8 @@ class Recommendation:
 
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective, "floor": self.floor, "reason": self.reason,
-                "recommended": asdict(self.point) if self.point else None,
-                "safest": asdict(self.safest) if self.safest else None,
+                "recommended": self.point.to_dict() if self.point else None,
+                "safest": self.safest.to_dict() if self.safest else None,
                 "change": {k: {"live": a, "recommended": b} for k, (a, b) in self.change().items()}}
 
 
@@ -135,7 +150,7 @@ def check_floor(floor: float) -> float:
 @dataclass
 class SweepResult:
     points: list[SweepPoint]
-    live: dict[str, Any]  # grader.high_threshold / low_threshold / gray_zone_mode the user runs with now
+    live: GraderPatch  # the swept keys' values the user runs with now
     runs: int
     positives: int
     unanswerable: int
@@ -154,8 +169,7 @@ class SweepResult:
             raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
         floor = check_floor(floor)
         live = next((p for p in self.points if p.live), None)
-        lh, ll = float(self.live["grader.high_threshold"]), float(self.live["grader.low_threshold"])
-        lm = self.live["grader.gray_zone_mode"]
+        lh, ll, lm = self.live.high_threshold, self.live.low_threshold, self.live.gray_zone_mode
 
         def near_live(p: SweepPoint) -> float:
             return -(abs(p.high - lh) + abs(p.low - ll) + (0 if p.mode == lm else 0.5))
@@ -182,30 +196,28 @@ class SweepResult:
                               f"least {floor:.0%} of their runs.")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "docmind.threshold_sweep", "live": self.live, "runs": self.runs, "positives": self.positives,
-                "unanswerable": self.unanswerable, "skipped": self.skipped,
-                "points": [asdict(p) for p in self.points]}
+        return {"type": "docmind.threshold_sweep", "live": self.live.dotted(), "runs": self.runs,
+                "positives": self.positives, "unanswerable": self.unanswerable, "skipped": self.skipped,
+                "points": [p.to_dict() for p in self.points]}
 
 
 def sweep_input(record: Any, variant: str, positive: bool, unanswerable: bool) -> SweepInput | None:
-    """The run reduced for the sweep; None when no retrieval was graded in it."""
+    """The run reduced for the sweep; None when no retrieval was graded in it, or its recorded grader settings
+    are not settings (a value of the wrong type)."""
     query, chunks = graded_input(record)
     if chunks is None:
         return None
     run_id = record.meta.run_id if hasattr(record, "meta") else ""
-    recorded = recorded_grader(record)
+    try:
+        recorded = recorded_grader(record.config if hasattr(record, "config") else record.get("config"),
+                                   except_keys=SWEPT_KEYS)
+    except ConfigError:
+        return None
     if not chunks:
         return SweepInput(run_id, variant, 0.0, CoverageReport(0.0, False, False), positive, unanswerable, True,
                           recorded)
     top = max(chunk_score(c) for c in chunks)
     return SweepInput(run_id, variant, top, coverage_report(query, chunks), positive, unanswerable, False, recorded)
-
-
-def recorded_grader(record: Any) -> tuple[tuple[str, Any], ...]:
-    """The run's recorded grader settings (``regrade.recorded_grader_settings``) less the swept keys, sorted."""
-    config = record.config if hasattr(record, "config") else record.get("config")
-    return tuple(sorted((name, value) for name, value in recorded_grader_settings(config).items()
-                        if name not in SWEPT_KEYS))
 
 
 def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[float] = HIGH_GRID,
@@ -217,14 +229,14 @@ def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[fl
     valid grader settings is left out and counted in ``skipped``.
     """
     grader = CragGrader()
-    bases: dict[tuple[tuple[str, Any], ...], GraderSettings] = {}
+    bases: dict[GraderPatch, GraderSettings | None] = {}
     usable: list[SweepInput] = []
     for x in inputs:
         if x.recorded not in bases:
             try:  # once per distinct recording; each grid point then only replaces the swept keys
-                bases[x.recorded] = regrade_settings(dict(x.recorded), live)
+                bases[x.recorded] = regrade_settings(x.recorded, live)
             except ConfigError:
-                bases[x.recorded] = None  # type: ignore[assignment]
+                bases[x.recorded] = None
         if bases[x.recorded] is None:
             skipped += 1
         else:
@@ -237,8 +249,9 @@ def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[fl
     unanswerable = sum(1 for x in inputs if x.unanswerable)
     points: list[SweepPoint] = []
     for high, low, mode in sorted(grid):
-        swept = {"high_threshold": high, "low_threshold": low, "gray_zone_mode": mode}
-        settings = {recorded: b.model_copy(update=swept) for recorded, b in bases.items() if b is not None}
+        point = GraderPatch(high_threshold=high, low_threshold=low, gray_zone_mode=mode)
+        # valid by construction (low < high, and no other rule holds a swept key): no validation per grid point
+        settings = {recorded: b.model_copy(update=point.changes()) for recorded, b in bases.items() if b is not None}
         tp = high_count = unanswerable_high = 0
         for x in inputs:
             tier = Tier.LOW if x.empty else grader.tier_for(x.top, x.coverage, settings[x.recorded])[0]
@@ -250,12 +263,10 @@ def sweep(inputs: Sequence[SweepInput], live: GraderSettings, highs: Sequence[fl
         recall = tp / positives if positives else None
         f1 = (2 * precision * recall / (precision + recall)) if precision and recall else (0.0 if positives else None)
         not_high = (unanswerable - unanswerable_high) / unanswerable if unanswerable else None
-        points.append(SweepPoint(high, low, mode, high_count, _r(precision), _r(recall), _r(f1), _r(not_high),
+        points.append(SweepPoint(point, high_count, _r(precision), _r(recall), _r(f1), _r(not_high),
                                  live=(high, low, mode) == live_key))
-    return SweepResult(points, {"grader.high_threshold": live.high_threshold,
-                                "grader.low_threshold": live.low_threshold,
-                                "grader.gray_zone_mode": live.gray_zone_mode},
-                       len(inputs), positives, unanswerable, skipped)
+    live_patch = GraderPatch(**{name: getattr(live, name) for name in SWEPT_KEYS})
+    return SweepResult(points, live_patch, len(inputs), positives, unanswerable, skipped)
 
 
 def _r(value: float | None) -> float | None:

@@ -21,7 +21,7 @@ from typing import Any, Literal, Sequence
 from docmind_core.text.excerpt import clip_words
 from docmind_core.reports.reasons import describe_reason
 from docmind_core.values import CitationResult, RetrievedChunk
-from docmind_core.settings import Settings
+from docmind_core.settings import flat_snapshot
 from docmind_core.text.tokens import CITATION_MARKER_RE
 from docmind_core.reports.timeline import RunDigest, TimelineRow, as_events, timeline, tool_call_item
 
@@ -38,25 +38,6 @@ def record_part(record: Any, name: str, default: Any = None) -> Any:
 
 def record_events(record: Any) -> list:
     return as_events(record_part(record, "events", []) or [])
-
-
-def flat_config(config: Any) -> dict[str, Any]:
-    """A config snapshot as ``{"group.key": value}`` whatever shape it was stored in."""
-    if config is None:
-        return {}
-    if isinstance(config, Settings):
-        return config.flat()
-    if isinstance(config, str):
-        config = json.loads(config) if config.strip() else {}
-    if hasattr(config, "model_dump"):
-        config = config.model_dump()
-    flat: dict[str, Any] = {}
-    for key, value in dict(config).items():
-        if isinstance(value, dict):
-            flat.update({f"{key}.{sub}": v for sub, v in value.items()})
-        else:
-            flat[key] = value
-    return flat
 
 
 # --------------------------------------------------------------------------
@@ -250,7 +231,7 @@ def stage_latencies(timings_a: dict[str, float], timings_b: dict[str, float]) ->
 
 
 def config_differences(config_a: Any, config_b: Any) -> list[ConfigDifference]:
-    flat_a, flat_b = flat_config(config_a), flat_config(config_b)
+    flat_a, flat_b = flat_snapshot(config_a), flat_snapshot(config_b)
     keys = sorted(set(flat_a) | set(flat_b))
     return [ConfigDifference(k, flat_a.get(k), flat_b.get(k)) for k in keys if flat_a.get(k) != flat_b.get(k)]
 

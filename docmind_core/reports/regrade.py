@@ -11,15 +11,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-from pydantic import ValidationError
-
 from docmind_core.answer.selected_doc import QUESTION_GRADED
 from docmind_core.answer.grade import CragGrader
-from docmind_core.reports.compare import flat_config, record_events, record_part
+from docmind_core.reports.compare import record_events, record_part
 from docmind_core.errors import ConfigError
 from docmind_core.events import Graded, Reranked
-from docmind_core.values import RetrievedChunk
-from docmind_core.settings import GraderSettings
+from docmind_core.values import Mode, RetrievedChunk
+from docmind_core.settings import GraderPatch, GraderSettings, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest
 
 @dataclass(frozen=True)
@@ -41,44 +39,20 @@ class RegradeRow:
         return {**asdict(self), "changed": self.changed}
 
 
-def recorded_grader_settings(config: Any) -> dict[str, Any]:
-    """The grader settings a run's config snapshot recorded, by field name.  A key that is no longer a grader
-    setting (an old trace may hold a since-removed one) is left out rather than failing the run."""
-    return {name: value for key, value in flat_config(config).items()
-            if key.startswith("grader.") and (name := key.removeprefix("grader.")) in GraderSettings.model_fields}
+def recorded_grader(config: Any, except_keys: tuple[str, ...] = ()) -> GraderPatch:
+    """The grader settings a run's config snapshot recorded (read by ``SettingsSnapshot``, which leaves out a
+    key that is no longer a setting); ConfigError names a recorded value of the wrong type."""
+    return SettingsSnapshot.read(config).grader(except_keys)
 
 
-def regrade_settings(recorded: Mapping[str, Any], live: GraderSettings,
-                     on_top: Mapping[str, Any] | None = None) -> GraderSettings:
+def regrade_settings(recorded: GraderPatch, live: GraderSettings, on_top: GraderPatch | None = None) -> GraderSettings:
     """The one rule for the grader settings a stored run is graded again with (the what-if regrade and the
     threshold sweep): the keys it recorded over the live settings (a key it did not record takes the value the
     user runs with now), ``on_top`` (what-if overrides, swept keys) over both.
 
     Raises ConfigError naming what does not validate.
     """
-    try:
-        return GraderSettings.model_validate({**live.model_dump(), **recorded, **(on_top or {})})
-    except ValidationError as exc:
-        raise ConfigError(_grader_problem(exc)) from None
-
-
-def _grader_problem(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"grader.{'.'.join(map(str, err['loc']))}: {msg}" if err["loc"] else msg)
-    return "; ".join(parts)
-
-
-def what_if_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """What-if overrides by grader field name (``grader.`` optional); any other key is refused."""
-    out = {}
-    for key, value in overrides.items():
-        name = key.removeprefix("grader.")
-        if name not in GraderSettings.model_fields:
-            raise ConfigError(f"unknown grader setting: grader.{name}")
-        out[name] = value
-    return out
+    return recorded.then(on_top).over(live)
 
 
 SELECTED_DOC_NOT_REGRADED = ("not regraded: the user selected these documents, so their tier is that choice, "
@@ -89,7 +63,7 @@ def _selected_documents(digest: RunDigest) -> bool:
     """A selected-documents run whose tier is the user's choice (a summary); a question asked of the selected
     documents is graded by thresholds and regrades like any other run."""
     graded_question = digest.grade is not None and digest.grade.reason.startswith(QUESTION_GRADED)
-    return any(r.mode == "selected_doc" for r in digest.retrievals) and not graded_question
+    return any(r.mode is Mode.SELECTED_DOC for r in digest.retrievals) and not graded_question
 
 
 def _graded_input(digest: RunDigest) -> list[RetrievedChunk] | None:
@@ -115,16 +89,17 @@ def graded_input(record: Any) -> tuple[str, list[RetrievedChunk] | None]:
     return digest.query, (_graded_input(digest) if digest.grades else None)
 
 
-def regrade(records: Sequence[Any], grader_overrides: Mapping[str, Any], live: GraderSettings) -> list[RegradeRow]:
+def regrade(records: Sequence[Any], grader_overrides: GraderPatch | Mapping[str, Any],
+            live: GraderSettings) -> list[RegradeRow]:
     """Recompute the CRAG tier of stored runs with other grader settings; no model is called.
 
     Each run is graded with ``regrade_settings``: its recorded grader keys over ``live`` (the acting user's
     settings), the overrides on top.  Invalid overrides are refused up front with ConfigError; a run whose
     recorded settings do not validate with them gets a row that says why, and the others are regraded.
     """
-    overrides = what_if_overrides(grader_overrides)
-    try:
-        regrade_settings({}, live, overrides)  # the user's own values: refused before touching any run
+    try:  # the user's own values: refused before touching any run
+        overrides = grader_overrides if isinstance(grader_overrides, GraderPatch) else GraderPatch.of(grader_overrides)
+        regrade_settings(GraderPatch(), live, overrides)
     except ConfigError as exc:
         raise ConfigError(f"the what-if grader settings are invalid: {exc}") from None
     grader = CragGrader()
@@ -139,7 +114,7 @@ def regrade(records: Sequence[Any], grader_overrides: Mapping[str, Any], live: G
                                    None, None, reason))
             continue
         try:
-            settings = regrade_settings(recorded_grader_settings(record_part(record, "config")), live, overrides)
+            settings = regrade_settings(recorded_grader(record_part(record, "config")), live, overrides)
         except ConfigError as exc:
             rows.append(RegradeRow(digest.run_id, digest.question, digest.mode, old.tier.value, "", None, None,
                                    f"not regraded: its recorded grader settings do not validate with these: {exc}"))

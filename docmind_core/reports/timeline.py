@@ -15,7 +15,7 @@ from typing import Any, Iterable, Literal, Sequence
 from docmind_core import events as ev
 from docmind_core.answer.answer_type import KIND_WORDS
 from docmind_core.events import Event, EventFold, event_from_dict
-from docmind_core.values import GradeResult, RetrievedChunk, ToolCallRecord
+from docmind_core.values import GradeResult, Mode, RetrievedChunk, ToolCallRecord
 from docmind_core.reports.reasons import describe_reason
 from docmind_core.text.tokens import detect_language
 
@@ -207,7 +207,7 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
     def on_retrieval(self, event: ev.Retrieved) -> TimelineRow:
         fields = {"candidates": str(event.candidate_count), "kb chunks": str(event.kb_chunks),
                   "web chunks": str(event.web_chunks), "memories": str(event.memory_items)}
-        if event.mode == "agentic_loop":
+        if event.mode is Mode.AGENTIC:
             fields.update({"rounds": str(event.rounds), "stop reason": describe_reason(event.stop_reason) or "—",
                            "deduplicated": str(event.dedupe_hits)})
         items = [{"worker": w.name, "status": w.status, "hits": w.hits, "latency_ms": round(w.latency_ms, 1),
@@ -220,7 +220,7 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
             fields["tool calls"] = f"{len(event.tool_calls)} (see rounds)"
         degraded = any(w.status != "ok" for w in event.workers) or event.stop_reason in (
             "error", "total_timeout", "iteration_timeout")
-        return _row(event, f"Retrieval ({event.mode.replace('_', ' ')})", "warn" if degraded else "ok",
+        return _row(event, f"Retrieval ({event.mode.value})", "warn" if degraded else "ok",
                     event.duration_ms, fields, items + calls)
 
     def on_rerank(self, event: ev.Reranked) -> TimelineRow:
@@ -474,12 +474,12 @@ class RunDigest:
     def tool_calls(self) -> list[ToolCallRecord]:
         """Every tool call of the run, in order: the agentic loop's, then one-shot workers seen as calls of
         their tool (a plain one-shot run's, or the fallback's after the loop)."""
-        loop = [r for r in self.retrievals if r.mode == "agentic_loop"]
+        loop = [r for r in self.retrievals if r.mode is Mode.AGENTIC]
         # the loop's Retrieved lists every call it made, a round cut short included; without it (the loop
         # failed and fell back) its rounds hold what is known
         calls = list(loop[-1].tool_calls) if loop else [c for step in self.agentic_steps for c in step.tool_calls]
         for retrieval in self.retrievals:
-            if retrieval.mode == "one_shot":  # every worker ran its tool on the run's query
+            if retrieval.mode is Mode.RULE_PLANNER:  # every worker ran its tool on the run's query
                 calls += [ToolCallRecord(name=w.name, args={"query": self.query}, result_count=w.hits,
                                          latency_ms=w.latency_ms, status=w.status, message=w.message)
                           for w in retrieval.workers]

@@ -12,7 +12,7 @@ from docmind_core.answer.rule_planner import RulePlannerPath
 from docmind_core.backends.web_search import TavilyWebSearch
 from docmind_core.events import AgenticStep, ErrorRaised, Fallback, Retrieved
 from docmind_core.answer.grade import CragGrader
-from docmind_core.values import StageScores, Understanding
+from docmind_core.values import Mode, StageScores, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.text.tokens import count_tokens
 from docmind_core.answer.tools import ToolContext, Toolbox
@@ -74,7 +74,7 @@ def test_one_tool_round_then_no_tool_call_runs_exactly_one_round_and_clears_the_
     assert len(steps) == 1 and steps[0].iteration == 1 and steps[0].max_iterations == 4
     assert steps[0].tool_calls[0].name == "searchDocs" and steps[0].tool_calls[0].result_count > 0
     assert steps[0].new_chunks > 0
-    assert outcome.stop_reason == "model_done" and outcome.rounds == 1 and outcome.mode == "agentic_loop"
+    assert outcome.stop_reason == "model_done" and outcome.rounds == 1 and outcome.mode is Mode.AGENTIC
     assert len(model.transcripts) == 2  # asked twice: one tool round, then "done"
     assert outcome.result.chunks[0].chunk_id == "a1"
     assert ctx.closed and ctx.stop.is_set()  # the run's tool context is cleared
@@ -107,7 +107,7 @@ def test_a_model_that_always_calls_tools_stops_at_max_iterations():
     assert [e.iteration for e in events if isinstance(e, AgenticStep)] == [1, 2, 3]
     assert outcome.stop_reason == "max_iterations" and outcome.rounds == 3
     retrieved = [e for e in events if isinstance(e, Retrieved)][0]
-    assert retrieved.stop_reason == "max_iterations" and retrieved.rounds == 3 and retrieved.mode == "agentic_loop"
+    assert retrieved.stop_reason == "max_iterations" and retrieved.rounds == 3 and retrieved.mode is Mode.AGENTIC
 
 
 def test_the_tool_call_cap_ends_the_loop():
@@ -149,8 +149,8 @@ def test_an_exception_in_a_tool_falls_back_to_one_shot():
     agent, _ = build(ScriptedModel(rounds=[[("searchDocs", {"query": "warranty claims"})]]), retriever)
     events, outcome, _ = run(agent, "How long do I have for warranty claims?")
     fallback = [e for e in events if isinstance(e, Fallback)]
-    assert fallback and fallback[0].to == "one_shot" and "searchDocs failed" in fallback[0].reason
-    assert outcome.fell_back and outcome.stop_reason == "error" and outcome.mode == "one_shot"
+    assert fallback and fallback[0].to == "RULE_PLANNER" and "searchDocs failed" in fallback[0].reason
+    assert outcome.fell_back and outcome.stop_reason == "error" and outcome.mode is Mode.RULE_PLANNER
     assert outcome.result.chunks and outcome.result.chunks[0].chunk_id == "a6"
     kinds = [e.kind for e in events]
     assert kinds.index("fallback") < kinds.index("retrieval")
@@ -169,7 +169,7 @@ def test_a_tool_that_times_out_is_not_blamed_on_the_language_model():
     agent, _ = build(ScriptedModel(rounds=[[("searchDocs", {"query": "warranty claims"})]]),
                      TimingOutRetriever(CORPUS))
     events, outcome, _ = run(agent, "How long do I have for warranty claims?")
-    assert outcome.fell_back and outcome.mode == "one_shot"
+    assert outcome.fell_back and outcome.mode is Mode.RULE_PLANNER
     errors = [e.message for e in events if isinstance(e, ErrorRaised)]
     assert not any("language model timed out" in m for m in errors), errors
 

@@ -12,7 +12,7 @@ from docmind_core.events import (
     AgenticStep, AnswerStarted, Done, ErrorRaised, Fallback, Graded, Reranked, Retrieved, Routed, RunStarted,
     ScopeDecided, Token, Understood,
 )
-from docmind_core.values import Scope, Tier
+from docmind_core.values import Mode, Scope, Tier
 from docmind_core.accounts.users import UserStore
 from tests.fakes.openai_server import FakeOpenAIServer, status, text
 
@@ -98,7 +98,7 @@ def test_agentic_run_emits_rounds_before_retrieval(engine):
     assert last_step < kinds.index("retrieval") < kinds.index("rerank") < kinds.index("grader") \
         < kinds.index("start") < kinds.index("done")
     retrieved = next(e for e in events if isinstance(e, Retrieved))
-    assert retrieved.mode == "agentic_loop" and retrieved.stop_reason
+    assert retrieved.mode is Mode.AGENTIC and retrieved.stop_reason
     done = done_of(events)
     assert done.mode == "AGENTIC" and done.sources
 
@@ -119,7 +119,7 @@ def test_selected_document_is_read_directly(engine):
     routed = next(e for e in events if isinstance(e, Routed))
     assert routed.decision.mode.value == "SELECTED_DOC"
     retrieved = next(e for e in events if isinstance(e, Retrieved))
-    assert retrieved.mode == "selected_doc"
+    assert retrieved.mode is Mode.SELECTED_DOC
     done = done_of(events)
     assert done.sources and {c.document for c in done.sources} == {"release_notes.md"}
     indices = [c.chunk_index for c in done.sources]

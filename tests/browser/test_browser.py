@@ -77,11 +77,14 @@ def test_the_chat_page_has_the_browser_load_the_other_pages_code_once_it_sits_id
     try:
         tab.goto(server, wait_until="domcontentloaded")
         tab.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=ANSWER_TIMEOUT_MS)
+        # Each wait is on a state the page reaches; the timeouts only end a test that never gets there (a loaded
+        # machine once took over 30 s from the chat input to the fetched code).  A timed run of the page draws the
+        # examples, the browser fetches their code, and the next timed run removes them.
         tab.wait_for_function(
             "names => names.every(n => performance.getEntriesByType('resource').some(e => e.name.includes('/' + n)))",
-            arg=wanted, timeout=30_000)
+            arg=wanted, timeout=ANSWER_TIMEOUT_MS)
         # and the hidden examples are gone again: they would only weigh on the page's later draws
-        tab.wait_for_selector(".st-key-dm-chart-preload", state="detached", timeout=15_000)
+        tab.wait_for_selector(".st-key-dm-chart-preload", state="detached", timeout=ANSWER_TIMEOUT_MS)
     finally:
         tab.close()
 

@@ -92,7 +92,7 @@ def sample_events(run_id: str = "run-1", tokens: int = 12, mode: str = "AGENTIC"
                     offered_tools=["searchDocs", "keywordSearch", "webSearch"],
                     withheld_tools={"recall_memory": "the user has no memories"}, requested_calls=5,
                     repeated_calls=2, over_cap_calls=1),
-        Retrieved(mode="agentic_loop", workers=[WorkerReport(name="doc_search", status="ok", hits=5, latency_ms=11.0)],
+        Retrieved(mode="AGENTIC", workers=[WorkerReport(name="doc_search", status="ok", hits=5, latency_ms=11.0)],
                   tool_calls=calls, candidate_count=3, kb_chunks=2, web_chunks=1, stop_reason="model_done", rounds=1,
                   duration_ms=190.0, t_ms=405.0),
         Reranked(candidates=[kb, cut, web], reranker="offline", duration_ms=35.0, t_ms=441.0),

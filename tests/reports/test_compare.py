@@ -89,10 +89,10 @@ def sample_run(run_id: str = "r1", mode: str = "RULE_PLANNER", sources=SOURCES, 
     if is_agentic:
         events.append(AgenticStep(iteration=1, max_iterations=4, tool_calls=calls, new_chunks=6, duplicate_chunks=2,
                                   duration_ms=20.0, t_ms=25.0))
-        events.append(Retrieved(mode="agentic_loop", tool_calls=calls, candidate_count=4, kb_chunks=3, web_chunks=1,
+        events.append(Retrieved(mode="AGENTIC", tool_calls=calls, candidate_count=4, kb_chunks=3, web_chunks=1,
                                 stop_reason="model_done", rounds=1, duration_ms=22.0, t_ms=26.0))
     else:
-        events.append(Retrieved(mode="one_shot", workers=[WorkerReport(name="doc_search", status="ok", hits=5,
+        events.append(Retrieved(mode="RULE_PLANNER", workers=[WorkerReport(name="doc_search", status="ok", hits=5,
                                                                        latency_ms=11.0),
                                                           WorkerReport(name="keyword_search", status="timeout",
                                                                        message="slow")],
@@ -327,7 +327,7 @@ def _selected_doc_run(run_id: str = "sel") -> list:
     """A SELECTED_DOC run: the user picked the documents; they are read, scored and HIGH by that choice."""
     events = [e for e in sample_run(run_id) if e.kind not in ("retrieval", "fallback")]
     at = next(i for i, e in enumerate(events) if e.kind == "rerank")
-    events.insert(at, Retrieved(mode="selected_doc", candidate_count=2, kb_chunks=2, t_ms=20.0))
+    events.insert(at, Retrieved(mode="SELECTED_DOC", candidate_count=2, kb_chunks=2, t_ms=20.0))
     return events
 
 

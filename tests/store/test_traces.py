@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -55,10 +54,12 @@ def test_events_are_stored_with_seq_kind_and_t_ms(store, db):
     assert [(r[1], r[2]) for r in rows] == [(e.kind, e.t_ms) for e in events]
 
 
-def test_many_tokens_are_buffered_not_written_one_by_one(store, db):
+def test_many_tokens_are_buffered_not_written_one_by_one(store, db, monkeypatch):
     events = sample_events("run-big", tokens=3000)
     rec = store.recorder(run_id="run-big", question="q", config={})
-    started = time.perf_counter()
+    writes: list[int] = []  # transactions, counted rather than timed: a busy machine slows both ways alike
+    real_transaction = db.transaction
+    monkeypatch.setattr(db, "transaction", lambda *a, **k: writes.append(1) or real_transaction(*a, **k))
     for event in events[:-1]:
         rec.record(event)
     # Before done at most one buffer's worth is unwritten.
@@ -66,8 +67,7 @@ def test_many_tokens_are_buffered_not_written_one_by_one(store, db):
     assert len(events) - 1 - stored < 200
     rec.record(events[-1])
     rec.finish()
-    elapsed = time.perf_counter() - started
-    assert elapsed < 2.0, f"recording {len(events)} events took {elapsed:.2f}s"
+    assert len(writes) * 100 <= len(events), f"{len(events)} events took {len(writes)} writes"
     assert store.get("run-big").events == events
 
 

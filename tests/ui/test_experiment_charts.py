@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from docmind_core.experiments.sweep import SweepPoint, SweepResult
+from docmind_core.settings import GraderPatch
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
 
 
 def _result(not_high: float) -> SweepResult:
-    points = [SweepPoint(high=h, low=l, mode="coverage_first", high_count=2, precision=1.0, recall=0.5, f1=0.667,
-                         unanswerable_not_high=not_high, live=(h, l) == (0.9, 0.25))
+    points = [SweepPoint(GraderPatch(high_threshold=h, low_threshold=l, gray_zone_mode="coverage_first"),
+                         high_count=2, precision=1.0, recall=0.5, f1=0.667, unanswerable_not_high=not_high,
+                         live=(h, l) == (0.9, 0.25))
               for h in (0.8, 0.9) for l in (0.2, 0.25)]
-    return SweepResult(points=points, live={"grader.high_threshold": 0.9, "grader.low_threshold": 0.25,
-                                            "grader.gray_zone_mode": "coverage_first"},
+    return SweepResult(points=points, live=GraderPatch(high_threshold=0.9, low_threshold=0.25,
+                                                       gray_zone_mode="coverage_first"),
                        runs=4, positives=2, unanswerable=2, skipped=0)
 
 

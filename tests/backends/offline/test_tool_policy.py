@@ -13,7 +13,7 @@ from docmind_core.backends.offline.chat import OfflineLanguageModel
 from docmind_core.backends.protocols import AgentTranscript, Observation, ToolCallRequest
 from docmind_core.events import AgenticStep
 from docmind_core.answer.grade import CragGrader
-from docmind_core.values import Understanding
+from docmind_core.values import Mode, Understanding
 from docmind_core.prompts import PromptLibrary
 from docmind_core.answer.tools import ToolContext, Toolbox, loop_tool_specs
 from tests.agentic_world import CORPUS, FixtureRetriever, chunk, drain, make_refiner, settings
@@ -129,7 +129,7 @@ def test_offline_engine_loop_hops_to_the_bridge_paragraph():
     second_round = [c.args["query"] for c in steps[1].tool_calls if c.name == "searchDocs"]
     assert any("Shirley Temple" in q for q in second_round)
     assert {"a4", "a5"} <= {c.chunk_id for c in outcome.result.chunks}
-    assert outcome.mode == "agentic_loop" and outcome.stop_reason == "model_done"
+    assert outcome.mode is Mode.AGENTIC and outcome.stop_reason == "model_done"
 
 
 def test_offline_engine_loop_issues_two_searches_for_a_comparison():
