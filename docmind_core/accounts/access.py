@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol, Sequence
 
+from docmind_core.accounts.ids import is_record_id
 from docmind_core.errors import AccessDenied, NotFound, SignInRequired
 from docmind_core.values import KnowledgeBase, Visibility
 from docmind_core.accounts.users import User, UserStore
@@ -126,6 +127,8 @@ class KbAccessGuard:
 
     # -- helpers -----------------------------------------------------------
     def _lookup(self, kb_id: int) -> KnowledgeBase | None:
+        if not is_record_id(kb_id):  # no KB has it (a huge one would crash the query): unknown, refused alike
+            return None
         try:
             return self.store.get_kb(kb_id)
         except NotFound:
