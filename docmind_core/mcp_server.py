@@ -40,7 +40,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from docmind_core.accounts.apikeys import ResolvedKey
 from docmind_core.accounts.ids import RecordIdArgument, record_ids
 from docmind_core.errors import DocMindError
-from docmind_core.accounts.limits import check_kb_ids
+from docmind_core.accounts.limits import check_kb_ids, require_text
 from docmind_core.values import PendingIngest
 from docmind_core.process import prepare_process
 from docmind_core.accounts.rate_limit import SlidingWindowLimiter
@@ -163,12 +163,15 @@ class McpToolService:
         return _with_pending(_result(_checked(bench.run_tool(name, scope, **arguments)), scope.context), scope.pending)
 
     def search_docs(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
+        require_text(query, "query")
         return self._kb_tool(caller, "searchDocs", kb_ids, query=query, top_k=top_k)
 
     def keyword_search(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
+        require_text(query, "query")
         return self._kb_tool(caller, "keywordSearch", kb_ids, query=query, top_k=top_k)
 
     def web_search(self, caller: ResolvedKey, query: str, max_results: int | None) -> dict:
+        require_text(query, "query")
         bench = self._bench(caller)
         scope = bench.tool_scope(None, searches_kbs=False)
         limit = scope.context.run.settings.web.mcp_rate_limit_per_minute
@@ -180,14 +183,14 @@ class McpToolService:
                        scope.context)
 
     def recall_memory(self, caller: ResolvedKey, query: str) -> dict:
+        require_text(query, "query")
         bench = self._bench(caller)
         scope = bench.tool_scope(None, searches_kbs=False)
         output = _checked(bench.run_tool("recall_memory", scope, query=query))
         return {**_result(output, scope.context), "memories": list(output.memories)}
 
     def store_memory(self, caller: ResolvedKey, text: str) -> dict:
-        if not text.strip():
-            raise ToolError("store_memory needs a non-empty text")
+        require_text(text, "text")
         bench = self._bench(caller)
         scope = bench.tool_scope(None, searches_kbs=False)
         return _result(_checked(bench.run_tool("store_memory", scope, text=text.strip())), scope.context)

@@ -25,6 +25,7 @@ refusal is an :class:`AccessDenied` whose message names the object only by id
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from dataclasses import dataclass, field
@@ -32,13 +33,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
 from docmind_core.accounts.access import (
-    KbAccessGuard, can_read_conversation, can_read_trace, denied_message, name_unavailable_message,
-    require_signed_in,
+    KbAccessGuard, can_read_conversation, can_read_trace, denied_message, look_alike_message,
+    name_unavailable_message, require_signed_in,
 )
+from docmind_core.accounts.limits import require_text
+from docmind_core.accounts.names import name_skeleton, storable_name
 from docmind_core.accounts.removal import RemovalReport
 from docmind_core.accounts.apikeys import ApiKey
 from docmind_core.reports.compare import RunComparison
-from docmind_core.errors import AccessDenied, ConfigError, DocMindError, NotFound
+from docmind_core.errors import AccessDenied, CallerError, ConfigError, DocMindError, NotFound
 from docmind_core.events import Event
 from docmind_core.experiments.datasets import Dataset, DatasetItem, DatasetStore, RunLabel
 from docmind_core.experiments.experiment_store import ExperimentStore
@@ -256,20 +259,32 @@ class Workbench:
         """A new KB owned by this user, in their department unless given (single-user mode: no owner).
 
         A name taken by a KB this user may not change is refused with the words every such name gets,
-        whether or not they may read it: the name of a KB you may not read is itself private.
+        whether or not they may read it: the name of a KB you may not read is itself private.  So is a name
+        that looks like another KB's (``accounts/names.py``): beside a KB this user may read, the refusal
+        names it; beside one they may not read, it is the same refusal as a taken name.
         """
         user = self._signed_in()
-        taken = self._engine.store.find_kb(name.strip())
+        wanted = name.strip()
+        taken = self._engine.store.find_kb(wanted)
         if taken is not None and not self._guard.can_manage(user, taken):
             raise AccessDenied(name_unavailable_message(user, name))
+        self._refuse_look_alike(user, wanted)
         try:
             return self._engine.create_kb(name, description=description, owner_id=user.owner_key,
                                           department=department or user.department, visibility=visibility)
         except DocMindError:
-            raced = self._engine.store.find_kb(name.strip())  # created by someone else in between
+            raced = self._engine.store.find_kb(wanted)  # created by someone else in between
             if raced is not None and not self._guard.can_manage(user, raced):
                 raise AccessDenied(name_unavailable_message(user, name)) from None
             raise
+
+    def _refuse_look_alike(self, user: User, wanted: str) -> None:
+        skeleton = name_skeleton(wanted)
+        for kb in self._engine.store.list_kbs():
+            if kb.name != wanted and name_skeleton(kb.name) == skeleton:
+                if self._guard.can_read(user, kb):
+                    raise CallerError(look_alike_message(wanted, kb))
+                raise AccessDenied(name_unavailable_message(user, wanted))
 
     def kb_to_write(self, name: str, description: str = "") -> tuple[KnowledgeBase, bool]:
         """The KB named ``name`` that this user may add documents to, created when no KB has the name;
@@ -323,6 +338,7 @@ class Workbench:
                progress: Callable[[IngestProgress], None] | None = None,
                names: Sequence[str] | None = None) -> list[IngestOutcome]:
         self._guard.require_manage(self._signed_in(), kb_id)
+        names = [storable_name(n) for n in names] if names is not None else None
         return self._engine.ingest(kb_id, paths, progress=progress, names=names)
 
     def reindex_kb(self, kb_id: int) -> int:
@@ -340,6 +356,7 @@ class Workbench:
         """Queue files for ingestion in the background (it survives the page and a server restart)."""
         user = self._signed_in()
         self._guard.require_manage(user, kb_id)
+        files = [dataclasses.replace(f, name=storable_name(f.name)) for f in files]  # a browser may send surrogates
         return self._engine.jobs.enqueue(kb_id, user.owner_key, files)
 
     def list_jobs(self, kb_id: int | None = None, limit: int = 50) -> list["IngestJob"]:
@@ -389,6 +406,7 @@ class Workbench:
     def search(self, query: str, kb_ids: Sequence[int], doc_ids: Sequence[int] | None = None) -> SearchResult:
         """Hit testing: every candidate with its per-stage scores; every KB must be readable."""
         user = self._signed_in()
+        require_text(query, "query")
         allowed = self._guard.require_readable(user, kb_ids)
         return self._engine.search(query, allowed, self._engine.settings_for(user), doc_ids=doc_ids)
 
@@ -405,6 +423,7 @@ class Workbench:
         are documents no retrieval path of this run returns or reads (leave-gold-out evaluation).
         """
         user = self._signed_in()
+        require_text(question)
         if conversation_id:
             self._own_conversation(conversation_id)
         settings = self._engine.settings_for(user)
@@ -426,6 +445,7 @@ class Workbench:
         """One run with the offline engine as its language model: the baseline ``docmind eval answers`` measures
         a model against.  Admin only: it rebuilds the backends this process's runs share."""
         user = self._admin("run questions with the offline engine in place of the configured model")
+        require_text(question)
         settings = self._engine.settings_for(user).with_overrides({"llm.provider": "offline"})
         allowed, denied = self._guard.filter_readable(user, kb_ids)
         notices = [denied_message(user, denied) + "; they were left out of this run"] if denied else []

@@ -403,3 +403,16 @@ def test_the_tool_schema_states_the_id_range(served):
     search = next(t for t in listed.tools if t.name == "searchDocs")
     items = search.input_schema["properties"]["kbIds"]["anyOf"][0]["items"]
     assert items["minimum"] == 1 and items["maximum"] == 2**63 - 1
+
+
+def test_an_empty_query_is_refused_with_a_clear_message(served):
+    """Issue 40 item 9: a question or query of nothing but spaces is refused, not run."""
+    _, url, issued, _ = served
+
+    async def work(session):
+        return [await session.call_tool(name, {key: "  \n"}) for name, key in
+                (("searchDocs", "query"), ("keywordSearch", "query"), ("webSearch", "query"),
+                 ("recall_memory", "query"), ("store_memory", "text"))]
+
+    for result in run(url, issued["carol"], work):
+        assert result.is_error and "is empty" in result.content[0].text, result.content[0].text
