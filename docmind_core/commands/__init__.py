@@ -20,6 +20,7 @@ before any lookup.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,24 +61,27 @@ class LogWarnings:
     def __init__(self) -> None:
         self._sees_all: bool | None = None  # None: the acting user is not known yet
         self._held: list[logging.LogRecord] = []
+        self._lock = threading.RLock()  # the job worker logs from its own thread
         self.left_out = 0
 
     def add(self, record: logging.LogRecord) -> None:
-        if record.name in self.ALWAYS_SHOWN or self._sees_all:
-            _show_warning(record)
-        elif self._sees_all is None:
-            self._held.append(record)
-        else:
-            self.left_out += 1
+        with self._lock:
+            if record.name in self.ALWAYS_SHOWN or self._sees_all:
+                _show_warning(record)
+            elif self._sees_all is None:
+                self._held.append(record)
+            else:
+                self.left_out += 1
 
     def decide(self, sees_all: bool) -> None:
         """The acting user is known: the held warnings are shown, or counted."""
-        if self._sees_all is not None:
-            return
-        self._sees_all = sees_all
-        held, self._held = self._held, []
-        for record in held:
-            self.add(record)
+        with self._lock:
+            if self._sees_all is not None:
+                return
+            self._sees_all = sees_all
+            held, self._held = self._held, []
+            for record in held:
+                self.add(record)
 
     def close(self) -> None:
         self.decide(False)  # never decided: --as named nobody usable, so nothing of others is shown
