@@ -36,6 +36,7 @@ from docmind_core.accounts.access import (
     KbAccessGuard, can_read_conversation, can_read_trace, denied_message, look_alike_message,
     name_unavailable_message, require_signed_in,
 )
+from docmind_core.accounts.ids import record_id
 from docmind_core.accounts.limits import require_text
 from docmind_core.accounts.names import name_skeleton, storable_name
 from docmind_core.accounts.removal import RemovalReport
@@ -384,7 +385,7 @@ class Workbench:
     def _managed_job(self, job_id: int) -> "IngestJob":
         user = self._signed_in()
         try:
-            job = self._engine.jobs.jobs.get(job_id)
+            job = self._engine.jobs.jobs.get(record_id(job_id, "job id"))
         except NotFound:
             job = None
         if job is None or not self._guard.can_manage(user, self._engine.store.get_kb(job.kb_id)):
@@ -394,7 +395,7 @@ class Workbench:
     def _readable_document(self, doc_id: int) -> DocumentRecord:
         user = self._signed_in()
         try:
-            doc = self._engine.store.get_document(doc_id)
+            doc = self._engine.store.get_document(record_id(doc_id, "document id"))
         except NotFound:
             raise AccessDenied(f"{user.username} may not read document #{doc_id} (or it does not exist)") from None
         kb = self._engine.store.get_kb(doc.kb_id)
@@ -490,7 +491,7 @@ class Workbench:
     def forget_memory(self, memory_id: int) -> None:
         user = self._signed_in()
         try:
-            self._memory().delete(user.owner_key, memory_id)
+            self._memory().delete(user.owner_key, record_id(memory_id, "memory id"))
         except NotFound:  # someone else's and a missing memory look the same
             raise AccessDenied(f"memory #{memory_id} is not one of {user.username}'s memories") from None
 
@@ -677,7 +678,7 @@ class Workbench:
     def revoke_api_key(self, key_id: int) -> ApiKey:
         user = self._signed_in()
         try:
-            key = self._engine.api_keys.get(key_id)
+            key = self._engine.api_keys.get(record_id(key_id, "API key id"))
         except NotFound:
             key = None
         if key is None or not (user.is_admin or key.user_id == user.id):

@@ -37,3 +37,10 @@ def test_an_upload_name_with_a_lone_surrogate_is_stored_readable(bench):
     assert [f.name for f in job.files] == ["pl\ufffdan.md", "ok.md"]
     assert [f.state for f in job.files] == ["done", "done"], [f.error for f in job.files]
     assert sorted(d.name for d in bench.list_documents(kb.id)) == ["ok.md", "pl\ufffdan.md"]
+
+
+@pytest.mark.parametrize("call", ["get_job", "cancel_job", "document_text", "forget_memory", "revoke_api_key"])
+def test_an_id_no_record_can_have_is_refused_by_name(bench, call):
+    """Issue 40 item 3 behind every edge: such an id reached SQLite and raised OverflowError."""
+    with pytest.raises(CallerError, match="is not a valid id"):
+        getattr(bench, call)(1180591620717411303424)
