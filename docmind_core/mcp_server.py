@@ -268,12 +268,14 @@ def build_mcp_server(service: McpToolService) -> MCPServer:
 
     @server.tool(name="searchDocs", description="Hybrid (semantic + keyword) search of knowledge bases you may "
                  "read. kbIds: which ones (default: all readable); asking for one you may not read is refused.")
-    async def search_docs(query: str, ctx: Context, kbIds: list[RecordIdArgument] | None = None, topK: int = 8) -> dict:
+    async def search_docs(query: str, ctx: Context, kbIds: list[RecordIdArgument] | None = None,
+                          topK: int = 8) -> dict:
         return await call(service.search_docs, caller_of(ctx), query, kbIds, _clamp(topK, 1, 50))
 
     @server.tool(name="keywordSearch", description="Exact keyword (BM25) search of knowledge bases you may read, "
                  "for codes, versions and quoted names. kbIds as in searchDocs.")
-    async def keyword_search(query: str, ctx: Context, kbIds: list[RecordIdArgument] | None = None, topK: int = 8) -> dict:
+    async def keyword_search(query: str, ctx: Context, kbIds: list[RecordIdArgument] | None = None,
+                             topK: int = 8) -> dict:
         return await call(service.keyword_search, caller_of(ctx), query, kbIds, _clamp(topK, 1, 50))
 
     @server.tool(name="webSearch", description="Web search (rate-limited per API key).")

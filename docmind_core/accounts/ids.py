@@ -6,9 +6,9 @@ conversation) is a short run of letters, digits and ``_.:-``, as DocMind writes 
 refused here with :class:`InvalidId`, before any lookup, with words that name the argument and the valid form
 and never quote more than the start of what was sent.
 
-Every edge uses these parsers: the MCP tools (:data:`RecordIdArgument` puts the range into the tool
-schema an agent reads; the service parses the values), the CLI's parameter types (``commands/__init__.py``), and the access
-guard, which treats an id it could never hold as an unknown one.
+Every edge uses these parsers: the MCP tools (:data:`RecordIdArgument` puts the range into the tool schema
+an agent reads; the service parses the values), the CLI's parameter types (``commands/__init__.py``), and the
+Workbench for the ids its callers pass; the access guard treats an id no KB can have as an unknown one.
 """
 
 from __future__ import annotations

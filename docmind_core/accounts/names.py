@@ -1,7 +1,7 @@
-r"""Knowledge-base names that look alike: ``alice_priv``, ``Alice_priv``, ``alice_pr\u0456v`` (Cyrillic і), ``аlice_priv``
-(Cyrillic а), ``alice\u200b_priv`` (a zero-width space) read the same on a screen, so a second KB under such a name
-passes for the first one.  :func:`name_skeleton` maps each name to the form two such names share; creating a KB
-whose skeleton equals an existing KB's is refused (``Workbench.create_kb``).
+r"""Knowledge-base names that look alike: ``alice_priv``, ``Alice_priv``, ``alice_pr\u0456v`` (Cyrillic i),
+``\u0430lice_priv`` (Cyrillic a) and ``alice\u200b_priv`` (a zero-width space) read the same on a screen, so a
+second KB under such a name passes for the first one.  :func:`name_skeleton` maps each name to the form two such
+names share; creating a KB whose skeleton equals an existing KB's is refused (``Workbench.create_kb``).
 
 The skeleton is NFKC (full-width and compatibility forms: ``ａｌｉｃｅ`` is ``alice``), then casefold, with the
 characters that show nothing dropped and the common look-alikes of Latin letters and digits from Cyrillic, Greek
@@ -25,7 +25,7 @@ _INVISIBLE_RE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u2
 _LOOK_ALIKES = str.maketrans({
     # Cyrillic
     "а": "a", "в": "b", "ԁ": "d", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j", "к": "k",
-    "ӏ": "l", "м": "m", "н": "h", "о": "o", "р": "p", "ԛ": "q", "г": "r", "ѕ": "s", "т": "t", "ц": "u",
+    "ӏ": "l", "м": "m", "н": "h", "о": "o", "р": "p", "ԛ": "q", "г": "r", "ѕ": "s", "т": "t", "с": "c",
     "ѵ": "v", "ԝ": "w", "х": "x", "у": "y", "ү": "y", "з": "3", "ь": "b", "п": "n",
     # Greek
     "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t",

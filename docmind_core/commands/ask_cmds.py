@@ -29,7 +29,8 @@ def _kb_ids(bench, names: tuple[str, ...]) -> list[int]:
                                           case_sensitive=False),
               default="auto", show_default=True, help="The path: auto, RULE_PLANNER (rule) or AGENTIC.")
 @click.option("--doc", "docs", multiple=True, help="Select a document by name: read it directly (SELECTED_DOC).")
-@click.option("--conversation", default=None, type=text_id_type("conversation id"), help="Conversation id to continue (history is used for rewriting).")
+@click.option("--conversation", default=None, type=text_id_type("conversation id"),
+              help="Conversation id to continue (history is used for rewriting).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--timeline/--no-timeline", default=True, show_default=True, help="Print the event timeline.")
 @as_user_option
