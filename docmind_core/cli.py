@@ -29,20 +29,52 @@ from docmind_core.errors import DocMindError
 
 
 class _StderrWarnings(logging.Handler):
-    """The config store's warnings (a stored value skipped, naming its key) on stderr, without escapes."""
+    """DocMind's logged warnings, through the current invocation's :class:`LogWarnings` (who may see what)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.invocation: Invocation | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        echo(f"warning: {record.getMessage()}", err=True, single_line=True)
+        if self.invocation is not None:
+            self.invocation.warnings.add(record)
 
 
-def _warn_on_stderr() -> None:
-    logger = logging.getLogger("docmind_core.store.config_store")
-    if not any(isinstance(h, _StderrWarnings) for h in logger.handlers):
-        logger.addHandler(_StderrWarnings(logging.WARNING))
+_WARNINGS = _StderrWarnings()
+
+
+def _warn_on_stderr(invocation: Invocation) -> None:
+    # On the package's logger, so nothing of it reaches Python's last-resort handler (which printed every
+    # warning raw, the start-up repairs of other users' documents included).
+    logger = logging.getLogger("docmind_core")
+    if _WARNINGS not in logger.handlers:
+        logger.addHandler(_WARNINGS)
+    _WARNINGS.invocation = invocation
+
+
+def undecodable_argument(args: list[str]) -> str:
+    """Why a command-line argument is refused, or "": Python reads bytes that are not UTF-8 as lone surrogates,
+    which break wherever the text is written (the database, a log, the terminal)."""
+    for position, arg in enumerate(args, start=1):
+        if any("\ud800" <= c <= "\udfff" for c in arg):
+            # the bytes as typed when Python escaped them (U+DC80..U+DCFF), else the surrogates as \\udXXX
+            escaped_bytes = not any("\ud800" <= c < "\udc80" for c in arg)
+            raw = arg.encode("utf-8", "surrogateescape" if escaped_bytes else "backslashreplace")
+            shown = raw[:60].decode("ascii", "backslashreplace") + ("…" if len(raw) > 60 else "")
+            return (f"argument {position} is not valid UTF-8 text ({shown}): DocMind reads what is typed as "
+                    "UTF-8; type it again in a UTF-8 terminal (or rename the file)")
+    return ""
 
 
 class _FriendlyGroup(click.Group):
-    """Show DocMindError messages as they are, without a traceback."""
+    """Show DocMindError messages as they are, without a traceback (click's own usage errors quote what was
+    typed as Python literals: escaped already); refuse an argument that is not UTF-8 before any command reads it."""
+
+    def parse_args(self, ctx, args):
+        refusal = undecodable_argument(args)
+        if refusal:
+            raise click.UsageError(refusal, ctx)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
         try:
@@ -62,7 +94,7 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     invocation = Invocation((home or default_home()).resolve())
     ctx.obj = invocation
     ctx.call_on_close(invocation.close)
-    _warn_on_stderr()
+    _warn_on_stderr(invocation)
 
 
 @cli.command()
@@ -74,7 +106,7 @@ def backends(invocation: Invocation) -> None:
         mark = "live" if status.live else "embedded default"
         echo(f"{status.role:<14} {status.name:<40} [{mark}] {status.detail}", single_line=True)
         if not status.live and status.how_to_enable:
-            click.echo(f"{'':<14} to enable: {status.how_to_enable}")
+            echo(f"{'':<14} to enable: {status.how_to_enable}")
     for note in engine.backend_notes():
         echo(f"note: {note}")
 

@@ -38,8 +38,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from docmind_core.accounts.apikeys import ResolvedKey
+from docmind_core.accounts.ids import RecordIdArgument, record_ids
 from docmind_core.errors import DocMindError
-from docmind_core.accounts.limits import InputTooLarge, check_kb_ids
+from docmind_core.accounts.limits import check_kb_ids, require_text
 from docmind_core.values import PendingIngest
 from docmind_core.process import prepare_process
 from docmind_core.accounts.rate_limit import SlidingWindowLimiter
@@ -155,19 +156,22 @@ class McpToolService:
 
     def _kb_tool(self, caller: ResolvedKey, name: str, kb_ids: list[int] | None, **arguments) -> dict:
         bench = self._bench(caller)
-        _limit_kb_ids(bench.settings(), caller, kb_ids)
+        kb_ids = _parsed_kb_ids(bench.settings(), caller, kb_ids)
         scope = bench.tool_scope(kb_ids)
         if not scope.context.run.kb_ids:
             return _result(ToolOutput(text="No knowledge base is readable for this key's user."), scope.context)
         return _with_pending(_result(_checked(bench.run_tool(name, scope, **arguments)), scope.context), scope.pending)
 
     def search_docs(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
+        require_text(query, "query")
         return self._kb_tool(caller, "searchDocs", kb_ids, query=query, top_k=top_k)
 
     def keyword_search(self, caller: ResolvedKey, query: str, kb_ids: list[int] | None, top_k: int) -> dict:
+        require_text(query, "query")
         return self._kb_tool(caller, "keywordSearch", kb_ids, query=query, top_k=top_k)
 
     def web_search(self, caller: ResolvedKey, query: str, max_results: int | None) -> dict:
+        require_text(query, "query")
         bench = self._bench(caller)
         scope = bench.tool_scope(None, searches_kbs=False)
         limit = scope.context.run.settings.web.mcp_rate_limit_per_minute
@@ -179,21 +183,21 @@ class McpToolService:
                        scope.context)
 
     def recall_memory(self, caller: ResolvedKey, query: str) -> dict:
+        require_text(query, "query")
         bench = self._bench(caller)
         scope = bench.tool_scope(None, searches_kbs=False)
         output = _checked(bench.run_tool("recall_memory", scope, query=query))
         return {**_result(output, scope.context), "memories": list(output.memories)}
 
     def store_memory(self, caller: ResolvedKey, text: str) -> dict:
-        if not text.strip():
-            raise ToolError("store_memory needs a non-empty text")
+        require_text(text, "text")
         bench = self._bench(caller)
         scope = bench.tool_scope(None, searches_kbs=False)
         return _result(_checked(bench.run_tool("store_memory", scope, text=text.strip())), scope.context)
 
     def kb_meta(self, caller: ResolvedKey, kb_ids: list[int] | None) -> dict:
         bench = self._bench(caller)
-        _limit_kb_ids(bench.settings(), caller, kb_ids)
+        kb_ids = _parsed_kb_ids(bench.settings(), caller, kb_ids)
         scope = bench.tool_scope(kb_ids)
         pending = {p.kb_id: p.pending_documents for p in scope.pending}
         return {"status": "ok", "message": "", "text": _checked(bench.run_tool("kb_meta", scope)).text,
@@ -203,12 +207,15 @@ class McpToolService:
                                     for kb in scope.knowledge_bases]}
 
 
-def _limit_kb_ids(settings: Settings, caller: ResolvedKey, kb_ids: list[int] | None) -> None:
-    """limits.max_kb_ids, before any lookup: 100,000 ids cost one query each (and a refusal listing them all)."""
+def _parsed_kb_ids(settings: Settings, caller: ResolvedKey, kb_ids: list[int] | None) -> list[int] | None:
+    """The kbIds as record ids, before any lookup: at most limits.max_kb_ids of them (100,000 ids cost one
+    query each, and a refusal listing them all), each one an id a KB could have (a larger number crashed the
+    lookup).  The SDK checks the schema first; this holds for a call that reaches the service another way."""
     try:
         check_kb_ids(kb_ids, settings)
-    except InputTooLarge:
-        log.info("refused MCP call of API key %s: %d kbIds", caller.key_id, len(kb_ids or ()))  # never the ids
+        return record_ids(kb_ids, "kbIds")
+    except DocMindError as exc:
+        log.info("refused MCP call of API key %s: %s", caller.key_id, type(exc).__name__)  # never the ids
         raise
 
 
@@ -261,12 +268,14 @@ def build_mcp_server(service: McpToolService) -> MCPServer:
 
     @server.tool(name="searchDocs", description="Hybrid (semantic + keyword) search of knowledge bases you may "
                  "read. kbIds: which ones (default: all readable); asking for one you may not read is refused.")
-    async def search_docs(query: str, ctx: Context, kbIds: list[int] | None = None, topK: int = 8) -> dict:
+    async def search_docs(query: str, ctx: Context, kbIds: list[RecordIdArgument] | None = None,
+                          topK: int = 8) -> dict:
         return await call(service.search_docs, caller_of(ctx), query, kbIds, _clamp(topK, 1, 50))
 
     @server.tool(name="keywordSearch", description="Exact keyword (BM25) search of knowledge bases you may read, "
                  "for codes, versions and quoted names. kbIds as in searchDocs.")
-    async def keyword_search(query: str, ctx: Context, kbIds: list[int] | None = None, topK: int = 8) -> dict:
+    async def keyword_search(query: str, ctx: Context, kbIds: list[RecordIdArgument] | None = None,
+                             topK: int = 8) -> dict:
         return await call(service.keyword_search, caller_of(ctx), query, kbIds, _clamp(topK, 1, 50))
 
     @server.tool(name="webSearch", description="Web search (rate-limited per API key).")
@@ -284,7 +293,7 @@ def build_mcp_server(service: McpToolService) -> MCPServer:
 
     @server.tool(name="kb_meta", description="Names, descriptions and sizes of the knowledge bases you may read "
                  "(or of kbIds).")
-    async def kb_meta(ctx: Context, kbIds: list[int] | None = None) -> dict:
+    async def kb_meta(ctx: Context, kbIds: list[RecordIdArgument] | None = None) -> dict:
         return await call(service.kb_meta, caller_of(ctx), kbIds)
 
     return server

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Mapping, get_args
+from typing import Annotated, Any, Iterable, Literal, Mapping, get_args
 from urllib.parse import urlparse
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -619,6 +619,30 @@ class KeySpec:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+
+
+# Security keys fail closed: when the stored value of one cannot be used (not JSON, a wrong type, out of range),
+# this value applies, not the default; auth.enabled's default (off) would switch sign-in off for everyone.
+# session_hours: a shorter session than the default, still long enough to sign in and reset the key.
+FAIL_CLOSED: dict[str, Any] = {
+    "auth.enabled": True,
+    "auth.allow_public_without_sign_in": False,
+    "auth.session_hours": 1.0,
+}
+
+
+def fail_closed(settings: Settings, unusable_keys: Iterable[str]) -> tuple[Settings, list[str]]:
+    """``settings`` with the safe value of every security key among ``unusable_keys`` (stored values that were
+    skipped), and those keys; other keys keep the value they have (their default)."""
+    keys = [k for k in dict.fromkeys(unusable_keys) if k in FAIL_CLOSED]
+    if not keys:
+        return settings, []
+    return settings.with_overrides({k: FAIL_CLOSED[k] for k in keys}), keys
+
+
+def fail_closed_note(key: str) -> str:
+    """What a skipped security key's problem adds: the value that applies until it is reset."""
+    return f"until it is reset, {key} is {json.dumps(FAIL_CLOSED[key])} (security keys fail closed)"
 
 
 PERSONAL_GROUPS: tuple[str, ...] = ("grader", "agentic", "retrieval", "rag")

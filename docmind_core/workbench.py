@@ -25,6 +25,7 @@ refusal is an :class:`AccessDenied` whose message names the object only by id
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from dataclasses import dataclass, field
@@ -32,13 +33,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Sequence
 
 from docmind_core.accounts.access import (
-    KbAccessGuard, can_read_conversation, can_read_trace, denied_message, name_unavailable_message,
-    require_signed_in,
+    KbAccessGuard, can_read_conversation, can_read_trace, denied_message, look_alike_message,
+    name_unavailable_message, require_signed_in,
 )
+from docmind_core.accounts.ids import record_id
+from docmind_core.accounts.limits import require_text
+from docmind_core.accounts.names import name_skeleton, storable_name
 from docmind_core.accounts.removal import RemovalReport
 from docmind_core.accounts.apikeys import ApiKey
 from docmind_core.reports.compare import RunComparison
-from docmind_core.errors import AccessDenied, ConfigError, DocMindError, NotFound
+from docmind_core.errors import AccessDenied, CallerError, ConfigError, DocMindError, NotFound
 from docmind_core.events import Event
 from docmind_core.experiments.datasets import Dataset, DatasetItem, DatasetStore, RunLabel
 from docmind_core.experiments.experiment_store import ExperimentStore
@@ -256,20 +260,32 @@ class Workbench:
         """A new KB owned by this user, in their department unless given (single-user mode: no owner).
 
         A name taken by a KB this user may not change is refused with the words every such name gets,
-        whether or not they may read it: the name of a KB you may not read is itself private.
+        whether or not they may read it: the name of a KB you may not read is itself private.  So is a name
+        that looks like another KB's (``accounts/names.py``): beside a KB this user may read, the refusal
+        names it; beside one they may not read, it is the same refusal as a taken name.
         """
         user = self._signed_in()
-        taken = self._engine.store.find_kb(name.strip())
+        wanted = name.strip()
+        taken = self._engine.store.find_kb(wanted)
         if taken is not None and not self._guard.can_manage(user, taken):
             raise AccessDenied(name_unavailable_message(user, name))
+        self._refuse_look_alike(user, wanted)
         try:
             return self._engine.create_kb(name, description=description, owner_id=user.owner_key,
                                           department=department or user.department, visibility=visibility)
         except DocMindError:
-            raced = self._engine.store.find_kb(name.strip())  # created by someone else in between
+            raced = self._engine.store.find_kb(wanted)  # created by someone else in between
             if raced is not None and not self._guard.can_manage(user, raced):
                 raise AccessDenied(name_unavailable_message(user, name)) from None
             raise
+
+    def _refuse_look_alike(self, user: User, wanted: str) -> None:
+        skeleton = name_skeleton(wanted)
+        for kb in self._engine.store.list_kbs():
+            if kb.name != wanted and name_skeleton(kb.name) == skeleton:
+                if self._guard.can_read(user, kb):
+                    raise CallerError(look_alike_message(wanted, kb))
+                raise AccessDenied(name_unavailable_message(user, wanted))
 
     def kb_to_write(self, name: str, description: str = "") -> tuple[KnowledgeBase, bool]:
         """The KB named ``name`` that this user may add documents to, created when no KB has the name;
@@ -323,6 +339,7 @@ class Workbench:
                progress: Callable[[IngestProgress], None] | None = None,
                names: Sequence[str] | None = None) -> list[IngestOutcome]:
         self._guard.require_manage(self._signed_in(), kb_id)
+        names = [storable_name(n) for n in names] if names is not None else None
         return self._engine.ingest(kb_id, paths, progress=progress, names=names)
 
     def reindex_kb(self, kb_id: int) -> int:
@@ -340,6 +357,7 @@ class Workbench:
         """Queue files for ingestion in the background (it survives the page and a server restart)."""
         user = self._signed_in()
         self._guard.require_manage(user, kb_id)
+        files = [dataclasses.replace(f, name=storable_name(f.name)) for f in files]  # a browser may send surrogates
         return self._engine.jobs.enqueue(kb_id, user.owner_key, files)
 
     def list_jobs(self, kb_id: int | None = None, limit: int = 50) -> list["IngestJob"]:
@@ -367,7 +385,7 @@ class Workbench:
     def _managed_job(self, job_id: int) -> "IngestJob":
         user = self._signed_in()
         try:
-            job = self._engine.jobs.jobs.get(job_id)
+            job = self._engine.jobs.jobs.get(record_id(job_id, "job id"))
         except NotFound:
             job = None
         if job is None or not self._guard.can_manage(user, self._engine.store.get_kb(job.kb_id)):
@@ -377,7 +395,7 @@ class Workbench:
     def _readable_document(self, doc_id: int) -> DocumentRecord:
         user = self._signed_in()
         try:
-            doc = self._engine.store.get_document(doc_id)
+            doc = self._engine.store.get_document(record_id(doc_id, "document id"))
         except NotFound:
             raise AccessDenied(f"{user.username} may not read document #{doc_id} (or it does not exist)") from None
         kb = self._engine.store.get_kb(doc.kb_id)
@@ -389,6 +407,7 @@ class Workbench:
     def search(self, query: str, kb_ids: Sequence[int], doc_ids: Sequence[int] | None = None) -> SearchResult:
         """Hit testing: every candidate with its per-stage scores; every KB must be readable."""
         user = self._signed_in()
+        require_text(query, "query")
         allowed = self._guard.require_readable(user, kb_ids)
         return self._engine.search(query, allowed, self._engine.settings_for(user), doc_ids=doc_ids)
 
@@ -405,6 +424,7 @@ class Workbench:
         are documents no retrieval path of this run returns or reads (leave-gold-out evaluation).
         """
         user = self._signed_in()
+        require_text(question)
         if conversation_id:
             self._own_conversation(conversation_id)
         settings = self._engine.settings_for(user)
@@ -426,6 +446,7 @@ class Workbench:
         """One run with the offline engine as its language model: the baseline ``docmind eval answers`` measures
         a model against.  Admin only: it rebuilds the backends this process's runs share."""
         user = self._admin("run questions with the offline engine in place of the configured model")
+        require_text(question)
         settings = self._engine.settings_for(user).with_overrides({"llm.provider": "offline"})
         allowed, denied = self._guard.filter_readable(user, kb_ids)
         notices = [denied_message(user, denied) + "; they were left out of this run"] if denied else []
@@ -470,7 +491,7 @@ class Workbench:
     def forget_memory(self, memory_id: int) -> None:
         user = self._signed_in()
         try:
-            self._memory().delete(user.owner_key, memory_id)
+            self._memory().delete(user.owner_key, record_id(memory_id, "memory id"))
         except NotFound:  # someone else's and a missing memory look the same
             raise AccessDenied(f"memory #{memory_id} is not one of {user.username}'s memories") from None
 
@@ -657,7 +678,7 @@ class Workbench:
     def revoke_api_key(self, key_id: int) -> ApiKey:
         user = self._signed_in()
         try:
-            key = self._engine.api_keys.get(key_id)
+            key = self._engine.api_keys.get(record_id(key_id, "API key id"))
         except NotFound:
             key = None
         if key is None or not (user.is_admin or key.user_id == user.id):

@@ -367,3 +367,52 @@ def test_mcp_results_show_bidi_and_invisible_characters_as_markers(home, tmp_pat
     text = json.dumps(found, ensure_ascii=False)
     assert "\u202e" not in text and "\u200b" not in text
     assert "invoice<U+202E>txt.md" in text and "12<U+200B>000" in text
+
+
+# -- issue 40 item 3: an id no record can have is refused at the edge ---------------------------------
+
+
+def test_a_huge_or_invalid_kb_id_is_refused_at_once_without_a_traceback(served, caplog):
+    """A kbId beyond SQLite's integers raised OverflowError inside the lookup: ~300 log lines per request."""
+    world, url, issued, _ = served
+    readable = world.kbs["alice_team"].id
+    huge = 1180591620717411303424
+
+    async def work(session):
+        calls = [("searchDocs", {"query": "x", "kbIds": [huge]}), ("keywordSearch", {"query": "x", "kbIds": [huge]}),
+                 ("kb_meta", {"kbIds": [readable, -3]}), ("searchDocs", {"query": "x", "kbIds": [0]}),
+                 ("kb_meta", {"kbIds": [2**64]})]
+        return [await session.call_tool(name, arguments) for name, arguments in calls]
+
+    with caplog.at_level("DEBUG"):
+        results = run(url, issued["alice"], work)
+    for result in results:
+        assert result.is_error
+        text = result.content[0].text
+        assert "kbIds" in text and "1 to 9223372036854775807" in text, text
+    assert "1180591620717411303424" in results[0].content[0].text
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert not [r for r in caplog.records if "OverflowError" in r.getMessage()]
+    # a valid id still works, as a string too
+    assert _payload(run(url, issued["alice"], lambda s: s.call_tool("kb_meta", {"kbIds": [readable]})))
+
+
+def test_the_tool_schema_states_the_id_range(served):
+    _, url, issued, _ = served
+    listed = run(url, issued["bob"], lambda s: s.list_tools())
+    search = next(t for t in listed.tools if t.name == "searchDocs")
+    items = search.input_schema["properties"]["kbIds"]["anyOf"][0]["items"]
+    assert items["minimum"] == 1 and items["maximum"] == 2**63 - 1
+
+
+def test_an_empty_query_is_refused_with_a_clear_message(served):
+    """Issue 40 item 9: a question or query of nothing but spaces is refused, not run."""
+    _, url, issued, _ = served
+
+    async def work(session):
+        return [await session.call_tool(name, {key: "  \n"}) for name, key in
+                (("searchDocs", "query"), ("keywordSearch", "query"), ("webSearch", "query"),
+                 ("recall_memory", "query"), ("store_memory", "text"))]
+
+    for result in run(url, issued["carol"], work):
+        assert result.is_error and "is empty" in result.content[0].text, result.content[0].text

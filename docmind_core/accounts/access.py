@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol, Sequence
 
+from docmind_core.accounts.ids import is_record_id
 from docmind_core.errors import AccessDenied, NotFound, SignInRequired
 from docmind_core.values import KnowledgeBase, Visibility
 from docmind_core.accounts.users import User, UserStore
@@ -126,6 +127,8 @@ class KbAccessGuard:
 
     # -- helpers -----------------------------------------------------------
     def _lookup(self, kb_id: int) -> KnowledgeBase | None:
+        if not is_record_id(kb_id):  # no KB has it (a huge one would crash the query): unknown, refused alike
+            return None
         try:
             return self.store.get_kb(kb_id)
         except NotFound:
@@ -157,10 +160,21 @@ def denied_message(user: User, kb_ids: Sequence[int]) -> str:
 
 
 def name_unavailable_message(user: User, name: str) -> str:
-    """One refusal for every KB name a user may not create or write to: taken by a KB they may not read,
-    or by one they read but may not change (the two must not be told apart)."""
-    return (f"{user.username} may not use the knowledge base name '{name.strip()}': it is taken by a knowledge "
-            f"base {user.username} may not change; choose another name")
+    """One refusal for every KB name a user may not create or add to: one a KB they may not change holds (whether
+    or not they may read it), or one that looks like the name of a KB they may not read.  It never says that a KB
+    holds the name: ``kb show`` answers an unreadable name "it does not exist, or ... may not read it", and this
+    must not contradict it (issue 40 item 6).  Names stay unique across users, so that a refusal happens at all
+    still tells a name is in use; namespacing names per owner would need a schema change (see the report)."""
+    return (f"{user.username} may not use the knowledge base name '{name.strip()}': it is not available to "
+            f"{user.username}; choose another name (docmind kb list shows the knowledge bases "
+            f"{user.username} may read)")
+
+
+def look_alike_message(name: str, existing: KnowledgeBase) -> str:
+    """A new KB name refused beside a KB the user may read whose name looks the same."""
+    return (f"the knowledge base name '{name.strip()}' looks like the name of the knowledge base '{existing.name}' "
+            f"(#{existing.id}): only the case, invisible characters or letters from another script differ; use "
+            "that knowledge base, or choose a name that reads differently")
 
 
 def _owns(user: User, kb: KnowledgeBase) -> bool:

@@ -1,4 +1,5 @@
-"""Size caps on what enters DocMind from outside (``limits.*``), checked before any work is done.
+"""Size caps on what enters DocMind from outside (``limits.*``), and the refusal of empty input, checked before
+any work is done.
 
 An oversize question or ``kbIds`` list is refused with a message naming the
 config key, instead of costing seconds of tokenising or one database lookup
@@ -10,8 +11,20 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from docmind_core.errors import InputTooLarge
+from docmind_core.errors import CallerError, InputTooLarge
 from docmind_core.settings import Settings
+
+
+class EmptyInput(CallerError):
+    """A question, query or text with nothing in it but spaces."""
+
+
+def require_text(text: str, what: str = "question") -> str:
+    """``text`` when it has something to read; an empty or whitespace-only question or query is refused here, at
+    the edge (CLI, MCP, the pages' Workbench), rather than run: it failed half-way as "retrieval incomplete"."""
+    if not isinstance(text, str) or not text.strip():
+        raise EmptyInput(f"the {what} is empty: type a {what} with at least one word")
+    return text
 
 
 def check_question(text: str, settings: Settings, what: str = "question") -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands import Invocation, pass_invocation
+from docmind_core.commands import Invocation, echo, echo_json, pass_invocation
 from docmind_core.commands.eval_cmds import eval_setup
 
 
@@ -27,15 +27,15 @@ def eval_agentic(invocation: Invocation, dataset_dir, limit, as_json):
     from docmind_core.eval.agentic_eval import run_agentic_eval
 
     settings, embedder = eval_setup(invocation)
-    say = (lambda msg: click.echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
+    say = (lambda msg: echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
     report = run_agentic_eval(dataset_dir, embedder, settings, invocation.home / "cache", limit=limit, progress=say)
     if as_json:
-        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        echo_json(json.dumps(report, ensure_ascii=False, indent=2))
         return
-    click.echo(f"{report['dataset']}: {report['queries']} questions, {report['documents']} documents, "
-               f"embedder {report['embedder']}, context {report['context_budget']}")
+    echo(f"{report['dataset']}: {report['queries']} questions, {report['documents']} documents, "
+         f"embedder {report['embedder']}, context {report['context_budget']}")
     cols = ("both_gold_rate", "any_gold_rate", "mean_rounds", "mean_tool_calls", "p50_ms")
-    click.echo(f"{'mode':<10}" + "".join(f"{c:>17}" for c in cols))
+    echo(f"{'mode':<10}" + "".join(f"{c:>17}" for c in cols))
     for mode, values in report["modes"].items():
-        click.echo(f"{mode:<10}" + "".join(f"{values[c]:>17}" for c in cols))
-    click.echo(f"agentic - rule_planner (both gold): {report['both_gold_gain_points']:+.1f} points")
+        echo(f"{mode:<10}" + "".join(f"{values[c]:>17}" for c in cols))
+    echo(f"agentic - rule_planner (both gold): {report['both_gold_gain_points']:+.1f} points")

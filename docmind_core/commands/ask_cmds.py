@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation, write_or_echo_json
+from docmind_core.commands import (
+    Invocation, as_user_option, echo, echo_json, pass_invocation, text_id_type, write_or_echo_json,
+)
 from docmind_core.errors import CallerError
 from docmind_core.events import Done, Token
 from docmind_core.reports.run_summary import summarise, timeline_lines
@@ -27,7 +29,8 @@ def _kb_ids(bench, names: tuple[str, ...]) -> list[int]:
                                           case_sensitive=False),
               default="auto", show_default=True, help="The path: auto, RULE_PLANNER (rule) or AGENTIC.")
 @click.option("--doc", "docs", multiple=True, help="Select a document by name: read it directly (SELECTED_DOC).")
-@click.option("--conversation", default=None, help="Conversation id to continue (history is used for rewriting).")
+@click.option("--conversation", default=None, type=text_id_type("conversation id"),
+              help="Conversation id to continue (history is used for rewriting).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--timeline/--no-timeline", default=True, show_default=True, help="Print the event timeline.")
 @as_user_option
@@ -49,7 +52,7 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
         return
     if not streaming:
         echo(summary.answer)
-    click.echo("")
+    echo("")
     echo(f"\n[{summary.mode or 'no retrieval'}] tier={summary.tier or '-'} "
                f"confidence={_fmt(summary.confidence)} {summary.band} coverage={_fmt(summary.coverage)} "
                f"backend={summary.backend}")
@@ -70,16 +73,16 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
     if summary.stop_reason_words:
         echo(f"stopped: {summary.stop_reason_words}")
     if summary.sources:
-        click.echo("\nSources:")
+        echo("\nSources:")
         for src in summary.sources:
             rerank = src.scores.get("rerank")
             label = "web" if src.origin == "web" else src.origin
             echo(f"  [{src.index}] {src.document} ({label}, rerank {_fmt(rerank)})"
                  f"{'  ' + src.url if src.url else ''}", single_line=True)
     if timeline:
-        click.echo("\nTimeline:")
+        echo("\nTimeline:")
         for line in timeline_lines(events):
-            click.echo("  " + line)
+            echo("  " + line)
 
 
 # -- config ---------------------------------------------------------------
@@ -105,7 +108,7 @@ def config_list(invocation: Invocation, changed, as_user):
             rng = "{" + "|".join(spec.choices) + "}"
         mark = "*" if value != spec.default else " "
         yours = f"  yours (global {view.global_settings.get(spec.key)!r})" if spec.key in view.personal else ""
-        click.echo(f"{mark} {spec.key:<38} = {value!r:<24} {rng}{yours}")
+        echo(f"{mark} {spec.key:<38} = {value!r:<24} {rng}{yours}")
     for problem in view.problems:
         whose, flag = ("your personal", " --personal") if problem.scope == "personal" else ("stored", "")
         echo(f"! {whose} {problem.key}={problem.value!r} is ignored: {problem.message} "
@@ -117,7 +120,7 @@ def config_list(invocation: Invocation, changed, as_user):
 @as_user_option
 @pass_invocation
 def config_get(invocation: Invocation, key, as_user):
-    click.echo(repr(invocation.workbench(as_user).settings().get(key)))
+    echo(repr(invocation.workbench(as_user).settings().get(key)))
 
 
 @config.command("set")
@@ -132,7 +135,7 @@ def config_set(invocation: Invocation, key, value, personal, as_user):
     bench = invocation.workbench(as_user)
     settings = bench.set_config({key: coerce(key, value)}, scope="personal" if personal else None)
     scope = "yours" if personal or not bench.user.is_admin else "global"
-    click.echo(f"{key} = {settings.get(key)!r} ({scope})")
+    echo(f"{key} = {settings.get(key)!r} ({scope})")
 
 
 @config.command("reset")
@@ -146,7 +149,7 @@ def config_reset(invocation: Invocation, key, all_keys, personal, as_user):
     if not all_keys and not key:
         raise click.UsageError("name a key or pass --all")
     bench.reset_config(None if all_keys else key, scope="personal" if personal else None)
-    click.echo("reset")
+    echo("reset")
 
 
 @config.command("promote")
@@ -158,7 +161,7 @@ def config_promote(invocation: Invocation, username, keys, as_user):
     """Make a member's personal values global (all of them, or KEYS); admins only."""
     bench = invocation.workbench(as_user)
     bench.promote_config(username, list(keys) or None)
-    click.echo(f"promoted {', '.join(keys) if keys else 'every personal value'} of '{username}' to global")
+    echo(f"promoted {', '.join(keys) if keys else 'every personal value'} of '{username}' to global")
 
 
 @config.command("import")
@@ -179,7 +182,7 @@ def config_import(invocation: Invocation, path, personal, as_user):
         raise CallerError(f"{path.name} must hold one JSON object of config keys")
     bench = invocation.workbench(as_user, channel="import")
     bench.set_config(changes, scope="personal" if personal else None)
-    click.echo(f"imported {len(changes)} keys from {path.name}")
+    echo(f"imported {len(changes)} keys from {path.name}")
 
 
 @config.command("history")
@@ -210,20 +213,20 @@ def traces_list(invocation: Invocation, limit, as_user):
 
 
 @traces.command("show")
-@click.argument("run_id")
+@click.argument("run_id", type=text_id_type("run id"))
 @as_user_option
 @pass_invocation
 def traces_show(invocation: Invocation, run_id, as_user):
     record = invocation.workbench(as_user).get_trace(run_id)
     for line in timeline_lines(record.events):
-        click.echo(line)
+        echo(line)
     done = next((e for e in record.events if isinstance(e, Done)), None)
     if done:
         echo("\n" + done.answer)
 
 
 @traces.command("export")
-@click.argument("run_ids", nargs=-1, required=True)
+@click.argument("run_ids", nargs=-1, required=True, type=text_id_type("run id"))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @as_user_option
 @pass_invocation

@@ -23,14 +23,14 @@ def _fmt(value, digits: int = 3) -> str:
 
 def _print_search(result) -> None:
     for gap in result.index_gaps:  # a KB with missing vectors: its vector side sees only part of it
-        click.echo(f"warning: {gap.message()}")
+        echo(f"warning: {gap.message()}")
     for pending in result.pending:  # a KB still being ingested: its pending documents were not searched
-        click.echo(f"warning: {pending.message()}")
-    click.echo(f"{len(result.chunks)} chunk(s) kept, {result.used_tokens} tokens; "
-               + " ".join(f"{k}={v:.1f}ms" for k, v in result.timings_ms.items()))
+        echo(f"warning: {pending.message()}")
+    echo(f"{len(result.chunks)} chunk(s) kept, {result.used_tokens} tokens; "
+         + " ".join(f"{k}={v:.1f}ms" for k, v in result.timings_ms.items()))
     header = f"{'#':>2} {'cut_by':<7} {'vector':>7} {'v#':>3} {'bm25':>7} {'k#':>3} {'fused':>6} {'rerank':>6} " \
              f"{'mmr':>6}  document / text"
-    click.echo(header)
+    echo(header)
     for n, c in enumerate(result.candidates, start=1):
         s = c.scores
         text = " ".join(c.text.split())[:70]
@@ -66,7 +66,7 @@ def eval_setup(invocation: Invocation, overrides: tuple[str, ...] = ()) -> tuple
     if embedder is None or pairs.keys() & {"embedding.provider", "embedding.model"}:
         embedder, note = build_embedder(settings.embedding)
         if note:
-            click.echo(f"note: {note}", err=True)
+            echo(f"note: {note}", err=True)
     return settings, embedder
 
 
@@ -109,21 +109,21 @@ def eval_retrieval(invocation: Invocation, dataset_dir, systems, k, limit, answe
 
     settings, embedder = eval_setup(invocation, overrides)
     names = [s.strip() for s in systems.split(",") if s.strip()]
-    say = (lambda msg: click.echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
+    say = (lambda msg: echo(msg, err=True)) if sys.stderr.isatty() and not as_json else None
     try:
         report = run_retrieval_eval(dataset_dir, embedder, settings, invocation.home / "cache", systems=names, k=k,
                                     limit=limit, answers=answers, progress=say)
     except ValueError as exc:
         raise CallerError(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        echo_json(json.dumps(report, ensure_ascii=False, indent=2))
         return
-    click.echo(f"{report['dataset']}: {report['queries']} queries, {report['documents']} documents, "
-               f"{report['chunks']} chunks, embedder {report['embedder']}")
+    echo(f"{report['dataset']}: {report['queries']} queries, {report['documents']} documents, "
+         f"{report['chunks']} chunks, embedder {report['embedder']}")
     metrics = [m for m in next(iter(report["systems"].values())) if m not in ("queries",)]
-    click.echo(f"{'system':<14}" + "".join(f"{m:>18}" for m in metrics))
+    echo(f"{'system':<14}" + "".join(f"{m:>18}" for m in metrics))
     for name, values in report["systems"].items():
-        click.echo(f"{name:<14}" + "".join(f"{values[m]:>18}" for m in metrics))
+        echo(f"{name:<14}" + "".join(f"{values[m]:>18}" for m in metrics))
 
 
 @eval_group.command(name="answers")

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation, write_or_echo_json
+from docmind_core.commands import (
+    Invocation, as_user_option, echo, echo_json, pass_invocation, record_id_type, text_id_type, write_or_echo_json,
+)
 from docmind_core.experiments.metrics import METRICS, TIERS, ExperimentReport
 from docmind_core.experiments.records import MODE_NAMES, Progress, parse_variant
 from docmind_core.experiments.sweep import OBJECTIVE_HELP, OBJECTIVES
@@ -44,18 +46,18 @@ def print_report(report: ExperimentReport, description: str = "") -> None:
         echo(f"\n== {v.name} (mode {MODE_NAMES.get(v.mode, v.mode)}{', ' + json.dumps(v.overrides) if v.overrides else ''}): "
              f"{v.runs} runs, {v.failed} failed, {v.runs_with_errors} with errors", single_line=True)
         for metric, (label, _on) in METRICS.items():
-            click.echo(f"  {label:<28} {v.metrics[metric].text()}")
-        click.echo(f"  {'cited but unsupported':<28} {v.cited_unsupported} of {v.citations_checked} checked")
-        click.echo(f"  {'tool calls / rounds per run':<28} {_fmt(v.tool_calls_mean)} / {_fmt(v.rounds_mean)}")
-        click.echo(f"  {'latency p50 / p95 (ms)':<28} {_fmt(v.latency_p50_ms)} / {_fmt(v.latency_p95_ms)}")
-        click.echo(f"  {'tokens per run (in / out)':<28} {_fmt(v.prompt_tokens_mean)} / {_fmt(v.completion_tokens_mean)}")
+            echo(f"  {label:<28} {v.metrics[metric].text()}")
+        echo(f"  {'cited but unsupported':<28} {v.cited_unsupported} of {v.citations_checked} checked")
+        echo(f"  {'tool calls / rounds per run':<28} {_fmt(v.tool_calls_mean)} / {_fmt(v.rounds_mean)}")
+        echo(f"  {'latency p50 / p95 (ms)':<28} {_fmt(v.latency_p50_ms)} / {_fmt(v.latency_p95_ms)}")
+        echo(f"  {'tokens per run (in / out)':<28} {_fmt(v.prompt_tokens_mean)} / {_fmt(v.completion_tokens_mean)}")
         echo(f"  routes: {', '.join(f'{k} {n}' for k, n in v.routes.items())}", single_line=True)
         echo(f"  stop reasons: {', '.join(f'{k} {n}' for k, n in v.stop_reasons.items())}", single_line=True)
-        click.echo(f"  tier confusion ({' / '.join(TIERS)}):")
+        echo(f"  tier confusion ({' / '.join(TIERS)}):")
         for row, tiers in v.confusion.items():
-            click.echo(f"    {row:<34} " + " ".join(f"{tiers[t]:>5}" for t in TIERS))
+            echo(f"    {row:<34} " + " ".join(f"{tiers[t]:>5}" for t in TIERS))
     if report.differences:
-        click.echo("\nPaired differences (B - A on the same questions, 95% bootstrap interval; * excludes 0):")
+        echo("\nPaired differences (B - A on the same questions, 95% bootstrap interval; * excludes 0):")
         for d in report.differences:
             mark = "*" if d.significant else " "
             echo(f" {mark} {METRICS[d.metric][0]:<28} {d.b} - {d.a}: {d.difference.text()}", single_line=True)
@@ -140,11 +142,11 @@ def dataset_share(invocation: Invocation, name, visibility, as_user):
 def dataset_delete(invocation: Invocation, name, as_user):
     bench = invocation.workbench(as_user)
     bench.delete_dataset(bench.get_dataset(name).id)
-    click.echo("deleted")
+    echo("deleted")
 
 
 @dataset.command("label")
-@click.argument("run_id")
+@click.argument("run_id", type=text_id_type("run id"))
 @click.option("--verdict", type=click.Choice(["correct", "wrong", "should_abstain"]), required=True)
 @click.option("--gold", "gold", multiple=True, help="A source chunk id of the run that holds the answer.")
 @click.option("--dataset", "dataset_name", default=None, help="Add the question to this dataset.")
@@ -163,7 +165,7 @@ def experiment():
 
 
 @experiment.command("run")
-@click.argument("experiment_id", type=int, required=False)
+@click.argument("experiment_id", type=record_id_type("experiment id"), required=False)
 @click.option("--dataset", "dataset_name", default=None, help="Create a new experiment on this dataset.")
 @click.option("--variant", "variants", multiple=True,
               help="NAME:MODE[:key=value,...] with MODE AUTO, RULE_PLANNER or AGENTIC (any case; rule and "
@@ -193,12 +195,12 @@ def experiment_run(invocation: Invocation, experiment_id, dataset_name, variants
 
     def show(p: Progress) -> None:
         if not as_json:
-            click.echo(_progress_line(p), err=True)
+            echo(_progress_line(p), err=True)
 
     try:
         result = bench.run_experiment(experiment_id, progress=show, max_runs=max_runs, parallel=parallel)
     except KeyboardInterrupt:  # rows in flight go back to pending on the next run
-        click.echo(f"interrupted: resume with `docmind experiment run {experiment_id}`", err=True)
+        echo(f"interrupted: resume with `docmind experiment run {experiment_id}`", err=True)
         sys.exit(130)
     if as_json:
         echo_json(json.dumps({"experiment_id": experiment_id, "progress": result.model_dump(mode="json")}))
@@ -227,8 +229,8 @@ def experiment_list(invocation: Invocation, as_json, as_user):
 
 
 @experiment.command("show")
-@click.argument("experiment_id", type=int)
-@click.option("--compare", "compare_item", type=int, default=None,
+@click.argument("experiment_id", type=record_id_type("experiment id"))
+@click.option("--compare", "compare_item", type=record_id_type("dataset item id"), default=None,
               help="Drill down: the step-aligned comparison of two variants' runs of this dataset item.")
 @click.option("--a", "variant_a", default=None)
 @click.option("--b", "variant_b", default=None)
@@ -266,15 +268,15 @@ def experiment_show(invocation: Invocation, experiment_id, compare_item, variant
 
 
 @experiment.command("cancel")
-@click.argument("experiment_id", type=int)
+@click.argument("experiment_id", type=record_id_type("experiment id"))
 @as_user_option
 @pass_invocation
 def experiment_cancel(invocation: Invocation, experiment_id, as_user):
-    click.echo(invocation.workbench(as_user).cancel_experiment(experiment_id))
+    echo(invocation.workbench(as_user).cancel_experiment(experiment_id))
 
 
 @experiment.command("export")
-@click.argument("experiment_id", type=int)
+@click.argument("experiment_id", type=record_id_type("experiment id"))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--json", "as_json", is_flag=True, help="(the export is always JSON)")
 @as_user_option
@@ -285,7 +287,7 @@ def experiment_export(invocation: Invocation, experiment_id, output, as_json, as
 
 
 @experiment.command("sweep")
-@click.argument("experiment_id", type=int)
+@click.argument("experiment_id", type=record_id_type("experiment id"))
 @click.option("--objective", type=click.Choice(list(OBJECTIVES)), default="f1", show_default=True,
               help="; ".join(f"{k}: {v}" for k, v in OBJECTIVE_HELP.items()))
 @click.option("--floor", type=click.FloatRange(0, 1), default=None,
@@ -311,24 +313,24 @@ def experiment_sweep(invocation: Invocation, experiment_id, objective, floor, va
         echo_json(json.dumps({**result.to_dict(), **advice.to_dict(), "objective_help": OBJECTIVE_HELP[objective],
                               "applied": bool(apply_it and best)}, ensure_ascii=False, default=str))
     else:
-        click.echo(f"{result.runs} runs ({result.positives} answerable with gold in context, "
-                   f"{result.unanswerable} unanswerable, {result.skipped} not graded); {len(result.points)} points")
-        click.echo(f"objective {objective}: {OBJECTIVE_HELP[objective]}")
-        click.echo(f"safety floor: not HIGH on unanswerable >= {floor:.2f}")
+        echo(f"{result.runs} runs ({result.positives} answerable with gold in context, "
+             f"{result.unanswerable} unanswerable, {result.skipped} not graded); {len(result.points)} points")
+        echo(f"objective {objective}: {OBJECTIVE_HELP[objective]}")
+        echo(f"safety floor: not HIGH on unanswerable >= {floor:.2f}")
         rows = [("live", advice.live), (f"recommended ({objective})", best)]
         if best is None and advice.safest is not None:
             rows.append(("safest (below floor)", advice.safest))
         for label, point in rows:
             if point is not None:
-                click.echo(f"{label:<26} high={point.high:.2f} low={point.low:.2f} {point.mode:<15} "
-                           f"precision={_fmt(point.precision)} recall={_fmt(point.recall)} "
-                           f"unanswerable not-HIGH={_fmt(point.unanswerable_not_high)}")
+                echo(f"{label:<26} high={point.high:.2f} low={point.low:.2f} {point.mode:<15} "
+                     f"precision={_fmt(point.precision)} recall={_fmt(point.recall)} "
+                     f"unanswerable not-HIGH={_fmt(point.unanswerable_not_high)}")
         echo(advice.reason, single_line=True)
         if best is not None:
             for rate, (before, after) in advice.change().items():
-                click.echo(f"predicted {rate}: {_fmt(before)} -> {_fmt(after)}")
+                echo(f"predicted {rate}: {_fmt(before)} -> {_fmt(after)}")
         if apply_it and best is not None:
-            click.echo(f"applied: grader.high_threshold={best.high} grader.low_threshold={best.low} "
-                       f"grader.gray_zone_mode={best.mode}")
+            echo(f"applied: grader.high_threshold={best.high} grader.low_threshold={best.low} "
+                 f"grader.gray_zone_mode={best.mode}")
     if apply_it and best is None:
         raise click.ClickException(f"nothing applied: {advice.reason}")

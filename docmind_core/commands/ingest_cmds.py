@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
+from docmind_core.commands import Invocation, as_user_option, confirm, echo, echo_json, pass_invocation
 from docmind_core.errors import CallerError
 from docmind_core.values import IngestOutcome, IngestProgress
 from docmind_core.text.visible import strip_control, visible_text
@@ -69,11 +69,11 @@ def ingest(invocation: Invocation, paths, kb_name, description, if_missing, prog
     bench = invocation.workbench(as_user)
     kb = bench.find_kb(kb_name)
     if kb is not None and if_missing and kb.document_count > 0:
-        click.echo(f"knowledge base '{kb_name}' already has {kb.document_count} documents; nothing to do")
+        echo(f"knowledge base '{kb_name}' already has {kb.document_count} documents; nothing to do")
         return
     kb, created = bench.kb_to_write(kb_name, description=description)
     if created and not as_json:
-        click.echo(f"created knowledge base '{kb_name}' ({kb.embedder_id})")
+        echo(f"created knowledge base '{kb_name}' ({kb.embedder_id})")
     bar = _ProgressBar(progress and not as_json)
     try:
         outcomes = bench.ingest(kb.id, list(paths), progress=bar)
@@ -85,7 +85,7 @@ def ingest(invocation: Invocation, paths, kb_name, description, if_missing, prog
         for outcome in outcomes:
             echo(_outcome_line(outcome), single_line=True)
         counts = {s: sum(o.status == s for o in outcomes) for s in _STATUS_MARK}
-        click.echo(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no files found")
+        echo(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no files found")
     if not outcomes:
         raise CallerError("no files found under the given paths")
     if all(o.status == "failed" for o in outcomes):
@@ -110,10 +110,10 @@ def kb_list(invocation: Invocation, as_json, as_user):
         echo_json(json.dumps([k.model_dump() for k in kbs], ensure_ascii=False, indent=2))
         return
     if not kbs:
-        click.echo("no knowledge bases yet (create one with: docmind ingest PATH --kb NAME)")
+        echo("no knowledge bases yet (create one with: docmind ingest PATH --kb NAME)")
         return
     width = max(len(k.name) for k in kbs)
-    click.echo(f"{'name':<{width}}  {'docs':>5}  {'chunks':>7}  embedder")
+    echo(f"{'name':<{width}}  {'docs':>5}  {'chunks':>7}  embedder")
     for k in kbs:
         echo(f"{k.name:<{width}}  {k.document_count:>5}  {k.chunk_count:>7}  {k.embedder_id}"
              + (f"  - {k.description}" if k.description else ""), single_line=True)
@@ -169,9 +169,9 @@ def kb_delete(invocation: Invocation, name, yes, as_user):
     bench = invocation.workbench(as_user)
     k = bench.kb_by_name(name)
     if not yes:
-        click.confirm(f"Delete knowledge base '{name}' with {k.document_count} documents?", abort=True)
+        confirm(f"Delete knowledge base '{name}' with {k.document_count} documents?")
     bench.delete_kb(k.id)
-    click.echo(f"deleted knowledge base '{name}'")
+    echo(f"deleted knowledge base '{name}'")
 
 
 @kb.command("share")
@@ -184,8 +184,8 @@ def kb_share(invocation: Invocation, name, visibility, as_user):
     """Change who may read a knowledge base (its owner or an admin only)."""
     bench = invocation.workbench(as_user)
     updated = bench.set_visibility(bench.kb_by_name(name).id, visibility)
-    click.echo(f"'{name}' is now {updated.visibility}"
-               + (f" (department {updated.department})" if updated.visibility == "department" else ""))
+    echo(f"'{name}' is now {updated.visibility}"
+         + (f" (department {updated.department})" if updated.visibility == "department" else ""))
 
 
 @kb.command("reindex")
@@ -199,7 +199,7 @@ def kb_reindex(invocation: Invocation, name, as_user):
     count = bench.reindex_kb(before.id)
     now = bench.kb_by_name(name).embedder_id
     was = f" (it was indexed with {before.embedder_id})" if before.embedder_id != now else ""
-    click.echo(f"re-embedded {count} chunks of '{name}' with {now}{was}")
+    echo(f"re-embedded {count} chunks of '{name}' with {now}{was}")
 
 
 @kb.command("check")

@@ -13,7 +13,7 @@ import time
 
 import click
 
-from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
+from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation, record_id_type
 
 
 def _eta(seconds: float | None) -> str:
@@ -56,7 +56,7 @@ def list_jobs(invocation: Invocation, kb_name, limit, as_json, as_user):
         echo_json(json.dumps([_job_json(j) for j in found], ensure_ascii=False, indent=2))
         return
     if not found:
-        click.echo("no ingest jobs")
+        echo("no ingest jobs")
         return
     names = {kb.id: kb.name for kb in bench.list_kbs()}
     for job in found:
@@ -64,7 +64,7 @@ def list_jobs(invocation: Invocation, kb_name, limit, as_json, as_user):
 
 
 @jobs.command("show")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=record_id_type("job id"))
 @click.option("--json", "as_json", is_flag=True)
 @as_user_option
 @pass_invocation
@@ -86,18 +86,18 @@ def show_job(invocation: Invocation, job_id, as_json, as_user):
 
 
 @jobs.command("cancel")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=record_id_type("job id"))
 @as_user_option
 @pass_invocation
 def cancel_job(invocation: Invocation, job_id, as_user):
     """Cancel a queued job, or ask the worker running it to stop."""
     bench = invocation.workbench(as_user)
     job = bench.cancel_job(job_id)
-    click.echo(f"job #{job.id}: {'cancelled' if job.state == 'cancelled' else 'cancel requested'} ({job.state})")
+    echo(f"job #{job.id}: {'cancelled' if job.state == 'cancelled' else 'cancel requested'} ({job.state})")
 
 
 @jobs.command("retry")
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=record_id_type("job id"))
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Wait for the retried files (they run in this process).")
 @click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(1, 86400))
@@ -107,7 +107,7 @@ def retry_job(invocation: Invocation, job_id, wait, timeout, as_user):
     """Queue a finished job's failed, cancelled and interrupted files again."""
     bench = invocation.workbench(as_user)
     job = bench.retry_job(job_id)
-    click.echo(f"job #{job.id}: {job.summary()} queued again")
+    echo(f"job #{job.id}: {job.summary()} queued again")
     if wait:
         deadline = time.monotonic() + timeout
         while not job.finished and time.monotonic() < deadline:

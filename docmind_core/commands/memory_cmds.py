@@ -12,7 +12,9 @@ import json
 
 import click
 
-from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
+from docmind_core.commands import (
+    Invocation, as_user_option, confirm, echo, echo_json, pass_invocation, record_id_type, text_id_type,
+)
 
 
 @click.group("memory")
@@ -31,20 +33,20 @@ def memory_list(invocation: Invocation, as_json: bool, as_user: str | None) -> N
         echo_json(json.dumps([m.model_dump() for m in memories], ensure_ascii=False, indent=2))
         return
     if not memories:
-        click.echo("no memories")
+        echo("no memories")
     for m in memories:
         source = f"  ({m.source})" if m.source else ""
         echo(f"#{m.id:<5} {m.created_at}  {m.text}{source}", single_line=True)
 
 
 @memory_group.command("forget")
-@click.argument("memory_id", type=int)
+@click.argument("memory_id", type=record_id_type("memory id"))
 @as_user_option
 @pass_invocation
 def memory_forget(invocation: Invocation, memory_id: int, as_user: str | None) -> None:
     """Delete one of your memories by its number (see: docmind memory list)."""
     invocation.workbench(as_user).forget_memory(memory_id)
-    click.echo(f"forgot memory #{memory_id}")
+    echo(f"forgot memory #{memory_id}")
 
 
 @memory_group.command("clear")
@@ -54,9 +56,9 @@ def memory_forget(invocation: Invocation, memory_id: int, as_user: str | None) -
 def memory_clear(invocation: Invocation, yes: bool, as_user: str | None) -> None:
     """Delete all of your memories."""
     if not yes:
-        click.confirm("Forget everything DocMind remembers about you?", abort=True)
+        confirm("Forget everything DocMind remembers about you?")
     count = invocation.workbench(as_user).forget_all_memories()
-    click.echo(f"forgot {count} memories")
+    echo(f"forgot {count} memories")
 
 
 @click.group("conversation")
@@ -75,19 +77,19 @@ def conversation_list(invocation: Invocation, as_json: bool, as_user: str | None
         echo_json(json.dumps([c.model_dump() for c in found], ensure_ascii=False, indent=2, default=str))
         return
     if not found:
-        click.echo("no conversations")
+        echo("no conversations")
     for c in found:
         echo(f"{c.id}  {c.title or '(untitled)'}", single_line=True)
 
 
 @conversation_group.command("delete")
-@click.argument("conversation_id")
+@click.argument("conversation_id", type=text_id_type("conversation id"))
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @as_user_option
 @pass_invocation
 def conversation_delete(invocation: Invocation, conversation_id: str, yes: bool, as_user: str | None) -> None:
     """Delete one of your conversations and its messages (the runs' traces stay)."""
     if not yes:
-        click.confirm(f"Delete conversation {conversation_id}?", abort=True)
+        confirm(f"Delete conversation {conversation_id}?")
     invocation.workbench(as_user).delete_conversation(conversation_id)
-    click.echo(f"deleted conversation {conversation_id}")
+    echo(f"deleted conversation {conversation_id}")

@@ -19,7 +19,9 @@ import sys
 
 import click
 
-from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation
+from docmind_core.commands import (
+    Invocation, as_user_option, confirm, echo, echo_json, pass_invocation, record_id_type,
+)
 from docmind_core.errors import AccessDenied, CallerError
 from docmind_core.accounts.users import ADMIN_PASSWORD_ENV, ADMIN_USER_ENV, LOCAL_USER, ROLES, User
 from docmind_core.workbench import Workbench
@@ -44,7 +46,7 @@ def ensure_first_admin(engine, interactive: bool) -> User | None:
         return created
     if not interactive:
         return None
-    click.echo(f"No admin account exists yet (set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or create one now).")
+    echo(f"No admin account exists yet (set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or create one now).")
     username = click.prompt("Admin user name")
     return operator.add_user(username, read_password(False), role="admin")
 
@@ -69,8 +71,8 @@ def user_add(invocation: Invocation, username: str, department: str, role: str, 
     if not bench.user.is_admin:  # refused before a password is asked for (the facade refuses it too)
         raise AccessDenied("only an admin may create user accounts")
     added = bench.add_user(username, read_password(password_stdin), department=department, role=role)
-    click.echo(f"added {added.role} '{added.username}' (id {added.id})"
-               + (f" in department '{added.department}'" if added.department else ""))
+    echo(f"added {added.role} '{added.username}' (id {added.id})"
+         + (f" in department '{added.department}'" if added.department else ""))
 
 
 @user_group.command("list")
@@ -84,7 +86,7 @@ def user_list(invocation: Invocation, as_json: bool, as_user: str | None) -> Non
         echo_json(json.dumps([u.model_dump() for u in found], ensure_ascii=False, indent=2))
         return
     if not found:
-        click.echo("no users yet: docmind user add NAME --role admin")
+        echo("no users yet: docmind user add NAME --role admin")
     for u in found:
         echo(f"{u.id:>4}  {u.username:<20} {u.role:<7} {u.department}", single_line=True)
 
@@ -100,7 +102,7 @@ def user_passwd(invocation: Invocation, username: str, password_stdin: bool, as_
     if not bench.user.is_admin and username != bench.user.username:
         raise AccessDenied("only an admin may change another user's password")  # before asking for one
     bench.set_password(username, read_password(password_stdin))
-    click.echo(f"password changed for '{username}' (signed out of every browser)")
+    echo(f"password changed for '{username}' (signed out of every browser)")
 
 
 @user_group.command("remove")
@@ -125,10 +127,9 @@ def user_remove(invocation: Invocation, username: str, transfer_to: str | None, 
     if not yes:
         fate = (f"transfer what it owns to '{transfer_to}'" if transfer_to
                 else "DELETE its knowledge bases, datasets, experiments, conversations and traces")
-        click.confirm(f"Remove '{username}', {fate}, and delete its API keys, memories and personal config?",
-                      abort=True)
+        confirm(f"Remove '{username}', {fate}, and delete its API keys, memories and personal config?")
     report = bench.remove_user(username, transfer_to=transfer_to)
-    click.echo(report.summary())
+    echo(report.summary())
 
 
 @user_group.command("retired")
@@ -142,7 +143,7 @@ def user_retired(invocation: Invocation, as_json: bool, as_user: str | None) -> 
         echo_json(json.dumps([r.__dict__ for r in found], ensure_ascii=False, indent=2))
         return
     if not found:
-        click.echo("no removed accounts")
+        echo("no removed accounts")
     for r in found:
         rows = ", ".join(f"{t}: {n}" for t, n in r.rows.items()) or "no rows"
         echo(f"{r.id:>4}  {r.username or '(unknown)':<16} {r.retired_at}  {rows}\n      {r.reason}")
@@ -158,9 +159,9 @@ def user_init_admin(invocation: Invocation, as_user: str | None) -> None:
         raise AccessDenied("only an admin may create the first admin")
     created = ensure_first_admin(invocation.engine(), interactive=sys.stdin.isatty())
     if created is not None:
-        click.echo(f"created admin '{created.username}'")
+        echo(f"created admin '{created.username}'")
     elif bench.user_count("admin"):
-        click.echo("an admin already exists")
+        echo("an admin already exists")
     else:
         raise CallerError(f"no admin: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or run this on a terminal")
 
@@ -179,8 +180,8 @@ def apikey_group() -> None:
 def apikey_create(invocation: Invocation, username: str, label: str, as_user: str | None) -> None:
     """Issue a key acting as USERNAME; it is printed once and cannot be shown again."""
     key = invocation.workbench(as_user).create_api_key(username, label=label)
-    click.echo(key)
-    click.echo(f"(API key for '{username}'; store it now: only its hash is kept)", err=True)
+    echo(key)
+    echo(f"(API key for '{username}'; store it now: only its hash is kept)", err=True)
 
 
 @apikey_group.command("list")
@@ -200,13 +201,13 @@ def apikey_list(invocation: Invocation, username: str | None, as_json: bool, as_
 
 
 @apikey_group.command("revoke")
-@click.argument("key_id", type=int)
+@click.argument("key_id", type=record_id_type("API key id"))
 @as_user_option
 @pass_invocation
 def apikey_revoke(invocation: Invocation, key_id: int, as_user: str | None) -> None:
     """Revoke a key by its id (see: docmind apikey list); it stops working at once."""
     revoked = invocation.workbench(as_user).revoke_api_key(key_id)
-    click.echo(f"revoked key {revoked.id} ({revoked.prefix}...) of '{revoked.username}'")
+    echo(f"revoked key {revoked.id} ({revoked.prefix}...) of '{revoked.username}'")
 
 
 # -- MCP -----------------------------------------------------------------
@@ -228,7 +229,7 @@ def mcp_serve(invocation: Invocation, host: str, port: int, allowed_hosts: tuple
     engine = invocation.engine()
     engine.start_warm_up()  # a long-running server: pay the first call's one-off costs now
     if not any(k.active for k in invocation.workbench(None).list_api_keys()):
-        click.echo("note: no active API key yet; create one with: docmind apikey create USERNAME", err=True)
-    click.echo(f"MCP endpoint: http://{host}:{port}{MCP_PATH} (send X-API-Key or Authorization: Bearer)",
-               err=True)
+        echo("note: no active API key yet; create one with: docmind apikey create USERNAME", err=True)
+    echo(f"MCP endpoint: http://{host}:{port}{MCP_PATH} (send X-API-Key or Authorization: Bearer)",
+         err=True)
     serve(engine, host=host, port=port, allowed_hosts=list(allowed_hosts) or None)

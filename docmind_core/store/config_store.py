@@ -38,7 +38,7 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from docmind_core.errors import ConfigConflict, ConfigError
-from docmind_core.settings import Settings, is_personal_key
+from docmind_core.settings import Settings, fail_closed, fail_closed_note, is_personal_key
 from docmind_core.store.db import Database, utcnow, where_sql
 
 log = logging.getLogger(__name__)
@@ -138,10 +138,15 @@ class ConfigStore:
                             problem.message, reset)
 
     def load_report(self) -> ConfigReport:
-        """The settings in effect and the stored overrides that were skipped, with why."""
+        """The settings in effect and the stored overrides that were skipped, with why.  A skipped security key
+        (``settings.FAIL_CLOSED``) takes its safe value, not the default, and its problem says so."""
         readable, unreadable = _readable(self._raw_global())
         settings, problems, _accepted = _valid_layer(Settings(), readable)
-        return ConfigReport(settings=settings, problems=unreadable + problems)
+        problems = unreadable + problems
+        settings, closed = fail_closed(settings, (p.key for p in problems))
+        problems = [p.model_copy(update={"message": f"{p.message}; {fail_closed_note(p.key)}"})
+                    if p.key in closed else p for p in problems]
+        return ConfigReport(settings=settings, problems=problems)
 
     def history(self, limit: int = 100, key: str | None = None,
                 personal_of: int | None = None) -> list[ConfigChange]:

@@ -52,6 +52,15 @@ def test_filter_readable_splits_and_refuses_unknown_ids(world, guard):
     assert denied == [k["alice_private"].id, 999]
 
 
+def test_an_id_no_kb_can_have_is_refused_like_an_unknown_one(world, guard):
+    """Issue 40 item 3: an id beyond SQLite's integers reached the query and raised OverflowError."""
+    team = world.kbs["alice_team"].id
+    allowed, denied = guard.filter_readable(world.people["bob"], [team, 1180591620717411303424, 0, -2])
+    assert allowed == [team] and denied == [1180591620717411303424, 0, -2]
+    with pytest.raises(AccessDenied):
+        guard.require_manage(world.people["root"], 2**63)
+
+
 def test_require_readable_names_ids_but_not_secret_names(world, guard):
     secret = world.kbs["alice_private"]
     with pytest.raises(AccessDenied) as refused:
