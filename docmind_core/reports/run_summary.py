@@ -58,6 +58,10 @@ class RunSummary(BaseModel):
     # each claim of the answer read against its source: supported / unsupported / contradicted / not_checkable
     claims: list[dict[str, Any]] = Field(default_factory=list)
     claim_counts: dict[str, int] = Field(default_factory=dict)
+    # the one verdict a reader sees (label, meaning, support score and its meaning, reasons, evidence grade);
+    # tier, confidence and band above stay for scripts and stored summaries
+    verdict: dict[str, Any] | None = None
+    notices: list[dict[str, str]] = Field(default_factory=list)  # DocMind's own notes, outside the answer
     stop_reason: str = ""
     stop_reason_words: str = ""
     timings_ms: dict[str, float] = Field(default_factory=dict)
@@ -102,7 +106,8 @@ def summary_of(digest: RunDigest) -> RunSummary:
         pending_documents=digest.pending_documents,
         pending=[{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
                   "searched_documents": p.searched_documents, "embedding_chunks": p.embedding_chunks}
-                 for p in digest.pending])
+                 for p in digest.pending],
+        notices=[n.model_dump(mode="json") for n in digest.notices])
     if grade is not None:
         summary.top_score, summary.lex_coverage = grade.top_score, grade.lex_coverage
         summary.grade_reason = grade.reason
@@ -121,6 +126,8 @@ def summary_of(digest: RunDigest) -> RunSummary:
             summary.confidence_reason = done.confidence.reason
             summary.asks_for = list(done.confidence.asks_for)
             summary.answers_question = done.confidence.answers_question
+        verdict = digest.verdict
+        summary.verdict = verdict.model_dump(mode="json") if verdict is not None else None
         tokens = digest.tokens
         summary.usage = {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
                          "model_calls": tokens["calls"]}

@@ -129,7 +129,7 @@ def test_timeline_has_one_row_per_step_and_collapses_tokens():
     retrieval = rows[4]
     assert retrieval.status == "warn"  # a worker timed out
     assert {i["worker"] for i in retrieval.items} == {"doc_search", "keyword_search"}
-    assert rows[5].status == "warn" and rows[7].title == "CRAG tier HIGH"
+    assert rows[5].status == "warn" and rows[7].title == "Evidence grade HIGH"
     assert rows[9].fields["pieces"] == "2" and rows[9].duration_ms == 2.0
 
 

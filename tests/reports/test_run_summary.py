@@ -41,9 +41,11 @@ SUMMARY_KEYS = {
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
     "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps",
     "pending_documents", "pending", "usage", "confidence_reason", "asks_for", "answers_question", "claims",
-    "claim_counts",
+    "claim_counts", "verdict", "notices",
     "route_reason_words", "grade_reason_words", "stop_reason_words",
 }
+VERDICT_KEYS = {"level", "label", "meaning", "score", "score_meaning", "reasons", "evidence_grade",
+                "supported_claims", "checked_claims", "derived"}
 CLAIM_KEYS = {"text", "char_start", "char_end", "cited", "status", "source_index", "inferred", "evidence", "reason",
               "via"}
 SOURCE_KEYS = {"index", "chunk_id", "document", "text", "origin", "url", "scores"}
@@ -156,6 +158,8 @@ def _expected_from_digest(digest: RunDigest) -> dict:
                     for p in digest.pending],
         "usage": ({"prompt_tokens": digest.tokens["prompt"], "completion_tokens": digest.tokens["completion"],
                    "model_calls": digest.tokens["calls"]} if done is not None else {}),
+        "verdict": digest.verdict.model_dump() if done is not None else None,
+        "notices": [n.model_dump() for n in digest.notices],
     }
 
 
@@ -226,6 +230,7 @@ def test_the_json_keys_of_the_summary_are_pinned(bench):
     assert all(set(e) == {"stage", "message"} for e in dumped["errors"])
     assert all(set(c) == CLAIM_KEYS for c in dumped["claims"])
     assert set(dumped["claim_counts"]) == {"supported", "unsupported", "contradicted"}
+    assert set(dumped["verdict"]) == VERDICT_KEYS and dumped["verdict"]["label"]
     types = {name: field.annotation for name, field in RunSummary.model_fields.items()}
     assert types["rounds"] is int and types["web_compensated"] is bool and types["confidence"] == float | None
 
