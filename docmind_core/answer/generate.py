@@ -135,8 +135,8 @@ def fallback_notice(question: str, reason: str, partial: bool) -> str:
             return f"注意：语言模型的回答不完整（{reason}），其后接着 DocMind 从同一批资料中离线摘录的回答。\n\n"
         return f"注意：语言模型没有给出回答（{reason}），以下是 DocMind 从资料中离线摘录的回答。\n\n"
     if partial:
-        return (f"Note: the language model's answer broke off ({reason}); what it wrote is followed by DocMind's "
-                f"offline answer extracted from the same sources.\n\n")
+        return (f"Note: the language model's answer is incomplete ({reason}); what it wrote is followed by "
+                f"DocMind's offline answer extracted from the same sources.\n\n")
     return (f"Note: the language model gave no usable answer ({reason}); this is DocMind's offline answer "
             f"extracted from the sources.\n\n")
 

@@ -10,9 +10,10 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from docmind_core.events import Event
+from docmind_core.answer.verdict import verdict_of
+from docmind_core.events import Done, Event
 from docmind_core.reports.reasons import describe_reason
-from docmind_core.text.visible import strip_control
+from docmind_core.text.visible import escape_markdown, strip_control
 from docmind_core.reports.timeline import RunDigest, timeline
 
 
@@ -132,6 +133,23 @@ def summary_of(digest: RunDigest) -> RunSummary:
         summary.usage = {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
                          "model_calls": tokens["calls"]}
     return summary
+
+
+def answer_lead_markdown(done: Done) -> list[str]:
+    """The Markdown an exported answer opens with: its verdict (label, number and what both mean, why) and
+    DocMind's notices on it, each a quoted line.  Text from models and documents is escaped."""
+    verdict = verdict_of(done)
+    head = f"> **Verdict: {escape_markdown(verdict.label)}**"
+    if verdict.score is not None:
+        head += f" · {verdict.score:.2f} ({escape_markdown(verdict.score_meaning)})"
+    lines = [head, f"> {escape_markdown(verdict.meaning)}"]
+    if verdict.reasons:
+        lines.append("> Why: " + escape_markdown("; ".join(verdict.reasons)))
+    if verdict.evidence_grade:
+        lines.append(f"> Evidence grade (how well what retrieval found matches the question): "
+                     f"{verdict.evidence_grade}")
+    lines += [f"> Note from DocMind: {escape_markdown(n.text)}" for n in done.notices]
+    return [line + "  " if i < len(lines) - 1 else line for i, line in enumerate(lines)]  # hard line breaks
 
 
 def timeline_lines(events: Iterable[Event]) -> list[str]:

@@ -242,3 +242,16 @@ def test_a_run_cancelled_in_the_agentic_loop_reports_no_grade(bench):
     summary = _assert_summary_is_the_digest(events)
     assert summary.stop_reason == "cancelled" and summary.tier == ""  # a stopped run has no tier
     assert summary.grade_reason == "" and summary.confidence is None
+
+
+def test_the_markdown_export_shows_each_answer_s_verdict(bench):
+    """Issue 34: the export carries the same one verdict as the chat page and `ask --json`."""
+    workbench, kb_id = bench
+    conversation = workbench.start_conversation(title="verdicts")
+    events = list(workbench.ask("What is the zephyr budget?", [kb_id], conversation_id=conversation, mode="rule"))
+    greeting = list(workbench.ask("hello", [kb_id], conversation_id=conversation))
+    exported = workbench.export_conversation(conversation)
+    label = summarise(events).verdict["label"]
+    assert f"> **Verdict: {label}**" in exported
+    assert "> **Verdict: Not checked: no sources searched**" in exported.replace("\\", "")
+    assert summarise(greeting).claims == []
