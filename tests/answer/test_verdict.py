@@ -96,3 +96,16 @@ def test_the_markdown_export_opens_an_answer_with_its_verdict_and_notices():
     assert "Evidence grade (how well what retrieval found matches the question): AMBIGUOUS" in lead
     assert "still embedding" in lead
     assert verdict_of(done).derived  # no recorded verdict on this hand-made event
+
+
+def test_a_stored_trace_without_a_verdict_renders_one():
+    from html import unescape
+
+    from docmind_ui.html_views import evidence_grade_html, verdict_html
+
+    stored = [json.loads(json.dumps(event_to_dict(e))) for e in sample_events()]
+    stored[-1].pop("verdict")
+    digest = RunDigest.from_events(stored)
+    html = unescape(verdict_html(digest.verdict) + evidence_grade_html(digest.grade))
+    assert f'data-verdict="{digest.verdict.level}"' in html and digest.verdict.label in html
+    assert "evidence grade" in html and 'class="dm-tier' not in html

@@ -197,7 +197,7 @@ def test_traces_page_replays_and_regrades(demo_home):
     assert not at.exception, at.exception
     next(b for b in at.button if b.label == "Regrade").click().run()
     assert not at.exception, at.exception
-    assert any("change tier" in m.value for m in at.markdown)
+    assert any("change evidence grade" in m.value for m in at.markdown)
     # a trace exported as JSON comes back through the import box, labelled "imported"
     exported = demo_home.traces.export_json([demo_home.traces.list(label=None)[0].run_id])
     at.file_uploader(key="dm_tr_import").set_value(("trace.json", exported.encode(), "application/json")).run()
@@ -211,6 +211,8 @@ def test_traces_page_replays_and_regrades(demo_home):
         assert not at.exception, at.exception
         assert any(m.value.startswith("**Comparison**") for m in at.markdown)
         assert _markdown(at).count('class="dm-verdict dm-verdict-') >= 2
+        assert any(label in _markdown(at) for label in ("Supported by the sources", "Partly supported",
+                                                         "Not supported by the sources", "No answer in the sources"))
 
 
 def test_run_pump_stop_sets_the_cancel_event_and_the_run_still_finishes():
