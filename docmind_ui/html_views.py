@@ -137,7 +137,9 @@ def claims_html(digest: RunDigest) -> str:
         return ""
     c = done.citations
     bits = []
-    if c.claims:
+    # a reply that searched nothing has no claims; one stored before they were dropped still shows none
+    checked = digest.verdict is None or digest.verdict.level != "not_checked"
+    if c.claims and checked:
         bits.append(f"<b>claims</b> {c.supported_claims} supported")
         if c.unsupported_claims:
             bits.append(f'<span class="dm-cite-unsupported">{c.unsupported_claims} unsupported</span>')

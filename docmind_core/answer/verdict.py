@@ -122,7 +122,8 @@ def _reasons(done: Done, level: VerdictLevel, supported: int, checked: int) -> l
     assert conf is not None
     reasons: list[str] = []
     if level == "supported":
-        reasons.append(f"all {checked} claim{'s' if checked != 1 else ''} found in their sources")
+        reasons.append(f"all {checked} claims found in their sources" if checked != 1 else
+                       "its one claim found in its source")
     if cites.contradicted_claims:
         n = cites.contradicted_claims
         reasons.append(f"{n} claim{'s' if n != 1 else ''} contradicted by the source cited")

@@ -48,7 +48,7 @@ def test_high_evidence_and_every_claim_found_is_supported():
     verdict = verdict_for(_done(Tier.HIGH, "HIGH", 0.82))
     assert verdict.level == "supported" and verdict.score == 0.82
     assert verdict.supported_claims == verdict.checked_claims == 1
-    assert any("all 1 claim found" in r for r in verdict.reasons)
+    assert any("its one claim found in its source" in r for r in verdict.reasons)
 
 
 def test_a_contradicted_claim_is_not_supported_and_says_so():
@@ -109,3 +109,13 @@ def test_a_stored_trace_without_a_verdict_renders_one():
     html = unescape(verdict_html(digest.verdict) + evidence_grade_html(digest.grade))
     assert f'data-verdict="{digest.verdict.level}"' in html and digest.verdict.label in html
     assert "evidence grade" in html and 'class="dm-tier' not in html
+
+
+def test_an_old_greeting_trace_shows_no_claim_chips():
+    """Stored before issue 34, "hello, who are you?" carried its sentences as unsupported claims."""
+    from docmind_ui.html_views import claims_html
+
+    old = Done(run_id="g", answer="I'm DocMind.", mode="NONE", scope=Scope.CHITCHAT,
+               citations=CitationResult(claims=[_claim("unsupported", "I'm DocMind.")], unsupported_claims=1))
+    digest = RunDigest.from_events([old])
+    assert digest.verdict.level == "not_checked" and "unsupported" not in claims_html(digest)
