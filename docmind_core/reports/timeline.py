@@ -291,8 +291,9 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         fields = {"verdict": verdict_line(verdict), "mode": event.mode,
                   "route reason": describe_reason(event.route_reason) or "—",
                   "backend": event.backend or "—",
-                  "confidence": (f"{event.confidence.score:.3f} ({event.confidence.band})" if event.confidence
-                                 else "—"),
+                  # the score the verdict starts from (it may hold it lower), with the band it fell in
+                  "coverage x top score": (f"{event.confidence.score:.3f} (band {event.confidence.band})"
+                                           if event.confidence else "—"),
                   "citation coverage": _fmt(c.coverage, 2), "invalid refs": str(c.invalid_refs),
                   "web compensated": str(event.web_compensated),
                   "stop reason": describe_reason(event.stop_reason) or "—",

@@ -219,7 +219,8 @@ def test_compare_runs_aligns_steps_and_measures_differences():
     assert cmp.b.tokens["prompt"] == 100 and len(cmp.b.tool_calls) == 2
     exported = json.loads(cmp.to_json())
     assert exported["type"] == "docmind.comparison" and exported["chunk_overlap"]["shared"] == ["c1"]
-    assert {r["metric"] for r in cmp.summary_rows()} >= {"tier", "confidence", "chunk overlap (Jaccard)"}
+    metrics = {r["metric"] for r in cmp.summary_rows()}
+    assert metrics >= {"verdict", "evidence grade", "chunk overlap (Jaccard)"} and not metrics & {"band", "tier"}
 
 
 def test_config_differences_accepts_json_text():
