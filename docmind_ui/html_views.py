@@ -100,7 +100,7 @@ def verdict_html(verdict: Verdict | None) -> str:
     and why; nothing before the run is done."""
     if verdict is None:
         return ""
-    level = esc(verdict.level, " ")
+    level = verdict.level  # one of VerdictLevel's literals: safe in an attribute as it is
     head = f'<span class="dm-verdict-label">{esc(verdict.label)}</span>'
     number = ""
     if verdict.score is not None:
