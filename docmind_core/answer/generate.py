@@ -129,7 +129,8 @@ def failed_answer_reason(exc: BaseException) -> str:
 
 
 def fallback_notice(question: str, reason: str, partial: bool) -> str:
-    """Said in the answer when the offline engine answers instead of the model, in the question's language."""
+    """The notice beside the answer when the offline engine answers instead of the model, in the question's
+    language."""
     if detect_language(question) == "zh":
         if partial:
             return f"注意：语言模型的回答不完整（{reason}），其后接着 DocMind 从同一批资料中离线摘录的回答。\n\n"

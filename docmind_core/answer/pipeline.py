@@ -34,7 +34,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from docmind_core.answer.answer_check import second_opinion
+from docmind_core.answer.answer_check import rescue_notice, second_opinion
 from docmind_core.answer.selected_doc import SelectedDocPath
 from docmind_core.answer.generate import AnswerWriter, choose_template
 from docmind_core.answer.grade import CragGrader
@@ -45,7 +45,6 @@ from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.run_context import RunContext
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
-from docmind_core.answer.answer_check import rescue_notice
 from docmind_core.answer.verdict import verdict_for
 from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
 from docmind_core.answer.citations import confidence_from, parse_citations
