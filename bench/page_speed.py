@@ -211,7 +211,7 @@ def measure(rounds: int, code: Path = ROOT) -> dict:
                 box.fill(question)
                 t = time.perf_counter()
                 box.press("Enter")
-                page.wait_for_function(f"document.querySelectorAll('.dm-tier').length >= {n}",
+                page.wait_for_function(f"document.querySelectorAll('.dm-verdict').length >= {n}",
                                        timeout=TIMEOUT_MS)
                 badge = time.perf_counter() - t
                 page.wait_for_function(  # the chart's element has arrived from the server ...

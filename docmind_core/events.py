@@ -196,6 +196,54 @@ class IngestPending(_Event):
     embedding_chunks: int = 0  # chunks searched by keyword only: their vectors are still being written
 
 
+# What DocMind itself says about a run, beside the answer: retrieval did not finish (a worker timed out, the vector
+# server or the web search did not answer), KBs still being ingested or embedding, the model's answer replaced
+# by the offline engine's, or set aside for an offline excerpt.
+NoticeCode = Literal["retrieval_incomplete", "ingest_pending", "model_fallback", "stand_in"]
+
+
+class AppNotice(BaseModel):
+    """One of DocMind's own notes on a run: never part of the answer text, so never read as a claim."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    code: NoticeCode
+    text: str
+
+
+class Notice(_Event):
+    """A note of DocMind's own, streamed where it arises and shown outside the answer (above it)."""
+
+    kind: Literal["notice"] = "notice"
+    code: NoticeCode
+    text: str
+
+    @property
+    def notice(self) -> AppNotice:
+        return AppNotice(code=self.code, text=self.text)
+
+
+# supported / partly_supported / not_supported follow the confidence band (HIGH / MEDIUM / LOW); the other three
+# carry no number: the answer states nothing to check, no source was searched, or the run was stopped
+VerdictLevel = Literal["supported", "partly_supported", "not_supported", "no_answer", "not_checked", "stopped"]
+
+
+class Verdict(BaseModel):
+    """The one judgement a reader sees on an answer (docmind_core/answer/verdict.py derives it from the evidence
+    grade, the claim checks and the confidence band)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    level: VerdictLevel
+    label: str  # "Supported by the sources", "Partly supported", ...
+    meaning: str  # what this label says about the answer, stated beside it
+    score: float | None = None  # the support score (0..1), held inside the label's range; None: no number
+    score_meaning: str = ""  # what the number is, with the thresholds that separate the labels
+    reasons: list[str] = Field(default_factory=list)  # why this label (and why the evidence grade differs)
+    evidence_grade: str = ""  # the retrieval's CRAG grade, HIGH / AMBIGUOUS / LOW; "" when nothing was graded
+    supported_claims: int = 0
+    checked_claims: int = 0  # claims that state something a source could back (not the "not checkable" ones)
+    derived: bool = False  # computed when the run was read back (a trace stored before verdicts existed)
+
+
 class Done(_Event):
     kind: Literal["done"] = "done"
     run_id: str
@@ -214,6 +262,8 @@ class Done(_Event):
     model_calls: list[ModelCall] = Field(default_factory=list)
     backend: str = ""  # the LLM backend's name
     pending_documents: int = 0  # documents of the searched KBs still being ingested (not searched)
+    notices: list[AppNotice] = Field(default_factory=list)  # DocMind's own notes, shown outside the answer
+    verdict: Verdict | None = None  # None only in traces stored before verdicts (derived when read back)
 
 
 Event = Annotated[
@@ -234,6 +284,7 @@ Event = Annotated[
         ErrorRaised,
         IndexIncomplete,
         IngestPending,
+        Notice,
         Done,
     ],
     Field(discriminator="kind"),
@@ -336,6 +387,9 @@ class EventFold(ABC, Generic[R]):
     def on_ingest_pending(self, event: IngestPending) -> R: ...
 
     @abstractmethod
+    def on_notice(self, event: Notice) -> R: ...
+
+    @abstractmethod
     def on_done(self, event: Done) -> R: ...
 
 
@@ -374,6 +428,8 @@ def fold(event: Event, handlers: EventFold[R]) -> R:
             return handlers.on_index_incomplete(event)
         case IngestPending():
             return handlers.on_ingest_pending(event)
+        case Notice():
+            return handlers.on_notice(event)
         case Done():
             return handlers.on_done(event)
         case _:

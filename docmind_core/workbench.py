@@ -42,6 +42,7 @@ from docmind_core.accounts.names import name_skeleton, storable_name
 from docmind_core.accounts.removal import RemovalReport
 from docmind_core.accounts.apikeys import ApiKey
 from docmind_core.reports.compare import RunComparison
+from docmind_core.reports.run_summary import answer_lead_markdown
 from docmind_core.errors import AccessDenied, CallerError, ConfigError, DocMindError, NotFound
 from docmind_core.events import Event
 from docmind_core.experiments.datasets import Dataset, DatasetItem, DatasetStore, RunLabel
@@ -58,7 +59,7 @@ from docmind_core.values import (
 from docmind_core.settings import GraderPatch, Settings, is_personal_key
 from docmind_core.store.config_store import ConfigChange, ConfigProblem, KeyVersion
 from docmind_core.answer.memory import Memory
-from docmind_core.store.conversations import Conversation, Message
+from docmind_core.store.conversations import AnswerNotes, Conversation, Message
 from docmind_core.store.retired_ids import RetiredId
 from docmind_core.store.traces import TraceRecord, TraceSummary
 from docmind_core.answer.tools import ToolContext, ToolOutput
@@ -468,7 +469,10 @@ class Workbench:
         """The conversation as Markdown, with each answer's numbered sources."""
         self._own_conversation(conversation_id)
         runs = [m.run_id for m in self._engine.conversations.messages(conversation_id) if m.run_id]
-        return self._engine.conversations.export_markdown(conversation_id, self._engine.traces.sources_by_run(runs))
+        done = self._engine.traces.done_by_run(runs)
+        return self._engine.conversations.export_markdown(
+            conversation_id, {run_id: list(d.sources) for run_id, d in done.items()},
+            notes_by_run={run_id: AnswerNotes(lead=answer_lead_markdown(d)) for run_id, d in done.items()})
 
     def _own_conversation(self, conversation_id: str) -> None:
         user = self._signed_in()

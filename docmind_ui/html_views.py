@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from docmind_core.reports.compare import AnswerDiff
+from docmind_core.events import Verdict
 from docmind_core.values import BackendStatus, GradeResult
 from docmind_core.reports.reasons import describe_reason
 from docmind_core.text.visible import escape_html
@@ -47,10 +48,19 @@ mark.dm-span { background: #fde68a; padding: 0 .1em; border-radius: 3px; }
 .dm-tag-cited { background: #dcfce7; color: #166534; }
 .dm-source:not(.dm-cited) { opacity: .8; }
 .dm-tag-web { background: #fde68a; } .dm-tag-kb { background: #dbeafe; } .dm-tag-memory { background: #ede9fe; }
-.dm-tier { display: inline-block; padding: .15rem .65rem; border-radius: 1rem; font-weight: 700; font-size: .85rem;
-  color: #fff; margin-right: .5rem; }
-.dm-tier-HIGH { background: #16a34a; } .dm-tier-AMBIGUOUS { background: #ca8a04; } .dm-tier-LOW { background: #dc2626; }
-.dm-tier-NONE { background: #6b7280; }
+.dm-verdict { border-left: 5px solid #6b7280; background: #f9fafb; border-radius: 6px; padding: .4rem .7rem;
+  margin: .2rem 0 .45rem 0; font-size: .88rem; color: #1f2937; }
+.dm-verdict-label { display: inline-block; padding: .12rem .65rem; border-radius: 1rem; font-weight: 700;
+  font-size: .88rem; color: #fff; background: #6b7280; margin-right: .55rem; }
+.dm-verdict-score { font-weight: 700; margin-right: .4rem; }
+.dm-verdict-meaning, .dm-verdict-why, .dm-verdict-number { margin-top: .15rem; }
+.dm-verdict-number, .dm-verdict-why { font-size: .82rem; color: #374151; }
+.dm-verdict-supported { border-left-color: #16a34a; } .dm-verdict-supported .dm-verdict-label { background: #16a34a; }
+.dm-verdict-partly_supported { border-left-color: #ca8a04; }
+.dm-verdict-partly_supported .dm-verdict-label { background: #ca8a04; }
+.dm-verdict-not_supported { border-left-color: #dc2626; }
+.dm-verdict-not_supported .dm-verdict-label { background: #dc2626; }
+.dm-grade-name { font-weight: 600; }
 .dm-gradebar { font-size: .85rem; color: #374151; margin: .2rem 0 .4rem 0; }
 .dm-gradebar span.dm-kv { margin-right: .9rem; }
 .dm-glance { font-size: .85rem; color: #374151; background: #f3f4f6; border-radius: 6px; padding: .35rem .6rem;
@@ -85,15 +95,32 @@ def esc(value: object, newlines: str = "<br>") -> str:
     return escape_html(value, newlines)
 
 
-def tier_badge_html(grade: GradeResult | None, web_compensated: bool = False, cancelled: bool = False) -> str:
-    """Coloured CRAG badge with the numbers behind it; a stopped run shows that it was stopped, never a tier."""
-    if cancelled:
-        return ('<div class="dm-gradebar"><span class="dm-tier dm-tier-NONE" data-tier="CANCELLED">STOPPED</span>'
-                '<span class="dm-kv">stopped before it finished: no tier and no confidence</span></div>')
-    if grade is None:
-        return '<div class="dm-gradebar"><span class="dm-tier dm-tier-NONE">NO RETRIEVAL</span></div>'
+def verdict_html(verdict: Verdict | None) -> str:
+    """The answer's one verdict: its label (coloured), its number and what the number is, what the label means,
+    and why; nothing before the run is done."""
+    if verdict is None:
+        return ""
+    level = verdict.level  # one of VerdictLevel's literals: safe in an attribute as it is
+    head = f'<span class="dm-verdict-label">{esc(verdict.label)}</span>'
+    number = ""
+    if verdict.score is not None:
+        head += f'<span class="dm-verdict-score" title="{esc(verdict.score_meaning, " ")}">{verdict.score:.2f}</span>'
+        number = f'<div class="dm-verdict-number"><b>{verdict.score:.2f}</b> is the {esc(verdict.score_meaning)}</div>'
+    why = f'<div class="dm-verdict-why"><b>why:</b> {esc("; ".join(verdict.reasons))}</div>' if verdict.reasons \
+        else ""
+    return (f'<div class="dm-verdict dm-verdict-{level}" data-verdict="{level}">{head}'
+            f'<div class="dm-verdict-meaning">{esc(verdict.meaning)}</div>{why}{number}</div>')
+
+
+def evidence_grade_html(grade: GradeResult | None, web_compensated: bool = False, cancelled: bool = False) -> str:
+    """The evidence grade (the CRAG tier of what retrieval found) with the numbers behind it, in neutral type:
+    it grades the evidence, not the answer, whose verdict stands above it."""
+    if cancelled or grade is None:
+        return ""
     tier = grade.tier.value
-    parts = [f'<span class="dm-tier dm-tier-{tier}" data-tier="{tier}">{tier}</span>',
+    parts = [f'<span class="dm-kv" data-grade="{tier}" title="how well what retrieval found matches the question '
+             f'(the CRAG grade); it grades the evidence, not the answer"><span class="dm-grade-name">evidence grade'
+             f'</span> {tier}</span>',
              f'<span class="dm-kv"><b>top score</b> {grade.top_score:.3f}</span>',
              f'<span class="dm-kv"><b>lexical coverage</b> {grade.lex_coverage:.2f}</span>',
              f'<span class="dm-kv"><b>web compensation</b> {"ran" if web_compensated else "no"}</span>']
@@ -102,34 +129,29 @@ def tier_badge_html(grade: GradeResult | None, web_compensated: bool = False, ca
     return f'<div class="dm-gradebar">{"".join(parts)}</div>'
 
 
-def confidence_html(digest: RunDigest) -> str:
+def claims_html(digest: RunDigest) -> str:
+    """The claim checks behind the verdict: counts, chips for unsupported and contradicted claims, invalid
+    references; a reply with no claims (a greeting, DocMind's own note) shows none."""
     done = digest.done
     if done is None:
         return ""
     c = done.citations
-    conf = done.confidence
     bits = []
-    if conf is not None:
-        bits.append(f"<b>confidence</b> {conf.score:.2f} ({esc(conf.band)})" + (" · ungrounded" if conf.ungrounded
-                                                                                 else ""))
-    bits.append("<b>citation coverage</b> " + ("n/a" if c.coverage is None else f"{c.coverage:.0%}"))
-    bits.append(f"<b>cited sentences</b> {c.cited_sentences}/{c.substantive_sentences}")
-    if c.claims:
+    # a reply that searched nothing has no claims; one stored before they were dropped still shows none
+    checked = digest.verdict is None or digest.verdict.level != "not_checked"
+    if c.claims and checked:
         bits.append(f"<b>claims</b> {c.supported_claims} supported")
         if c.unsupported_claims:
             bits.append(f'<span class="dm-cite-unsupported">{c.unsupported_claims} unsupported</span>')
         if c.contradicted_claims:
             bits.append(f'<span class="dm-cite-contradicted">{c.contradicted_claims} contradicted</span>')
-    if conf is not None and conf.answers_question is False:
-        bits.append('<span class="dm-cite-unsupported">does not answer the question</span>')
-    if conf is not None and conf.reason:
-        bits.append(f'<span title="{esc(conf.reason)}">why: {esc(conf.reason)}</span>')
+        bits.append(f"<b>cited sentences</b> {c.cited_sentences}/{c.substantive_sentences}")
     if c.invalid_refs:
         bits.append(f'<span class="dm-cite-invalid">{c.invalid_refs} invalid reference'
                     f'{"s" if c.invalid_refs != 1 else ""}</span>')
     if done.cancelled:
         bits.append("<b>stopped by you</b>")
-    return '<div class="dm-gradebar">' + " · ".join(bits) + "</div>"
+    return '<div class="dm-gradebar">' + " · ".join(bits) + "</div>" if bits else ""
 
 
 def glance_html(digest: RunDigest) -> str:

@@ -19,7 +19,8 @@ from docmind_core.settings import Settings, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest, timeline
 from docmind_ui.charts import distribution_overlay, jump_to_anchor, score_chart
 from docmind_ui.html_views import (
-    answer_diff_html, confidence_html, glance_html, rounds_html, route_html, timeline_html, tier_badge_html,
+    answer_diff_html, claims_html, evidence_grade_html, glance_html, rounds_html, route_html, timeline_html,
+    verdict_html,
 )
 
 _CHART_CONFIG = {"displayModeBar": False, "responsive": True}
@@ -45,20 +46,26 @@ def thresholds(config: Any = None) -> tuple[float, float]:
 
 
 def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
-    """One answer: tier badge, answer with citation chips, glance line, timeline, score chart, source cards."""
+    """One answer: its verdict, DocMind's notices, the answer with citation chips, the evidence grade, glance line,
+    timeline, score chart, source cards."""
     run_key = key or digest.run_id or "run"
     web_compensated = bool(digest.done and digest.done.web_compensated) or bool(digest.web and digest.web.ran)
     with st.container(key=f"run-{run_key}"):
-        st.markdown(tier_badge_html(digest.grade, web_compensated, digest.cancelled) + confidence_html(digest),
-                    unsafe_allow_html=True)
+        st.markdown(verdict_html(digest.verdict) + claims_html(digest), unsafe_allow_html=True)
+        for notice in digest.notices:  # DocMind's own words: beside the answer, never in it
+            st.info(escape_markdown(notice.text), icon=":material/info:")
         citations = digest.done.citations if digest.done else None
         st.markdown(citation_html(digest.answer, citations, digest.sources, run_id=run_key), unsafe_allow_html=True)
+        grade = evidence_grade_html(digest.grade, web_compensated, digest.cancelled)
+        if grade:
+            st.markdown(grade, unsafe_allow_html=True)
         for error in digest.errors:
             st.warning(escape_markdown(f"{error.stage}: {error.message}"))
         for gap in digest.index_gaps:  # a KB searched with missing vectors: its vector side saw only part of it
             st.warning(escape_markdown(IndexGap(kb_id=gap.kb_id, missing_vectors=gap.missing_vectors,
                                                 total=gap.total).message()))
-        for pending in digest.pending:  # a KB still being ingested: its pending documents were not searched
+        for pending in [] if any(n.code == "ingest_pending" for n in digest.notices) else digest.pending:
+            # a KB still being ingested (its pending documents were not searched), unless a notice said so
             st.warning(escape_markdown(PendingIngest(kb_id=pending.kb_id, kb_name=pending.kb_name,
                                                      pending_documents=pending.pending_documents,
                                                      searched_documents=pending.searched_documents,

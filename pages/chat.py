@@ -200,6 +200,7 @@ def _stream_into(pump: RunPump) -> RunDigest:
     with placeholder.container():
         progress = st.empty()
         progress.caption("Starting…")
+        notes = st.container()  # DocMind's own notices, above the answer as it streams (never in its text)
         started = time.perf_counter()
         last = ["Starting"]
 
@@ -211,6 +212,8 @@ def _stream_into(pump: RunPump) -> RunDigest:
                 if event.kind == "token":
                     yield escape_markdown(event.text)  # write_stream renders Markdown: the answer is text
                 else:
+                    if event.kind == "notice":
+                        notes.info(escape_markdown(event.text), icon=":material/info:")
                     last[0] = timeline([event])[0].title
                     show()
 

@@ -194,7 +194,7 @@ if shown.state in ("done", "cancelled"):
             again_name = st.text_input("Name of the new experiment", f"{experiment.name} (again)",
                                        key=f"dm_ex_again_name_{picked}")
             st.caption("The same dataset, questions and variants (with their overrides), run with your current "
-                       "settings: after applying a sweep's thresholds, its tiers are the ones the sweep predicted.")
+                       "settings: after applying a sweep's thresholds, its evidence grades are the ones the sweep predicted.")
             if st.form_submit_button("Run again with your current settings", icon=":material/replay:"):
                 try:
                     made = bench.create_experiment(
@@ -234,7 +234,8 @@ if report.differences:
     st.dataframe(pd.DataFrame([{"metric": METRICS[d.metric][0], "A": d.a, "B": d.b,
                                 "B − A": d.difference.text(), "interval excludes 0": "yes" if d.significant else ""}
                                for d in report.differences]), hide_index=True, key="dm_ex_diffs")
-st.markdown("**Tier confusion** (runs by answerability and tier)")
+st.markdown("**Evidence grade confusion** (runs by answerability and evidence grade, the CRAG tier of what "
+            "retrieval found)")
 for v in report.variants:
     st.caption(escape_markdown(v.name))
     st.dataframe(pd.DataFrame([{"answerability": row, **cells} for row, cells in v.confusion.items()],
@@ -245,7 +246,7 @@ variant_names = [v.name for v in experiment.variants]
 if report.questions:  # one variant too: its tier and containment per question; comparing needs two
     st.subheader("Per question")
     table = pd.DataFrame([{"item": q.item_id, "gold left out": q.gold_left_out, "question": q.question,
-                           **{f"tier · {n}": q.tiers.get(n, "") for n in variant_names},
+                           **{f"evidence grade · {n}": q.tiers.get(n, "") for n in variant_names},
                            **{f"contains · {n}": _contains(q.contains.get(n)) for n in variant_names}}
                           for q in report.questions])
     if len(variant_names) >= 2:

@@ -29,7 +29,9 @@ with st.container(border=True):
     c1, c2, c3, c4, c5 = st.columns([1.2, 1, 1, 1, 1])
     since = c1.date_input("Since", value=date.today() - timedelta(days=30), key="dm_tr_since")
     modes = c2.multiselect("Mode", [*(m.value for m in Mode), NO_RETRIEVAL_MODE], key="dm_tr_mode")
-    tiers = c3.multiselect("Tier", [t.value for t in Tier], key="dm_tr_tier")
+    tiers = c3.multiselect("Evidence grade", [t.value for t in Tier], key="dm_tr_tier",
+                           help="The CRAG grade of what retrieval found (HIGH / AMBIGUOUS / LOW); the answer's "
+                                "verdict is shown when a run is replayed")
     stop = c4.selectbox("Stop reason", [None, *(r.value for r in StopReason)], key="dm_tr_stop",
                         format_func=lambda r: "any" if r is None else describe_reason(r))
     kb_filter = c5.selectbox("Knowledge base", [None, *kb_names], key="dm_tr_kb",
@@ -42,13 +44,13 @@ if not summaries:
 
 table = pd.DataFrame(visible_rows([{
     "started": s.started_at[:19].replace("T", " "), "question": s.question, "mode": s.mode,
-    "requested": s.requested_mode, "tier": s.tier, "stop reason": describe_reason(s.stop_reason),
+    "requested": s.requested_mode, "evidence grade": s.tier, "stop reason": describe_reason(s.stop_reason),
     "KBs": ", ".join(kb_names.get(k, str(k)) for k in s.kb_ids), "ms": round(s.duration_ms),
     "pair": s.pair_id or "", "label": s.label, "run id": s.run_id} for s in summaries]))
 # the label comes right after the time: imported copies of a run differ only there, so it must stay on screen
 selection = st.dataframe(
     table, hide_index=True, on_select="rerun", selection_mode="multi-row", key="dm_tr_table", width="stretch",
-    column_order=["started", "label", "mode", "tier", "question", "requested", "stop reason", "KBs", "ms", "pair",
+    column_order=["started", "label", "mode", "evidence grade", "question", "requested", "stop reason", "KBs", "ms", "pair",
                   "run id"],
     column_config={"started": st.column_config.TextColumn(width="small"),
                    "label": st.column_config.TextColumn(width="small"),
@@ -123,7 +125,7 @@ elif len(records) >= 2:
 
 # -- what-if regrade ---------------------------------------------------------------
 st.subheader("What-if regrade")
-st.caption("Recompute the CRAG tier of the selected runs (or every listed run) from their recorded rerank scores "
+st.caption("Recompute the evidence grade (CRAG tier) of the selected runs (or every listed run) from their recorded rerank scores "
            "with other grader settings. No model is called.")
 g = bench.settings().grader  # what-if starts from the live values this user's runs use
 with st.form("dm_regrade"):
@@ -144,10 +146,10 @@ if regrade_clicked:
         st.error(escape_markdown(exc))
     else:
         changed = sum(1 for r in rows if r.changed)
-        st.markdown(f"**{changed} of {len(rows)} run(s) change tier.**")
+        st.markdown(f"**{changed} of {len(rows)} run(s) change evidence grade.**")
         frame = pd.DataFrame(visible_rows([{"changed": "⚠ yes" if r.changed else "", "question": r.question,
-                                            "mode": r.mode, "recorded tier": r.old_tier,
-                                            "new tier": r.new_tier or "—", "top score": r.top_score,
+                                            "mode": r.mode, "recorded grade": r.old_tier,
+                                            "new grade": r.new_tier or "—", "top score": r.top_score,
                                             "lexical coverage": r.lex_coverage, "reason": describe_reason(r.reason),
                                             "run id": r.run_id} for r in rows]))
         st.dataframe(frame, hide_index=True, key="dm_rg_table")

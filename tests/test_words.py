@@ -14,7 +14,7 @@ from docmind_core.reports.reasons import ROUTE_WORDS, STOP_WORDS, GRADE_WORDS, d
 from docmind_core.reports.run_summary import summarise
 from docmind_core.store.traces import TraceSummary
 from docmind_core.reports.timeline import RunDigest, timeline
-from docmind_ui.html_views import glance_html, rounds_html, route_html, tier_badge_html
+from docmind_ui.html_views import evidence_grade_html, glance_html, rounds_html, route_html, verdict_html
 from docmind_ui.kb_page import score_3, upload_limit
 from tests.fakes.sample_events import sample_events
 
@@ -61,7 +61,8 @@ def test_the_timeline_shows_every_reason_in_words():
 
 def test_the_chat_badge_glance_and_rounds_show_words():
     digest = RunDigest.from_events(_coded_events())
-    html = tier_badge_html(digest.grade) + glance_html(digest) + rounds_html(digest) + route_html(digest)
+    html = (verdict_html(digest.verdict) + evidence_grade_html(digest.grade) + glance_html(digest)
+            + rounds_html(digest) + route_html(digest))
     assert not _raw_codes(html), _raw_codes(html)
     assert "0.27, is in the middle band" in html
 

@@ -2,8 +2,11 @@
 
 :class:`AnswerWriter` streams the answer from the configured model and, when it fails (an error, a
 call cut at the run's deadline, a reply that is empty or broke off) or the run already stopped calling
-it, from the offline engine over the same prompt, saying why in the answer; when retrieval was
-incomplete the reader is told so first, and with no evidence at all only that is said.
+it, from the offline engine over the same prompt, saying why in a notice; when retrieval was
+incomplete or KBs are still being ingested the reader is told so first, and with no evidence at all only
+that is said.  Those notes are DocMind's own words: they are ``Notice`` events beside the answer, never part
+of its text, so the claim checks never read them (with no evidence at all the note is the whole reply, and
+``WrittenAnswer.app_written`` keeps it from being graded).
 
 History enters the prompt as plain prior turns (what the user asked, what
 DocMind answered) and never with the evidence retrieved for those turns:
@@ -15,14 +18,14 @@ the order the UI lists them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generator, Sequence
 
 from docmind_core.answer.run_context import RunContext
 from docmind_core.backends.protocols import AnswerPrompt, LanguageModel
 from docmind_core.deadline import LLM, bind_model, elapsed_ms
 from docmind_core.errors import EmptyReply, IncompleteReply, ModelCallCut
-from docmind_core.events import AnswerStarted, ErrorRaised, Event, Fallback, Token
+from docmind_core.events import AnswerStarted, AppNotice, ErrorRaised, Event, Fallback, Notice, NoticeCode, Token
 from docmind_core.values import GradeResult, PendingIngest, RetrievedChunk, Tier, Turn
 from docmind_core.prompts import PromptLibrary, format_sources, language_name
 from docmind_core.text.tokens import detect_language, truncate_to_tokens
@@ -126,13 +129,15 @@ def failed_answer_reason(exc: BaseException) -> str:
 
 
 def fallback_notice(question: str, reason: str, partial: bool) -> str:
-    """Said in the answer when the offline engine answers instead of the model, in the question's language."""
+    """The notice beside the answer when the offline engine answers instead of the model, in the question's
+    language."""
     if detect_language(question) == "zh":
-        head = "注意：语言模型的回答不完整" if partial else "注意：语言模型没有给出回答"
-        return f"{head}（{reason}），以下是 DocMind 从资料中离线摘录的回答。\n\n"
+        if partial:
+            return f"注意：语言模型的回答不完整（{reason}），其后接着 DocMind 从同一批资料中离线摘录的回答。\n\n"
+        return f"注意：语言模型没有给出回答（{reason}），以下是 DocMind 从资料中离线摘录的回答。\n\n"
     if partial:
-        return (f"Note: the language model's answer above is incomplete ({reason}); below is DocMind's offline "
-                f"answer extracted from the same sources.\n\n")
+        return (f"Note: the language model's answer is incomplete ({reason}); what it wrote is followed by "
+                f"DocMind's offline answer extracted from the same sources.\n\n")
     return (f"Note: the language model gave no usable answer ({reason}); this is DocMind's offline answer "
             f"extracted from the sources.\n\n")
 
@@ -197,6 +202,15 @@ class WrittenAnswer:
     cancelled: bool = False
     duration_ms: float = 0.0
     offline: bool = False  # the offline engine wrote it (the configured model failed or is the offline engine)
+    notices: list[AppNotice] = field(default_factory=list)  # DocMind's notes on it, streamed as Notice events
+    app_written: bool = False  # the whole reply is DocMind's own note (nothing was found): nothing to grade
+
+
+def _notice(code: NoticeCode, text: str, notices: list[AppNotice]) -> Notice:
+    """The Notice event for one of DocMind's notes, kept in ``notices`` for the done event."""
+    event = Notice(code=code, text=text.strip())
+    notices.append(event.notice)
+    return event
 
 
 class AnswerWriter:
@@ -219,27 +233,24 @@ class AnswerWriter:
             if incomplete:
                 text += "\n\n" + incomplete_notice(question, incomplete, evidence=False)
             yield Token(text=text)
-            return WrittenAnswer(text)
+            return WrittenAnswer(text, app_written=True)
         if incomplete and template == "fallback":
             # nothing was found, but not everything was searched: say that, and only that
             yield AnswerStarted(prompt="retrieval_incomplete", sources=[], memories=list(memories))
             text = incomplete_notice(question, incomplete, evidence=False)
             yield Token(text=text)
-            return WrittenAnswer(text)
+            return WrittenAnswer(text, app_written=True)
         prompt = build_answer_prompt(template, question, sources, history, memories, self.prompts,
                                      compact=run.settings.rag.compact_prompts)
         yield AnswerStarted(prompt=template, sources=list(sources), memories=list(memories))
         started = time.perf_counter()
         pieces: list[str] = []
+        notices: list[AppNotice] = []
         cancelled = False
         if incomplete:  # partial evidence: the reader learns it before the answer
-            notice = incomplete_notice(question, incomplete, evidence=True)
-            pieces.append(notice)
-            yield Token(text=notice)
+            yield _notice("retrieval_incomplete", incomplete_notice(question, incomplete, evidence=True), notices)
         if pending and template in ANSWER_TEMPLATES:  # documents still arriving: said before the answer
-            notice = pending_notice(question, pending, evidence=True)
-            pieces.append(notice)
-            yield Token(text=notice)
+            yield _notice("ingest_pending", pending_notice(question, pending, evidence=True), notices)
         llm = bind_model(self.llm, guard)
         fell_back = self.llm is self.fallback_llm
         if self.llm is not self.fallback_llm and guard is not None and not guard.usable(LLM):
@@ -247,10 +258,9 @@ class AnswerWriter:
                                                       f"{guard.breaker.reason(LLM)}", to=self.fallback_llm.name)
             llm = self.fallback_llm
             fell_back = True
-            notice = fallback_notice(question, "it did not answer in time earlier in this run", partial=False)
-            pieces.append(notice)
-            yield Token(text=notice)
-        streamed: list[str] = []  # what the model itself wrote (the notice above is not its answer)
+            yield _notice("model_fallback", fallback_notice(question, "it did not answer in time earlier in this run",
+                                                            partial=False), notices)
+        streamed: list[str] = []  # what the model itself wrote
         try:
             for piece in llm.stream_answer(prompt, meter, cancel):
                 if cancel.is_set():
@@ -270,15 +280,16 @@ class AnswerWriter:
             yield Fallback(stage="generation", reason=f"the language model's answer was not used: {reason}",
                            to=self.fallback_llm.name)
             partial = bool("".join(streamed).strip())
-            # keep what streamed and mark the switch, so the reader sees where and why it happened
-            notice = ("\n\n" if partial else "") + fallback_notice(question, reason, partial)
-            pieces.append(notice)
-            yield Token(text=notice)
+            # keep what streamed and say why the offline answer follows it
+            yield _notice("model_fallback", fallback_notice(question, reason, partial), notices)
+            if partial:
+                pieces.append("\n\n")
+                yield Token(text="\n\n")
             fell_back = True
             for piece in self.fallback_llm.stream_answer(prompt, meter, cancel):
                 pieces.append(piece)
                 yield Token(text=piece)
-        return WrittenAnswer("".join(pieces), cancelled, elapsed_ms(started), offline=fell_back)
+        return WrittenAnswer("".join(pieces), cancelled, elapsed_ms(started), offline=fell_back, notices=notices)
 
     def offline_reading(self, template: str, question: str, sources: Sequence[RetrievedChunk],
                         history: Sequence[Turn], memories: Sequence[str], run: RunContext) -> str:

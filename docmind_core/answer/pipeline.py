@@ -17,8 +17,13 @@ The deadline (``run.deadline_ms``, a :class:`RunGuard`) reaches understanding
 (through the bound model), the agentic loop, the one-shot workers, the judge
 and generation.  Once the model timed out in a run
 it is not called again: the offline engine writes the answer from the same
-evidence.  When retrieval was incomplete the answer says so first; with no
-evidence at all it says only that, and never "nothing relevant".
+evidence.  When retrieval was incomplete a notice says so first; with no
+evidence at all the reply says only that, and never "nothing relevant".
+
+DocMind's own notes (retrieval incomplete, still ingesting or embedding, the model replaced, an offline
+excerpt standing in) are ``Notice`` events and ``Done.notices``, never answer text: the claim checks and the
+confidence read only what answers.  A reply that retrieved nothing (a greeting) or is only DocMind's note has
+no claims.  ``Done.verdict`` (answer/verdict.py) is the one judgement the reader sees.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from docmind_core.answer.answer_check import second_opinion
+from docmind_core.answer.answer_check import rescue_notice, second_opinion
 from docmind_core.answer.selected_doc import SelectedDocPath
 from docmind_core.answer.generate import AnswerWriter, choose_template
 from docmind_core.answer.grade import CragGrader
@@ -40,11 +45,13 @@ from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.run_context import RunContext
 from docmind_core.answer.scope import trusted_scope
 from docmind_core.answer.understand import QueryUnderstanding
+from docmind_core.answer.verdict import verdict_for
 from docmind_core.backends.protocols import LanguageModel, Reranker, UsageMeter
 from docmind_core.answer.citations import confidence_from, parse_citations
 from docmind_core.deadline import LLM, RunGuard, elapsed_ms
 from docmind_core.events import (
-    Done, ErrorRaised, Event, Fallback, IngestPending, Routed, RunStarted, ScopeDecided, Token, Understood,
+    AppNotice, Done, ErrorRaised, Event, Fallback, IngestPending, Notice, Routed, RunStarted, ScopeDecided, Token,
+    Understood,
 )
 from docmind_core.values import (
     NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, PendingIngest, RequestedMode,
@@ -115,6 +122,8 @@ class _RunState:
     judge: ModelJudge | None = None  # the model judge of this run (grader.judge), None: offline checks only
     citations: CitationResult | None = None  # once the answer is written and its claims checked (offline/judge)
     pending: list[PendingIngest] = field(default_factory=list)  # selected KBs still being ingested
+    notices: list[AppNotice] = field(default_factory=list)  # DocMind's own notes, outside the answer text
+    app_written: bool = False  # the reply is only DocMind's own note (nothing found to answer from)
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
@@ -314,6 +323,8 @@ class AnswerPipeline:
                                                state.incomplete, run, pending=state.pending)
         state.answer = written.text
         state.template, state.answer_offline = template, written.offline
+        state.notices.extend(written.notices)
+        state.app_written = written.app_written
         if written.cancelled:
             state.stop_reason = state.stop_reason or StopReason.CANCELLED
         if written.duration_ms:
@@ -335,8 +346,15 @@ class AnswerPipeline:
             return
         yield Fallback(stage="answer check", reason=opinion.reason, replaced=state.answer,
                        to=f"{self.writer.fallback_llm.name} (offline reading of the same evidence)")
-        yield Token(text="\n\n" + opinion.replacement)
-        state.answer = opinion.replacement
+        # the replacement is the rescue notice + the offline reading (answer_check.second_opinion): the notice
+        # is DocMind's word, shown beside the answer, and only the reading is the answer
+        notice = rescue_notice(question, opinion.model)
+        reading = opinion.replacement.removeprefix(notice)
+        event = Notice(code="stand_in", text=notice.strip())
+        state.notices.append(event.notice)
+        yield event
+        yield Token(text="\n\n" + reading)
+        state.answer = reading
         state.stand_in = True
         state.citations = None  # read again over the answer that is shown
 
@@ -345,18 +363,22 @@ class AnswerPipeline:
         yield Fallback(stage=state.stage, reason="the pipeline failed before answering", to="fallback prompt")
         state.answer = yield from self.writer.write_after_failure(
             request.question, state.sources, state.memories, state.incomplete or [f"{state.stage} failed"], run)
+        state.app_written = not state.sources  # with no evidence the reply is DocMind's note that it has none
 
     # ------------------------------------------------------------------
     def _done(self, request: AskRequest, state: _RunState, run: RunContext) -> Done:
         settings, cancel = run.settings, run.cancel
-        citations = state.citations or parse_citations(state.answer, state.sources,
-                                                       settings.citation.coverage_min_sentence_len)
+        if state.app_written or state.scope != Scope.KNOWLEDGE_QUERY:
+            citations = CitationResult()  # DocMind's own words, or a reply that searched nothing: no claims
+        else:
+            citations = state.citations or parse_citations(state.answer, state.sources,
+                                                           settings.citation.coverage_min_sentence_len)
         confidence = None
         if state.grade is not None and not cancel.is_set():  # a stopped answer is partial: no confidence
             confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation,
                                          question=request.question, stand_in=state.stand_in)
         decision = state.decision
-        return Done(
+        done = Done(
             run_id=request.run_id, answer=state.answer,
             mode=decision.mode.value if decision else NO_RETRIEVAL_MODE,
             route_reason=decision.reason if decision else f"scope:{state.scope.value}",
@@ -365,7 +387,9 @@ class AnswerPipeline:
             web_compensated=state.web_compensated, cancelled=cancel.is_set(), timings_ms=state.timings,
             model_calls=list(run.meter.calls), backend=self.llm.name,
             pending_documents=sum(p.pending_documents for p in state.pending),
+            notices=list(state.notices),
         )
+        return done.model_copy(update={"verdict": verdict_for(done, settings.citation)})
 
     # ------------------------------------------------------------------
     def _kb_brief(self, kb_ids: Sequence[int]) -> str:

@@ -166,6 +166,10 @@ class ObservationPlanner(EventFold[PlannedObservation | None]):
                     metadata={"kb_id": event.kb_id, "pending_documents": event.pending_documents,
                               "searched_documents": event.searched_documents})
 
+    def on_notice(self, event: ev.Notice) -> PlannedObservation:
+        return _obs("notice", event.t_ms, event.t_ms, level="WARNING", status_message=event.text,
+                    metadata={"code": event.code})
+
     def on_done(self, event: ev.Done) -> None:
         return None  # the answer and its usage go on the generation observation
 

@@ -12,7 +12,7 @@ from docmind_core.commands import (
     Invocation, as_user_option, echo, echo_json, pass_invocation, text_id_type, write_or_echo_json,
 )
 from docmind_core.errors import CallerError
-from docmind_core.events import Done, Token
+from docmind_core.events import Done, Notice, Token
 from docmind_core.reports.run_summary import summarise, timeline_lines
 from docmind_core.settings import coerce, key_specs
 
@@ -46,16 +46,27 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
         events.append(event)
         if streaming and isinstance(event, Token):
             echo(event.text, nl=False)
+        elif streaming and isinstance(event, Notice):  # DocMind's own note: beside the answer, not in it
+            echo(f"[note] {event.text}\n")
     summary = summarise(events)
     if as_json:
         echo_json(json.dumps(summary.model_dump(mode="json"), ensure_ascii=False, indent=2))
         return
     if not streaming:
+        for notice in summary.notices:
+            echo(f"[note] {notice['text']}\n")
         echo(summary.answer)
     echo("")
-    echo(f"\n[{summary.mode or 'no retrieval'}] tier={summary.tier or '-'} "
-               f"confidence={_fmt(summary.confidence)} {summary.band} coverage={_fmt(summary.coverage)} "
-               f"backend={summary.backend}")
+    verdict = summary.verdict or {}
+    score = f" {verdict['score']:.2f}" if verdict.get("score") is not None else ""
+    echo(f"\n[{summary.mode or 'no retrieval'}] verdict: {verdict.get('label', '-')}{score} "
+         f"(evidence grade {summary.tier or '-'}) coverage={_fmt(summary.coverage)} backend={summary.backend}")
+    if verdict.get("meaning"):
+        echo(f"  {verdict['meaning']}")
+    if verdict.get("reasons"):
+        echo("  why: " + "; ".join(verdict["reasons"]))
+    if score:
+        echo(f"  {score.strip()} is the {verdict['score_meaning']}")
     if summary.claims:
         counts = summary.claim_counts
         echo(f"claims: {counts.get('supported', 0)} supported, {counts.get('unsupported', 0)} unsupported, "
@@ -69,7 +80,7 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
     if route_words:
         echo(f"route: {route_words}")
     if summary.grade_reason_words:
-        echo(f"tier {summary.tier}: {summary.grade_reason_words}")
+        echo(f"evidence grade {summary.tier}: {summary.grade_reason_words}")
     if summary.stop_reason_words:
         echo(f"stopped: {summary.stop_reason_words}")
     if summary.sources:

@@ -95,6 +95,7 @@ class RunSide:
     top_score: float | None
     confidence: float | None
     band: str
+    verdict: str  # the answer's one verdict, its label and number ("Partly supported 0.59"); "" before done
     coverage: float | None
     stop_reason: str
     tool_calls: list[dict[str, Any]]
@@ -155,8 +156,9 @@ class RunComparison:
             return round(v, 3) if isinstance(v, float) else v
         a, b = self.a, self.b
         rows = [
-            ("mode", a.mode, b.mode), ("tier", a.tier, b.tier), ("top rerank score", a.top_score, b.top_score),
-            ("confidence", a.confidence, b.confidence), ("band", a.band, b.band),
+            # one verdict per answer; confidence and band stay in the JSON, not beside it on screen
+            ("mode", a.mode, b.mode), ("verdict", a.verdict, b.verdict), ("evidence grade", a.tier, b.tier),
+            ("top rerank score", a.top_score, b.top_score),
             ("citation coverage", a.coverage, b.coverage), ("stop reason", describe_reason(a.stop_reason), describe_reason(b.stop_reason)),
             ("tool calls", len(a.tool_calls), len(b.tool_calls)), ("sources", a.sources, b.sources),
             ("prompt tokens", a.tokens.get("prompt", 0), b.tokens.get("prompt", 0)),
@@ -183,9 +185,17 @@ def _side(digest: RunDigest) -> RunSide:
         top_score=grade.top_score if grade else None,
         confidence=done.confidence.score if done and done.confidence else None,
         band=done.confidence.band if done and done.confidence else "",
+        verdict=_verdict_words(digest),
         coverage=done.citations.coverage if done else None, stop_reason=digest.stop_reason,
         tool_calls=[tool_call_item(c) for c in digest.tool_calls], tokens=digest.tokens,
         sources=len(digest.sources))
+
+
+def _verdict_words(digest: RunDigest) -> str:
+    verdict = digest.verdict
+    if verdict is None:
+        return ""
+    return verdict.label + (f" {verdict.score:.2f}" if verdict.score is not None else "")
 
 
 def align_steps(rows_a: Sequence[TimelineRow], rows_b: Sequence[TimelineRow]) -> list[AlignedStep]:

@@ -10,9 +10,10 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from docmind_core.events import Event
+from docmind_core.answer.verdict import verdict_of
+from docmind_core.events import Done, Event
 from docmind_core.reports.reasons import describe_reason
-from docmind_core.text.visible import strip_control
+from docmind_core.text.visible import escape_markdown, strip_control
 from docmind_core.reports.timeline import RunDigest, timeline
 
 
@@ -58,6 +59,10 @@ class RunSummary(BaseModel):
     # each claim of the answer read against its source: supported / unsupported / contradicted / not_checkable
     claims: list[dict[str, Any]] = Field(default_factory=list)
     claim_counts: dict[str, int] = Field(default_factory=dict)
+    # the one verdict a reader sees (label, meaning, support score and its meaning, reasons, evidence grade);
+    # tier, confidence and band above stay for scripts and stored summaries
+    verdict: dict[str, Any] | None = None
+    notices: list[dict[str, str]] = Field(default_factory=list)  # DocMind's own notes, outside the answer
     stop_reason: str = ""
     stop_reason_words: str = ""
     timings_ms: dict[str, float] = Field(default_factory=dict)
@@ -102,7 +107,8 @@ def summary_of(digest: RunDigest) -> RunSummary:
         pending_documents=digest.pending_documents,
         pending=[{"kb_id": p.kb_id, "kb_name": p.kb_name, "pending_documents": p.pending_documents,
                   "searched_documents": p.searched_documents, "embedding_chunks": p.embedding_chunks}
-                 for p in digest.pending])
+                 for p in digest.pending],
+        notices=[n.model_dump(mode="json") for n in digest.notices])
     if grade is not None:
         summary.top_score, summary.lex_coverage = grade.top_score, grade.lex_coverage
         summary.grade_reason = grade.reason
@@ -121,10 +127,29 @@ def summary_of(digest: RunDigest) -> RunSummary:
             summary.confidence_reason = done.confidence.reason
             summary.asks_for = list(done.confidence.asks_for)
             summary.answers_question = done.confidence.answers_question
+        verdict = digest.verdict
+        summary.verdict = verdict.model_dump(mode="json") if verdict is not None else None
         tokens = digest.tokens
         summary.usage = {"prompt_tokens": tokens["prompt"], "completion_tokens": tokens["completion"],
                          "model_calls": tokens["calls"]}
     return summary
+
+
+def answer_lead_markdown(done: Done) -> list[str]:
+    """The Markdown an exported answer opens with: its verdict (label, number and what both mean, why) and
+    DocMind's notices on it, each a quoted line.  Text from models and documents is escaped."""
+    verdict = verdict_of(done)
+    head = f"> **Verdict: {escape_markdown(verdict.label)}**"
+    if verdict.score is not None:
+        head += f" · {verdict.score:.2f} ({escape_markdown(verdict.score_meaning)})"
+    lines = [head, f"> {escape_markdown(verdict.meaning)}"]
+    if verdict.reasons:
+        lines.append("> Why: " + escape_markdown("; ".join(verdict.reasons)))
+    if verdict.evidence_grade:
+        lines.append(f"> Evidence grade (how well what retrieval found matches the question): "
+                     f"{verdict.evidence_grade}")
+    lines += [f"> Note from DocMind: {escape_markdown(n.text)}" for n in done.notices]
+    return [line + "  " if i < len(lines) - 1 else line for i, line in enumerate(lines)]  # hard line breaks
 
 
 def timeline_lines(events: Iterable[Event]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Literal, Sequence
 
 from docmind_core import events as ev
 from docmind_core.answer.answer_type import KIND_WORDS
+from docmind_core.answer.verdict import verdict_of
 from docmind_core.events import Event, EventFold, event_from_dict
 from docmind_core.values import GradeResult, Mode, RetrievedChunk, ToolCallRecord
 from docmind_core.reports.reasons import describe_reason
@@ -235,7 +236,8 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
 
     def on_grader(self, event: ev.Graded) -> TimelineRow:
         g = event.grade
-        return _row(event, f"CRAG tier {g.tier.value}" + (" (after web)" if event.round == "after_web" else ""),
+        # the CRAG tier of the evidence, named for what it grades: the answer's verdict is on the done row
+        return _row(event, f"Evidence grade {g.tier.value}" + (" (after web)" if event.round == "after_web" else ""),
                     {"HIGH": "ok", "AMBIGUOUS": "warn", "LOW": "error"}[g.tier.value], fields={
                         "top score": _fmt(g.top_score), "lexical coverage": _fmt(g.lex_coverage),
                         "kb entity weak": str(g.kb_entity_weak),
@@ -278,14 +280,20 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
             "effect": "pending documents were not searched: what they hold is not known yet; chunks still "
                       "embedding were searched by keyword only"})
 
+    def on_notice(self, event: ev.Notice) -> TimelineRow:
+        return _row(event, f"Notice: {event.code.replace('_', ' ')}", "warn", fields={"text": event.text})
+
     def on_done(self, event: ev.Done) -> TimelineRow:
         c = event.citations
+        verdict = verdict_of(event)
         tokens_in = sum(m.prompt_tokens for m in event.model_calls)
         tokens_out = sum(m.completion_tokens for m in event.model_calls)
-        fields = {"mode": event.mode, "route reason": describe_reason(event.route_reason) or "—",
+        fields = {"verdict": verdict_line(verdict), "mode": event.mode,
+                  "route reason": describe_reason(event.route_reason) or "—",
                   "backend": event.backend or "—",
-                  "confidence": (f"{event.confidence.score:.3f} ({event.confidence.band})" if event.confidence
-                                 else "—"),
+                  # the score the verdict starts from (it may hold it lower), with the band it fell in
+                  "coverage x top score": (f"{event.confidence.score:.3f} (band {event.confidence.band})"
+                                           if event.confidence else "—"),
                   "citation coverage": _fmt(c.coverage, 2), "invalid refs": str(c.invalid_refs),
                   "web compensated": str(event.web_compensated),
                   "stop reason": describe_reason(event.stop_reason) or "—",
@@ -309,8 +317,14 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         items = [{"claim": _short(k.text), "status": k.status, "source": f"[{k.source_index}]" if k.source_index
                   else "", "why": k.reason, "by": k.via} for k in c.claims if k.status != "supported"]
         flagged = c.contradicted_claims or c.unsupported_claims or unanswered
-        return _row(event, "Done" + (" (cancelled)" if event.cancelled else ""),
+        return _row(event, f"Done: {verdict.label}" + (" (cancelled)" if event.cancelled else ""),
                     "warn" if event.cancelled or flagged else "ok", event.timings_ms.get("total"), fields, items)
+
+
+def verdict_line(verdict: ev.Verdict) -> str:
+    """The verdict on one line: label, number, and the reasons ("Partly supported, 0.59: ...")."""
+    head = verdict.label + (f", support {verdict.score:.2f}" if verdict.score is not None else "")
+    return head + (": " + "; ".join(verdict.reasons) if verdict.reasons else "")
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -375,6 +389,7 @@ class RunDigest:
     errors: list[ev.ErrorRaised] = field(default_factory=list)
     index_gaps: list[ev.IndexIncomplete] = field(default_factory=list)
     pending: list[ev.IngestPending] = field(default_factory=list)  # searched KBs still being ingested
+    notice_events: list[ev.Notice] = field(default_factory=list)  # DocMind's own notes, as they were streamed
     answer_started: ev.AnswerStarted | None = None
     streamed_text: str = ""
     done: ev.Done | None = None
@@ -463,6 +478,19 @@ class RunDigest:
     def tier(self) -> str:
         """The CRAG tier, or "" when nothing was graded or the run was stopped (a stopped run has no tier)."""
         return self.grade.tier.value if self.grade is not None and not self.cancelled else ""
+
+    @property
+    def verdict(self) -> ev.Verdict | None:
+        """The answer's one verdict: recorded by the run, or derived from an older trace's done event; None
+        until the run is done."""
+        return verdict_of(self.done) if self.done is not None else None
+
+    @property
+    def notices(self) -> list[ev.AppNotice]:
+        """DocMind's own notes on the run, shown beside the answer (the done event's, else those streamed)."""
+        if self.done is not None and self.done.notices:
+            return list(self.done.notices)
+        return [n.notice for n in self.notice_events]
 
     @property
     def stop_reason(self) -> str:
@@ -561,6 +589,9 @@ class _Digester(EventFold[None]):
 
     def on_ingest_pending(self, event: ev.IngestPending) -> None:
         self.digest.pending.append(event)
+
+    def on_notice(self, event: ev.Notice) -> None:
+        self.digest.notice_events.append(event)
 
     def on_done(self, event: ev.Done) -> None:
         self.digest.done = event

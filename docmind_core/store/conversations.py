@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from pydantic import BaseModel
@@ -148,11 +149,13 @@ class ConversationStore:
 
     # -- export --------------------------------------------------------------
     def export_markdown(self, conv_id: str, sources_by_run: dict[str, Sequence[RetrievedChunk]] | None = None,
-                        user_id: int | None = None, check_owner: bool = False) -> str:
+                        user_id: int | None = None, check_owner: bool = False,
+                        notes_by_run: dict[str, AnswerNotes] | None = None) -> str:
         """The conversation as Markdown, each answer followed by its numbered sources.
 
         ``sources_by_run`` maps an answer's run id to its sources in the order they were
-        numbered ([1] first), usually taken from the trace store.
+        numbered ([1] first), usually taken from the trace store; ``notes_by_run`` the Markdown lines
+        put before an answer (its verdict and DocMind's notices on it).
         """
         if check_owner:
             conversation = self.get(conv_id, user_id)
@@ -164,17 +167,29 @@ class ConversationStore:
                 raise NotFound(f"conversation {conv_id} does not exist")
             conversation = _conversation(row)
         sources_by_run = sources_by_run or {}
+        notes_by_run = notes_by_run or {}
         lines = [f"# {conversation.title or 'Conversation'}", "",
                  f"_Started {conversation.created_at}; exported from DocMind {utcnow()}._", ""]
         for message in self.messages(conv_id):
             speaker = "**You**" if message.role == "user" else "**DocMind**"
-            lines += [f"### {speaker}", "", message.content.strip(), ""]
+            lines += [f"### {speaker}", ""]
+            notes = notes_by_run.get(message.run_id or "") if message.role == "assistant" else None
+            if notes is not None and notes.lead:
+                lines += [*notes.lead, ""]
+            lines += [message.content.strip(), ""]
             sources = sources_by_run.get(message.run_id or "", []) if message.role == "assistant" else []
             if sources:
                 lines += ["Sources:", ""]
                 lines += [_source_line(i, chunk) for i, chunk in enumerate(sources, start=1)]
                 lines.append("")
         return "\n".join(lines).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class AnswerNotes:
+    """What the export puts before one answer: Markdown lines (its verdict, DocMind's notices on it)."""
+
+    lead: list[str] = field(default_factory=list)
 
 
 def _conversation(row) -> Conversation:

@@ -257,15 +257,20 @@ class TraceStore:
                 for row in self._db.db.execute(sql, params).fetchall()]
 
     def sources_by_run(self, run_ids: Iterable[str]) -> dict[str, list[RetrievedChunk]]:
-        """Each run's numbered answer sources (from its done event), for the Markdown export."""
-        out: dict[str, list[RetrievedChunk]] = {}
+        """Each run's numbered answer sources (from its done event)."""
+        return {run_id: list(done.sources) for run_id, done in self.done_by_run(run_ids).items()}
+
+    def done_by_run(self, run_ids: Iterable[str]) -> dict[str, Done]:
+        """Each run's done event (its answer, sources, notices and verdict), for the Markdown export."""
+        out: dict[str, Done] = {}
         for run_id in {r for r in run_ids if r}:
             row = self._db.db.execute(
                 "SELECT payload FROM trace_events WHERE run_id = ? AND kind = 'done' ORDER BY seq DESC LIMIT 1",
                 [run_id]).fetchone()
             if row is not None:
                 done = event_from_dict(json.loads(row[0]))
-                out[run_id] = list(done.sources)
+                assert isinstance(done, Done)  # the query reads kind 'done' only
+                out[run_id] = done
         return out
 
     # -- deleting ------------------------------------------------------------

@@ -68,7 +68,11 @@ def test_an_answer_that_never_states_the_asked_value_gives_way_to_the_offline_re
     [rescue] = rescues(events)
     assert model_words in rescue.replaced and "does not state" in rescue.reason
     assert asked_value in done.answer and model_words not in done.answer
-    assert done.answer.startswith("Note: the language model's answer (kept in the run's timeline) is set aside")
+    # the rescue's notice stands beside the shown answer, not in it (issue 34)
+    assert [n.code for n in done.notices] == ["stand_in"] and not done.answer.startswith("Note:")
+    assert done.notices[0].text.startswith("Note: the language model's answer (kept in the run's timeline) is set "
+                                           "aside")
+    assert done.verdict.level == "partly_supported" and any("stands in" in r for r in done.verdict.reasons)
     # the notice introduces, it is not a claim: every claim of the shown answer is found in its source
     assert done.citations.unsupported_claims == 0 and done.citations.contradicted_claims == 0
     assert done.confidence.answers_question is True

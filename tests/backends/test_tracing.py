@@ -20,7 +20,7 @@ from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.fakes.sample_events import sample_events
 
 STAGES = ["index_incomplete", "ingest_pending", "scope", "understanding", "routing", "agentic_round_1", "retrieval",
-          "rerank", "grader", "web_compensation", "judge_evidence", "fallback", "error", "generation"]
+          "rerank", "grader", "web_compensation", "judge_evidence", "fallback", "error", "notice", "generation"]
 
 
 @pytest.fixture

@@ -48,11 +48,11 @@ def page(server):
         yield pg
 
 
-def _ask(pg, question: str, expected_badges: int) -> None:
+def _ask(pg, question: str, expected_verdicts: int) -> None:
     box = pg.locator('[data-testid="stChatInputTextArea"]')
     box.fill(question)
     box.press("Enter")
-    pg.wait_for_function(f"document.querySelectorAll('.dm-tier').length >= {expected_badges}",
+    pg.wait_for_function(f"document.querySelectorAll('.dm-verdict').length >= {expected_verdicts}",
                          timeout=ANSWER_TIMEOUT_MS)
     pg.wait_for_load_state("networkidle", timeout=ANSWER_TIMEOUT_MS)  # a loaded machine idles late
     time.sleep(0.5)  # let Streamlit finish painting the last elements of the run
@@ -91,13 +91,20 @@ def test_the_chat_page_has_the_browser_load_the_other_pages_code_once_it_sits_id
 
 def test_chinese_and_english_questions_with_badge_chart_and_chips(page):
     _ask(page, "What is the maximum power draw of the Nimbus N2?", 1)  # demo q01
-    assert page.locator(".dm-tier").first.is_visible()
+    # one verdict per answer, its meaning stated beside it (issue 34); the evidence grade is no coloured badge
+    verdict = page.locator(".dm-verdict").first
+    assert verdict.is_visible()
+    said = verdict.inner_text()
+    assert any(label in said for label in ("Supported by the sources", "Partly supported",
+                                           "Not supported by the sources")), said
+    assert "support score" in said and "why:" in said, said
+    assert page.locator(".dm-tier").count() == 0
     page.wait_for_selector(ANSWER_CHART + " .main-svg", timeout=30_000)
     assert page.locator("a.dm-cite").count() >= 1
     # the route in plain words, under the answer (not only inside the collapsed timeline)
     route = page.locator(".dm-route").last
     assert route.is_visible() and "-> RULE_PLANNER" in route.inner_text()
-    _shot(page, page.locator(".dm-tier").last, "chat_english.png")
+    _shot(page, page.locator(".dm-verdict").last, "chat_english.png")
 
     _ask(page, "错误代码 AUR-4012 是什么意思？怎么处理？", 2)  # demo q03
     # the chart comes with the run, a moment after the badge on a busy machine
@@ -107,7 +114,7 @@ def test_chinese_and_english_questions_with_badge_chart_and_chips(page):
     rounds.wait_for(state="visible", timeout=30_000)  # drawn with the run's last elements
     assert "Round 1" in rounds.inner_text() and "searchDocs" in rounds.inner_text()
     assert page.locator("a.dm-cite").count() >= 2
-    _shot(page, page.locator(".dm-tier").last, "chat_chinese.png")
+    _shot(page, page.locator(".dm-verdict").last, "chat_chinese.png")
 
 
 def test_clicking_a_chip_highlights_its_source_card(page):
@@ -193,10 +200,10 @@ def test_clicking_a_bar_of_an_answers_chart_jumps_to_its_source_card(page):
 def test_side_by_side_shows_both_columns_and_the_comparison(page):
     page.get_by_role("radio", name="Side by side").click()
     time.sleep(1)
-    before = page.locator(".dm-tier").count()
+    before = page.locator(".dm-verdict").count()
     _ask(page, "Compare the maximum power draw of the Nimbus N1 and the Nimbus N2.", before + 2)  # q06
     page.wait_for_selector("text=Comparison", timeout=30_000)
-    columns = page.locator('[data-testid="stColumn"]:has(.dm-tier)')
+    columns = page.locator('[data-testid="stColumn"]:has(.dm-verdict)')
     assert columns.count() >= 2
     _shot(page, columns.last, "side_by_side.png")
     comparison = page.locator('[data-testid="stVerticalBlock"][class*="st-key-cmp-"]:has(.dm-diff)').last
@@ -223,7 +230,7 @@ def test_uploaded_script_tag_is_shown_as_text_and_never_runs(page):
 
     page.get_by_role("link", name="Chat").click()
     page.wait_for_selector('[data-testid="stChatInputTextArea"]', timeout=30_000)
-    before = page.locator(".dm-tier").count()
+    before = page.locator(".dm-verdict").count()
     _ask(page, "How long does the Zephyr Q7 sensor calibration take?", before + 1)
     cards = page.locator(".dm-source", has_text="Zephyr")
     assert cards.count() >= 1

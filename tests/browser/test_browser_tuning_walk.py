@@ -190,7 +190,7 @@ def test_an_analyst_imports_runs_reads_sweeps_applies_and_reruns(server):
         assert ops_rows["agentic"]["mode"] == "AGENTIC" and ops_rows["rule"]["mode"] == "RULE_PLANNER"
         assert "model stopped searching" in ops_rows["agentic"]["stop reasons"], ops_rows["agentic"]
         _table(page, "B − A", "abstention accuracy")
-        questions = _table(page, "gold left out", "tier · rule", "tier · agentic")
+        questions = _table(page, "gold left out", "evidence grade · rule", "evidence grade · agentic")
         rows = _record(questions)
         assert len(rows) == ANSWERABLE + UNANSWERABLE + ANSWERABLE, rows
         assert {r["contains · rule"] for r in rows} <= {"yes", "no", "n/a"}, rows
@@ -273,5 +273,5 @@ def test_an_analyst_imports_runs_reads_sweeps_applies_and_reruns(server):
         assert (measured_high, measured_positives) == (positives_high, positives), (counts, prediction)
         assert (measured_unanswerable - row["HIGH"], measured_unanswerable) == (unanswerable_not_high,
                                                                                  unanswerable), (counts, prediction)
-        _shot(page, page.get_by_text("Tier confusion").first, "walk_rerun_tiers.png")
+        _shot(page, page.get_by_text("Evidence grade confusion").first, "walk_rerun_tiers.png")
     print(f"tuning walk: {time.monotonic() - started:.0f} s")

@@ -50,7 +50,9 @@ def test_text_output_shows_words_not_codes(home):
     out = _ask(home)
     head = out.split("\nTimeline:")[0]
     assert "reason=" not in head
-    assert re.search(r"^tier (HIGH|AMBIGUOUS|LOW): \w", head, re.MULTILINE), head
+    assert re.search(r"^evidence grade (HIGH|AMBIGUOUS|LOW): \w", head, re.MULTILINE), head
+    assert re.search(r"verdict: (Supported by the sources|Partly supported|Not supported by the sources|No answer in "
+                     r"the sources)", head), head
     codes = {c for c in _CODE.findall(out) if not c.startswith(("gray_zone_mode", "coverage_first"))}
     assert not codes & {"forced_rule", "rerank_high", "rerank_low", "high_rerank_but_low_coverage",
                         "gray_zone_coverage_mid", "gray_zone_coverage_high", "gray_zone_coverage_low",

@@ -7,6 +7,7 @@ from docmind_core.events import (
     AgenticStep,
     AnswerStarted,
     Done,
+    Notice,
     ErrorRaised,
     Fallback,
     Graded,
@@ -105,6 +106,8 @@ def sample_events(run_id: str = "run-1", tokens: int = 12, mode: str = "AGENTIC"
         Fallback(stage="understanding", reason="invalid JSON", to="fallback classification", t_ms=443.0),
         ErrorRaised(stage="web_search", message="web search unavailable: set TAVILY_API_KEY", t_ms=443.5),
         AnswerStarted(prompt="low_confidence", sources=[kb, web], memories=["likes short answers"], t_ms=450.0),
+        Notice(code="retrieval_incomplete", text="Note: retrieval was incomplete (web_search failed); the answer "
+                                                 "below uses only the evidence that was found.", t_ms=450.5),
     ]
     t = 450.0
     for part in answer_parts[:tokens]:

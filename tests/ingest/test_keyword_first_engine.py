@@ -58,7 +58,10 @@ def test_an_answer_finds_a_document_whose_vectors_are_still_being_written(tmp_pa
         done = events[-1]
         assert isinstance(done, Done)
         assert "310" in done.answer, done.answer
-        assert f"{doc.chunk_count} chunk(s) in 'pumps' are still embedding" in done.answer, done.answer
+        # DocMind's note, beside the answer and not in it (issue 34: its own words are never graded)
+        assert any(f"{doc.chunk_count} chunk(s) in 'pumps' are still embedding" in n.text for n in done.notices), \
+            done.notices
+        assert "still embedding" not in done.answer, done.answer
         notices = [e for e in events if isinstance(e, IngestPending)]
         assert notices and notices[0].embedding_chunks == doc.chunk_count and notices[0].pending_documents == 0
         hits = engine.search("Kestrel K7 litres per minute", [kb.id], engine.settings)

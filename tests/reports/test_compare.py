@@ -129,7 +129,7 @@ def test_timeline_has_one_row_per_step_and_collapses_tokens():
     retrieval = rows[4]
     assert retrieval.status == "warn"  # a worker timed out
     assert {i["worker"] for i in retrieval.items} == {"doc_search", "keyword_search"}
-    assert rows[5].status == "warn" and rows[7].title == "CRAG tier HIGH"
+    assert rows[5].status == "warn" and rows[7].title == "Evidence grade HIGH"
     assert rows[9].fields["pieces"] == "2" and rows[9].duration_ms == 2.0
 
 
@@ -219,7 +219,8 @@ def test_compare_runs_aligns_steps_and_measures_differences():
     assert cmp.b.tokens["prompt"] == 100 and len(cmp.b.tool_calls) == 2
     exported = json.loads(cmp.to_json())
     assert exported["type"] == "docmind.comparison" and exported["chunk_overlap"]["shared"] == ["c1"]
-    assert {r["metric"] for r in cmp.summary_rows()} >= {"tier", "confidence", "chunk overlap (Jaccard)"}
+    metrics = {r["metric"] for r in cmp.summary_rows()}
+    assert metrics >= {"verdict", "evidence grade", "chunk overlap (Jaccard)"} and not metrics & {"band", "tier"}
 
 
 def test_config_differences_accepts_json_text():

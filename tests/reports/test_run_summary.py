@@ -41,9 +41,11 @@ SUMMARY_KEYS = {
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
     "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps",
     "pending_documents", "pending", "usage", "confidence_reason", "asks_for", "answers_question", "claims",
-    "claim_counts",
+    "claim_counts", "verdict", "notices",
     "route_reason_words", "grade_reason_words", "stop_reason_words",
 }
+VERDICT_KEYS = {"level", "label", "meaning", "score", "score_meaning", "reasons", "evidence_grade",
+                "supported_claims", "checked_claims", "derived"}
 CLAIM_KEYS = {"text", "char_start", "char_end", "cited", "status", "source_index", "inferred", "evidence", "reason",
               "via"}
 SOURCE_KEYS = {"index", "chunk_id", "document", "text", "origin", "url", "scores"}
@@ -156,6 +158,8 @@ def _expected_from_digest(digest: RunDigest) -> dict:
                     for p in digest.pending],
         "usage": ({"prompt_tokens": digest.tokens["prompt"], "completion_tokens": digest.tokens["completion"],
                    "model_calls": digest.tokens["calls"]} if done is not None else {}),
+        "verdict": digest.verdict.model_dump() if done is not None else None,
+        "notices": [n.model_dump() for n in digest.notices],
     }
 
 
@@ -226,6 +230,7 @@ def test_the_json_keys_of_the_summary_are_pinned(bench):
     assert all(set(e) == {"stage", "message"} for e in dumped["errors"])
     assert all(set(c) == CLAIM_KEYS for c in dumped["claims"])
     assert set(dumped["claim_counts"]) == {"supported", "unsupported", "contradicted"}
+    assert set(dumped["verdict"]) == VERDICT_KEYS and dumped["verdict"]["label"]
     types = {name: field.annotation for name, field in RunSummary.model_fields.items()}
     assert types["rounds"] is int and types["web_compensated"] is bool and types["confidence"] == float | None
 
@@ -237,3 +242,16 @@ def test_a_run_cancelled_in_the_agentic_loop_reports_no_grade(bench):
     summary = _assert_summary_is_the_digest(events)
     assert summary.stop_reason == "cancelled" and summary.tier == ""  # a stopped run has no tier
     assert summary.grade_reason == "" and summary.confidence is None
+
+
+def test_the_markdown_export_shows_each_answer_s_verdict(bench):
+    """Issue 34: the export carries the same one verdict as the chat page and `ask --json`."""
+    workbench, kb_id = bench
+    conversation = workbench.start_conversation(title="verdicts")
+    events = list(workbench.ask("What is the zephyr budget?", [kb_id], conversation_id=conversation, mode="rule"))
+    greeting = list(workbench.ask("hello", [kb_id], conversation_id=conversation))
+    exported = workbench.export_conversation(conversation)
+    label = summarise(events).verdict["label"]
+    assert f"> **Verdict: {label}**" in exported
+    assert "> **Verdict: Not checked: no sources searched**" in exported.replace("\\", "")
+    assert summarise(greeting).claims == []

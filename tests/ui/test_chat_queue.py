@@ -106,10 +106,16 @@ def test_a_stopped_run_has_no_tier_in_the_traces_list_or_its_filter(notes_home):
 
 
 def test_a_stopped_run_shows_that_it_was_stopped_not_a_tier():
+    from html import unescape
+
+    from docmind_core.answer.verdict import verdict_for
+    from docmind_core.events import Done
     from docmind_core.values import GradeResult
-    from docmind_ui.html_views import tier_badge_html
+    from docmind_ui.html_views import evidence_grade_html, verdict_html
 
     graded = GradeResult(tier=Tier.LOW, top_score=0.1, lex_coverage=0.0, kb_entity_weak=True,
                          web_compensation_needed=False, reason="rerank_low")
-    html = tier_badge_html(graded, cancelled=True)
-    assert "STOPPED" in html and "dm-tier-LOW" not in html
+    stopped = Done(run_id="r", answer="The pump", mode="RULE_PLANNER", grade=graded, cancelled=True)
+    html = verdict_html(verdict_for(stopped)) + evidence_grade_html(graded, cancelled=True)
+    assert 'data-verdict="stopped"' in html and "Stopped: no verdict" in unescape(html)
+    assert "LOW" not in html and "dm-verdict-score" not in html  # no grade, no number

@@ -400,5 +400,5 @@ def test_a_one_variant_experiment_lists_its_questions(engine):
     assert bench.run_experiment(made.id).done == 2
     at = _pick(_page(), made.id)
     questions = _frame(at, "gold left out")
-    assert len(questions) == 2 and list(questions.columns)[-2:] == ["tier · r", "contains · r"]
+    assert len(questions) == 2 and list(questions.columns)[-2:] == ["evidence grade · r", "contains · r"]
     assert not any("Pick a question" in c.value for c in at.caption)

@@ -63,7 +63,9 @@ def test_chat_question_shows_badge_timeline_chart_and_citations(demo_home):
     at.chat_input[0].set_value(english_question()).run()
     assert not at.exception, at.exception
     html = _markdown(at)
-    assert 'class="dm-tier dm-tier-' in html  # CRAG badge
+    assert 'class="dm-verdict dm-verdict-' in html  # the answer's one verdict, with what it means
+    assert "Supported by the sources" in html or "Partly supported" in html
+    assert 'data-grade="' in html and 'class="dm-tier' not in html  # the evidence grade, in neutral type
     assert 'class="dm-timeline"' in html and 'data-kind="routing"' in html  # timeline with the route
     assert 'class="dm-cite"' in html and 'class="dm-source' in html  # citation chips and source cards
     assert len(at.get("plotly_chart")) >= 1  # the rerank score distribution
@@ -98,7 +100,7 @@ def test_side_by_side_runs_both_paths_and_compares(demo_home):
     at.chat_input[0].set_value("Compare the Aurora X2 and the Nimbus battery life").run()
     assert not at.exception, at.exception
     html = _markdown(at)
-    assert html.count('class="dm-tier dm-tier-') >= 2
+    assert html.count('class="dm-verdict dm-verdict-') >= 2
     assert any("Comparison" in m.value for m in at.markdown)
     pairs = {s.pair_id for s in demo_home.traces.list() if s.pair_id}
     assert pairs and {s.requested_mode for s in demo_home.traces.list(pair_id=pairs.pop())} == {"rule", "agentic"}
@@ -195,7 +197,7 @@ def test_traces_page_replays_and_regrades(demo_home):
     assert not at.exception, at.exception
     next(b for b in at.button if b.label == "Regrade").click().run()
     assert not at.exception, at.exception
-    assert any("change tier" in m.value for m in at.markdown)
+    assert any("change evidence grade" in m.value for m in at.markdown)
     # a trace exported as JSON comes back through the import box, labelled "imported"
     exported = demo_home.traces.export_json([demo_home.traces.list(label=None)[0].run_id])
     at.file_uploader(key="dm_tr_import").set_value(("trace.json", exported.encode(), "application/json")).run()
@@ -208,7 +210,9 @@ def test_traces_page_replays_and_regrades(demo_home):
         at.selectbox(key="dm_tr_pair").set_value(pairs[0]).run()
         assert not at.exception, at.exception
         assert any(m.value.startswith("**Comparison**") for m in at.markdown)
-        assert _markdown(at).count('class="dm-tier dm-tier-') >= 2
+        assert _markdown(at).count('class="dm-verdict dm-verdict-') >= 2
+        assert any(label in _markdown(at) for label in ("Supported by the sources", "Partly supported",
+                                                         "Not supported by the sources", "No answer in the sources"))
 
 
 def test_run_pump_stop_sets_the_cancel_event_and_the_run_still_finishes():

@@ -49,7 +49,7 @@ def counted(monkeypatch):
 
     monkeypatch.setattr(TraceStore, "get", counting("get", TraceStore.get))
     monkeypatch.setattr(TraceStore, "iter_many", counting("batches", TraceStore.iter_many))
-    monkeypatch.setattr(TraceStore, "sources_by_run", counting("exports", TraceStore.sources_by_run))
+    monkeypatch.setattr(TraceStore, "done_by_run", counting("exports", TraceStore.done_by_run))
     monkeypatch.setattr(RunDigest, "from_events", classmethod(counting("folds", RunDigest.from_events.__func__)))
     return counts
 

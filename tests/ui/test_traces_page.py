@@ -44,7 +44,7 @@ def _listed(at: AppTest) -> list[str]:
     return list(tables[0]["run id"]) if tables else []
 
 
-@pytest.mark.parametrize(("label", "value"), [("Mode", Mode.AGENTIC), ("Tier", Tier.LOW)])
+@pytest.mark.parametrize(("label", "value"), [("Mode", Mode.AGENTIC), ("Evidence grade", Tier.LOW)])
 def test_old_runs_that_match_are_listed_behind_many_newer_ones(engine, label, value):
     at = _traces_page()
     assert len(_listed(at)) == 500  # the page's cap, filled by the newer runs
@@ -103,7 +103,7 @@ def test_regrading_the_listed_runs_reads_them_in_batches(engine, reads):
     reads.clear()
     next(b for b in at.button if b.label == "Regrade").click().run()
     assert not at.exception, at.exception
-    assert any("of 200 run(s) change tier" in m.value for m in at.markdown)
+    assert any("of 200 run(s) change evidence grade" in m.value for m in at.markdown)
     assert reads == [("iter_many", 200)], reads[:5]
 
 
