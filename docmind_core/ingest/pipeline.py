@@ -140,11 +140,14 @@ class Ingestor:
         self.check_embedder(kb)
         files = expand_paths(paths, names)
         outcomes: list[IngestOutcome | None] = [None] * len(files)
+        self._refuse_repeated_names(files, outcomes, progress)
         opened: list[PreparedFile] = []
         try:
             with self.leases.hold("ingest") as lease:
                 try:
                     for index in sorted(range(len(files)), key=lambda i: _file_size(files[i].path)):
+                        if outcomes[index] is not None:
+                            continue  # refused before any work
                         check_cancel(cancel)
                         source = files[index]
                         reporter = FileReporter(progress, index, len(files), source.name)
@@ -170,7 +173,24 @@ class Ingestor:
             raise IngestCancelled(str(exc), outcomes=list(outcomes)) from None
         except IngestPaused as exc:
             raise IngestPaused(str(exc), outcomes=list(outcomes)) from None
-        return [o for o in outcomes if o is not None]
+        return [o if o is not None else _unreported(files[i]) for i, o in enumerate(outcomes)]
+
+    @staticmethod
+    def _refuse_repeated_names(files: list[SourceFile], outcomes: list[IngestOutcome | None],
+                               progress: ProgressCallback | None) -> None:
+        """A KB keeps one document per name: of files of one batch sharing a name, the first is ingested and
+        each later one fails here with the reason (ingested on its own, e.g. by a job's retry, it replaces the
+        first).  Two of them written in one run would share one document row and one outcome."""
+        first_of: dict[str, int] = {}
+        for index, source in enumerate(files):
+            first = first_of.setdefault(source.name, index)
+            if first == index:
+                continue
+            message = (f"{source.name}: another file of this batch has the same name (file {first + 1} of "
+                       f"{len(files)}), and a knowledge base keeps one document per name; rename this one, or "
+                       "ingest it on its own to replace that document")
+            FileReporter(progress, index, len(files), source.name)("failed", 1.0, message)
+            outcomes[index] = file_outcome(source, time.perf_counter(), "failed", error=message)
 
     def _prepare(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
                  reporter: FileReporter, lease: Lease) -> "PreparedFile | IngestOutcome":
@@ -501,6 +521,14 @@ class Ingestor:
             return checker.check(kb_id)
         with self.leases.hold("repair") as lease:
             return checker.repair(kb_id, lease.id)
+
+
+def _unreported(source: SourceFile) -> IngestOutcome:
+    """The outcome of a file the run ended without one for: failed, never silently left out (a caller that
+    matches outcomes to its files must never be handed a shorter list)."""
+    log.error("the ingest ended without an outcome for %s", source.name)
+    return file_outcome(source, time.perf_counter(), "failed",
+                        error=f"{source.name}: the ingest ended without a result for this file; ingest it again")
 
 
 def _file_size(path: Path) -> int:
