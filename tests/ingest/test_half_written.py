@@ -133,13 +133,15 @@ def database_state(home: Path) -> tuple[dict[str, int], int]:
 def killed_at(home: Path, folder: Path, instant: str, timeout_s: float = 90.0) -> tuple[dict[str, int], int]:
     """Ingest ``folder`` in a child process and SIGKILL it once the database shows ``instant``; the state then."""
     World(home).kb()  # the KB and schema exist before the child starts
-    child = subprocess.Popen([sys.executable, "-c", _SLOW_INGEST, str(home), str(folder)], cwd=ROOT,
-                             env={**os.environ, "PYTHONPATH": str(ROOT), "ANONYMIZED_TELEMETRY": "False"},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    errors = home.parent / "child.stderr"
+    with errors.open("w") as sink:  # a file, not a pipe: a child that writes much never blocks on it
+        child = subprocess.Popen([sys.executable, "-c", _SLOW_INGEST, str(home), str(folder)], cwd=ROOT,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT), "ANONYMIZED_TELEMETRY": "False"},
+                                 stdout=subprocess.DEVNULL, stderr=sink)
     try:
         deadline = time.monotonic() + timeout_s
         while not INSTANTS[instant](*database_state(home)):
-            assert child.poll() is None, f"the child ended before '{instant}': {child.stderr.read()[-2000:]}"
+            assert child.poll() is None, f"the child ended before '{instant}': {errors.read_text()[-2000:]}"
             assert time.monotonic() < deadline, f"'{instant}' never came: {database_state(home)}"
             time.sleep(0.02)  # polling the database, bounded by the deadline
         os.kill(child.pid, signal.SIGKILL)
