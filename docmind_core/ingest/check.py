@@ -3,7 +3,11 @@
 SQLite's chunk rows are the truth.  Each child chunk of a complete document
 should have exactly one keyword row and one vector; anything else in the
 indexes is an orphan.  Documents that a live operation (another process's
-ingest) owns are in flux and left out of the comparison.  The repair re-adds
+ingest) owns are in flux and left out of the comparison.  A document left
+``embedding`` by an owner that has exited (a process killed while its vectors
+were written) is half-written: it is reported, compared like a complete one
+(its keyword rows must be there, its vectors are what is missing), and the
+repair takes it over, writes its missing vectors and completes it.  The repair re-adds
 missing vectors from the chunk rows' stored vector copies (migration m007) or,
 without a copy, by embedding the stored chunk text; re-adds missing keyword rows
 from the stored tokens; removes orphans and duplicate keyword rows; removes the
@@ -55,7 +59,7 @@ class KbCheckReport(BaseModel):
     kb_name: str
     embedder_id: str
     checked_at: str
-    documents: int  # complete documents compared
+    documents: int  # documents compared: complete ones and half-written ones
     chunks: int  # their child chunk rows
     vectors: int  # entries in the vector store, all documents
     keyword_rows: int | None
@@ -66,7 +70,9 @@ class KbCheckReport(BaseModel):
     orphan_vectors: int = 0  # vectors of no child chunk of a complete (or live) document
     orphan_keyword_rows: int = 0
     interrupted_documents: list[str] = Field(default_factory=list)  # pending with a gone owner, or failed with rows
-    in_progress_documents: int = 0  # pending under a live owner: not compared
+    # left ``embedding`` (searchable by keyword, vectors missing) by an owner that is gone: one line each
+    half_written_documents: list[str] = Field(default_factory=list)
+    in_progress_documents: int = 0  # pending or embedding under a live owner: not compared
     differences: list[DocumentCheck] = Field(default_factory=list)
     samples: dict[str, list[str]] = Field(default_factory=dict)  # difference -> some chunk ids
     repaired: list[str] = Field(default_factory=list)
@@ -77,7 +83,7 @@ class KbCheckReport(BaseModel):
     def ok(self) -> bool:
         return not (self.missing_vectors or self.missing_keyword_rows or self.duplicate_keyword_rows
                     or self.orphan_vectors or self.orphan_keyword_rows or self.interrupted_documents
-                    or self.missing_vector_copies)
+                    or self.half_written_documents or self.missing_vector_copies)
 
     def lines(self) -> list[str]:
         """The report as text, one finding per line."""
@@ -91,6 +97,7 @@ class KbCheckReport(BaseModel):
         out += [f"  {label}: {n}" + (f" (e.g. {', '.join(self.samples.get(label, [])[:3])})"
                                      if self.samples.get(label) else "") for label, n in findings if n]
         out += [f"  interrupted document: {name}" for name in self.interrupted_documents]
+        out += [f"  half-written document: {line}" for line in self.half_written_documents]
         if self.in_progress_documents:
             out.append(f"  {self.in_progress_documents} documents are being written by a live process: not compared")
         for d in self.differences[:50]:
@@ -123,22 +130,34 @@ class _Snapshot:
         # Statuses after the listings: a document that began meanwhile is pending-live (left out), one
         # that completed meanwhile is complete (and was fully indexed before it completed).
         self.states = store.document_states(kb_id)
-        self.live: set[int] = set()
+        self.live: set[int] = set()  # pending or embedding under a live owner: in flux, not compared
         self.gone: dict[int, str] = {}  # pending docs whose owner is gone -> why
+        self.half_written: dict[int, str] = {}  # embedding docs whose owner is gone -> why
         for doc_id, (status, owner) in self.states.items():
-            if status == "embedding":  # vectors on their way (its owner's, or the backfill's): not checked yet
-                self.live.add(doc_id)
+            if status == "pending":
+                reason = None if owner == own_lease else leases.owner_gone(owner)
+                found = self.gone
+            elif status == "embedding":
+                # under our own lease only while this repair writes it: one it could not finish stays half-written
+                reason = ("this repair could not write its vectors" if owner is not None and owner == own_lease
+                          else leases.owner_gone(owner))
+                found = self.half_written
+            else:
                 continue
-            if status != "pending":
-                continue
-            reason = None if owner == own_lease else leases.owner_gone(owner)
             if reason is None:
                 self.live.add(doc_id)
             else:
-                self.gone[doc_id] = reason
+                found[doc_id] = reason
+        compared = {doc for doc, (status, _owner) in self.states.items() if status == "complete"}
         self.expected: dict[str, int] = {cid: doc for cid, doc, _ in self.rows
-                                         if self.states.get(doc, ("gone",))[0] == "complete"}
+                                         if doc in compared or doc in self.half_written}
         self.keyword_counts: Counter[str] = Counter(cid for cid, _ in self.keyword or [])
+
+    def leave_alone(self, doc_id: int) -> None:
+        """A half-written document another process took over since this snapshot: in flux, not compared."""
+        self.half_written.pop(doc_id, None)
+        self.live.add(doc_id)
+        self.expected = {cid: doc for cid, doc in self.expected.items() if doc != doc_id}
 
     def missing_vectors(self) -> list[str]:
         return [cid for cid in self.expected if cid not in self.vectors]
@@ -209,15 +228,21 @@ class KbChecker:
         interrupted = [f"{docs[d].name} (pending: {reason})" for d, reason in snap.gone.items() if d in docs]
         interrupted += [f"{d.name} (failed, {d.chunk_count} chunk rows left)" for d in docs.values()
                         if d.status == "failed" and d.chunk_count]
-        complete = {doc for doc, (status, _owner) in snap.states.items() if status == "complete"}
+        without_vector = Counter(doc for cid, doc in snap.expected.items() if cid not in snap.vectors)
+        half_written = [f"{docs[d].name}: searchable by keyword only, {without_vector[d]} of {chunk_counts[d]} chunks "
+                        f"without a vector (left embedding: {reason})" for d, reason in snap.half_written.items()
+                        if d in docs]
+        compared = {doc for doc, (status, _owner) in snap.states.items() if status == "complete"}
+        compared |= set(snap.half_written)
         return KbCheckReport(
-            kb_id=kb.id, kb_name=kb.name, embedder_id=kb.embedder_id, checked_at=utcnow(), documents=len(complete),
+            kb_id=kb.id, kb_name=kb.name, embedder_id=kb.embedder_id, checked_at=utcnow(), documents=len(compared),
             chunks=len(snap.expected), vectors=len(snap.vectors),
             keyword_rows=None if snap.keyword is None else len(snap.keyword),
             missing_vectors=len(missing_vectors), missing_keyword_rows=len(missing_keyword),
             duplicate_keyword_rows=sum(snap.keyword_counts[c] - 1 for c in duplicates),
             missing_vector_copies=len(copies), orphan_vectors=len(orphan_vectors),
             orphan_keyword_rows=len(orphan_keyword), interrupted_documents=interrupted,
+            half_written_documents=sorted(half_written),
             in_progress_documents=len(snap.live), differences=sorted(per_doc.values(), key=lambda d: d.name),
             samples={label: ids[:_SAMPLE] for label, ids in (
                 ("missing vectors", missing_vectors), ("missing keyword rows", missing_keyword),
@@ -231,6 +256,7 @@ class KbChecker:
         snap = _Snapshot(self.store, self.vector_store, self.keyword_index, self.leases, kb_id, lease_id)
         report = self._report(kb, snap)
         repaired, problems = report.repaired, report.problems
+        taken = self._take_half_written(snap, lease_id)
         for doc_id, reason in snap.gone.items():
             # the owner judged gone, not a fresh read: one that took the document over since is alive, and
             # the compare-and-set must fail against it
@@ -272,6 +298,7 @@ class KbChecker:
                 repaired.append(f"rewrote {len(duplicates)} chunks that had duplicate keyword rows")
             if len(readd) > len(duplicates):
                 repaired.append(f"added {len(readd) - len(duplicates)} missing keyword rows")
+        self._complete_half_written(kb, taken, lease_id, repaired, problems)
         after = self.check(kb_id, own_lease=lease_id)
         report.repair_verified = after.ok
         if not after.ok and not problems:
@@ -279,6 +306,36 @@ class KbChecker:
         for line in repaired:
             log.warning("kb check %s: %s", kb.name, line)
         return report
+
+    def _take_half_written(self, snap: _Snapshot, lease_id: int) -> dict[int, str]:
+        """Take the half-written documents over from the owners judged gone (compare-and-set: one another process
+        took since is left to it); doc id -> why it was half-written."""
+        taken: dict[int, str] = {}
+        for doc_id, reason in list(snap.half_written.items()):
+            if self.store.claim_embedding(doc_id, lease_id, snap.states[doc_id][1]):
+                taken[doc_id] = reason
+            else:
+                snap.leave_alone(doc_id)
+        return taken
+
+    def _complete_half_written(self, kb, taken: dict[int, str], lease_id: int, repaired: list[str],
+                               problems: list[str]) -> None:
+        """Complete the taken documents whose vectors are all stored now (the missing ones were written with the
+        rest of the KB's); one the embedder cannot serve is completed as finish_embedding does, its vectors left
+        to the re-index the problems line names."""
+        if not taken:
+            return
+        names = {d.id: d.name for d in self.store.list_documents(kb.id)}
+        same = kb.embedder_id == self.embedder.id and kb.embedding_dim == self.embedder.dim
+        left = self.store.missing_vector_counts(list(taken))
+        for doc_id, reason in taken.items():
+            name = names.get(doc_id, f"document {doc_id}")
+            if same and left.get(doc_id):
+                problems.append(f"half-written document '{name}': {left[doc_id]} chunks still without a vector")
+                continue
+            if self.store.complete_document(doc_id, lease_id):
+                repaired.append(f"finished half-written document '{name}' (left embedding: {reason})"
+                                + ("" if same else f"; its vectors follow at `docmind kb reindex {kb.name}`"))
 
     def restore_vectors(self, kb_id: int) -> int:
         """Add the vectors the vector store lacks for chunks that have a stored copy; returns how many."""

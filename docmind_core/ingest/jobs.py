@@ -47,7 +47,7 @@ from docmind_core.ingest.leases import LeaseBook
 from docmind_core.ingest.pipeline import file_limit_refusal
 from docmind_core.values import IngestOutcome, IngestProgress
 from docmind_core.settings import Settings
-from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob
+from docmind_core.ingest.job_types import RETRYABLE_FILE_STATES, IngestJob, IngestJobFile
 from docmind_core.ingest.job_store import JobStore
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,11 @@ class IngestJobQueue:
         landed_ids: set[int] = set()  # files whose whole outcome the progress already wrote
 
         def on_progress(p: IngestProgress) -> None:
-            f = files[p.file_index]
+            # file_index is the place of the file in the list this run was given (one path per job file)
+            f = files[p.file_index] if p.file_index < len(files) else None
+            if f is None or f.name != p.name:
+                log.error("ingest job %s: progress for %r matches none of its files", job_id, p.name)
+                return
             if p.run_to_embed is not None:  # the job's measured pace (its ETA)
                 self.jobs.embedding_progress(job_id, p.run_embedded or 0, p.run_to_embed)
             if p.stage in ("done", "skipped"):
@@ -269,8 +273,8 @@ class IngestJobQueue:
             message = str(exc) if isinstance(exc, DocMindError) else f"{type(exc).__name__}: {exc}"
             log.warning("ingest job %s failed: %s", job_id, message)
             outcomes, state, note = [], "failed", message
-        for f, outcome in zip(files, outcomes):
-            if outcome is None or f.id in landed_ids:
+        for f, outcome in _outcomes_by_file(files, outcomes):
+            if f.id in landed_ids:
                 continue
             failed = outcome.status == "failed"
             self.jobs.file_finished(f.id, "failed" if failed else "done", outcome=outcome.status,
@@ -289,6 +293,10 @@ class IngestJobQueue:
         if state == "paused":
             self.jobs.pause(job_id, note)
             return
+        for f in self.jobs.get(job_id).files:  # a run that returned said nothing of it: failed, never done
+            if f.state in ("queued", "running"):
+                self.jobs.file_finished(f.id, "failed", outcome="failed",
+                                        error="the ingest ended without a result for this file; retry the job")
         final = self.jobs.get(job_id)
         for f in final.files:  # a process killed between a file's "done" and its copy's removal left the copy
             if f.state == "done" and f.owned_copy and Path(f.path).exists():
@@ -298,6 +306,26 @@ class IngestJobQueue:
             self.jobs.finish(job_id, "failed", note="every file failed")
         else:
             self.jobs.finish(job_id, "done", note=f"{failed} file(s) failed" if failed else "")
+
+
+def _outcomes_by_file(files: Sequence[IngestJobFile], outcomes: Sequence[IngestOutcome | None]
+                      ) -> list[tuple[IngestJobFile, IngestOutcome]]:
+    """Each outcome on the file it names (its path and document name), never by its place in the list: a run
+    may report fewer outcomes than files, or in another order.  Files given twice (the same path and name) take
+    their outcomes in turn."""
+    waiting: dict[tuple[str, str], list[IngestJobFile]] = {}
+    for f in files:
+        waiting.setdefault((str(Path(f.path)), f.name), []).append(f)
+    matched: list[tuple[IngestJobFile, IngestOutcome]] = []
+    for outcome in outcomes:
+        if outcome is None:
+            continue  # cancelled or paused before it was reached
+        candidates = waiting.get((str(Path(outcome.path)), outcome.name))
+        if not candidates:
+            log.error("an ingest outcome for %r (%s) matches none of the job's files", outcome.name, outcome.path)
+            continue
+        matched.append((candidates.pop(0), outcome))
+    return matched
 
 
 def upload_name(raw: str, index: int) -> str:

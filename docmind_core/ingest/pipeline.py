@@ -57,7 +57,7 @@ from docmind_core.ingest.reconcile import Reconciler
 from docmind_core.ingest.reindex import Reindexer
 from docmind_core.ingest.sources import SourceFile, expand_paths, read_bytes
 from docmind_core.ingest.streaming import STREAM_MIN_BYTES, STREAM_MIN_CHUNKS, StreamedWriter
-from docmind_core.values import IngestOutcome, KnowledgeBase
+from docmind_core.values import DocumentRecord, IngestOutcome, KnowledgeBase
 from docmind_core.settings import Settings
 from docmind_core.text.tokens import stored_terms, uncached_count_tokens
 from docmind_core.store.kb_store import DocumentBusy, KnowledgeStore
@@ -140,11 +140,14 @@ class Ingestor:
         self.check_embedder(kb)
         files = expand_paths(paths, names)
         outcomes: list[IngestOutcome | None] = [None] * len(files)
+        self._refuse_repeated_names(files, outcomes, progress)
         opened: list[PreparedFile] = []
         try:
             with self.leases.hold("ingest") as lease:
                 try:
                     for index in sorted(range(len(files)), key=lambda i: _file_size(files[i].path)):
+                        if outcomes[index] is not None:
+                            continue  # refused before any work
                         check_cancel(cancel)
                         source = files[index]
                         reporter = FileReporter(progress, index, len(files), source.name)
@@ -170,7 +173,24 @@ class Ingestor:
             raise IngestCancelled(str(exc), outcomes=list(outcomes)) from None
         except IngestPaused as exc:
             raise IngestPaused(str(exc), outcomes=list(outcomes)) from None
-        return [o for o in outcomes if o is not None]
+        return [o if o is not None else _unreported(files[i]) for i, o in enumerate(outcomes)]
+
+    @staticmethod
+    def _refuse_repeated_names(files: list[SourceFile], outcomes: list[IngestOutcome | None],
+                               progress: ProgressCallback | None) -> None:
+        """A KB keeps one document per name: of files of one batch sharing a name, the first is ingested and
+        each later one fails here with the reason (ingested on its own, e.g. by a job's retry, it replaces the
+        first).  Two of them written in one run would share one document row and one outcome."""
+        first_of: dict[str, int] = {}
+        for index, source in enumerate(files):
+            first = first_of.setdefault(source.name, index)
+            if first == index:
+                continue
+            message = (f"{source.name}: another file of this batch has the same name (file {first + 1} of "
+                       f"{len(files)}), and a knowledge base keeps one document per name; rename this one, or "
+                       "ingest it on its own to replace that document")
+            FileReporter(progress, index, len(files), source.name)("failed", 1.0, message)
+            outcomes[index] = file_outcome(source, time.perf_counter(), "failed", error=message)
 
     def _prepare(self, kb: KnowledgeBase, source: SourceFile, settings: Settings,
                  reporter: FileReporter, lease: Lease) -> "PreparedFile | IngestOutcome":
@@ -446,37 +466,95 @@ class Ingestor:
     # Re-index, check and repair
     # ------------------------------------------------------------------
 
-    @_serialised
     def finish_embedding(self, batch_size: int = 64, cancel: threading.Event | None = None) -> list[str]:
         """Write the missing vectors of documents left ``embedding`` by a process that is gone (killed while
         their vectors were being written), and complete them; returns one line per document.
 
         They stay searchable by keyword meanwhile.  Run in the background by the ingest job worker
-        (``IngestJobQueue``), never in the start itself: a large document takes as long as its encoding.
+        (``IngestJobQueue``) at every start, never in the start itself: a large document takes as long as its
+        encoding.  A few documents at a time under the write lock (small ones share encoder batches), so an
+        ingest, a delete or ``kb check`` of this process waits for one group, never for the whole backfill; each
+        batch's vectors are stored as it lands, so a process that ends half-way leaves less for the next start.
         """
         lines: list[str] = []
         with self.leases.on_demand("backfill") as lease:
-            for doc, owner in self.store.embedding_documents():
-                reason = self.leases.owner_gone(owner)
-                if reason is None or not self.store.claim_embedding(doc.id, lease.take().id, owner):
-                    continue  # its owner is at work, or another process took it first
-                kb = self.store.get_kb(doc.kb_id)
-                same = kb.embedder_id == self.embedder.id and kb.embedding_dim == self.embedder.dim
-                try:
-                    embedded = self._reindexer().embed_missing(kb.id, None, batch_size, None, doc.chunk_count,
-                                                               doc_ids=[doc.id], cancel=cancel) if same else 0
-                except IngestCancelled:
-                    break  # stays embedding under a lease that ends with this run: the next run goes on
-                except Exception as exc:  # noqa: BLE001 - left embedding: the next start tries again
-                    log.exception("could not finish embedding %s", doc.name)
-                    lines.append(f"could not finish embedding '{doc.name}' (kb {kb.id}): {describe_failure(exc)}")
-                    continue
-                self.store.complete_document(doc.id, lease.held_id)
-                note = f"{embedded} missing vectors written" if same else (
-                    f"its vectors follow at `docmind kb reindex {kb.name}` (the KB was built with {kb.embedder_id})")
-                lines.append(f"finished embedding '{doc.name}' (kb {kb.id}) after {reason}: {note}")
+            while True:
+                with self._write_lock:
+                    group = self._claim_left_embedding(lease, budget=max(1, batch_size) * 4)
+                    if not group:
+                        break
+                    try:
+                        lines += self._finish_group(group, lease.held_id, batch_size, cancel)
+                    except IngestCancelled:
+                        break  # the rest stays embedding under a lease that ends with this run: the next run goes on
         for line in lines:
             log.warning("backfill: %s", line)
+        return lines
+
+    def _claim_left_embedding(self, lease, budget: int) -> list[tuple[DocumentRecord, str]]:
+        """Take over documents of one KB left ``embedding`` by gone owners, about ``budget`` chunks of them (at
+        least one document); [(document, why its owner is gone)]."""
+        group: list[tuple[DocumentRecord, str]] = []
+        chunks = 0
+        for doc, owner in self.store.embedding_documents():
+            if group and (doc.kb_id != group[0][0].kb_id or chunks >= budget):
+                continue
+            reason = self.leases.owner_gone(owner)
+            if reason is None or not self.store.claim_embedding(doc.id, lease.take().id, owner):
+                continue  # its owner is at work, or another process took it first
+            group.append((doc, reason))
+            chunks += doc.chunk_count
+        return group
+
+    def _finish_group(self, group: list[tuple[DocumentRecord, str]], lease_id: int, batch_size: int,
+                      cancel: threading.Event | None) -> list[str]:
+        """Embed what the claimed documents (one KB) miss, completing each with its last vector; one line each."""
+        kb = self.store.get_kb(group[0][0].kb_id)
+        same = kb.embedder_id == self.embedder.id and kb.embedding_dim == self.embedder.dim
+        docs = {doc.id: (doc, reason) for doc, reason in group}
+        missing = self.store.missing_vector_counts(list(docs))
+        lines: list[str] = []
+
+        def complete(doc_id: int) -> None:
+            doc, reason = docs.pop(doc_id)
+            self.store.complete_document(doc_id, lease_id)
+            note = f"{missing.get(doc_id, 0)} missing vectors written" if same else (
+                f"its vectors follow at `docmind kb reindex {kb.name}` (the KB was built with {kb.embedder_id})")
+            lines.append(f"finished embedding '{doc.name}' (kb {kb.id}) after {reason}: {note}")
+
+        def landed(part: list[tuple[str, int, str]]) -> None:
+            touched = list(dict.fromkeys(doc_id for _, doc_id, _ in part))
+            left = self.store.missing_vector_counts(touched)
+            for doc_id in touched:
+                if doc_id in docs and not left.get(doc_id):
+                    complete(doc_id)
+
+        if same:
+            reindexer = self._reindexer()
+            try:
+                reindexer.embed_missing(kb.id, None, batch_size, None, sum(missing.values()), doc_ids=list(docs),
+                                        after_batch=landed, cancel=cancel)
+            except IngestCancelled:
+                raise
+            except Exception as exc:  # noqa: BLE001 - each one alone: one bad document never holds the others back
+                log.warning("finishing %d documents failed (%s); trying them one at a time", len(docs), exc)
+                for doc_id in list(docs):
+                    try:
+                        reindexer.embed_missing(kb.id, None, batch_size, None, missing.get(doc_id, 0),
+                                                doc_ids=[doc_id], after_batch=landed, cancel=cancel)
+                    except IngestCancelled:
+                        raise
+                    except Exception as one:  # noqa: BLE001 - left embedding: the next start tries again
+                        log.exception("could not finish embedding %s", docs[doc_id][0].name)
+                        lines.append(f"could not finish embedding '{docs.pop(doc_id)[0].name}' (kb {kb.id}): "
+                                     f"{describe_failure(one)}")
+        for doc_id in list(docs):  # nothing was missing, or another embedder: the re-index writes them
+            left = self.store.missing_vector_counts([doc_id]).get(doc_id, 0) if same else 0
+            if not left:
+                complete(doc_id)
+            else:  # left embedding: its lease ends with this run, so the next start tries again
+                lines.append(f"could not finish embedding '{docs.pop(doc_id)[0].name}' (kb {kb.id}): {left} chunks "
+                             "still without a vector")
         return lines
 
     def needs_embedding(self) -> bool:
@@ -501,6 +579,14 @@ class Ingestor:
             return checker.check(kb_id)
         with self.leases.hold("repair") as lease:
             return checker.repair(kb_id, lease.id)
+
+
+def _unreported(source: SourceFile) -> IngestOutcome:
+    """The outcome of a file the run ended without one for: failed, never silently left out (a caller that
+    matches outcomes to its files must never be handed a shorter list)."""
+    log.error("the ingest ended without an outcome for %s", source.name)
+    return file_outcome(source, time.perf_counter(), "failed",
+                        error=f"{source.name}: the ingest ended without a result for this file; ingest it again")
 
 
 def _file_size(path: Path) -> int:

@@ -41,7 +41,8 @@ class Reconciler:
         * failed documents that still have chunk rows: the rows removed, the document kept;
         * vectors or keyword entries of documents that are neither searchable (complete, embedding) nor
           owned by a live operation (or no longer exist): removed;
-        * documents left embedding by a gone owner: reported (the job worker writes their vectors);
+        * documents left embedding by a gone owner: reported (the job worker of every start writes their
+          missing vectors, ``Ingestor.finish_embedding``; ``kb check --repair`` does it at once);
         * collections and keyword entries of knowledge bases that no longer exist: dropped;
         * re-index runs whose owner is gone: finished (the missing vectors embedded);
         * knowledge bases with fewer vectors than chunks: reported (``docmind kb check NAME --repair``).
@@ -61,11 +62,14 @@ class Reconciler:
             for doc in self.store.incomplete_documents():
                 if doc.status == "failed" and doc.chunk_count and self.writer.clear_failed(doc, lease.take().id):
                     repairs.append(f"removed the chunks of failed document '{doc.name}' (kb {doc.kb_id})")
-            for doc, owner in self.store.embedding_documents():
-                reason = self.leases.owner_gone(owner)
-                if reason is not None:
-                    repairs.append(f"document '{doc.name}' (kb {doc.kb_id}) is searchable by keyword; its missing "
-                                   f"vectors are written in the background ({reason})")
+            half_written = [(doc, reason) for doc, owner in self.store.embedding_documents()
+                            if (reason := self.leases.owner_gone(owner)) is not None]
+            kb_names = {kb.id: kb.name for kb in self.store.list_kbs()} if half_written else {}
+            for doc, reason in half_written:
+                kb_name = kb_names.get(doc.kb_id, str(doc.kb_id))
+                repairs.append(f"document '{doc.name}' (kb {doc.kb_id}) was left half-written, searchable by keyword "
+                               f"only ({reason}): its missing vectors are written in the background, resumed at each "
+                               f"start until done, or now by `docmind kb check {kb_name} --repair`")
             for run in self.store.reindex_runs(state="running"):
                 reason = self.leases.owner_gone(run["lease_id"])
                 if reason is not None and self.store.claim_reindex(run["id"], lease.take().id, run["lease_id"]):
