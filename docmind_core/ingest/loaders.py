@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from docmind_core.errors import IngestError
+from docmind_core.ingest.pdf_text import read_pdf
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -39,6 +40,7 @@ SUPPORTED_EXTENSIONS = tuple(MIME_TYPES)
 class LoadedDocument:
     text: str
     mime: str
+    page_starts: tuple[int, ...] = ()  # a PDF: the offset in ``text`` where each page begins
 
 
 def mime_for(path: Path | str) -> str:
@@ -65,11 +67,15 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
         raise IngestError(f"{name}: the file is empty")
     if ext == ".docx":
         _check_unpacked_size(name, data, max_bytes)
-    text = parser(name, data)
-    text = _tidy(text)
+    page_starts: tuple[int, ...] = ()
+    if ext == ".pdf":  # its text comes tidy, with the offsets of its pages (tidying would move them)
+        read = read_pdf(name, data)
+        text, page_starts = read.text, read.page_starts
+    else:
+        text = _tidy(parser(name, data))
     if not text.strip():
         raise IngestError(f"{name}: no text could be extracted (scanned images or an empty document?)")
-    return LoadedDocument(text=text, mime=MIME_TYPES[ext])
+    return LoadedDocument(text=text, mime=MIME_TYPES[ext], page_starts=page_starts)
 
 
 def read_limited(path: Path, max_bytes: int, name: str) -> bytes:
@@ -385,41 +391,7 @@ def _parse_html(name: str, data: bytes) -> str:
 
 
 def _parse_pdf(name: str, data: bytes) -> str:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    if not data.lstrip().startswith(b"%PDF"):
-        raise IngestError(f"{name}: not a valid PDF (the file does not start with %PDF)")
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            try:
-                reader.decrypt("")
-            except Exception:
-                raise IngestError(f"{name}: the PDF is password-protected") from None
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except IngestError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
-        raise IngestError(f"{name}: corrupt or unreadable PDF ({exc})") from None
-    except Exception as exc:  # pypdf raises many internal types on damaged files
-        raise IngestError(f"{name}: corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from None
-    return "\n\n".join(_unwrap_lines(p.strip()) for p in pages if p.strip())
-
-
-_SOFT_WRAP_EN = re.compile(r"(?<=[A-Za-z0-9,;)])[ \t]*\n(?=[a-z(])")
-_SOFT_WRAP_ZH = re.compile(r"(?<=[\u4e00-\u9fff，、])[ \t]*\n(?=[\u4e00-\u9fff])")
-
-
-def _unwrap_lines(text: str) -> str:
-    """Join lines that the PDF layout wrapped mid-sentence, so sentence splitting sees whole sentences.
-
-    A break is kept when the next line starts with a capital (a heading or a
-    new sentence) or the line ends with sentence punctuation.
-    """
-    text = re.sub(r"(?<=[a-z])-\n(?=[a-z])", "", text)  # hyphenated word split across lines
-    text = _SOFT_WRAP_EN.sub(" ", text)
-    return _SOFT_WRAP_ZH.sub("", text)
+    return read_pdf(name, data).text  # load_document also keeps its page offsets (pdf_text.read_pdf)
 
 
 def _check_unpacked_size(name: str, data: bytes, max_bytes: int) -> None:

@@ -50,6 +50,7 @@ from docmind_core.ingest.chunking import chunk_document
 from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import Lease, LeaseBook
 from docmind_core.ingest.loaders import STREAMED_EXTENSIONS, load_document, mime_for, open_text_file, too_large
+from docmind_core.ingest.places import PlaceReader, place_kind
 from docmind_core.ingest.prepared import (
     FileReporter, PreparedFile, ProgressCallback, check_cancel, describe_failure, file_outcome,
 )
@@ -200,12 +201,14 @@ class Ingestor:
                 resumed = self._resume(existing, source, reporter, started, lease)
                 if resumed is not None:
                     return resumed
+            page_starts: tuple[int, ...] = ()
             if opened is not None:
                 pieces, mime = opened.pieces, opened.mime
             else:
                 loaded = load_document(source.path, data=data, max_bytes=max_bytes, name=source.name)
                 del data  # the text is what is kept from here on
                 pieces, mime = functools.partial(iter, [loaded.text]), loaded.mime
+                page_starts = loaded.page_starts
             reporter("chunking", 0.1)
             tokens = chars = 0
             for piece in pieces():
@@ -221,7 +224,8 @@ class Ingestor:
                                  prepare_seconds=time.perf_counter() - started, pieces=pieces, chars=chars)
             text = "".join(pieces())
             parents, children = chunk_document(kb.id, source.name, text, settings.rag.chunk_tokens,
-                                               settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens)
+                                               settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens,
+                                               PlaceReader(place_kind(mime), page_starts))
             if not children:
                 raise IngestError(f"{source.name}: no text could be extracted")
             # Tokenised once (part of "chunking"), outside the write lock; the keyword index
