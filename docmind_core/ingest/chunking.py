@@ -92,7 +92,8 @@ def iter_stream_blocks(kb_id: int, doc_name: str, pieces: Iterable[str], child_t
     parent_tokens = max(parent_tokens, child_tokens)
     units = _UnitStream(pieces, child_tokens)
     parent_count = child_count = 0
-    for group in _parent_groups(units, parent_tokens):
+    page_at = places.page_at if places is not None and places.kind == "pages" else None
+    for group in _parent_groups(units, parent_tokens, page_at):
         parent = _make_chunk(kb_id, doc_name, units.slice, "parent", group[0].start, group[-1].end,
                              parent_count, None, places)
         units.release(group[-1].end)
@@ -222,13 +223,17 @@ class _UnitStream:
             yield _Unit(cut.piece_start, end, cut.used, cut.heading and cut.first)
 
 
-def _parent_groups(units: Iterable[_Unit], parent_tokens: int) -> Iterator[list[_Unit]]:
+def _parent_groups(units: Iterable[_Unit], parent_tokens: int,
+                   page_at: Callable[[int], int] | None = None) -> Iterator[list[_Unit]]:
     current: list[_Unit] = []
     used = 0
     for unit in units:
         # A heading opens a new block, unless the block so far holds only headings (a title over a section).
         starts_section = unit.heading and any(not u.heading for u in current)
-        if current and (used + unit.tokens > parent_tokens or starts_section):
+        # So does a new page (a sentence across the break stays in the block it starts in): a citation
+        # then names one page, or two when its passage crosses a break.
+        starts_page = page_at is not None and current and page_at(unit.start) != page_at(current[0].start)
+        if current and (used + unit.tokens > parent_tokens or starts_section or starts_page):
             yield current
             current, used = [], 0
         current.append(unit)

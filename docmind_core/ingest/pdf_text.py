@@ -362,6 +362,7 @@ def _cells_under(row: list[Fragment], starts: list[float]) -> list[str]:
 # --------------------------------------------------------------------------
 
 _CJK_RE = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+_SENTENCE_END_RE = re.compile(r"[.!?。！？:：;；][\"'”’)）]*$")
 _LIST_ITEM_RE = re.compile(r"^(?:[-•*·▪◦]\s|\(?\d{1,3}[.)]\s|\(?[a-z][.)]\s)")
 
 
@@ -411,8 +412,10 @@ def _join_lines(lines: list[Line]) -> str:
 
 
 def _page_join(last: Line, first: Line) -> tuple[int, str]:
-    """Between two pages: the last line of one goes on in the first of the next when it was wrapped."""
-    if _wrapped(last) and not first.row and not _LIST_ITEM_RE.match(first.text):
+    """Between two pages: the last line of one goes on in the first of the next when it was wrapped and
+    does not end a sentence (a full last line ending with a full stop more likely ends its paragraph)."""
+    if _wrapped(last) and not _SENTENCE_END_RE.search(last.text) and not first.row \
+            and not _LIST_ITEM_RE.match(first.text):
         return _glue(last.text, first.text)
     return 0, "\n\n"
 

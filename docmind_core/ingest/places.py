@@ -65,14 +65,16 @@ class PlaceReader:
         self.lines_before += text.count("\n")
         self.pos = end
 
+    def page_at(self, offset: int) -> int:
+        """The page (1-based) the character at ``offset`` is on; 0 when the pages are unknown."""
+        return max(1, bisect.bisect_right(self.page_starts, offset)) if self.page_starts else 0
+
     def place(self, start: int, end: int) -> ChunkPlace:
         """The place of the text ``[start, end)`` inside the block last read."""
         if self.kind == "pages":
             if not self.page_starts:
                 return ChunkPlace()
-            first = bisect.bisect_right(self.page_starts, start)
-            last = bisect.bisect_right(self.page_starts, max(start, end - 1))
-            return ChunkPlace(page_first=max(1, first), page_last=max(1, last))
+            return ChunkPlace(page_first=self.page_at(start), page_last=self.page_at(max(start, end - 1)))
         if self.kind == "rows":
             offset = self.block_start
             first = self.block_lines + self.block_text.count("\n", 0, max(0, start - offset))

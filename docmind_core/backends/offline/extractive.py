@@ -606,6 +606,40 @@ def cover_each_focus(question: str, chosen: list[ScoredSentence],
     return sides + rest[:max(0, MAX_QUOTED_SENTENCES - len(sides))]
 
 
+_CLAUSE_SPLIT_RE = re.compile(r"\s*,?\s+and\s+(?=(?:who|what|when|where|which|how|whose|why)\b)"
+                              r"|[，,；;]\s*(?:以及|并且|还有|另外)?(?=[^，,；;]*(?:谁|什么|多少|哪|何时|几))", re.IGNORECASE)
+_PRONOUN_RE = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those|he|she|him|her)\b|[它其该此]",
+                         re.IGNORECASE)
+
+
+def question_clauses(question: str) -> list[str]:
+    """The questions a compound question asks ("What is the budget and who leads it?": two); [] for one."""
+    parts = [p.strip(" ,，;；") for p in _CLAUSE_SPLIT_RE.split(question.strip())]
+    parts = [p for p in parts if p]
+    return parts if len(parts) >= 2 else []
+
+
+def answer_each_clause(question: str, chosen: list[ScoredSentence], sources: Sequence[RetrievedChunk],
+                       encoder: Embedder | None = None) -> list[ScoredSentence]:
+    """``chosen`` with the best answer to each clause of a compound question that it leaves unanswered: the
+    whole question asks for a value, so only units stating one were kept, and "who leads it" went unread.
+    A clause that says "it", or names nothing ("由谁负责"), is about what the other clauses' answers are about:
+    it is answered from their documents first (never from a glossary's "A lead programmer is …")."""
+    clauses = question_clauses(question)
+    if not clauses:
+        return chosen
+    out = list(chosen)
+    for clause in clauses:
+        ranked = rank_sentences(clause, sources, encoder)
+        if not ranked or any(r.text == c.text for r in ranked for c in out):
+            continue
+        if out and (_PRONOUN_RE.search(clause) or not read_question(clause).entities):  # "由谁负责": it too
+            documents = {sources[c.source - 1].document for c in out}
+            ranked = [r for r in ranked if sources[r.source - 1].document in documents] or ranked
+        out.append(ranked[0])
+    return out[:max(MAX_QUOTED_SENTENCES, len(clauses))]
+
+
 def select_sentences(ranked: Sequence[ScoredSentence]) -> list[ScoredSentence]:
     chosen: list[ScoredSentence] = []
     per_source: dict[int, int] = {}
@@ -692,7 +726,8 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
     """The cited extractive answer in the question's language (``language`` is "zh" or "en"); ``encoder``:
     a multilingual embedder, to find the answer in sources in the other language."""
     zh = language == "zh"
-    chosen = select_sentences(rank_sentences(question, sources, encoder))
+    chosen = answer_each_clause(question, select_sentences(rank_sentences(question, sources, encoder)), sources,
+                                encoder)
     if chosen:
         lines = _with_section_text(cover_each_focus(question, chosen, sources), sources)
         lines += bridge_lines(question, chosen, sources)
