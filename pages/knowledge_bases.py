@@ -105,8 +105,9 @@ else:
     for tab, parents in ((child_tab, False), (parent_tab, True)):
         with tab:
             chunks = bench.document_chunks(doc_id, parents=parents)
-            st.dataframe(pd.DataFrame(visible_rows([{"#": c.index, "tokens": c.token_count, "start": c.start,
-                                                     "end": c.end, "text": c.text} for c in chunks])), hide_index=True,
+            st.dataframe(pd.DataFrame(visible_rows([{"#": c.index, "where": c.place.label, "tokens": c.token_count,
+                                                     "start": c.start, "end": c.end, "text": c.text}
+                                                    for c in chunks])), hide_index=True,
                          key=f"dm_chunks_{int(parents)}")
     if may_manage and st.button("Delete this document", icon=":material/delete:"):
         try:
@@ -149,7 +150,7 @@ if result is not None and hit_kb == kb_id:
                             config={"displayModeBar": False, "responsive": True})
     jump_to_anchor(chart)
     st.dataframe(pd.DataFrame(visible_rows([{
-        "document": c.document, "kept": c.kept, "cut by": c.cut_by or "", "vector": score_3(c.scores.vector),
+        "document": c.document, "where": c.location, "kept": c.kept, "cut by": c.cut_by or "", "vector": score_3(c.scores.vector),
         "vector rank": c.scores.vector_rank, "keyword": score_3(c.scores.keyword),
         "keyword rank": c.scores.keyword_rank, "fused": score_3(c.scores.fused),
         "rerank": score_3(c.scores.rerank), "mmr": score_3(c.scores.mmr),

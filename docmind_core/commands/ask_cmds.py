@@ -11,6 +11,7 @@ import click
 from docmind_core.commands import Invocation, as_user_option, echo, echo_json, pass_invocation, write_or_echo_json
 from docmind_core.errors import CallerError
 from docmind_core.events import Done, Token
+from docmind_core.values import cited_place
 from docmind_core.reports.run_summary import summarise, timeline_lines
 from docmind_core.settings import coerce, key_specs
 
@@ -74,7 +75,7 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
         for src in summary.sources:
             rerank = src.scores.get("rerank")
             label = "web" if src.origin == "web" else src.origin
-            echo(f"  [{src.index}] {src.document} ({label}, rerank {_fmt(rerank)})"
+            echo(f"  [{src.index}] {cited_place(src.document, src.location)} ({label}, rerank {_fmt(rerank)})"
                  f"{'  ' + src.url if src.url else ''}", single_line=True)
     if timeline:
         click.echo("\nTimeline:")

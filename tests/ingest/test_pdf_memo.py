@@ -7,9 +7,14 @@ import re
 
 import pytest
 
+from docmind_core.accounts.apikeys import ResolvedKey
+from docmind_core.accounts.rate_limit import SlidingWindowLimiter
 from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.engine import Engine
+from docmind_core.mcp_server import McpToolService
+from docmind_core.reports.run_summary import summarise
 from docmind_core.workbench import Workbench
+from docmind_ui.citation_html import source_card_html
 from tests.ingest.test_pdf_text import BUDGET, LEAD
 from tests.pdf_docs import memo_pdf
 
@@ -39,13 +44,22 @@ def _cited(done) -> dict[int, str]:
 
 def test_budget_and_lead_are_answered_with_their_pages(memo_world):
     _engine, bench, kb, other = memo_world
-    done = list(bench.ask("What is the budget and who leads it?", [kb.id, other.id], mode="rule"))[-1]
+    conversation = bench.start_conversation()
+    events = list(bench.ask("What is the budget and who leads it?", [kb.id, other.id], mode="rule",
+                            conversation_id=conversation))
+    done = events[-1]
     assert done.kind == "done"
     assert "412,000 EUR" in done.answer, done.answer
     assert "Mireille Okafor" in done.answer, done.answer
     cited = set(_cited(done).values())
     assert {"memo.pdf, p. 1", "memo.pdf, p. 2"} <= cited, (done.answer, cited)
     assert "lead programmer" not in done.answer
+    # the places travel everywhere a source is named: ask --json, the source card, the Markdown export
+    sources = {(s.document, s.location) for s in summarise(events).sources}
+    assert {("memo.pdf", "p. 1"), ("memo.pdf", "p. 2")} <= sources
+    cards = "".join(source_card_html(n, s, answer=done.answer) for n, s in enumerate(done.sources, start=1))
+    assert "memo.pdf, p. 2" in cards
+    assert "**memo.pdf, p. 2**" in bench.export_conversation(conversation)
 
 
 def test_search_names_the_page(memo_world):
@@ -53,3 +67,11 @@ def test_search_names_the_page(memo_world):
     result = bench.search("Who leads Project Falcon?", [kb.id])
     top = result.chunks[0]
     assert "Okafor" in top.text and top.location == "p. 2" and top.cited_as == "memo.pdf, p. 2"
+
+
+def test_the_mcp_search_tool_names_the_page(memo_world):
+    engine, bench, kb, _other = memo_world
+    service = McpToolService(engine, SlidingWindowLimiter(60.0))
+    found = service.search_docs(ResolvedKey(key_id=1, user=LOCAL_USER), "Who leads Project Falcon?", [kb.id], 3)
+    top = found["chunks"][0]
+    assert "Okafor" in top["text"] and top["location"] == "p. 2" and top["cited_as"] == "memo.pdf, p. 2"
