@@ -20,6 +20,8 @@ from typing import Callable, Iterator
 
 from docmind_core.errors import IngestError
 from docmind_core.ingest.pdf_text import read_pdf
+from docmind_core.ingest.tables import docx_table_text, markdown_tables, replace_html_tables
+from docmind_core.text.table_rows import row_statement
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -367,6 +369,10 @@ def _parse_text(name: str, data: bytes) -> str:
     return decode_text(name, data)
 
 
+def _parse_markdown(name: str, data: bytes) -> str:
+    return markdown_tables(decode_text(name, data))  # a pipe table: one statement per row
+
+
 def _parse_html(name: str, data: bytes) -> str:
     from bs4 import BeautifulSoup
 
@@ -374,6 +380,7 @@ def _parse_html(name: str, data: bytes) -> str:
     title = soup.title.get_text(strip=True) if soup.title else ""
     for tag in soup(["script", "style", "noscript", "template", "head"]):
         tag.decompose()
+    replace_html_tables(soup)  # before the line breaks below: a table becomes one statement per row
     # Block elements end with a newline so sentences and headings stay apart.
     for block in soup.find_all(["p", "div", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6",
                                 "section", "article", "table", "pre", "blockquote"]):
@@ -414,6 +421,7 @@ def _parse_docx(name: str, data: bytes) -> str:
 
     try:
         import docx
+        from docx.table import Table
 
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
@@ -421,20 +429,22 @@ def _parse_docx(name: str, data: bytes) -> str:
     except Exception as exc:
         raise IngestError(f"{name}: corrupt or unreadable DOCX ({type(exc).__name__}: {exc})") from None
     lines: list[str] = []
-    for para in document.paragraphs:
-        text = para.text.strip()
+    for block in document.iter_inner_content():  # paragraphs and tables in the order they stand
+        if isinstance(block, Table):
+            table = docx_table_text(block)
+            if table:
+                lines.append(table)
+            continue
+        text = block.text.strip()
         if not text:
             continue
-        style = (para.style.name if para.style is not None else "") or ""
+        style = (block.style.name if block.style is not None else "") or ""
         match = re.match(r"Heading (\d)", style)
         if match:
             text = "#" * int(match.group(1)) + " " + text
         elif style == "Title":
             text = "# " + text
         lines.append(text)
-    for table in document.tables:
-        for row in table.rows:
-            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
     return "\n\n".join(lines)
 
 
@@ -470,19 +480,15 @@ def _csv_rows(reader, name: str) -> Iterator[list[str]]:
 
 
 def _csv_line(header: list[str], row: list[str]) -> str:
-    """One line per row with its column names, so a row read alone still says what its values are; a row
-    longer than the header keeps its extra values under "column N"."""
-    return "; ".join(f"{_column(header, i)}: {v.strip()}" for i, v in enumerate(row) if v.strip()) + "."
-
-
-def _column(header: list[str], index: int) -> str:
-    return header[index].strip() if index < len(header) else f"column {index + 1}"
+    """One line per row with its column names ("product: Aurora · price: 1200"), so a row read alone still
+    says what its values are; a row longer than the header keeps its extra values under "column N"."""
+    return row_statement(header, row)
 
 
 _PARSERS: dict[str, Callable[[str, bytes], str]] = {
     ".txt": _parse_text,
-    ".md": _parse_text,
-    ".markdown": _parse_text,
+    ".md": _parse_markdown,
+    ".markdown": _parse_markdown,
     ".html": _parse_html,
     ".htm": _parse_html,
     ".pdf": _parse_pdf,

@@ -49,6 +49,7 @@ from docmind_core.backends.protocols import Embedder
 from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 from docmind_core.text.query_signals import comparison_entities, split_foci
+from docmind_core.text.table_rows import parse_row_statement
 from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value
 
 log = logging.getLogger(__name__)
@@ -233,7 +234,8 @@ def _title_line(text: str) -> str:
     sentence punctuation, short, and more text follows.  It frames the chunk; it answers nothing."""
     first, sep, rest = text.partition("\n")
     first = first.strip()
-    if not sep or not rest.strip() or not first or first.startswith("#") or first.count("|") >= 2:
+    if not sep or not rest.strip() or not first or first.startswith("#") or first.count("|") >= 2 \
+            or parse_row_statement(first) is not None:
         return ""
     if first[-1] in _END_PUNCT + ":：;；" or len(first) > 80:
         return ""
@@ -257,6 +259,12 @@ def source_units(text: str, source: int) -> list[_Unit]:
         prose.clear()
 
     for line in body.split("\n"):
+        statement = parse_row_statement(line)
+        if statement is not None:  # "Plan: Team · Price per seat: 12 EUR": a row that names its columns
+            flush()
+            columns, cells = statement
+            add(render_row(cells, columns), tuple(cells), tuple(columns))
+            continue
         if line.count("|") >= 2:
             flush()
             if _TABLE_RULE.match(line):
