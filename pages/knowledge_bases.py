@@ -150,7 +150,8 @@ if result is not None and hit_kb == kb_id:
                             config={"displayModeBar": False, "responsive": True})
     jump_to_anchor(chart)
     st.dataframe(pd.DataFrame(visible_rows([{
-        "document": c.document, "where": c.location, "kept": c.kept, "cut by": c.cut_by or "", "vector": score_3(c.scores.vector),
+        "document": c.document, "where": c.location, "kept": c.kept, "cut by": c.cut_by or "",
+        "vector": score_3(c.scores.vector),
         "vector rank": c.scores.vector_rank, "keyword": score_3(c.scores.keyword),
         "keyword rank": c.scores.keyword_rank, "fused": score_3(c.scores.fused),
         "rerank": score_3(c.scores.rerank), "mmr": score_3(c.scores.mmr),

@@ -9,9 +9,10 @@ the layout-mode extractor's first step).  From those:
   after, which no line crosses (a title across both columns is read where it stands);
 * a table (lines of two or more narrow cells in the same columns) becomes one line per row, each a
   statement of its cells under the first row's headers ("Plan: Team · Price per seat: 12 EUR");
-* a line that reaches its column's right edge was wrapped: it is joined to the next line (a hyphen
-  at its end dropped before a lower-case letter), with a space, or with nothing between CJK characters.
-  A line that stops short (a heading, a paragraph's last line) keeps its break;
+* a line that leaves no room at its column's right edge for the next line's first word was wrapped: it
+  is joined to the next line (a hyphen at its end dropped before a lower-case letter), with a space, or
+  with nothing between CJK characters.  A line that stops short (a heading, a paragraph's last line)
+  keeps its break;
 * the same holds across a page break, so a sentence that crosses it stays one sentence.
 
 When the layout cannot be read (a font pypdf cannot measure), the page's plain text is used, its
@@ -371,9 +372,18 @@ def _cjk_join(before: str, after: str) -> bool:
     return bool(before and after and (_CJK_RE.match(before[-1]) or _CJK_RE.match(after[0])))
 
 
-def _wrapped(line: Line) -> bool:
-    """The line runs to its column's right edge: the text goes on on the next line."""
-    return not line.row and line.x1 >= line.right - 2.5 * line.height
+def _wrapped(line: Line, after: Line) -> bool:
+    """``line`` was wrapped before ``after``: the first word of ``after`` would not have fitted in the room
+    left at its end (how a typesetter breaks lines, ragged or justified).  A heading or a paragraph's last
+    line leaves more room than that."""
+    if line.row or after.row:
+        return False
+    word = after.text.split(maxsplit=1)[0] if after.text.strip() else ""
+    if word and _CJK_RE.match(word[0]):
+        word = word[0]  # CJK text breaks between any two characters
+    char_width = (after.x1 - after.x0) / max(1, len(after.text))
+    room = line.right - line.x1
+    return room < char_width * (len(word) + 1) + 0.5 * line.height
 
 
 def _glue(before: str, after: str) -> tuple[int, str]:
@@ -403,7 +413,7 @@ def _join_lines(lines: list[Line]) -> str:
         gap = prev.y - line.y
         limit = max(1.3 * step, 1.2 * max(prev.height, line.height))
         new_paragraph = prev.block != line.block or not 0 < gap <= limit
-        if not new_paragraph and _wrapped(prev) and not line.row and not _LIST_ITEM_RE.match(line.text):
+        if not new_paragraph and _wrapped(prev, line) and not _LIST_ITEM_RE.match(line.text):
             drop, glue = _glue(out, line.text)
             out = out[:len(out) - drop] + glue + line.text
         else:
@@ -414,8 +424,7 @@ def _join_lines(lines: list[Line]) -> str:
 def _page_join(last: Line, first: Line) -> tuple[int, str]:
     """Between two pages: the last line of one goes on in the first of the next when it was wrapped and
     does not end a sentence (a full last line ending with a full stop more likely ends its paragraph)."""
-    if _wrapped(last) and not _SENTENCE_END_RE.search(last.text) and not first.row \
-            and not _LIST_ITEM_RE.match(first.text):
+    if _wrapped(last, first) and not _SENTENCE_END_RE.search(last.text) and not _LIST_ITEM_RE.match(first.text):
         return _glue(last.text, first.text)
     return 0, "\n\n"
 

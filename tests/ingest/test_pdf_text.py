@@ -78,14 +78,15 @@ def _line(text: str, y: float, x1: float = 500.0) -> Fragment:
 
 def test_chinese_wrapped_lines_join_without_a_space():
     # fpdf2 cannot draw CJK text without a CJK font, so the reading is checked on the fragments it gets
-    page = [_line("公司二〇二五年度经营情况良好，全年实现营业收入", 700.0), _line("9.84亿元，同比增长12%。", 684.0, 180.0),
-            _line("第二段从这里开始。", 660.0, 150.0)]
+    page = [_line("公司二〇二五年度经营情况良好，全年实现营业收入", 700.0),
+            _line("9.84亿元，同比增长12%。", 684.0, 180.0), _line("第二段从这里开始。", 660.0, 150.0)]
     text = assemble([page]).text
-    assert text.startswith("公司二〇二五年度经营情况良好，全年实现营业收入9.84亿元，同比增长12%。")
+    assert text.startswith("公司二〇二五年度经营情况良好，全年实现营业收入9.84亿元，同比增长12%。")  # no space
     assert text.endswith("\n\n第二段从这里开始。")
 
 
 def test_hyphenated_words_are_joined_but_short_lines_keep_their_break():
     page = [_line("The committee approved the infra-", 700.0), _line("structure plan in May.", 684.0, 200.0),
             _line("Next Steps", 668.0, 120.0), _line("Work starts in June.", 652.0, 180.0)]
-    assert assemble([page]).text == "The committee approved the infrastructure plan in May.\nNext Steps\nWork starts in June."
+    assert assemble([page]).text == ("The committee approved the infrastructure plan in May.\nNext Steps\n"
+                                     "Work starts in June.")

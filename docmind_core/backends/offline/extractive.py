@@ -628,7 +628,8 @@ def cover_each_focus(question: str, chosen: list[ScoredSentence],
 
 
 _CLAUSE_SPLIT_RE = re.compile(r"\s*,?\s+and\s+(?=(?:who|what|when|where|which|how|whose|why)\b)"
-                              r"|[，,；;]\s*(?:以及|并且|还有|另外)?(?=[^，,；;]*(?:谁|什么|多少|哪|何时|几))", re.IGNORECASE)
+                              r"|[，,；;]\s*(?:以及|并且|还有|另外)?(?=[^，,；;]*(?:谁|什么|多少|哪|何时|几))",
+                              re.IGNORECASE)
 _PRONOUN_RE = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those|he|she|him|her)\b|[它其该此]",
                          re.IGNORECASE)
 
