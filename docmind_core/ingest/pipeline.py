@@ -194,7 +194,8 @@ class Ingestor:
                 data = read_bytes(source.path, max_bytes=max_bytes, name=source.name)
                 digest, size = hashlib.sha256(data).hexdigest(), len(data)
             existing = self.store.find_document(kb.id, source.name)
-            if existing is not None and existing.status == "complete" and existing.content_hash == digest:
+            if existing is not None and existing.status == "complete" and existing.content_hash == digest \
+                    and not self.store.lacks_places(existing.id):  # stored before pages were kept: read anew
                 reporter("skipped", 1.0, "unchanged")
                 return file_outcome(source, started, "unchanged", doc_id=existing.id, chunks=existing.chunk_count)
             if existing is not None and existing.status == "embedding" and existing.content_hash == digest:

@@ -411,6 +411,14 @@ class KnowledgeStore:
         return self._chunk_rows("WHERE c.doc_id = ? AND c.is_parent = ? ORDER BY c.idx", [doc_id, int(parents)],
                                 any_status)
 
+    def lacks_places(self, doc_id: int) -> bool:
+        """True when the document's chunks were stored without the pages or rows a PDF or CSV chunk now
+        keeps (before migration m017): ingesting the same file again reads it anew."""
+        row = self.db.db.execute(
+            "SELECT 1 FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.doc_id = ? AND c.page_first IS NULL "
+            "AND c.row_first IS NULL AND d.mime IN ('application/pdf', 'text/csv') LIMIT 1", [doc_id]).fetchone()
+        return row is not None
+
     def chunk_count(self, doc_id: int) -> int:
         return self.db.db.execute(
             "SELECT COUNT(*) FROM chunks WHERE doc_id = ? AND is_parent = 0", [doc_id]).fetchone()[0]
