@@ -7,13 +7,15 @@ same event list, so a replay looks exactly like the answer did in the chat.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
 from docmind_core.reports.compare import RunComparison, compare_runs, flat_config
-from docmind_ui.citation_html import anchor_id, citation_html, source_card_html
-from docmind_core.values import IndexGap, PendingIngest
+from docmind_ui.citation_html import anchor_id, citation_html, cited_spans, citing_sentences, source_card_html
+from docmind_core.errors import DocMindError
+from docmind_core.ingest.page_image import PageImage
+from docmind_core.values import IndexGap, PendingIngest, RetrievedChunk
 from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.settings import Settings
 from docmind_core.reports.timeline import RunDigest, timeline
@@ -50,7 +52,8 @@ def _number(value: Any, default: float) -> float:
     return number if math.isfinite(number) else default
 
 
-def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
+def render_run(digest: RunDigest, config: Any = None, key: str = "",
+               page_image: Callable[[RetrievedChunk, str], PageImage] | None = None) -> None:
     """One answer: tier badge, answer with citation chips, glance line, timeline, score chart, source cards."""
     run_key = key or digest.run_id or "run"
     web_compensated = bool(digest.done and digest.done.web_compensated) or bool(digest.web and digest.web.ran)
@@ -92,6 +95,30 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
                             for i, s in enumerate(digest.sources, start=1))
             st.markdown(f"**Sources** ({len(digest.sources)})")
             st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
+            if page_image is not None:
+                _cited_pages(digest, run_key, page_image)
+
+
+def _cited_pages(digest: RunDigest, run_key: str,
+                 page_image: Callable[[RetrievedChunk, str], PageImage]) -> None:
+    """A PDF source's page as an image, the passage the answer cites from it marked."""
+    paged = {n: s for n, s in enumerate(digest.sources, start=1) if s.page and s.doc_id}
+    if not paged:
+        return
+    choice = st.selectbox("Show a cited page", [None, *paged], key=f"dm_page-{run_key}",
+                          format_func=lambda n: "—" if n is None else f"[{n}] {paged[n].cited_as}")
+    if choice is None:
+        return
+    source = paged[choice]
+    spans = cited_spans(source.text, citing_sentences(digest.answer, choice))
+    passage = source.text[spans[0][0]:spans[0][1]] if spans else source.text[:300]
+    try:
+        image = page_image(source, passage)
+    except DocMindError as exc:
+        st.info(escape_markdown(exc))
+        return
+    caption = f"{source.cited_as}" + (" · the cited passage is marked" if image.marked else "")
+    st.image(image.png, caption=caption)
 
 
 def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a: str = "A",

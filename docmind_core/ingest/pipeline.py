@@ -203,10 +203,12 @@ class Ingestor:
                 if resumed is not None:
                     return resumed
             page_starts: tuple[int, ...] = ()
+            original: bytes | None = None
             if opened is not None:
                 pieces, mime = opened.pieces, opened.mime
             else:
                 loaded = load_document(source.path, data=data, max_bytes=max_bytes, name=source.name)
+                original = data if loaded.mime == "application/pdf" else None  # its pages are shown as images
                 del data  # the text is what is kept from here on
                 pieces, mime = functools.partial(iter, [loaded.text]), loaded.mime
                 page_starts = loaded.page_starts
@@ -222,7 +224,8 @@ class Ingestor:
             if estimate > STREAM_MIN_CHUNKS:
                 return PreparedFile(source=source, reporter=reporter, started=started, digest=digest, size=size,
                                  text="", mime=mime, parents=[], children=[], existing=existing,
-                                 prepare_seconds=time.perf_counter() - started, pieces=pieces, chars=chars)
+                                 prepare_seconds=time.perf_counter() - started, pieces=pieces, chars=chars,
+                                 original=original, page_starts=page_starts)
             text = "".join(pieces())
             parents, children = chunk_document(kb.id, source.name, text, settings.rag.chunk_tokens,
                                                settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens,
@@ -250,7 +253,7 @@ class Ingestor:
             return file_outcome(source, started, "failed", error=message)
         return PreparedFile(source=source, reporter=reporter, started=started, digest=digest, size=size,
                          text=text, mime=mime, parents=parents, children=children,
-                         existing=existing, prepare_seconds=time.perf_counter() - started)
+                         existing=existing, prepare_seconds=time.perf_counter() - started, original=original)
 
     def _resume(self, existing, source: SourceFile, reporter: FileReporter, started: float,
                 lease: Lease) -> PreparedFile | None:
@@ -300,6 +303,9 @@ class Ingestor:
         if doc.existing is not None:  # an old version: a clean slate (its vectors too, so none meets a query)
             self.writer.purge(kb.id, doc.doc_id)
         self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in doc.parents + doc.children])
+        if doc.original is not None:
+            self.store.keep_file(doc.doc_id, doc.original)
+            doc.original = None
         self.keyword_index.add([IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in doc.children])
         doc.written_chunks = len(doc.children)
         if not self.store.open_for_search(doc.doc_id, lease.id):

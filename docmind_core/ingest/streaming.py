@@ -62,10 +62,13 @@ class StreamedWriter:
         if retry or doc.existing is not None:
             self.writer.purge(kb.id, doc.doc_id)
         self.store.store_spooled_text(doc.doc_id, keep=False)  # whatever a failed attempt left
+        if doc.original is not None:  # a large PDF: its pages are shown as images too
+            self.store.keep_file(doc.doc_id, doc.original)
+            doc.original = None
         written = 0
         try:
             for parents, children, end, text in _prefetched(
-                    _batches(kb.id, doc.source.name, doc.pieces(), settings, PlaceReader(place_kind(doc.mime))),
+                    _batches(kb.id, doc.source.name, doc.pieces(), settings, PlaceReader(place_kind(doc.mime), doc.page_starts)),
                     depth=2, stop=cancel):
                 check_cancel(cancel)
                 self.store.spool_document_text(doc.doc_id, text)

@@ -406,6 +406,16 @@ class KnowledgeStore:
     def delete_chunks_of_document(self, doc_id: int) -> None:
         with self.db.transaction() as db:
             db.execute("DELETE FROM chunks WHERE doc_id = ?", [doc_id])
+            db.execute("DELETE FROM document_files WHERE doc_id = ?", [doc_id])  # a clean slate: its file too
+
+    def keep_file(self, doc_id: int, data: bytes) -> None:
+        """Keep the document's original bytes (a PDF: its pages are shown as images)."""
+        with self.db.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO document_files (doc_id, data) VALUES (?, ?)", [doc_id, data])
+
+    def document_file(self, doc_id: int) -> bytes | None:
+        row = self.db.db.execute("SELECT data FROM document_files WHERE doc_id = ?", [doc_id]).fetchone()
+        return bytes(row[0]) if row else None
 
     def chunks_for_document(self, doc_id: int, parents: bool = False, any_status: bool = False) -> list[ChunkRecord]:
         return self._chunk_rows("WHERE c.doc_id = ? AND c.is_parent = ? ORDER BY c.idx", [doc_id, int(parents)],

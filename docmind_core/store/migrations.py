@@ -558,3 +558,18 @@ def m017_chunk_places(db: sqlite_utils.Database) -> None:
     for column in ("page_first INTEGER", "page_last INTEGER", "section TEXT NOT NULL DEFAULT ''",
                    "row_first INTEGER", "row_last INTEGER"):
         db.execute(f"ALTER TABLE chunks ADD COLUMN {column}")
+
+
+@migration
+def m018_document_files(db: sqlite_utils.Database) -> None:
+    # The bytes of each ingested PDF, so a source card can show the cited page as an image (an uploaded
+    # file's copy is removed once it is ingested).  Removed with the document's chunks and with the document.
+    _run_script(
+        db,
+        """
+        CREATE TABLE document_files (
+            doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+            data BLOB NOT NULL
+        );
+        """,
+    )

@@ -11,6 +11,7 @@ from docmind_core.accounts.apikeys import ResolvedKey
 from docmind_core.accounts.rate_limit import SlidingWindowLimiter
 from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.engine import Engine
+from docmind_core.errors import NotFound
 from docmind_core.mcp_server import McpToolService
 from docmind_core.reports.run_summary import summarise
 from docmind_core.workbench import Workbench
@@ -75,3 +76,14 @@ def test_the_mcp_search_tool_names_the_page(memo_world):
     found = service.search_docs(ResolvedKey(key_id=1, user=LOCAL_USER), "Who leads Project Falcon?", [kb.id], 3)
     top = found["chunks"][0]
     assert "Okafor" in top["text"] and top["location"] == "p. 2" and top["cited_as"] == "memo.pdf, p. 2"
+
+
+def test_the_cited_page_is_shown_with_the_passage_marked(memo_world):
+    pytest.importorskip("pypdfium2")  # the pages extra; `make test` installs it
+    _engine, bench, kb, other = memo_world
+    memo = next(d for d in bench.list_documents(kb.id) if d.name == "memo.pdf")
+    image = bench.page_image(memo.id, 2, "Project Falcon is led by Dr. Mireille Okafor, head of platform engineering")
+    assert image.marked and image.page == 2
+    glossary = bench.list_documents(other.id)[0]
+    with pytest.raises(NotFound, match="no page images"):
+        bench.page_image(glossary.id, 1)
