@@ -114,7 +114,8 @@ def make_memo(path: Path, name: str, rng: random.Random) -> list[Fact]:
     pdf = Memo()
     pdf.set_auto_page_break(True, margin=22)
     for number, keys in enumerate(pages, start=1):
-        pdf.add_page()
+        if pdf.page < number:  # a sentence run on over a break has opened this page already
+            pdf.add_page()
         pdf.set_font("Helvetica", size=11)
         paragraphs = [rng.choice(FILLER) + " " + rng.choice(FILLER) for _ in range(2)]
         for key in keys:
@@ -138,6 +139,7 @@ def make_memo(path: Path, name: str, rng: random.Random) -> list[Fact]:
         if crossing and crossing in keys and number < 3 and not (number == 2 and two_columns):
             pdf.set_y(pdf.h - 22 - 7)  # one line left: the sentence runs on over the break
             pdf.multi_cell(0, 6, texts[crossing], new_x="LMARGIN", new_y="NEXT")
+            pdf.ln(3)
             facts[crossing].crossing = True
     pdf.output(str(path))
     return list(facts.values())
@@ -184,6 +186,7 @@ def main() -> None:
     parser.add_argument("--projects", type=int, default=16)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--split", choices=("report", "fit", "all"), default="report")
+    parser.add_argument("--show", action="store_true", help="print each question that is missed, with its reply")
     args = parser.parse_args()
 
     from docmind_core.accounts.users import LOCAL_USER
@@ -213,6 +216,9 @@ def main() -> None:
                 done = list(bench.ask(fact.question, [kb.id], mode="rule"))[-1]
                 answered = fact.value in done.answer
                 band = done.confidence.band if done.confidence is not None else ""
+                if args.show and not (answered and _page_right(done.answer, fact.value, fact, done.sources)):
+                    print(f"-- {fact.question} want {fact.value!r} on p. {fact.page}{' (across)' * fact.crossing}\n"
+                          f"{done.answer}\n   sources: {[s.cited_as for s in done.sources]}")
                 rows.append((name, fact, answered, answered and _page_right(done.answer, fact.value, fact, done.sources),
                              not answered and str(band).lower() == "high"))
     kinds = ("budget", "lead", "end", "costs")

@@ -109,7 +109,7 @@ def _page_fragments(page) -> list[Fragment] | str:
     return fragments
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\s]+")  # control characters and blank runs: one space
 
 
 def _layout_fragments(page) -> list[Fragment]:

@@ -421,9 +421,10 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
         titles[number] = _title_line(chunk.text)
         title_indexes[number] = _TextIndex(f"{_title_line(chunk.text)} {chunk.document}")
     units = context_units(sources)
-    # a row is matched with its column names too: "Compare the Team and Business plans" asks about the rows
-    # under "Plan", though no cell says "plan"
-    indexes = [_TextIndex(_clip(u.text) + (" " + " ".join(u.headers) if u.is_row else "")) for u in units]
+    # a row the question names ("Compare the Team and Business plans") is matched with its column names too:
+    # it asks about the rows under "Plan", though no cell says "plan"
+    indexes = [_TextIndex(_clip(u.text) + (" " + " ".join(u.headers) if u.is_row and _row_named(q, u) else ""))
+               for u in units]
     rarity = _rarity(q.terms, indexes)
     weights = {t: w * rarity[t] for t, w in q.terms.items()}
     total, plain_total = sum(weights.values()), sum(q.terms.values())
@@ -488,15 +489,17 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
     return _without_sibling_rows(q, found)
 
 
+def _row_named(q: _Question, row: _Unit) -> bool:
+    """The question names the row's entity, its first cell ("the Business plan", "in Q3")."""
+    key = _TextIndex(row.cells[0])
+    return any(key.credit(e) > 0 for e in q.entities)
+
+
 def _without_sibling_rows(q: _Question, found: list[_Candidate]) -> list[_Candidate]:
     """When the question names a row of a table ("the Business plan"), the other rows of that table
     ("Team", "Enterprise") are siblings, not answers."""
-    def named(row: _Unit) -> bool:
-        key = _TextIndex(row.cells[0])
-        return any(key.credit(e) > 0 for e in q.entities)
-
-    tables = {c.unit.source for c in found if c.unit.is_row and named(c.unit)}
-    return [c for c in found if not (c.unit.is_row and c.unit.source in tables and not named(c.unit))]
+    tables = {c.unit.source for c in found if c.unit.is_row and _row_named(q, c.unit)}
+    return [c for c in found if not (c.unit.is_row and c.unit.source in tables and not _row_named(q, c.unit))]
 
 
 def _answers(q: _Question, c: _Candidate) -> bool:
