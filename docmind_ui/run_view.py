@@ -12,8 +12,8 @@ from typing import Any, Callable
 import streamlit as st
 
 from docmind_core.reports.compare import RunComparison, compare_runs, flat_config
-from docmind_ui.citation_html import anchor_id, citation_html, cited_spans, citing_sentences, source_card_html
-from docmind_core.errors import DocMindError
+from docmind_ui.citation_html import anchor_id, citation_html, source_card_html
+from docmind_ui.page_view import page_picker
 from docmind_core.ingest.page_image import PageImage
 from docmind_core.values import IndexGap, PendingIngest, RetrievedChunk
 from docmind_core.text.visible import escape_markdown, visible_rows
@@ -96,29 +96,7 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "",
             st.markdown(f"**Sources** ({len(digest.sources)})")
             st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
             if page_image is not None:
-                _cited_pages(digest, run_key, page_image)
-
-
-def _cited_pages(digest: RunDigest, run_key: str,
-                 page_image: Callable[[RetrievedChunk, str], PageImage]) -> None:
-    """A PDF source's page as an image, the passage the answer cites from it marked."""
-    paged = {n: s for n, s in enumerate(digest.sources, start=1) if s.page and s.doc_id}
-    if not paged:
-        return
-    choice = st.selectbox("Show a cited page", [None, *paged], key=f"dm_page-{run_key}",
-                          format_func=lambda n: "—" if n is None else f"[{n}] {paged[n].cited_as}")
-    if choice is None:
-        return
-    source = paged[choice]
-    spans = cited_spans(source.text, citing_sentences(digest.answer, choice))
-    passage = source.text[spans[0][0]:spans[0][1]] if spans else source.text[:300]
-    try:
-        image = page_image(source, passage)
-    except DocMindError as exc:
-        st.info(escape_markdown(exc))
-        return
-    caption = f"{source.cited_as}" + (" · the cited passage is marked" if image.marked else "")
-    st.image(image.png, caption=caption)
+                page_picker(digest.sources, digest.answer, run_key, page_image)
 
 
 def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a: str = "A",

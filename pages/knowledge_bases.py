@@ -15,6 +15,7 @@ from docmind_ui.charts import jump_to_anchor, score_chart
 from docmind_ui.jobs_view import draw_jobs
 from docmind_ui.session import ensure_frame, select_new_kb, workbench
 from docmind_ui.kb_page import kb_of_active_job, score_3, upload_limit
+from docmind_ui.page_view import page_picker
 
 ensure_frame()
 bench = workbench()
@@ -162,6 +163,8 @@ if result is not None and hit_kb == kb_id:
         # hit testing writes no answer, so nothing is cited: the table's "kept" column says what was kept
         cards = "".join(source_card_html(n, c, "hits", cited=False) for n, c in enumerate(ranked, start=1))
         st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
+        page_picker(ranked, "", "hits", label="Show a candidate's page",
+                    page_image=lambda source, passage: bench.page_image(source.doc_id, source.page, passage))
 
 # -- sharing -----------------------------------------------------------------------
 with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):
