@@ -151,7 +151,7 @@ def assemble(pages: list[list[Fragment] | str]) -> PdfText:
             text, last = _unwrap_plain(page.strip()), None
             drop, first_join = 0, "\n\n"
         else:
-            lines = _reading_order(_drop_running(page, repeated))
+            lines = _reading_order(_drop_running(page, repeated, len(laid)))
             text = _join_lines(lines)
             last = lines[-1] if lines else None
             drop, first_join = _page_join(previous, lines[0]) if previous is not None and lines else (0, "\n\n")
@@ -196,7 +196,7 @@ def _visual_lines(fragments: list[Fragment]) -> list[list[Fragment]]:
     return merged
 
 
-_PAGE_NUMBER_RE = re.compile(r"^(?:page|p\.|seite|第)?\s*[-–—]?\s*\d{1,4}\s*(?:(?:/|of|von|共)\s*\d{1,4})?\s*"
+_PAGE_NUMBER_RE = re.compile(r"^(?:page|p\.|seite|第)?\s*[-–—]?\s*(\d{1,4})\s*(?:(?:/|of|von|共)\s*\d{1,4})?\s*"
                              r"[-–—]?\s*(?:页)?$", re.IGNORECASE)
 
 
@@ -219,13 +219,16 @@ def _running_lines(pages: list[list[list[Fragment]] | str]) -> set[str]:
     return {key for key, n in counts.items() if n >= need and key.strip("# ")}
 
 
-def _drop_running(page: list[list[Fragment]], repeated: set[str]) -> list[list[Fragment]]:
+def _drop_running(page: list[list[Fragment]], repeated: set[str], pages: int) -> list[list[Fragment]]:
+    """The page without its running headers and footers, nor a bare page number at its top or bottom (a
+    number no larger than the document's page count: "2026" alone over a one-page letter stays)."""
     edges = {id(row) for row in _edge_rows(page)}
     kept = []
     for row in page:
         if id(row) in edges:
             text = " ".join(f.text for f in row).strip()
-            if _line_key(row) in repeated or _PAGE_NUMBER_RE.match(text):
+            number = _PAGE_NUMBER_RE.match(text)
+            if _line_key(row) in repeated or (number and int(number.group(1)) <= pages + 1):
                 continue
         kept.append(row)
     return kept

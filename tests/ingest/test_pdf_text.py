@@ -90,3 +90,9 @@ def test_hyphenated_words_are_joined_but_short_lines_keep_their_break():
             _line("Next Steps", 668.0, 120.0), _line("Work starts in June.", 652.0, 180.0)]
     assert assemble([page]).text == ("The committee approved the infrastructure plan in May.\nNext Steps\n"
                                      "Work starts in June.")
+
+
+def test_a_year_alone_at_the_top_of_a_one_page_letter_is_no_page_number():
+    page = [_line("2026", 760.0, 80.0), _line("Annual letter to the shareholders.", 700.0, 250.0),
+            _line("1", 60.0, 56.0)]
+    assert assemble([page]).text == "2026\nAnnual letter to the shareholders."  # the footer "1" goes
