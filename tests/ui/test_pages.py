@@ -264,6 +264,6 @@ def test_a_new_kb_joins_the_sidebar_and_hit_testing_searches_the_page_kb(demo_ho
     datasheet = next(n for n in picker.options if "nimbus_n2_datasheet.pdf, p. 1" in str(n))
     picker.set_value(int(datasheet.split("]")[0].strip("["))).run()
     assert not at.exception, at.exception
-    shown = [i for i in at.get("imgs")] or [m.value for m in at.info]
-    assert shown and (at.get("imgs") or "pypdfium2" in shown[0]), shown
+    images, notes = at.get("image"), [m.value for m in at.info]
+    assert images or any("pypdfium2" in note for note in notes), notes
     demo_home.delete_kb(fresh.id)
