@@ -167,7 +167,8 @@ class RetrievedChunk(_Value):
     cut_by: str | None = None  # a CutBy value, None when kept
     found_by: list[str] = Field(default_factory=list)  # retrievers/tools that returned it
     location: str = ""  # where in the document: "p. 2", "rows 2–14", "Budget › Costs" (ChunkPlace.label)
-    page: int | None = None  # a PDF chunk's (first) page
+    page: int | None = None  # a PDF chunk's first page
+    page_last: int | None = None  # ... and its last (a passage across a page break)
     # The stored keyword tokens (see ChunkRecord.terms), for the reranker and MMR; not serialised.
     terms: str | None = Field(default=None, exclude=True, repr=False)
 
@@ -182,7 +183,7 @@ class RetrievedChunk(_Value):
         return cls(chunk_id=record.id, kb_id=record.kb_id, doc_id=record.doc_id, document=document,
                    text=record.text, terms=record.terms, start=record.start, end=record.end,
                    chunk_index=record.index, parent_id=record.parent_id, location=record.place.label,
-                   page=record.place.page_first, **fields)
+                   page=record.place.page_first, page_last=record.place.page_last, **fields)
 
 
 class IndexGap(_Value):

@@ -14,9 +14,9 @@ from docmind_ui.citation_html import cited_spans, citing_sentences
 
 
 def page_picker(sources: Sequence[RetrievedChunk], answer: str, key: str,
-                page_image: Callable[[RetrievedChunk, str], PageImage], label: str = "Show a cited page") -> None:
+                page_image: Callable[[RetrievedChunk, int, str], PageImage], label: str = "Show a cited page") -> None:
     """A PDF source's page as an image, the passage the answer cites from it marked (without an answer, as
-    in hit testing: the chunk's opening)."""
+    in hit testing: the chunk's opening); of a passage across a page break, the page that holds it."""
     paged = {n: s for n, s in enumerate(sources, start=1) if s.page and s.doc_id}
     if not paged:
         return
@@ -28,7 +28,9 @@ def page_picker(sources: Sequence[RetrievedChunk], answer: str, key: str,
     spans = cited_spans(source.text, citing_sentences(answer, choice)) if answer else []
     passage = source.text[spans[0][0]:spans[0][1]] if spans else source.text[:300]
     try:
-        image = page_image(source, passage)
+        image = page_image(source, source.page, passage)
+        if not image.marked and source.page_last and source.page_last != source.page:
+            image = page_image(source, source.page_last, passage)
     except DocMindError as exc:
         st.info(escape_markdown(exc))
         return

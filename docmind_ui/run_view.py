@@ -53,7 +53,7 @@ def _number(value: Any, default: float) -> float:
 
 
 def render_run(digest: RunDigest, config: Any = None, key: str = "",
-               page_image: Callable[[RetrievedChunk, str], PageImage] | None = None) -> None:
+               page_image: Callable[[RetrievedChunk, int, str], PageImage] | None = None) -> None:
     """One answer: tier badge, answer with citation chips, glance line, timeline, score chart, source cards."""
     run_key = key or digest.run_id or "run"
     web_compensated = bool(digest.done and digest.done.web_compensated) or bool(digest.web and digest.web.ran)

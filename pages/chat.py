@@ -194,9 +194,9 @@ def _history(conv_id: str) -> None:
                 render_run(_digest(found[0]), found[0].config, page_image=_page_image)
 
 
-def _page_image(source, passage: str):
-    """The cited page of a PDF source as an image (run_view's "Show a cited page")."""
-    return bench.page_image(source.doc_id, source.page, passage)
+def _page_image(source, page: int, passage: str):
+    """A page of a PDF source as an image (run_view's "Show a cited page")."""
+    return bench.page_image(source.doc_id, page, passage)
 
 
 def _stream_into(pump: RunPump) -> RunDigest:

@@ -164,7 +164,7 @@ if result is not None and hit_kb == kb_id:
         cards = "".join(source_card_html(n, c, "hits", cited=False) for n, c in enumerate(ranked, start=1))
         st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
         page_picker(ranked, "", "hits", label="Show a candidate's page",
-                    page_image=lambda source, passage: bench.page_image(source.doc_id, source.page, passage))
+                    page_image=lambda source, page, passage: bench.page_image(source.doc_id, page, passage))
 
 # -- sharing -----------------------------------------------------------------------
 with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):
