@@ -233,7 +233,7 @@ def _result(output: ToolOutput, ctx: ToolContext) -> dict:
         "kb_ids": list(ctx.run.kb_ids),
         "text": output.text,
         "chunks": [{"chunk_id": c.chunk_id, "kb_id": c.kb_id, "doc_id": c.doc_id, "document": c.document,
-                    "text": c.text, "origin": c.origin, "url": c.url,
+                    "location": c.location, "cited_as": c.cited_as, "text": c.text, "origin": c.origin, "url": c.url,
                     "score": c.scores.rerank if c.scores.rerank is not None else c.scores.fused}
                    for c in output.chunks],
     }

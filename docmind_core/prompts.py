@@ -144,7 +144,7 @@ def source_label(chunk: RetrievedChunk) -> str:
         return f"web: {title}" + (f" <{chunk.url}>" if chunk.url and chunk.url != title else "")
     if chunk.origin == "memory":
         return "memory"
-    return f"document: {chunk.document}"
+    return f"document: {chunk.cited_as}"
 
 
 def format_sources(chunks: Sequence[RetrievedChunk]) -> str:

@@ -58,6 +58,33 @@ class DocumentRecord(_Value):
     created_at: str = ""
 
 
+class ChunkPlace(_Value):
+    """Where a chunk sits in its file, as a reader finds it again: PDF pages, a heading path (DOCX, HTML,
+    Markdown) or spreadsheet rows (CSV, numbered as a spreadsheet shows them: the header is row 1)."""
+
+    page_first: int | None = None  # 1-based
+    page_last: int | None = None  # > page_first when the chunk crosses a page break
+    section: str = ""  # the headings it sits under, outermost first, joined by " › "
+    row_first: int | None = None
+    row_last: int | None = None
+
+    @property
+    def label(self) -> str:
+        """"p. 2", "pp. 2–3", "rows 2–14", "Budget › Costs" (empty when nothing is known)."""
+        if self.page_first is not None:
+            last = self.page_last or self.page_first
+            return f"p. {self.page_first}" if last == self.page_first else f"pp. {self.page_first}–{last}"
+        if self.row_first is not None:
+            last = self.row_last or self.row_first
+            return f"row {self.row_first}" if last == self.row_first else f"rows {self.row_first}–{last}"
+        return self.section
+
+
+def cited_place(document: str, location: str) -> str:
+    """A source as a citation names it: "memo.pdf, p. 2" (the document alone when its place is unknown)."""
+    return f"{document}, {location}" if location else document
+
+
 class ChunkRecord(_Value):
     """A stored child chunk (retrieval unit) or parent block (context unit)."""
 
@@ -74,6 +101,7 @@ class ChunkRecord(_Value):
     # Keyword tokens of a child chunk (``text.keyword_tokens(stem=False)``, space-separated), stored at
     # ingest so query-time scoring never re-tokenises; None for parents and rows older than migration m006.
     terms: str | None = None
+    place: ChunkPlace = Field(default_factory=ChunkPlace)  # empty for rows older than migration m017
 
 
 class IngestOutcome(_Value):
@@ -140,15 +168,24 @@ class RetrievedChunk(_Value):
     kept: bool = True
     cut_by: str | None = None  # a CutBy value, None when kept
     found_by: list[str] = Field(default_factory=list)  # retrievers/tools that returned it
+    location: str = ""  # where in the document: "p. 2", "rows 2–14", "Budget › Costs" (ChunkPlace.label)
+    page: int | None = None  # a PDF chunk's first page
+    page_last: int | None = None  # ... and its last (a passage across a page break)
     # The stored keyword tokens (see ChunkRecord.terms), for the reranker and MMR; not serialised.
     terms: str | None = Field(default=None, exclude=True, repr=False)
+
+    @property
+    def cited_as(self) -> str:
+        """"memo.pdf, p. 2": the document and the place in it."""
+        return cited_place(self.document, self.location)
 
     @classmethod
     def from_record(cls, record: ChunkRecord, document: str, **fields) -> "RetrievedChunk":
         """A stored chunk as retrieval evidence; its stored tokens travel with its text."""
         return cls(chunk_id=record.id, kb_id=record.kb_id, doc_id=record.doc_id, document=document,
                    text=record.text, terms=record.terms, start=record.start, end=record.end,
-                   chunk_index=record.index, parent_id=record.parent_id, **fields)
+                   chunk_index=record.index, parent_id=record.parent_id, location=record.place.label,
+                   page=record.place.page_first, page_last=record.place.page_last, **fields)
 
 
 class IndexGap(_Value):
@@ -379,6 +416,7 @@ class UsedSource(_Value):
     index: int
     chunk_id: str
     document: str
+    location: str = ""  # "p. 2" (RetrievedChunk.location)
     origin: Origin = "kb"
     inferred: bool = False  # used only by inferred citations, never cited by the model
 

@@ -44,6 +44,7 @@ from docmind_core.accounts.apikeys import ApiKey
 from docmind_core.reports.compare import RunComparison
 from docmind_core.reports.run_summary import answer_lead_markdown
 from docmind_core.errors import AccessDenied, CallerError, ConfigError, DocMindError, NotFound
+from docmind_core.ingest.page_image import PageImage, render_page
 from docmind_core.events import Event
 from docmind_core.experiments.datasets import Dataset, DatasetItem, DatasetStore, RunLabel
 from docmind_core.experiments.experiment_store import ExperimentStore
@@ -330,6 +331,15 @@ class Workbench:
     def document_chunks(self, doc_id: int, parents: bool = False) -> list[ChunkRecord]:
         self._readable_document(doc_id)
         return self._engine.store.chunks_for_document(doc_id, parents=parents)
+
+    def page_image(self, doc_id: int, page: int, span: str = "") -> PageImage:
+        """Page ``page`` of a readable PDF document as an image, ``span`` (a cited passage) marked on it."""
+        doc = self._readable_document(doc_id)
+        data = self._engine.store.document_file(doc_id) if doc.status in ("complete", "embedding") else None
+        if data is None:
+            raise NotFound(f"{doc.name}: no page images (not a PDF, or ingested before they were kept: "
+                           f"ingest it again)")
+        return render_page(data, page, span, name=doc.name)
 
     def delete_document(self, doc_id: int) -> None:
         doc = self._readable_document(doc_id)

@@ -245,7 +245,7 @@ def source_card_html(n: int, source: RetrievedChunk, run_id: str = "run", answer
     return (
         f'<div class="{classes}" id="{anchor_id(run_id, n)}">'
         f'<div class="dm-source-head"><span class="dm-source-n">[{n}]</span> '
-        f'<span class="dm-source-doc">{escape_html(source.document)}</span> '
+        f'<span class="dm-source-doc">{escape_html(source.cited_as)}</span> '
         f'<span class="dm-tag dm-tag-{origin}">{origin_label}</span>{expanded}{link}</div>'
         f'<div class="dm-scores">{_score("vector", s.vector)}{_score("keyword", s.keyword, 2)}'
         f'{_score("fused", s.fused)}{_score("rerank", s.rerank)}</div>'

@@ -6,14 +6,16 @@ same event list, so a replay looks exactly like the answer did in the chat.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
 from docmind_core.errors import ConfigError
 from docmind_core.reports.compare import RunComparison, compare_runs
 from docmind_ui.citation_html import anchor_id, citation_html, source_card_html
-from docmind_core.values import IndexGap, PendingIngest
+from docmind_ui.page_view import page_picker
+from docmind_core.ingest.page_image import PageImage
+from docmind_core.values import IndexGap, PendingIngest, RetrievedChunk
 from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.settings import Settings, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest, timeline
@@ -45,9 +47,10 @@ def thresholds(config: Any = None) -> tuple[float, float]:
     return grader.high_threshold, grader.low_threshold
 
 
-def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
+def render_run(digest: RunDigest, config: Any = None, key: str = "",
+               page_image: Callable[[RetrievedChunk, int, str], PageImage] | None = None) -> None:
     """One answer: its verdict, DocMind's notices, the answer with citation chips, the evidence grade, glance line,
-    timeline, score chart, source cards."""
+    timeline, score chart, source cards (and a cited PDF page as an image)."""
     run_key = key or digest.run_id or "run"
     web_compensated = bool(digest.done and digest.done.web_compensated) or bool(digest.web and digest.web.ran)
     with st.container(key=f"run-{run_key}"):
@@ -93,6 +96,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
                             for i, s in enumerate(digest.sources, start=1))
             st.markdown(f"**Sources** ({len(digest.sources)})")
             st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
+            if page_image is not None:
+                page_picker(digest.sources, digest.answer, run_key, page_image)
 
 
 def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a: str = "A",

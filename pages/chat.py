@@ -191,7 +191,12 @@ def _history(conv_id: str) -> None:
                     first, second = second, first
                 render_pair(first.events, second.events, first.config, second.config, key=first.meta.pair_id)
             else:
-                render_run(_digest(found[0]), found[0].config)
+                render_run(_digest(found[0]), found[0].config, page_image=_page_image)
+
+
+def _page_image(source, page: int, passage: str):
+    """A page of a PDF source as an image (run_view's "Show a cited page")."""
+    return bench.page_image(source.doc_id, page, passage)
 
 
 def _stream_into(pump: RunPump) -> RunDigest:
@@ -280,7 +285,7 @@ def _show(active: ActiveRun) -> None:
             if active.mode == SIDE_BY_SIDE:
                 render_pair(active.pumps[0].events, active.pumps[1].events, settings, settings, key=active.pair_id)
             else:
-                render_run(RunDigest.from_events(active.pumps[0].events), settings)
+                render_run(RunDigest.from_events(active.pumps[0].events), settings, page_image=_page_image)
     st.session_state.pop(ACTIVE_KEY, None)
 
 

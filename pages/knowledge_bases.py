@@ -15,6 +15,7 @@ from docmind_ui.charts import jump_to_anchor, score_chart
 from docmind_ui.jobs_view import draw_jobs
 from docmind_ui.session import ensure_frame, select_new_kb, workbench
 from docmind_ui.kb_page import kb_of_active_job, score_3, upload_limit
+from docmind_ui.page_view import page_picker
 
 ensure_frame()
 bench = workbench()
@@ -105,8 +106,9 @@ else:
     for tab, parents in ((child_tab, False), (parent_tab, True)):
         with tab:
             chunks = bench.document_chunks(doc_id, parents=parents)
-            st.dataframe(pd.DataFrame(visible_rows([{"#": c.index, "tokens": c.token_count, "start": c.start,
-                                                     "end": c.end, "text": c.text} for c in chunks])), hide_index=True,
+            st.dataframe(pd.DataFrame(visible_rows([{"#": c.index, "where": c.place.label, "tokens": c.token_count,
+                                                     "start": c.start, "end": c.end, "text": c.text}
+                                                    for c in chunks])), hide_index=True,
                          key=f"dm_chunks_{int(parents)}")
     if may_manage and st.button("Delete this document", icon=":material/delete:"):
         try:
@@ -149,7 +151,8 @@ if result is not None and hit_kb == kb_id:
                             config={"displayModeBar": False, "responsive": True})
     jump_to_anchor(chart)
     st.dataframe(pd.DataFrame(visible_rows([{
-        "document": c.document, "kept": c.kept, "cut by": c.cut_by or "", "vector": score_3(c.scores.vector),
+        "document": c.document, "where": c.location, "kept": c.kept, "cut by": c.cut_by or "",
+        "vector": score_3(c.scores.vector),
         "vector rank": c.scores.vector_rank, "keyword": score_3(c.scores.keyword),
         "keyword rank": c.scores.keyword_rank, "fused": score_3(c.scores.fused),
         "rerank": score_3(c.scores.rerank), "mmr": score_3(c.scores.mmr),
@@ -160,6 +163,8 @@ if result is not None and hit_kb == kb_id:
         # hit testing writes no answer, so nothing is cited: the table's "kept" column says what was kept
         cards = "".join(source_card_html(n, c, "hits", cited=False) for n, c in enumerate(ranked, start=1))
         st.markdown(f'<div class="dm-sources">{cards}</div>', unsafe_allow_html=True)
+        page_picker(ranked, "", "hits", label="Show a candidate's page",
+                    page_image=lambda source, page, passage: bench.page_image(source.doc_id, page, passage))
 
 # -- sharing -----------------------------------------------------------------------
 with st.expander(f"Sharing: {VISIBILITY_LABELS[kb.visibility]}"):

@@ -120,3 +120,12 @@ def test_choose_template():
     assert choose_template(grade(Tier.LOW), SOURCES) == "low_confidence"
     assert choose_template(grade(Tier.LOW), []) == "fallback"
     assert choose_template(grade(Tier.HIGH), []) == "fallback"
+
+
+def test_a_source_is_named_with_its_place_in_the_prompt():
+    from docmind_core.prompts import source_label
+    from docmind_core.values import RetrievedChunk
+
+    chunk = RetrievedChunk(chunk_id="c", document="memo.pdf", location="p. 2", text="The budget is 412,000 EUR.")
+    assert source_label(chunk) == "document: memo.pdf, p. 2"
+    assert source_label(chunk.model_copy(update={"location": ""})) == "document: memo.pdf"

@@ -124,7 +124,7 @@ def with_claims(citations: CitationResult, answer: str, claims: Sequence[ClaimCh
         if o.valid and o.index not in used and 1 <= o.index <= len(sources):
             chunk = sources[o.index - 1]
             used[o.index] = UsedSource(index=o.index, chunk_id=chunk.chunk_id, document=chunk.document,
-                                       origin=chunk.origin)
+                                       location=chunk.location, origin=chunk.origin)
     inferred = 0
     for claim in claims:
         if claim.status != "supported" or claim.cited or claim.source_index is None:
@@ -138,7 +138,8 @@ def with_claims(citations: CitationResult, answer: str, claims: Sequence[ClaimCh
         if claim.source_index not in used:
             chunk = sources[claim.source_index - 1]
             used[claim.source_index] = UsedSource(index=claim.source_index, chunk_id=chunk.chunk_id,
-                                                  document=chunk.document, origin=chunk.origin, inferred=True)
+                                                  document=chunk.document, location=chunk.location,
+                                                  origin=chunk.origin, inferred=True)
     occurrences.sort(key=lambda o: o.char_start)  # stable: the model's markers keep their order
     counts = claim_counts(claims)
     substantive = len(claims)

@@ -39,6 +39,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from docmind_core.values import ClaimCheck, ClaimStatus, RetrievedChunk
+from docmind_core.text.table_rows import parse_row_statement
 from docmind_core.text.tokens import (
     CITATION_MARKER_RE as MARKER_RE,
     ENGLISH_STOP_WORDS,
@@ -319,7 +320,11 @@ def _pipe_cells(line: str) -> list[str] | None:
 
 
 def _kv_row(line: str) -> tuple[list[str], list[str]] | None:
-    """A "column: value; column: value." line (how CSV rows are ingested): its column names and values."""
+    """A "column: value · column: value" line (how table rows are ingested, text/table_rows.py), or the older
+    "column: value; column: value." form: its column names and values."""
+    statement = parse_row_statement(line)
+    if statement is not None:
+        return statement
     parts = [p for p in re.split(r"[;；]\s*", line.strip().rstrip("。.")) if p.strip()]
     if len(parts) < 2:
         return None

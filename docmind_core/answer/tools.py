@@ -582,7 +582,7 @@ def _describe(chunks: Sequence[RetrievedChunk]) -> str:
         return "No results."
     lines = []
     for i, c in enumerate(chunks, 1):
-        where = f"web: {c.url or c.document}" if c.origin == "web" else c.document
+        where = f"web: {c.url or c.document}" if c.origin == "web" else c.cited_as
         snippet = truncate_to_tokens(" ".join(c.text.split()), _SNIPPET_TOKENS)
         lines.append(f"[{i}] ({where}) {snippet}")
     return "\n".join(lines)

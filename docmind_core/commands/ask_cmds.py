@@ -13,6 +13,7 @@ from docmind_core.commands import (
 )
 from docmind_core.errors import CallerError
 from docmind_core.events import Done, Notice, Token
+from docmind_core.values import cited_place
 from docmind_core.reports.run_summary import summarise, timeline_lines
 from docmind_core.settings import coerce, key_specs
 
@@ -88,7 +89,7 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
         for src in summary.sources:
             rerank = src.scores.get("rerank")
             label = "web" if src.origin == "web" else src.origin
-            echo(f"  [{src.index}] {src.document} ({label}, rerank {_fmt(rerank)})"
+            echo(f"  [{src.index}] {cited_place(src.document, src.location)} ({label}, rerank {_fmt(rerank)})"
                  f"{'  ' + src.url if src.url else ''}", single_line=True)
     if timeline:
         echo("\nTimeline:")

@@ -36,7 +36,7 @@ def _print_search(result) -> None:
         text = " ".join(c.text.split())[:70]
         echo(f"{n:>2} {(c.cut_by or 'kept'):<7} {_fmt(s.vector):>7} {_fmt(s.vector_rank):>3} "
              f"{_fmt(s.keyword, 2):>7} {_fmt(s.keyword_rank):>3} {_fmt(s.fused):>6} {_fmt(s.rerank):>6} "
-             f"{_fmt(s.mmr):>6}  {c.document}{' [expanded]' if c.expanded else ''}"
+             f"{_fmt(s.mmr):>6}  {c.cited_as}{' [expanded]' if c.expanded else ''}"
              f"{' [across languages]' if s.rerank_across else ''}: {text}", single_line=True)
 
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from docmind_core.values import ChunkRecord
+from docmind_core.ingest.places import PlaceReader
+from docmind_core.values import ChunkPlace, ChunkRecord
 from docmind_core.text.tokens import NONBLANK_RE, SentenceScanner, count_tokens, iter_token_spans
 
 _HEADING_RE = re.compile(r"#{1,6}\s")
@@ -38,11 +39,12 @@ class TextChunk:
     start: int
     end: int
     terms: str | None = None  # keyword tokens (see ChunkRecord.terms); set by the Ingestor for children
+    place: ChunkPlace = field(default_factory=ChunkPlace)  # pages, heading path or rows (given a PlaceReader)
 
     def to_record(self, kb_id: int, doc_id: int) -> ChunkRecord:
         return ChunkRecord(id=self.id, kb_id=kb_id, doc_id=doc_id, index=self.index, is_parent=self.is_parent,
                            parent_id=self.parent_id, text=self.text, token_count=self.token_count,
-                           start=self.start, end=self.end, terms=self.terms)
+                           start=self.start, end=self.end, terms=self.terms, place=self.place)
 
 
 @dataclass(frozen=True)
@@ -59,24 +61,26 @@ def chunk_id(kb_id: int, doc_name: str, kind: str, start: int, end: int, text: s
 
 
 def chunk_document(kb_id: int, doc_name: str, text: str, child_tokens: int, overlap: int,
-                   parent_tokens: int) -> tuple[list[TextChunk], list[TextChunk]]:
-    """Cut ``text`` into (parents, children); offsets index into ``text``."""
+                   parent_tokens: int, places: PlaceReader | None = None) -> tuple[list[TextChunk], list[TextChunk]]:
+    """Cut ``text`` into (parents, children); offsets index into ``text``; ``places`` says where each one sits."""
     parents: list[TextChunk] = []
     children: list[TextChunk] = []
-    for parent, kids in iter_chunk_blocks(kb_id, doc_name, text, child_tokens, overlap, parent_tokens):
+    for parent, kids in iter_chunk_blocks(kb_id, doc_name, text, child_tokens, overlap, parent_tokens, places):
         parents.append(parent)
         children.extend(kids)
     return parents, children
 
 
 def iter_chunk_blocks(kb_id: int, doc_name: str, text: str, child_tokens: int, overlap: int,
-                      parent_tokens: int) -> Iterator[tuple[TextChunk, list[TextChunk]]]:
+                      parent_tokens: int, places: PlaceReader | None = None
+                      ) -> Iterator[tuple[TextChunk, list[TextChunk]]]:
     """:func:`chunk_document` one parent block at a time, with that block's children."""
-    return iter_stream_blocks(kb_id, doc_name, [text], child_tokens, overlap, parent_tokens)
+    return iter_stream_blocks(kb_id, doc_name, [text], child_tokens, overlap, parent_tokens, places)
 
 
 def iter_stream_blocks(kb_id: int, doc_name: str, pieces: Iterable[str], child_tokens: int, overlap: int,
-                       parent_tokens: int) -> Iterator[tuple[TextChunk, list[TextChunk]]]:
+                       parent_tokens: int, places: PlaceReader | None = None
+                       ) -> Iterator[tuple[TextChunk, list[TextChunk]]]:
     """The blocks of the text ``"".join(pieces)``, reading the pieces as they are needed.
 
     Only the current block and the text not yet cut are held, so a document of any size is chunked in
@@ -88,9 +92,10 @@ def iter_stream_blocks(kb_id: int, doc_name: str, pieces: Iterable[str], child_t
     parent_tokens = max(parent_tokens, child_tokens)
     units = _UnitStream(pieces, child_tokens)
     parent_count = child_count = 0
-    for group in _parent_groups(units, parent_tokens):
+    page_at = places.page_at if places is not None and places.kind == "pages" else None
+    for group in _parent_groups(units, parent_tokens, page_at):
         parent = _make_chunk(kb_id, doc_name, units.slice, "parent", group[0].start, group[-1].end,
-                             parent_count, None)
+                             parent_count, None, places)
         units.release(group[-1].end)
         if parent is None:
             continue
@@ -98,7 +103,7 @@ def iter_stream_blocks(kb_id: int, doc_name: str, pieces: Iterable[str], child_t
         kids: list[TextChunk] = []
         for first, last in _child_windows(group, child_tokens, overlap):
             child = _make_chunk(kb_id, doc_name, units.slice, "child", group[first].start, group[last].end,
-                                child_count, parent.id)
+                                child_count, parent.id, places)
             if child is not None:
                 kids.append(child)
                 child_count += 1
@@ -106,7 +111,9 @@ def iter_stream_blocks(kb_id: int, doc_name: str, pieces: Iterable[str], child_t
 
 
 def _make_chunk(kb_id: int, doc_name: str, text_between: Callable[[int, int], str], kind: str, start: int,
-                end: int, index: int, parent_id: str | None) -> TextChunk | None:
+                end: int, index: int, parent_id: str | None, places: PlaceReader | None) -> TextChunk | None:
+    if places is not None and kind == "parent":
+        places.read_block(text_between, end)  # the parent comes first, so its children are inside what it read
     piece = text_between(start, end)
     stripped = piece.strip()
     if not stripped:
@@ -115,7 +122,8 @@ def _make_chunk(kb_id: int, doc_name: str, text_between: Callable[[int, int], st
     end = start + len(stripped)
     return TextChunk(id=chunk_id(kb_id, doc_name, kind, start, end, stripped), index=index,
                      is_parent=kind == "parent", parent_id=parent_id, text=stripped,
-                     token_count=count_tokens(stripped), start=start, end=end)
+                     token_count=count_tokens(stripped), start=start, end=end,
+                     place=places.place(start, end) if places is not None else ChunkPlace())
 
 
 @dataclass
@@ -215,13 +223,17 @@ class _UnitStream:
             yield _Unit(cut.piece_start, end, cut.used, cut.heading and cut.first)
 
 
-def _parent_groups(units: Iterable[_Unit], parent_tokens: int) -> Iterator[list[_Unit]]:
+def _parent_groups(units: Iterable[_Unit], parent_tokens: int,
+                   page_at: Callable[[int], int] | None = None) -> Iterator[list[_Unit]]:
     current: list[_Unit] = []
     used = 0
     for unit in units:
         # A heading opens a new block, unless the block so far holds only headings (a title over a section).
         starts_section = unit.heading and any(not u.heading for u in current)
-        if current and (used + unit.tokens > parent_tokens or starts_section):
+        # So does a new page (a sentence across the break stays in the block it starts in): a citation
+        # then names one page, or two when its passage crosses a break.
+        starts_page = page_at is not None and current and page_at(unit.start) != page_at(current[0].start)
+        if current and (used + unit.tokens > parent_tokens or starts_section or starts_page):
             yield current
             current, used = [], 0
         current.append(unit)

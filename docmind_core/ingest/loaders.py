@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from docmind_core.errors import IngestError
+from docmind_core.ingest.pdf_text import read_pdf
+from docmind_core.ingest.tables import docx_table_text, markdown_tables, replace_html_tables
+from docmind_core.text.table_rows import row_statement
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -39,6 +42,7 @@ SUPPORTED_EXTENSIONS = tuple(MIME_TYPES)
 class LoadedDocument:
     text: str
     mime: str
+    page_starts: tuple[int, ...] = ()  # a PDF: the offset in ``text`` where each page begins
 
 
 def mime_for(path: Path | str) -> str:
@@ -65,11 +69,15 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
         raise IngestError(f"{name}: the file is empty")
     if ext == ".docx":
         _check_unpacked_size(name, data, max_bytes)
-    text = parser(name, data)
-    text = _tidy(text)
+    page_starts: tuple[int, ...] = ()
+    if ext == ".pdf":  # its text comes tidy, with the offsets of its pages (tidying would move them)
+        read = read_pdf(name, data)
+        text, page_starts = read.text, read.page_starts
+    else:
+        text = _tidy(parser(name, data))
     if not text.strip():
         raise IngestError(f"{name}: no text could be extracted (scanned images or an empty document?)")
-    return LoadedDocument(text=text, mime=MIME_TYPES[ext])
+    return LoadedDocument(text=text, mime=MIME_TYPES[ext], page_starts=page_starts)
 
 
 def read_limited(path: Path, max_bytes: int, name: str) -> bytes:
@@ -361,6 +369,10 @@ def _parse_text(name: str, data: bytes) -> str:
     return decode_text(name, data)
 
 
+def _parse_markdown(name: str, data: bytes) -> str:
+    return markdown_tables(decode_text(name, data))  # a pipe table: one statement per row
+
+
 def _parse_html(name: str, data: bytes) -> str:
     from bs4 import BeautifulSoup
 
@@ -368,6 +380,7 @@ def _parse_html(name: str, data: bytes) -> str:
     title = soup.title.get_text(strip=True) if soup.title else ""
     for tag in soup(["script", "style", "noscript", "template", "head"]):
         tag.decompose()
+    replace_html_tables(soup)  # before the line breaks below: a table becomes one statement per row
     # Block elements end with a newline so sentences and headings stay apart.
     for block in soup.find_all(["p", "div", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6",
                                 "section", "article", "table", "pre", "blockquote"]):
@@ -385,41 +398,7 @@ def _parse_html(name: str, data: bytes) -> str:
 
 
 def _parse_pdf(name: str, data: bytes) -> str:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    if not data.lstrip().startswith(b"%PDF"):
-        raise IngestError(f"{name}: not a valid PDF (the file does not start with %PDF)")
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            try:
-                reader.decrypt("")
-            except Exception:
-                raise IngestError(f"{name}: the PDF is password-protected") from None
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except IngestError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
-        raise IngestError(f"{name}: corrupt or unreadable PDF ({exc})") from None
-    except Exception as exc:  # pypdf raises many internal types on damaged files
-        raise IngestError(f"{name}: corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from None
-    return "\n\n".join(_unwrap_lines(p.strip()) for p in pages if p.strip())
-
-
-_SOFT_WRAP_EN = re.compile(r"(?<=[A-Za-z0-9,;)])[ \t]*\n(?=[a-z(])")
-_SOFT_WRAP_ZH = re.compile(r"(?<=[\u4e00-\u9fff，、])[ \t]*\n(?=[\u4e00-\u9fff])")
-
-
-def _unwrap_lines(text: str) -> str:
-    """Join lines that the PDF layout wrapped mid-sentence, so sentence splitting sees whole sentences.
-
-    A break is kept when the next line starts with a capital (a heading or a
-    new sentence) or the line ends with sentence punctuation.
-    """
-    text = re.sub(r"(?<=[a-z])-\n(?=[a-z])", "", text)  # hyphenated word split across lines
-    text = _SOFT_WRAP_EN.sub(" ", text)
-    return _SOFT_WRAP_ZH.sub("", text)
+    return read_pdf(name, data).text  # load_document also keeps its page offsets (pdf_text.read_pdf)
 
 
 def _check_unpacked_size(name: str, data: bytes, max_bytes: int) -> None:
@@ -442,6 +421,7 @@ def _parse_docx(name: str, data: bytes) -> str:
 
     try:
         import docx
+        from docx.table import Table
 
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
@@ -449,20 +429,22 @@ def _parse_docx(name: str, data: bytes) -> str:
     except Exception as exc:
         raise IngestError(f"{name}: corrupt or unreadable DOCX ({type(exc).__name__}: {exc})") from None
     lines: list[str] = []
-    for para in document.paragraphs:
-        text = para.text.strip()
+    for block in document.iter_inner_content():  # paragraphs and tables in the order they stand
+        if isinstance(block, Table):
+            table = docx_table_text(block)
+            if table:
+                lines.append(table)
+            continue
+        text = block.text.strip()
         if not text:
             continue
-        style = (para.style.name if para.style is not None else "") or ""
+        style = (block.style.name if block.style is not None else "") or ""
         match = re.match(r"Heading (\d)", style)
         if match:
             text = "#" * int(match.group(1)) + " " + text
         elif style == "Title":
             text = "# " + text
         lines.append(text)
-    for table in document.tables:
-        for row in table.rows:
-            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
     return "\n\n".join(lines)
 
 
@@ -498,19 +480,15 @@ def _csv_rows(reader, name: str) -> Iterator[list[str]]:
 
 
 def _csv_line(header: list[str], row: list[str]) -> str:
-    """One line per row with its column names, so a row read alone still says what its values are; a row
-    longer than the header keeps its extra values under "column N"."""
-    return "; ".join(f"{_column(header, i)}: {v.strip()}" for i, v in enumerate(row) if v.strip()) + "."
-
-
-def _column(header: list[str], index: int) -> str:
-    return header[index].strip() if index < len(header) else f"column {index + 1}"
+    """One line per row with its column names ("product: Aurora · price: 1200"), so a row read alone still
+    says what its values are; a row longer than the header keeps its extra values under "column N"."""
+    return row_statement(header, row)
 
 
 _PARSERS: dict[str, Callable[[str, bytes], str]] = {
     ".txt": _parse_text,
-    ".md": _parse_text,
-    ".markdown": _parse_text,
+    ".md": _parse_markdown,
+    ".markdown": _parse_markdown,
     ".html": _parse_html,
     ".htm": _parse_html,
     ".pdf": _parse_pdf,

@@ -50,6 +50,7 @@ from docmind_core.ingest.chunking import chunk_document
 from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import Lease, LeaseBook
 from docmind_core.ingest.loaders import STREAMED_EXTENSIONS, load_document, mime_for, open_text_file, too_large
+from docmind_core.ingest.places import PlaceReader, place_kind
 from docmind_core.ingest.prepared import (
     FileReporter, PreparedFile, ProgressCallback, check_cancel, describe_failure, file_outcome,
 )
@@ -213,19 +214,24 @@ class Ingestor:
                 data = read_bytes(source.path, max_bytes=max_bytes, name=source.name)
                 digest, size = hashlib.sha256(data).hexdigest(), len(data)
             existing = self.store.find_document(kb.id, source.name)
-            if existing is not None and existing.status == "complete" and existing.content_hash == digest:
+            if existing is not None and existing.status == "complete" and existing.content_hash == digest \
+                    and not self.store.lacks_places(existing.id):  # stored before pages were kept: read anew
                 reporter("skipped", 1.0, "unchanged")
                 return file_outcome(source, started, "unchanged", doc_id=existing.id, chunks=existing.chunk_count)
             if existing is not None and existing.status == "embedding" and existing.content_hash == digest:
                 resumed = self._resume(existing, source, reporter, started, lease)
                 if resumed is not None:
                     return resumed
+            page_starts: tuple[int, ...] = ()
+            original: bytes | None = None
             if opened is not None:
                 pieces, mime = opened.pieces, opened.mime
             else:
                 loaded = load_document(source.path, data=data, max_bytes=max_bytes, name=source.name)
+                original = data if loaded.mime == "application/pdf" else None  # its pages are shown as images
                 del data  # the text is what is kept from here on
                 pieces, mime = functools.partial(iter, [loaded.text]), loaded.mime
+                page_starts = loaded.page_starts
             reporter("chunking", 0.1)
             tokens = chars = 0
             for piece in pieces():
@@ -238,10 +244,12 @@ class Ingestor:
             if estimate > STREAM_MIN_CHUNKS:
                 return PreparedFile(source=source, reporter=reporter, started=started, digest=digest, size=size,
                                  text="", mime=mime, parents=[], children=[], existing=existing,
-                                 prepare_seconds=time.perf_counter() - started, pieces=pieces, chars=chars)
+                                 prepare_seconds=time.perf_counter() - started, pieces=pieces, chars=chars,
+                                 original=original, page_starts=page_starts)
             text = "".join(pieces())
             parents, children = chunk_document(kb.id, source.name, text, settings.rag.chunk_tokens,
-                                               settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens)
+                                               settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens,
+                                               PlaceReader(place_kind(mime), page_starts))
             if not children:
                 raise IngestError(f"{source.name}: no text could be extracted")
             # Tokenised once (part of "chunking"), outside the write lock; the keyword index
@@ -265,7 +273,7 @@ class Ingestor:
             return file_outcome(source, started, "failed", error=message)
         return PreparedFile(source=source, reporter=reporter, started=started, digest=digest, size=size,
                          text=text, mime=mime, parents=parents, children=children,
-                         existing=existing, prepare_seconds=time.perf_counter() - started)
+                         existing=existing, prepare_seconds=time.perf_counter() - started, original=original)
 
     def _resume(self, existing, source: SourceFile, reporter: FileReporter, started: float,
                 lease: Lease) -> PreparedFile | None:
@@ -315,6 +323,9 @@ class Ingestor:
         if doc.existing is not None:  # an old version: a clean slate (its vectors too, so none meets a query)
             self.writer.purge(kb.id, doc.doc_id)
         self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in doc.parents + doc.children])
+        if doc.original is not None:
+            self.store.keep_file(doc.doc_id, doc.original)
+            doc.original = None
         self.keyword_index.add([IndexedChunk(c.id, kb.id, doc.doc_id, c.text, c.terms) for c in doc.children])
         doc.written_chunks = len(doc.children)
         if not self.store.open_for_search(doc.doc_id, lease.id):

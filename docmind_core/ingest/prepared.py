@@ -44,6 +44,8 @@ class PreparedFile:
     chars: int = 0  # its length
     written_chunks: int = 0  # child chunks written (its chunks in memory are dropped once written)
     resumed: bool = False  # an ``embedding`` document of a stopped run, taken over as it is
+    original: bytes | None = None  # a PDF's bytes, kept with the document for page images (then dropped here)
+    page_starts: tuple[int, ...] = ()  # a PDF: where each page begins in its text (for a streamed one's places)
 
     @property
     def chunk_count(self) -> int:

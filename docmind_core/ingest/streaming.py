@@ -19,6 +19,7 @@ from docmind_core.errors import IngestError
 from docmind_core.ingest.chunking import TextChunk, iter_stream_blocks
 from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import Lease, LeaseBook
+from docmind_core.ingest.places import PlaceReader, place_kind
 from docmind_core.ingest.prepared import PreparedFile, check_cancel
 from docmind_core.values import KnowledgeBase
 from docmind_core.settings import Settings
@@ -61,10 +62,14 @@ class StreamedWriter:
         if retry or doc.existing is not None:
             self.writer.purge(kb.id, doc.doc_id)
         self.store.store_spooled_text(doc.doc_id, keep=False)  # whatever a failed attempt left
+        if doc.original is not None:  # a large PDF: its pages are shown as images too
+            self.store.keep_file(doc.doc_id, doc.original)
+            doc.original = None
         written = 0
         try:
             for parents, children, end, text in _prefetched(
-                    _batches(kb.id, doc.source.name, doc.pieces(), settings), depth=2, stop=cancel):
+                    _batches(kb.id, doc.source.name, doc.pieces(), settings, PlaceReader(place_kind(doc.mime), doc.page_starts)),
+                    depth=2, stop=cancel):
                 check_cancel(cancel)
                 self.store.spool_document_text(doc.doc_id, text)
                 self.store.add_chunks([c.to_record(kb.id, doc.doc_id) for c in parents + children])
@@ -87,8 +92,8 @@ class StreamedWriter:
                               f"written (no heartbeat from this one for {self.leases.stale_after_s:.0f} s?)")
 
 
-def _batches(kb_id: int, name: str, pieces: Iterable[str],
-             settings: Settings) -> Iterator[tuple[list[TextChunk], list[TextChunk], int, list[str]]]:
+def _batches(kb_id: int, name: str, pieces: Iterable[str], settings: Settings,
+             places: PlaceReader | None = None) -> Iterator[tuple[list[TextChunk], list[TextChunk], int, list[str]]]:
     """(parents, children with their keyword terms, end offset, the text read since the previous batch) of
     about one encoder batch each; the texts of all batches join to the whole text."""
     taken: list[str] = []
@@ -102,7 +107,7 @@ def _batches(kb_id: int, name: str, pieces: Iterable[str],
     children: list[TextChunk] = []
     end = 0
     for parent, kids in iter_stream_blocks(kb_id, name, read(), settings.rag.chunk_tokens,
-                                           settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens):
+                                           settings.rag.chunk_overlap_tokens, settings.rag.parent_tokens, places):
         parents.append(parent)
         children.extend(replace(c, terms=stored_terms(c.text)) for c in kids)
         end = parent.end

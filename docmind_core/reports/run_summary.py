@@ -21,6 +21,7 @@ class SourceSummary(BaseModel):
     index: int
     chunk_id: str
     document: str
+    location: str = ""  # "p. 2", "rows 2–14", a heading path (RetrievedChunk.location)
     text: str
     origin: str
     url: str = ""
@@ -93,7 +94,8 @@ def summary_of(digest: RunDigest) -> RunSummary:
         tool_calls=[{"name": c.name, "args": c.args, "status": c.status, "result_count": c.result_count,
                      "repaired_from": c.repaired_from} for c in digest.tool_calls],
         rounds=digest.rounds, tier=digest.tier, web_compensated=digest.web_compensated,
-        sources=[SourceSummary(index=i, chunk_id=c.chunk_id, document=c.document, text=c.text, origin=c.origin,
+        sources=[SourceSummary(index=i, chunk_id=c.chunk_id, document=c.document, location=c.location,
+                               text=c.text, origin=c.origin,
                                url=c.url, scores=c.scores.model_dump())
                  for i, c in enumerate(digest.sources, start=1)],
         stop_reason=digest.stop_reason, stop_reason_words=describe_reason(digest.stop_reason),

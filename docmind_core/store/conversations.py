@@ -208,5 +208,5 @@ def _source_line(index: int, chunk: RetrievedChunk) -> str:
     elif chunk.origin == "memory":
         where = "memory"
     else:
-        where = chunk.document
+        where = chunk.cited_as  # "memo.pdf, p. 2"
     return f"{index}. **{where}** — {excerpt}"

@@ -548,3 +548,28 @@ def m016_ingest_embedding_pace(db: sqlite_utils.Database) -> None:
     for column in ("embed_total INTEGER NOT NULL DEFAULT 0", "embed_done INTEGER NOT NULL DEFAULT 0",
                    "embed_started_at REAL", "embed_updated_at REAL"):
         db.execute(f"ALTER TABLE ingest_jobs ADD COLUMN {column}")
+
+
+@migration
+def m017_chunk_places(db: sqlite_utils.Database) -> None:
+    # Where each chunk sits in its file (values.ChunkPlace), so a citation says "memo.pdf, p. 2": its PDF
+    # pages (first and last: a chunk may cross a page break), its heading path, or its CSV rows.  NULL and
+    # '' for chunks stored before (a re-ingest of the file fills them).
+    for column in ("page_first INTEGER", "page_last INTEGER", "section TEXT NOT NULL DEFAULT ''",
+                   "row_first INTEGER", "row_last INTEGER"):
+        db.execute(f"ALTER TABLE chunks ADD COLUMN {column}")
+
+
+@migration
+def m018_document_files(db: sqlite_utils.Database) -> None:
+    # The bytes of each ingested PDF, so a source card can show the cited page as an image (an uploaded
+    # file's copy is removed once it is ingested).  Removed with the document's chunks and with the document.
+    _run_script(
+        db,
+        """
+        CREATE TABLE document_files (
+            doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+            data BLOB NOT NULL
+        );
+        """,
+    )

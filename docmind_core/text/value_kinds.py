@@ -127,6 +127,8 @@ _SYNONYM_GROUPS = (
     ("founded", "establish", "成立"),
     ("temperature", "温度"),
     ("discount", "折扣", "优惠"),
+    ("lead", "led", "head", "headed", "负责", "负责人", "领导", "牵头"),  # "who leads it?" / "is led by"
+    ("budget", "预算"),
 )
 
 

@@ -484,7 +484,8 @@ class DemoModel:
         last = body["messages"][-1]["content"]
         if body.get("stream"):
             prompt = "\n".join(str(m.get("content")) for m in body["messages"])
-            cited = next((n for n in range(1, 20) if f"[{n}] (document: {N2_DATASHEET})" in prompt), 1)
+            # "(document: nimbus_n2_datasheet.pdf, p. 1)": the source is named with its page
+            cited = next((n for n in range(1, 20) if f"[{n}] (document: {N2_DATASHEET}" in prompt), 1)
             return text(self.answer.format(n=cited))
         if "Do these passages state the answer" in last:
             return self.evidence

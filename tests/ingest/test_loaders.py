@@ -96,13 +96,13 @@ def test_docx_with_heading_and_table(tmp_path):
     doc = load_document(path)
     assert doc.text.startswith("# Release notes")
     assert "Firmware 3.2.1 was released on 2026-02-10." in doc.text
-    assert "3.2.1 | 2026-02-10" in doc.text
+    assert "version: 3.2.1 · date: 2026-02-10" in doc.text
 
 
 def test_csv_rows_carry_their_column_names(tmp_path):
     path = tmp_path / "prices.csv"
     path.write_text("product,price\nAurora,1200\nNimbus N2,899\n", encoding="utf-8")
-    assert load_document(path).text == "product: Aurora; price: 1200.\nproduct: Nimbus N2; price: 899."
+    assert load_document(path).text == "product: Aurora · price: 1200\nproduct: Nimbus N2 · price: 899"
 
 
 @pytest.mark.parametrize("name, data, reason", [
@@ -143,3 +143,43 @@ def test_pdf_soft_wrapped_lines_are_joined(tmp_path):
     text = load_document(path).text
     assert long_sentence in text  # one line again, although the PDF wrapped it
     assert text.startswith("Power\n")  # a heading line stays on its own
+
+
+PLANS = [["Plan", "Price per seat", "Seats"], ["Team", "12 EUR", "5-50"], ["Business", "29 EUR", "50-500"]]
+PLAN_ROWS = ("Plan: Team · Price per seat: 12 EUR · Seats: 5-50\n"
+             "Plan: Business · Price per seat: 29 EUR · Seats: 50-500")
+
+
+def test_a_docx_table_is_one_statement_per_row_where_it_stands(tmp_path):
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Aurora plans", level=1)
+    document.add_paragraph("Prices are per seat and month.")
+    grid = document.add_table(rows=len(PLANS), cols=3)
+    for r, row in enumerate(PLANS):
+        for c, value in enumerate(row):
+            grid.cell(r, c).text = value
+    document.add_paragraph("Prices exclude VAT.")
+    document.save(str(tmp_path / "plans.docx"))
+    text = load_document(tmp_path / "plans.docx").text
+    assert PLAN_ROWS in text
+    assert text.index("per seat and month") < text.index("Plan: Team") < text.index("exclude VAT")
+
+
+def test_an_html_table_is_one_statement_per_row_under_its_header_cells(tmp_path):
+    cells = "".join(f"<tr>{''.join(f'<td>{v}</td>' for v in row)}</tr>" for row in PLANS[1:])
+    head = "".join(f"<th>{v}</th>" for v in PLANS[0])
+    path = tmp_path / "plans.html"
+    path.write_text(f"<html><body><h2>Aurora plans</h2><table><thead><tr>{head}</tr></thead>"
+                    f"<tbody>{cells}</tbody></table><p>Prices exclude VAT.</p></body></html>", encoding="utf-8")
+    text = load_document(path).text
+    assert PLAN_ROWS in text and "## Aurora plans" in text and "Prices exclude VAT." in text
+
+
+def test_a_markdown_pipe_table_is_one_statement_per_row(tmp_path):
+    path = tmp_path / "plans.md"
+    path.write_text("# Aurora plans\n\n| Plan | Price per seat | Seats |\n|---|:---:|---|\n| Team | 12 EUR | 5-50 |\n"
+                    "| Business | 29 EUR | 50-500 |\n\nPrices exclude VAT.\n", encoding="utf-8")
+    text = load_document(path).text
+    assert text == f"# Aurora plans\n\n{PLAN_ROWS}\n\nPrices exclude VAT."

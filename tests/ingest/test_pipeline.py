@@ -552,3 +552,15 @@ def test_cli_reindex_and_json_listing(tmp_path):
     assert result.exit_code == 0 and "re-embedded" in result.output and live_embedder in result.output
     shown = json.loads(cli(["kb", "show", "demo", "--json"]).output)
     assert shown["kb"]["embedder_id"] == live_embedder and shown["documents"][0]["status"] == "complete"
+
+
+def test_a_pdf_stored_before_pages_were_kept_is_read_again(world, tmp_path):
+    path = make_pdf(tmp_path / "spec.pdf", ["Nimbus N2 datasheet.", "Maximum power draw: 45 W."])
+    first = world.ingest([path])[0]
+    assert {c.place.label for c in world.store.chunks_for_document(first.doc_id)} == {"p. 1"}
+    with world.store.db.transaction() as db:  # as a chunk row stored before migration m017 reads
+        db.execute("UPDATE chunks SET page_first = NULL, page_last = NULL WHERE doc_id = ?", [first.doc_id])
+    again = world.ingest([path])[0]
+    assert again.status == "replaced" and again.doc_id == first.doc_id
+    assert {c.place.label for c in world.store.chunks_for_document(first.doc_id)} == {"p. 1"}
+    assert world.ingest([path])[0].status == "unchanged"

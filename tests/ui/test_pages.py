@@ -261,4 +261,13 @@ def test_a_new_kb_joins_the_sidebar_and_hit_testing_searches_the_page_kb(demo_ho
     assert len(hits) >= 2 and set(hits["document"]) <= demo_docs
     assert len(at.get("plotly_chart")) >= 1  # the score chart, as in chat
     assert 'id="src-hits-1"' in _markdown(at)  # the cards the bars jump to
+    # the datasheet is a PDF: its page is offered as an image (an explanation without the pages extra)
+    assert "nimbus_n2_datasheet.pdf" in set(hits["document"])
+    assert "p. 1" in set(hits.loc[hits["document"] == "nimbus_n2_datasheet.pdf", "where"])
+    picker = at.selectbox(key="dm_page-hits")
+    datasheet = next(n for n in picker.options if "nimbus_n2_datasheet.pdf, p. 1" in str(n))
+    picker.set_value(int(datasheet.split("]")[0].strip("["))).run()
+    assert not at.exception, at.exception
+    images, notes = at.get("image"), [m.value for m in at.info]
+    assert images or any("pypdfium2" in note for note in notes), notes
     demo_home.delete_kb(fresh.id)

@@ -49,6 +49,7 @@ from docmind_core.backends.protocols import Embedder
 from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 from docmind_core.text.query_signals import comparison_entities, split_foci
+from docmind_core.text.table_rows import parse_row_statement
 from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value
 
 log = logging.getLogger(__name__)
@@ -233,7 +234,8 @@ def _title_line(text: str) -> str:
     sentence punctuation, short, and more text follows.  It frames the chunk; it answers nothing."""
     first, sep, rest = text.partition("\n")
     first = first.strip()
-    if not sep or not rest.strip() or not first or first.startswith("#") or first.count("|") >= 2:
+    if not sep or not rest.strip() or not first or first.startswith("#") or first.count("|") >= 2 \
+            or parse_row_statement(first) is not None:
         return ""
     if first[-1] in _END_PUNCT + ":：;；" or len(first) > 80:
         return ""
@@ -257,6 +259,12 @@ def source_units(text: str, source: int) -> list[_Unit]:
         prose.clear()
 
     for line in body.split("\n"):
+        statement = parse_row_statement(line)
+        if statement is not None:  # "Plan: Team · Price per seat: 12 EUR": a row that names its columns
+            flush()
+            columns, cells = statement
+            add(render_row(cells, columns), tuple(cells), tuple(columns))
+            continue
         if line.count("|") >= 2:
             flush()
             if _TABLE_RULE.match(line):
@@ -413,7 +421,10 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
         titles[number] = _title_line(chunk.text)
         title_indexes[number] = _TextIndex(f"{_title_line(chunk.text)} {chunk.document}")
     units = context_units(sources)
-    indexes = [_TextIndex(_clip(u.text)) for u in units]
+    # a row the question names ("Compare the Team and Business plans") is matched with its column names too:
+    # it asks about the rows under "Plan", though no cell says "plan"
+    indexes = [_TextIndex(_clip(u.text) + (" " + " ".join(u.headers) if u.is_row and _row_named(q, u) else ""))
+               for u in units]
     rarity = _rarity(q.terms, indexes)
     weights = {t: w * rarity[t] for t, w in q.terms.items()}
     total, plain_total = sum(weights.values()), sum(q.terms.values())
@@ -475,7 +486,20 @@ def _candidates(question: str, sources: Sequence[RetrievedChunk]) -> list[_Candi
             score += SAME_LANGUAGE_BONUS
         found.append(_Candidate(unit, shown, score, content_hit, entity_hit, direct_share, valued, language,
                                 content_direct / content_total if content_total else 0.0))
-    return found
+    return _without_sibling_rows(q, found)
+
+
+def _row_named(q: _Question, row: _Unit) -> bool:
+    """The question names the row's entity, its first cell ("the Business plan", "in Q3")."""
+    key = _TextIndex(row.cells[0])
+    return any(key.credit(e) > 0 for e in q.entities)
+
+
+def _without_sibling_rows(q: _Question, found: list[_Candidate]) -> list[_Candidate]:
+    """When the question names a row of a table ("the Business plan"), the other rows of that table
+    ("Team", "Enterprise") are siblings, not answers."""
+    tables = {c.unit.source for c in found if c.unit.is_row and _row_named(q, c.unit)}
+    return [c for c in found if not (c.unit.is_row and c.unit.source in tables and not _row_named(q, c.unit))]
 
 
 def _answers(q: _Question, c: _Candidate) -> bool:
@@ -606,6 +630,41 @@ def cover_each_focus(question: str, chosen: list[ScoredSentence],
     return sides + rest[:max(0, MAX_QUOTED_SENTENCES - len(sides))]
 
 
+_CLAUSE_SPLIT_RE = re.compile(r"\s*,?\s+and\s+(?=(?:who|what|when|where|which|how|whose|why)\b)"
+                              r"|[，,；;]\s*(?:以及|并且|还有|另外)?(?=[^，,；;]*(?:谁|什么|多少|哪|何时|几))",
+                              re.IGNORECASE)
+_PRONOUN_RE = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those|he|she|him|her)\b|[它其该此]",
+                         re.IGNORECASE)
+
+
+def question_clauses(question: str) -> list[str]:
+    """The questions a compound question asks ("What is the budget and who leads it?": two); [] for one."""
+    parts = [p.strip(" ,，;；") for p in _CLAUSE_SPLIT_RE.split(question.strip())]
+    parts = [p for p in parts if p]
+    return parts if len(parts) >= 2 else []
+
+
+def answer_each_clause(question: str, chosen: list[ScoredSentence], sources: Sequence[RetrievedChunk],
+                       encoder: Embedder | None = None) -> list[ScoredSentence]:
+    """``chosen`` with the best answer to each clause of a compound question that it leaves unanswered: the
+    whole question asks for a value, so only units stating one were kept, and "who leads it" went unread.
+    A clause that says "it", or names nothing ("由谁负责"), is about what the other clauses' answers are about:
+    it is answered from their documents first (never from a glossary's "A lead programmer is …")."""
+    clauses = question_clauses(question)
+    if not clauses:
+        return chosen
+    out = list(chosen)
+    for clause in clauses:
+        ranked = rank_sentences(clause, sources, encoder)
+        if not ranked or any(r.text == c.text for r in ranked for c in out):
+            continue
+        if out and (_PRONOUN_RE.search(clause) or not read_question(clause).entities):  # "由谁负责": it too
+            documents = {sources[c.source - 1].document for c in out}
+            ranked = [r for r in ranked if sources[r.source - 1].document in documents] or ranked
+        out.append(ranked[0])
+    return out[:max(MAX_QUOTED_SENTENCES, len(clauses))]
+
+
 def select_sentences(ranked: Sequence[ScoredSentence]) -> list[ScoredSentence]:
     chosen: list[ScoredSentence] = []
     per_source: dict[int, int] = {}
@@ -692,7 +751,8 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
     """The cited extractive answer in the question's language (``language`` is "zh" or "en"); ``encoder``:
     a multilingual embedder, to find the answer in sources in the other language."""
     zh = language == "zh"
-    chosen = select_sentences(rank_sentences(question, sources, encoder))
+    chosen = answer_each_clause(question, select_sentences(rank_sentences(question, sources, encoder)), sources,
+                                encoder)
     if chosen:
         lines = _with_section_text(cover_each_focus(question, chosen, sources), sources)
         lines += bridge_lines(question, chosen, sources)
