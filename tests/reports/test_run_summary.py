@@ -48,7 +48,7 @@ VERDICT_KEYS = {"level", "label", "meaning", "score", "score_meaning", "reasons"
                 "supported_claims", "checked_claims", "derived"}
 CLAIM_KEYS = {"text", "char_start", "char_end", "cited", "status", "source_index", "inferred", "evidence", "reason",
               "via"}
-SOURCE_KEYS = {"index", "chunk_id", "document", "text", "origin", "url", "scores"}
+SOURCE_KEYS = {"index", "chunk_id", "document", "location", "text", "origin", "url", "scores"}
 TOOL_CALL_KEYS = {"name", "args", "status", "result_count", "repaired_from"}
 
 
@@ -125,8 +125,8 @@ def _expected_from_digest(digest: RunDigest) -> dict:
         "grade_reason": grade.reason if grade is not None else "",
         "grade_reason_words": describe_reason(grade.reason) if grade is not None else "",
         "web_compensated": digest.web_compensated,
-        "sources": [{"index": i, "chunk_id": c.chunk_id, "document": c.document, "text": c.text,
-                     "origin": c.origin, "url": c.url, "scores": c.scores.model_dump()}
+        "sources": [{"index": i, "chunk_id": c.chunk_id, "document": c.document, "location": c.location,
+                     "text": c.text, "origin": c.origin, "url": c.url, "scores": c.scores.model_dump()}
                     for i, c in enumerate(digest.sources, start=1)],
         "citations": [u.model_dump() for u in done.citations.used_sources] if done is not None else [],
         "coverage": done.citations.coverage if done is not None else None,
