@@ -33,15 +33,18 @@ _COMPARISON_CUE_RE = re.compile(
     r"\b(?:both|same|between|compare|comparison|difference|differ|common|older|younger|first|earlier|later|"
     r"larger|bigger|smaller|more|less|longer|shorter|higher|taller|share|shared|located)\b|"
     r"^(?:are|were|is|was|do|did|does|have|has)\b|"
-    r"对比|比较|区别|差异|异同|分别|各自|哪个|哪一个|谁更|更", re.IGNORECASE)
+    r"对比|比较|区别|差异|差别|异同|不同|不一样|一样|相同|相比|比起|相较|分别|各自|哪个|哪一|哪[条款种家位座所只部台]|"
+    r"谁更|谁的|谁先|谁是|更", re.IGNORECASE)
 _CN_LEAD_RE = re.compile(r"^(?:请|请问|帮我|麻烦)?(?:对比|比较|分析|介绍|说说|讲讲|看看)?(?:一下)?")
-_CN_TAIL_RE = re.compile(r"(?:的|之间|在|有|哪个|谁|是否|分别|各自|区别|差异|异同|优缺点|有什么|有何|相比).*$")
+_CN_TAIL_RE = re.compile(r"(?:的|之间|在|有|哪|谁|是否|分别|各自|区别|差异|差别|异同|优缺点|有什么|有何|相比|比起|相较|"
+                         r"不同|一样|相同).*$")
 _EN_LEAD_RE = re.compile(r"^.*?\b(?:between|compare|of|is|are|was|were|did|do|does|has|have)\s+", re.IGNORECASE)
 _CONNECTORS = r"(?:[ \t]+(?:(?:of|the|for|to|de|la|le|von|van|du|in|on|a)[ \t]+)*)"  # never across lines
 _NAME_CONNECTORS = r"(?:[ \t]+(?:(?:of|the|for|de|la|le|von|van|du|y)[ \t]+)*)"  # "met X in Y" is two names
 _WORD = r"[\w'’&-]*(?:\.(?=[A-Za-z]))?[\w'’&-]*"  # "Mt.Carmel"-style inner dots, never a sentence's full stop
 _INITIAL = r"[A-Z]\.(?=[ \t]+[A-Z])"  # "Roger O. Egeberg", "Gerald R. Ford"
-_FOCUS_RUN_RE = re.compile(rf"(?:{_INITIAL}|[A-Z0-9]{_WORD})(?:{_CONNECTORS}(?:{_INITIAL}|[A-Z0-9]{_WORD}))*")
+_CAPITAL = r"(?:[a-z](?=[A-Z]))?[A-Z0-9]"  # "iPhone", "eBay": a name with one small letter in front
+_FOCUS_RUN_RE = re.compile(rf"(?:{_INITIAL}|{_CAPITAL}{_WORD})(?:{_CONNECTORS}(?:{_INITIAL}|{_CAPITAL}{_WORD}))*")
 _NAME_RUN_RE = re.compile(rf"(?:{_INITIAL}|[A-Z]{_WORD})(?:{_NAME_CONNECTORS}(?:{_INITIAL}|[A-Z]{_WORD}))*")
 _ID_LIKE_RE = re.compile(r"^[\w-]*\d[\w-]*$|\.\w{1,5}$")  # "hp00277", "manual.pdf": names of files, not things
 _GENERIC_CAPS = frozenset(
@@ -52,8 +55,8 @@ _GENERIC_CAPS = frozenset(
     "are were is was do did does which who what where when how why whose whom both".split())
 
 # Words that ask for the comparison itself; they add nothing to a per-focus search.
-_COMPARISON_WORDS = frozenset("对比 比较 区别 差异 异同 分别 各自 相比 compare compared comparison difference differences "
-                              "versus vs both same".split())
+_COMPARISON_WORDS = frozenset("对比 比较 区别 差异 差别 异同 分别 各自 相比 比起 相较 不同 一样 相同 哪个 哪 谁 和 与 跟 同 及 "
+                              "compare compared comparison difference differences versus vs both same".split())
 
 
 
@@ -205,7 +208,7 @@ def split_foci(question: str) -> list[str]:
 
 
 _QUESTION_LEAD = frozenset("are were is was do did does which who what where when how why whose whom both the a an "
-                           "in on at of".split())
+                           "in on at of compare contrast".split())
 
 
 def _strip_generic(run: str, lead: frozenset[str] = _GENERIC_CAPS) -> str:

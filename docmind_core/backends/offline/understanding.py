@@ -14,7 +14,8 @@ from typing import Sequence
 
 from docmind_core.values import Turn
 from docmind_core.values import Complexity, Intent, Scope, Specificity, Understanding
-from docmind_core.text.query_signals import fast_scope
+from docmind_core.text.colloquial import plain_question
+from docmind_core.text.query_signals import comparison_entities, fast_scope
 from docmind_core.text.tokens import (
     MULTI_FOCUS_PATTERN,
     TIME_KEYWORD_PATTERN,
@@ -48,7 +49,7 @@ _PRONOUN_ONLY = re.compile(r"^\s*(?:它|这个|那个|这|那|it|this|that|this 
 
 def strip_filler(question: str) -> str:
     """The question without politeness and filler particles, for retrieval."""
-    text = question.strip()
+    text = plain_question(question.strip())  # "大概", "来着", "um", "again": nothing to search for
     if detect_language(text) == "zh":
         text = _ZH_LEADING_FILLER.sub("", text)
         text = _ZH_INNER_FILLER.sub("", text)
@@ -155,8 +156,16 @@ _OPINION = re.compile(r"你(?:认为|觉得)|怎么看|推荐|建议|值得|好�
 _MEMORY_AWARE = re.compile(r"上次|上回|之前(?:说|提|讲|问)|我(?:说过|提过|告诉过你)|我的(?:偏好|习惯|设置|喜好)|记得我|还记得|"
                            r"\bremember\b|\bmy (?:preference|preferences|favou?rite|usual|setting)s?\b|\blast time\b|"
                            r"\bi (?:told|mentioned|said)\b|\bas i said\b", re.IGNORECASE)
+# A chain (multi-hop) question: what it asks about is named only through another fact, which a first search must
+# find before the second can ("the woman who portrayed X", "the city in which Y is located", "the director of X
+# is based in ...").  A relative clause after a noun phrase, or a question whose subject is "the <role> of X".
 _CHAIN = re.compile(r"的[^，。？?]{1,12}的[^，。？?]{1,12}(?:是|有)|\b(?:of|by|in) the \w+(?: \w+)? (?:that|which|who|whose)\b|"
-                    r"\bwho (?:directed|wrote|founded|created|composed)\b.+\b(?:the|a)\b.+\b(?:that|which|who)\b",
+                    r"\bwho (?:directed|wrote|founded|created|composed)\b.+\b(?:the|a)\b.+\b(?:that|which|who)\b|"
+                    r"\b(?:the|a|an|this|that|which|what)\s+(?:[\w'’\"“”-]+\s+){0,5}?"
+                    r"(?:who|whom|whose|which|that|where)\s+(?!is\b|are\b|was\b|were\b)\w|"
+                    r"^(?:the|a|an)\s+(?:\w+\s+){0,2}?(?:director|author|writer|founder|creator|producer|composer|"
+                    r"owner|wife|husband|son|daughter|father|mother|brother|sister|leader|captain|coach|designer|"
+                    r"developer|publisher|manufacturer|headquarters|capital|birthplace|arena|stadium|home)s?\s+of\b",
                     re.IGNORECASE)
 _OUT_OF_SCOPE = re.compile(r"写一首|写首|作诗|讲个笑话|讲一个笑话|说个笑话|唱首歌|\bwrite (?:me )?a (?:poem|song|story|joke)\b|"
                            r"\btell me a joke\b|\bsing\b.+\bsong\b|\bplay a game\b", re.IGNORECASE)
@@ -172,7 +181,9 @@ _ANSWER_LIKE_SPLIT = re.compile(r"[和与及跟、]|以及|\band\b|\bor\b", re.I
 def _intent(question: str, scope: Scope) -> Intent:
     if scope is Scope.CHITCHAT:
         return Intent.CHITCHAT
-    if MULTI_FOCUS_PATTERN.search(question):
+    # "对比/compare/vs", or two or three named entities set against each other ("A 和 B 哪个更…", "A or B, which
+    # is older?", "Are A and B the same …"): each side needs its own search
+    if MULTI_FOCUS_PATTERN.search(question) or len(comparison_entities(question)) >= 2:
         return Intent.COMPARISON
     if _PROCEDURAL.search(question):
         return Intent.PROCEDURAL
