@@ -27,7 +27,9 @@ The sets:
   passage of the questions run (the neighbouring articles are the closest distractors; the whole corpus would
   take long to embed on a small machine).
 * **unanswerable**: each colloquial and precise question asked again with its gold passage excluded from
-  retrieval (leave-gold-out, ``exclude_doc_ids``): the strongest distractors the corpus holds.
+  retrieval (leave-gold-out, ``exclude_doc_ids``): the strongest distractors the corpus holds.  A question
+  whose gold answer string another indexed passage also holds is not asked so: CMRC has overlapping articles,
+  and such a run is answerable.
 
 Every evidence question runs through the whole offline pipeline (``AnswerPipeline.ask``, mode auto, the
 offline engine, no web backend), over the product's stores, reranker and grader (``eval/retrieval_eval``'s
@@ -182,7 +184,8 @@ def _qrels(path: Path) -> dict[str, list[str]]:
 
 
 def multi_hop_set(eval_dir: Path, splits: set[str], limit: int) -> tuple[list[EvidenceQuestion], set[str]]:
-    """HotpotQA bridge questions and the pool of their distractor paragraphs."""
+    """HotpotQA bridge questions of ``splits`` and the pool of the distractor paragraphs of both splits' (one
+    index whichever split is run)."""
     folder = eval_dir / "hotpotqa"
     qrels = _qrels(folder / "qrels.tsv")
     candidates: dict[str, list[str]] = {}
@@ -193,19 +196,20 @@ def multi_hop_set(eval_dir: Path, splits: set[str], limit: int) -> tuple[list[Ev
     questions: list[EvidenceQuestion] = []
     for position, row in enumerate(_jsonl(folder / "queries.jsonl")[:HOTPOT_BRIDGES], start=1):
         split = "fit" if position % 2 else "report"
-        if split not in splits or row.get("type") != "bridge" or taken.get(split, 0) >= limit:
+        if row.get("type") != "bridge" or taken.get(split, 0) >= limit:
             continue
         taken[split] = taken.get(split, 0) + 1
         questions.append(EvidenceQuestion("multi_hop", split, row["id"], row["text"], tuple(qrels[row["id"]]),
                                           tuple(row.get("answers") or ())))
     pool = {d for q in questions for d in (*candidates.get(q.qid, []), *q.gold)}
-    return questions, pool
+    return [q for q in questions if q.split in splits], pool
 
 
 def value_questions(eval_dir: Path, splits: set[str], limit: int) -> tuple[list[EvidenceQuestion], set[str]]:
     """CMRC 2018 questions asking for a number, each as written and in its colloquial phrasing, each also
-    asked with its gold passage left out; and the passages indexed for them: every passage up to
-    ``CMRC_MARGIN`` past the last gold one (the neighbouring articles are the strongest distractors)."""
+    asked with its gold passage left out unless another passage states its answer; and the passages indexed
+    for them: every passage up to ``CMRC_MARGIN`` past the last gold one of both splits (the neighbouring
+    articles are the strongest distractors; one index whichever split is run)."""
     folder = eval_dir / "cmrc2018"
     qrels = _qrels(folder / "qrels.tsv")
     taken: dict[str, int] = {}
@@ -219,14 +223,20 @@ def value_questions(eval_dir: Path, splits: set[str], limit: int) -> tuple[list[
             continue
         passage = int(re.sub(r"\D", "", gold[0]) or 0)
         split = "fit" if passage % 2 == 0 else "report"
-        if split not in splits or taken.get(split, 0) >= limit:
+        if taken.get(split, 0) >= limit:
             continue
         taken[split] = taken.get(split, 0) + 1
         for kind, text in (("precise", row["text"]), ("colloquial", colloquial(row["text"], row["id"]))):
             for unanswerable in (False, True):
                 out.append(EvidenceQuestion(kind, split, row["id"], text, tuple(gold), answers, unanswerable))
     last = max((int(re.sub(r"\D", "", q.gold[0]) or 0) for q in out), default=0)
-    return out, {f"DEV_{n}" for n in range(last + CMRC_MARGIN + 1)}
+    pool = {f"DEV_{n}" for n in range(last + CMRC_MARGIN + 1)}
+    # leaving the gold passage out makes a question unanswerable only if no other passage states its answer
+    # (CMRC holds overlapping articles: "龙烟铁路项目工程投资总额约为28亿元" is in two of them)
+    texts = {row["id"]: row["text"] for row in _jsonl(folder / "corpus.jsonl") if row["id"] in pool}
+    answered_elsewhere = {q.qid for q in out if any(a and a in text for a in q.answers
+                                                    for pid, text in texts.items() if pid not in q.gold)}
+    return [q for q in out if q.split in splits and not (q.exclude_gold and q.qid in answered_elsewhere)], pool
 
 
 def _normalised(text: str) -> str:
