@@ -2,6 +2,7 @@
 and does the evidence it gathers grade as it should?  A fit split and a report split, offline, one table.
 
     python bench/routing.py [EVAL_DIR] [--split fit|report|both] [--limit N] [--cache DIR] [--code DIR]
+                            [--dump RUNS.jsonl]
 
 EVAL_DIR is the shared eval folder (default ``$DOCMIND_EVAL_DIR``); without it only the routing rows run.
 ``--code DIR`` imports ``docmind_core`` from another checkout (``git worktree add DIR 4dffb78``, or a
