@@ -55,9 +55,14 @@ test: install-test browser-deps
 test-fast: install-test
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not browser"
 
+# The routing and evidence regression bench (bench/routing.py) reads the shared eval sets in place when they are
+# there; without them it prints its routing rows only.
+DOCMIND_EVAL_DIR ?= $(wildcard ../shared/eval)
+
 bench: install-test
 	$(PY) bench/retrieval_latency.py
 	$(PY) bench/answer_latency.py
+	$(PY) bench/routing.py $(DOCMIND_EVAL_DIR)
 
 clean:
 	rm -rf $(VENV) data/docmind.db* data/chroma data/cache artifacts

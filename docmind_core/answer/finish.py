@@ -135,7 +135,10 @@ def keep_group_best(result: SearchResult, groups: Sequence[Sequence[str]], setti
     and a bridge paragraph found by a second hop shares few words with the
     question.  Each search the loop ran asked for something the answer needs,
     so its best chunk displaces the weakest kept chunk that is not itself some
-    search's best.  Same number of chunks, same token budget.
+    search's best.  A search whose best is already another search's (a hop on
+    "Mikhail Gorbachev" finds his page first again) brings its own first find
+    not yet kept instead (the forum he initiated, which the question's rerank
+    scores low).  Same number of chunks, same token budget.
     """
     if not groups or not result.chunks:
         return result
@@ -146,6 +149,10 @@ def keep_group_best(result: SearchResult, groups: Sequence[Sequence[str]], setti
         ranked = sorted((cid for cid in group if cid in score and score[cid] >= 0), key=lambda cid: -score[cid])
         if ranked and ranked[0] not in wanted:
             wanted.append(ranked[0])
+        elif ranked:  # its best is another search's: the search's own first find not yet wanted
+            own = next((cid for cid in group if cid in score and score[cid] >= 0 and cid not in wanted), None)
+            if own is not None:
+                wanted.append(own)
     # best first, so the cap keeps the strongest (and the result does not depend on which call finished first)
     wanted = sorted(wanted, key=lambda cid: (-score[cid], cid))[: max(1, settings.retrieval.final_top_k // 2)]
     kept = list(result.chunks)

@@ -37,6 +37,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from docmind_core.text.colloquial import asked_terms
 from docmind_core.text.tokens import chunk_terms
 from docmind_core.values import EvidenceVerdict, GradeResult, RetrievedChunk, Tier
 from docmind_core.settings import GraderSettings, GrayZoneMode
@@ -100,7 +101,7 @@ def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageRep
     Chinese words over single characters, i.e. is length-aware); the best single
     chunk counts, not the union, because an answer needs its facts together.
     """
-    terms = salient_terms(query)
+    terms = asked_terms(query)  # "大概", "来着", "again" ask for nothing a passage states
     total = sum(terms.values())
     if not terms or total <= 0:
         return CoverageReport(0.0, False, False)

@@ -41,6 +41,7 @@ from docmind_core.answer.grade import CragGrader
 from docmind_core.answer.judge import (
     ModelJudge, claims_step, claims_to_check, evidence_step, judged_citations, resolve_judge,
 )
+from docmind_core.answer.plan import time_keyword
 from docmind_core.answer.route import route_with_plan
 from docmind_core.answer.run_context import RunContext
 from docmind_core.answer.scope import trusted_scope
@@ -55,7 +56,7 @@ from docmind_core.events import (
 )
 from docmind_core.values import (
     NO_RETRIEVAL_MODE, BackendStatus, CitationResult, GradeResult, Mode, PathDecision, PendingIngest, RequestedMode,
-    RetrievedChunk,
+    RetrievalPlan, RetrievedChunk,
     Scope, StopReason, Turn, Understanding,
 )
 from docmind_core.text.query_signals import fast_scope, memory_text
@@ -239,6 +240,9 @@ class AnswerPipeline:
                                          settings)
         state.decision = decision
         yield Routed(decision=decision, plan=plan)
+        unsearched_web = self._web_not_searched(question, understanding, decision, plan)
+        if unsearched_web:
+            yield Fallback(stage="web", reason=unsearched_web, to="the knowledge bases only")
 
         # 4. retrieval and grading
         state.stage = "retrieval"
@@ -390,6 +394,19 @@ class AnswerPipeline:
             notices=list(state.notices),
         )
         return done.model_copy(update={"verdict": verdict_for(done, settings.citation)})
+
+    def _web_not_searched(self, question: str, understanding: Understanding, decision: PathDecision,
+                          plan: RetrievalPlan | None) -> str:
+        """For a time-aware question the web cannot answer (no live backend), why, in words; else ""."""
+        if decision.mode is Mode.SELECTED_DOC:
+            return ""
+        word = time_keyword(question) or time_keyword(understanding.rewritten_query)
+        wanted = "web_search" in plan.tools if plan is not None else bool(word or understanding.time_aware)
+        missing = self.rule_planner.toolbox.web_unavailable() if wanted else ""
+        if not missing:
+            return ""
+        what = f"the question is time-aware (\"{word}\")" if word else "the question is time-aware"
+        return f"{what}, but the web is not searched: {missing}; the answer may be out of date"
 
     # ------------------------------------------------------------------
     def _kb_brief(self, kb_ids: Sequence[int]) -> str:

@@ -3,9 +3,12 @@
 * doc_search always;
 * keyword_search when the question is ambiguous (vector recall drifts) or
   PRECISE (codes, versions, quoted names need literal matching);
-* web_search when the question is time-aware AND a time word appears in the
-  original or the rewritten question — both are checked because a rewrite
-  sometimes drops "latest";
+* web_search for every time-aware question: the understanding says so, or a
+  time word ("latest", "上个月", "2025年"; ``TIME_KEYWORD_PATTERN``) appears in
+  the original or the rewritten question (both are read because a rewrite
+  sometimes drops "latest", and a model sometimes misses a relative date).
+  Whether a web backend is configured is not the plan's business: the
+  pipeline says so when it is not;
 * recall_memory when the question refers to the user's own earlier statements.
 
 A plan made from the fallback understanding is marked ``conservative``.
@@ -33,11 +36,11 @@ def plan_retrieval(question: str, understanding: Understanding) -> RetrievalPlan
         tools.append("keyword_search")
         reasons["keyword_search"] = "+".join(why_keyword)
 
-    if understanding.time_aware:
-        word = time_keyword(question) or time_keyword(understanding.rewritten_query)
-        if word:
-            tools.append("web_search")
-            reasons["web_search"] = f"time_aware+keyword:{word}"
+    word = time_keyword(question) or time_keyword(understanding.rewritten_query)
+    if understanding.time_aware or word:
+        tools.append("web_search")
+        reasons["web_search"] = "+".join(x for x in ("time_aware" if understanding.time_aware else "",
+                                                      f"keyword:{word}" if word else "") if x)
 
     if understanding.memory_aware:
         tools.append("recall_memory")

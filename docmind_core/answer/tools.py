@@ -319,15 +319,19 @@ class Toolbox:
                 offered.append(spec)
         return offered, withheld
 
+    def web_unavailable(self) -> str:
+        """Why web search cannot run in this deployment ("" when a live backend is configured)."""
+        if self.web is None:
+            return "no web search backend"
+        try:
+            status = self.web.status()
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot say is not offered
+            return f"web search status failed: {exc}"
+        return "" if status.live else f"web search unavailable ({status.detail or status.name})"
+
     def _unusable(self, name: str, ctx: ToolContext) -> str:
         if name == "webSearch":
-            if self.web is None:
-                return "no web search backend"
-            try:
-                status = self.web.status()
-            except Exception as exc:  # noqa: BLE001 - a backend that cannot say is not offered
-                return f"web search status failed: {exc}"
-            return "" if status.live else f"web search unavailable ({status.detail or status.name})"
+            return self.web_unavailable()
         if name == "recall_memory":
             if self.memory is None or ctx.run.user_id is None:
                 return "no memory for this session"

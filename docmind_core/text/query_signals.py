@@ -33,15 +33,18 @@ _COMPARISON_CUE_RE = re.compile(
     r"\b(?:both|same|between|compare|comparison|difference|differ|common|older|younger|first|earlier|later|"
     r"larger|bigger|smaller|more|less|longer|shorter|higher|taller|share|shared|located)\b|"
     r"^(?:are|were|is|was|do|did|does|have|has)\b|"
-    r"对比|比较|区别|差异|异同|分别|各自|哪个|哪一个|谁更|更", re.IGNORECASE)
+    r"对比|比较|区别|差异|差别|异同|不同|不一样|一样|相同|相比|比起|相较|分别|各自|哪个|哪一|哪[条款种家位座所只部台]|"
+    r"谁更|谁的|谁先|谁是|更", re.IGNORECASE)
 _CN_LEAD_RE = re.compile(r"^(?:请|请问|帮我|麻烦)?(?:对比|比较|分析|介绍|说说|讲讲|看看)?(?:一下)?")
-_CN_TAIL_RE = re.compile(r"(?:的|之间|在|有|哪个|谁|是否|分别|各自|区别|差异|异同|优缺点|有什么|有何|相比).*$")
+_CN_TAIL_RE = re.compile(r"(?:的|之间|在|有|哪|谁|是否|分别|各自|区别|差异|差别|异同|优缺点|有什么|有何|相比|比起|相较|"
+                         r"不同|一样|相同).*$")
 _EN_LEAD_RE = re.compile(r"^.*?\b(?:between|compare|of|is|are|was|were|did|do|does|has|have)\s+", re.IGNORECASE)
 _CONNECTORS = r"(?:[ \t]+(?:(?:of|the|for|to|de|la|le|von|van|du|in|on|a)[ \t]+)*)"  # never across lines
 _NAME_CONNECTORS = r"(?:[ \t]+(?:(?:of|the|for|de|la|le|von|van|du|y)[ \t]+)*)"  # "met X in Y" is two names
 _WORD = r"[\w'’&-]*(?:\.(?=[A-Za-z]))?[\w'’&-]*"  # "Mt.Carmel"-style inner dots, never a sentence's full stop
 _INITIAL = r"[A-Z]\.(?=[ \t]+[A-Z])"  # "Roger O. Egeberg", "Gerald R. Ford"
-_FOCUS_RUN_RE = re.compile(rf"(?:{_INITIAL}|[A-Z0-9]{_WORD})(?:{_CONNECTORS}(?:{_INITIAL}|[A-Z0-9]{_WORD}))*")
+_CAPITAL = r"(?:[a-z](?=[A-Z]))?[A-Z0-9]"  # "iPhone", "eBay": a name with one small letter in front
+_FOCUS_RUN_RE = re.compile(rf"(?:{_INITIAL}|{_CAPITAL}{_WORD})(?:{_CONNECTORS}(?:{_INITIAL}|{_CAPITAL}{_WORD}))*")
 _NAME_RUN_RE = re.compile(rf"(?:{_INITIAL}|[A-Z]{_WORD})(?:{_NAME_CONNECTORS}(?:{_INITIAL}|[A-Z]{_WORD}))*")
 _ID_LIKE_RE = re.compile(r"^[\w-]*\d[\w-]*$|\.\w{1,5}$")  # "hp00277", "manual.pdf": names of files, not things
 _GENERIC_CAPS = frozenset(
@@ -52,8 +55,8 @@ _GENERIC_CAPS = frozenset(
     "are were is was do did does which who what where when how why whose whom both".split())
 
 # Words that ask for the comparison itself; they add nothing to a per-focus search.
-_COMPARISON_WORDS = frozenset("对比 比较 区别 差异 异同 分别 各自 相比 compare compared comparison difference differences "
-                              "versus vs both same".split())
+_COMPARISON_WORDS = frozenset("对比 比较 区别 差异 差别 异同 分别 各自 相比 比起 相较 不同 一样 相同 哪个 哪 谁 和 与 跟 同 及 "
+                              "compare compared comparison difference differences versus vs both same".split())
 
 
 
@@ -175,6 +178,22 @@ def memory_text(question: str) -> str:
 # Question analysis
 # --------------------------------------------------------------------------
 
+# What makes entities set side by side a comparison: a question asking which/who of them, a comparative, or a
+# word for difference or sameness.  "Is there an app for iOS or Android?" names two things and compares nothing.
+_COMPARISON_ASK_RE = re.compile(
+    r"\b(?:which|who|whose|whom|both|same|different|difference|differ|compare|compared|comparison|common|versus|"
+    r"vs|older|oldest|younger|youngest|larger|largest|bigger|biggest|smaller|smallest|longer|longest|shorter|"
+    r"shortest|higher|highest|taller|tallest|faster|fastest|slower|cheaper|cheapest|earlier|earliest|later|first|"
+    r"more|most|less|fewer|better|best|worse|heavier|lighter|newer|closer|further|farther)\b|"
+    r"哪|谁|更|最|比|区别|差异|差别|不同|不一样|一样|相同|异同|对比|相比|相较|分别|各自", re.IGNORECASE)
+
+
+def compares_entities(question: str) -> bool:
+    """Whether the question sets two or three named entities against each other ("A 和 B 哪个更…", "A vs B",
+    "Who is older, A or B?", "the difference between A and B")."""
+    return bool(_COMPARISON_ASK_RE.search(question)) and len(comparison_entities(question)) >= 2
+
+
 def comparison_entities(question: str) -> list[str]:
     """The names a comparison question compares ("Nimbus N1", "N2"); [] when it compares nothing nameable."""
     text = question.strip().rstrip("?？。.!！")
@@ -205,7 +224,7 @@ def split_foci(question: str) -> list[str]:
 
 
 _QUESTION_LEAD = frozenset("are were is was do did does which who what where when how why whose whom both the a an "
-                           "in on at of".split())
+                           "in on at of compare contrast".split())
 
 
 def _strip_generic(run: str, lead: frozenset[str] = _GENERIC_CAPS) -> str:
@@ -235,7 +254,7 @@ def _focus_name(part: str, index: int, count: int, strong: bool) -> str:
 # Words that ask (what, where, how long, 意思 ...): they name no attribute, so a later query never rests on them.
 QUESTION_WORDS = frozenset(
     "什么 意思 哪里 哪儿 多少 多久 怎么 怎么办 怎样 如何 为什么 是否 哪个 哪些 谁 几 吗 呢 应该 报 分别 各自 是 有 "
-    "what which who whom whose where when why how much many mean means does did do".split())
+    "what which who whom whose where when why how much many mean means does did do type kind sort".split())
 _CJK_FUNCTION_CHARS = frozenset("和与及跟同在的了是对把被从向于为以而或")
 # Units and currencies: capitalised in text, but never the subject of a question
 _UNIT_NAMES = frozenset("usd eur rmb cny jpy gbp gb tb mb kb gib mib w kw kwh v mah mhz ghz ms fps dpi".split())
@@ -321,9 +340,30 @@ def coverage_of(question: str, chunks: Sequence[RetrievedChunk]) -> tuple[float,
     return hit / total, missing
 
 
+# A role the question asks through ("the director of X") and the passive a passage states it with ("directed by
+# Y"): the name after the passive is the bridge to the next hop.
+_ROLE_PASSIVES = {
+    "director": "directed", "author": "written", "writer": "written", "founder": "founded", "producer": "produced",
+    "composer": "composed", "creator": "created", "designer": "designed", "developer": "developed",
+    "publisher": "published", "owner": "owned", "builder": "built", "architect": "designed", "manager": "managed",
+    "coach": "coached", "star": "starring", "performer": "performed", "singer": "sung", "host": "hosted",
+    "inventor": "invented", "painter": "painted", "editor": "edited",
+}
+
+
+def _role_passive(question: str) -> re.Pattern[str] | None:
+    """"(directed|...) by " for the roles the question names, or None when it names none."""
+    asked = {w.lower().rstrip("s") for w in re.findall(r"[A-Za-z]+", question)}
+    verbs = sorted({v for role, v in _ROLE_PASSIVES.items() if role in asked})
+    if not verbs:
+        return None
+    return re.compile(rf"\b(?:{'|'.join(verbs)})(?:\s+and\s+\w+)?(?:\s+by)?\s*$", re.IGNORECASE)
+
+
 def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str]:
     """Names the best chunks introduce that the question does not contain (the next hop's subject)."""
     own = {t.lower() for t in keyword_tokens(question, stem=False)}
+    role_passive = _role_passive(question)
     scored: dict[str, float] = {}
 
     def add(name: str, weight: float) -> None:
@@ -362,7 +402,9 @@ def bridge_entities(question: str, chunks: Sequence[RetrievedChunk]) -> list[str
                         and words[0].lower() in lowered_text):
                     continue  # "New version ...": a short word capitalised by its sentence, also seen in lower case
                 if words and not (len(words) == 1 and words[0].lower() in ENGLISH_STOP_WORDS):
-                    add(name, (1.0 + 0.3 * (len(words) - 1)) * decay * context)
+                    # "written and directed by Adriana Trigiani" answers "the director of ..." itself
+                    role = 3.0 if role_passive and role_passive.search(sentence[:match.start()]) else 1.0
+                    add(name, (1.0 + 0.3 * (len(words) - 1)) * decay * context * role)
     return [n for n, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 

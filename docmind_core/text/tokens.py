@@ -47,13 +47,21 @@ def marker_numbers(marker: re.Match[str]) -> list[int]:
     return [int(n) for n in _MARKER_NUMBER_RE.findall(marker.group(1))]
 
 
-# Words that make a question time-bound ("latest", "最近", a year): the planner adds web search for them, the
-# offline understanding marks the question time-aware, the offline tool policy searches the web.
+# Words that tie a question to a time, so its answer may have changed since the documents were written: "latest",
+# relative dates ("last quarter", "上个月", "这周", "近两年") and explicit years ("2025年", "Q3 2025").  The planner
+# adds web search for them, the offline understanding marks the question time-aware, the offline tool policy
+# searches the web.  A year is four digits that are not part of a code or version ("DM-2024", "v2024.1"); a
+# Chinese character before it is fine ("公司2024年").
+_CN_COUNT = r"[一二两三四五六七八九十几\d]+"
 TIME_KEYWORD_PATTERN = re.compile(
-    r"最新|近期|最近|今年|去年|明年|本月|上个月|本周|本季度|当前|目前|现在|今天|更新日志|"
-    r"\blatest\b|\bcurrent(?:ly)?\b|\brecent(?:ly)?\b|\bnewest\b|\bthis (?:year|month|week)\b|\blast (?:year|month)\b|"
-    r"\btoday\b|\bchangelog\b|\brelease notes\b|"
-    r"(?<![\w.\-])(?:19|20)\d{2}(?![\d.\-])",
+    r"最新|近期|近日|近来|最近|目前|当前|现在|如今|眼下|今天|今日|昨天|前天|前几天|这几天|这两天|更新日志|"
+    r"(?:今|去|前|明|本)年|(?:这|本|上|下)(?:个)?(?:月|季度|星期|礼拜)|(?:这|本|上|下)周|"
+    rf"(?:近|过去|最近)(?:的)?{_CN_COUNT}(?:个)?(?:年|月|季度|周|星期|天|日)|"
+    r"\blatest\b|\bcurrent(?:ly)?\b|\brecent(?:ly)?\b|\bnewest\b|\bnowadays\b|\bup[- ]to[- ]date\b|\bas of\b|"
+    r"\b(?:this|last|next|past|previous|coming) (?:year|quarter|month|week|weekend|decade)\b|"
+    r"\b(?:past|last|previous) (?:few|couple of|several|\d+|two|three) (?:days|weeks|months|quarters|years)\b|"
+    r"\b(?:today|tonight|yesterday|tomorrow)\b|\bso far\b|\bchangelog\b|\brelease notes\b|"
+    r"(?<![A-Za-z0-9_.\-])(?:19|20)\d{2}(?![\d.\-])",
     re.IGNORECASE,
 )
 

@@ -71,12 +71,18 @@ def test_unknown_requested_mode_is_refused():
     # the rewrite keeps a time word the original lacked
     ("DM-3000 固件", u(time_aware=True, rewritten_query="DM-3000 current firmware"),
      ["doc_search", "web_search"], False),
-    # time-aware flag without any time word: no web
-    ("DM-3000 固件版本", u(time_aware=True), ["doc_search"], False),
-    # a time word without the flag: no web
-    ("DM-3000 最新固件", SIMPLE, ["doc_search"], False),
+    # every time-aware question considers the web (issue 41): the flag alone (a model read a time the words
+    # hide), or a time word alone (a model missed "最新"), relative dates in both languages
+    ("DM-3000 固件版本", u(time_aware=True), ["doc_search", "web_search"], False),
+    ("DM-3000 最新固件", SIMPLE, ["doc_search", "web_search"], False),
+    ("上个季度的利润是多少", SIMPLE, ["doc_search", "web_search"], False),
+    ("这周有什么公告", SIMPLE, ["doc_search", "web_search"], False),
+    ("公司2024年的营收", SIMPLE, ["doc_search", "web_search"], False),
+    ("What changed last quarter?", SIMPLE, ["doc_search", "web_search"], False),
+    ("What happened yesterday?", SIMPLE, ["doc_search", "web_search"], False),
+    ("DM-3000 固件版本", SIMPLE, ["doc_search"], False),
     # a model number is not a year
-    ("DM-2024 说明书", u(time_aware=True), ["doc_search"], False),
+    ("DM-2024 说明书", SIMPLE, ["doc_search"], False),
     ("我上次说的偏好", u(memory_aware=True), ["doc_search", "recall_memory"], False),
     ("everything", u(is_ambiguous=True, specificity=Specificity.PRECISE, time_aware=True, memory_aware=True,
                      rewritten_query="latest everything"),
@@ -93,3 +99,5 @@ def test_planner_reasons_are_machine_readable():
     plan = plan_retrieval("最新版本", u(time_aware=True, is_ambiguous=True, specificity=Specificity.PRECISE))
     assert plan.reasons["keyword_search"] == "ambiguous+precise"
     assert plan.reasons["web_search"] == "time_aware+keyword:最新"
+    assert plan_retrieval("固件版本", u(time_aware=True)).reasons["web_search"] == "time_aware"
+    assert plan_retrieval("上个月的更新", SIMPLE).reasons["web_search"] == "keyword:上个月"

@@ -171,6 +171,27 @@ def test_keep_group_best_gives_every_search_its_best_chunk_within_the_budget():
     assert keep_group_best(result, [], cfg) is result
 
 
+def test_a_hop_whose_best_chunk_is_the_first_hops_brings_its_own_first_find():
+    """Issue 41: a hop on "Mikhail Gorbachev" ranks his own page first again, and the forum he initiated (what
+    the hop was for) reranks low against the question; keeping only each search's best by the union rerank
+    kept Gorbachev twice over and lost the forum."""
+    from docmind_core.values import SearchResult, StageScores
+    from docmind_core.answer.finish import keep_group_best
+    from tests.agentic_world import chunk
+
+    def scored(cid, score, kept=True, cut=None):
+        return chunk(cid, f"text of {cid} " * 5).model_copy(update={
+            "scores": StageScores(rerank=score), "kept": kept, "cut_by": cut})
+
+    person, other, other2 = scored("gorbachev", 0.98), scored("suslov", 0.8), scored("podgorny", 0.5)
+    forum = scored("forum", 0.04, kept=False, cut="rerank")
+    result = SearchResult(query="q", chunks=[person, other, other2], candidates=[person, other, other2, forum])
+    cfg = settings(**{"retrieval.final_top_k": 4, "rag.context_max_tokens": 400})
+    hop = ["gorbachev", "forum", "suslov"]  # the hop search's own order
+    out = keep_group_best(result, [["gorbachev", "suslov", "podgorny"], hop], cfg)
+    assert {c.chunk_id for c in out.chunks} == {"gorbachev", "suslov", "forum"}
+
+
 def test_a_chunk_shortened_to_fit_is_recorded_as_the_grader_saw_it():
     """keep_group_best may shorten a search's best chunk to the room left; the candidates (what the rerank event
     records, and what a what-if regrade or a threshold sweep grades again) must hold that same shortened text."""

@@ -14,7 +14,8 @@ from typing import Sequence
 
 from docmind_core.values import Turn
 from docmind_core.values import Complexity, Intent, Scope, Specificity, Understanding
-from docmind_core.text.query_signals import fast_scope
+from docmind_core.text.colloquial import plain_question
+from docmind_core.text.query_signals import compares_entities, fast_scope
 from docmind_core.text.tokens import (
     MULTI_FOCUS_PATTERN,
     TIME_KEYWORD_PATTERN,
@@ -48,7 +49,7 @@ _PRONOUN_ONLY = re.compile(r"^\s*(?:它|这个|那个|这|那|it|this|that|this 
 
 def strip_filler(question: str) -> str:
     """The question without politeness and filler particles, for retrieval."""
-    text = question.strip()
+    text = plain_question(question.strip())  # "大概", "来着", "um", "again": nothing to search for
     if detect_language(text) == "zh":
         text = _ZH_LEADING_FILLER.sub("", text)
         text = _ZH_INNER_FILLER.sub("", text)
@@ -155,8 +156,23 @@ _OPINION = re.compile(r"你(?:认为|觉得)|怎么看|推荐|建议|值得|好�
 _MEMORY_AWARE = re.compile(r"上次|上回|之前(?:说|提|讲|问)|我(?:说过|提过|告诉过你)|我的(?:偏好|习惯|设置|喜好)|记得我|还记得|"
                            r"\bremember\b|\bmy (?:preference|preferences|favou?rite|usual|setting)s?\b|\blast time\b|"
                            r"\bi (?:told|mentioned|said)\b|\bas i said\b", re.IGNORECASE)
+# A chain (multi-hop) question: what it asks about is named only through another fact, which a first search must
+# find before the second can ("the woman who portrayed X", "the city in which Y is located", "the director of X
+# is based in ...", "a former Soviet statesman").  A relative clause after a noun phrase, a question whose
+# subject is "the <role> of X", or a person, group or place described instead of named.
 _CHAIN = re.compile(r"的[^，。？?]{1,12}的[^，。？?]{1,12}(?:是|有)|\b(?:of|by|in) the \w+(?: \w+)? (?:that|which|who|whose)\b|"
-                    r"\bwho (?:directed|wrote|founded|created|composed)\b.+\b(?:the|a)\b.+\b(?:that|which|who)\b",
+                    r"\bwho (?:directed|wrote|founded|created|composed)\b.+\b(?:the|a)\b.+\b(?:that|which|who)\b|"
+                    r"\b(?:the|a|an|this|that|which|what)\s+(?:[\w'’\"“”-]+\s+){0,5}?"
+                    r"(?:who|whom|whose|which|that|where)\s+(?!is\b|are\b|was\b|were\b)\w|"
+                    r"^(?:the|a|an)\s+(?:\w+\s+){0,2}?(?:director|author|writer|founder|creator|producer|composer|"
+                    r"owner|wife|husband|son|daughter|father|mother|brother|sister|leader|captain|coach|designer|"
+                    r"developer|publisher|manufacturer|headquarters|capital|birthplace|arena|stadium|home)s?\s+of\b|"
+                    # "did a former Soviet statesman initiate": someone described, not named, inside the question
+                    r"(?<!^)\b(?:a|an)\s+(?:[A-Za-z-]+\s+){1,3}?(?:statesman|stateswoman|politician|actor|actress|"
+                    r"singer|musician|songwriter|writer|author|novelist|poet|director|producer|player|footballer|"
+                    r"athlete|artist|painter|composer|industrialist|businessman|businesswoman|entrepreneur|journalist|"
+                    r"scientist|engineer|architect|comedian|rapper|band|group|company|corporation|organi[sz]ation|"
+                    r"university|city|town|county|country|film|novel|album|magazine|newspaper|team)\b",
                     re.IGNORECASE)
 _OUT_OF_SCOPE = re.compile(r"写一首|写首|作诗|讲个笑话|讲一个笑话|说个笑话|唱首歌|\bwrite (?:me )?a (?:poem|song|story|joke)\b|"
                            r"\btell me a joke\b|\bsing\b.+\bsong\b|\bplay a game\b", re.IGNORECASE)
@@ -164,7 +180,7 @@ _MEMORY_HINT = re.compile(r"(我(?:喜欢|偏好|习惯|更喜欢|通常|一般)
                           r"\b(I (?:prefer|like|usually|always|work (?:at|on|with)|am a)\b[^,.?!]{2,60})",
                           re.IGNORECASE)
 _SECOND_QUESTION = re.compile(
-    r"[,，;；]\s*(?:and\s+)?(?:what|when|where|which|who|why|how)\b|"
+    r"[,，;；]\s*(?:and\s+)?(?:what|when|where|which|who|why|how)\b|\S\s+and\s+(?:what|when|where|which|who|how)\s+\w|"
     r"[,，;；]\s*(?:并且|而且|以及|还有|另外|同时)?(?:怎么|如何|为什么|哪|多少|什么时候|是否)", re.IGNORECASE)
 _ANSWER_LIKE_SPLIT = re.compile(r"[和与及跟、]|以及|\band\b|\bor\b", re.IGNORECASE)
 
@@ -172,7 +188,9 @@ _ANSWER_LIKE_SPLIT = re.compile(r"[和与及跟、]|以及|\band\b|\bor\b", re.I
 def _intent(question: str, scope: Scope) -> Intent:
     if scope is Scope.CHITCHAT:
         return Intent.CHITCHAT
-    if MULTI_FOCUS_PATTERN.search(question):
+    # "对比/compare/vs", or two or three named entities set against each other ("A 和 B 哪个更…", "A or B, which
+    # is older?", "Are A and B the same …"): each side needs its own search
+    if MULTI_FOCUS_PATTERN.search(question) or compares_entities(question):
         return Intent.COMPARISON
     if _PROCEDURAL.search(question):
         return Intent.PROCEDURAL
