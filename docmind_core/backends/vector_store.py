@@ -184,7 +184,9 @@ class ChromaVectorStore:
         except BackendUnavailable:
             raise
         except Exception as exc:
-            if isinstance(exc, _NoAnswer) or _lost_connection(exc):
+            if isinstance(exc, _NoAnswer):
+                raise self._mark_unreachable(exc) from exc
+            if _lost_connection(exc):
                 raise self._mark_unreachable(f"{type(exc).__name__}: {exc}") from exc
             raise
 

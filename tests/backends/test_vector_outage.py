@@ -24,7 +24,7 @@ from docmind_core.errors import BackendUnavailable
 from docmind_core.values import Tier
 from tests.backends.test_vector_store import _chroma_cli, _fill, _free_port, _unit
 
-FACT = "The Quillfeather QX-7 relay switches at 240 volts and weighs 410 grams."
+FACT = "The Quillfeather QX-7 relay switches at 240 V and weighs 410 g."
 QUESTION = "What voltage does the Quillfeather QX-7 relay switch at?"
 HANG_CAP_S = 45.0  # only catches a hang: the old code waited on a frozen server for 60 s per call
 
@@ -107,8 +107,8 @@ def _server_engine(home, url: str, corpus):
     return engine, kb.id
 
 
-def _ask(engine, kb_id: int) -> tuple[list, ev.Done]:
-    events = list(engine.ask(QUESTION, [kb_id], mode="rule"))
+def _ask(engine, kb_id: int, mode: str = "rule") -> tuple[list, ev.Done]:
+    events = list(engine.ask(QUESTION, [kb_id], mode=mode))
     assert isinstance(events[-1], ev.Done), [e.kind for e in events]
     return events, events[-1]
 
@@ -134,6 +134,7 @@ def test_a_run_over_a_lost_vector_server_says_so_and_is_not_high(chroma_process,
     _, healthy = _ask(engine, kb_id)
     assert healthy.sources and not _vector_search_failed(_)
     assert any("vector" in s.found_by for s in healthy.sources)
+    assert healthy.grade is not None and healthy.grade.tier is Tier.HIGH, healthy.grade
     if outage == "killed":
         _kill(proc)
     else:
@@ -145,7 +146,13 @@ def test_a_run_over_a_lost_vector_server_says_so_and_is_not_high(chroma_process,
     finally:
         if outage == "frozen":
             proc.send_signal(signal.SIGCONT)
-    [failed] = _vector_search_failed(events)
+    assert elapsed < HANG_CAP_S  # the old code waited on the frozen server for 60 s per call
+    assert done.grade is not None and done.grade.tier is not Tier.HIGH, done.grade
+    assert "high_but_keyword_only" in done.grade.reason  # the keyword evidence alone would have been HIGH
+    retrieved = next(e for e in events if isinstance(e, ev.Retrieved))
+    failures = _vector_search_failed(events)
+    assert len(failures) == 1, retrieved.workers
+    failed = failures[0]
     if outage == "killed" or failed.message.startswith("error"):
         assert "Cannot reach the Chroma server" in failed.message or "no answer within" in failed.message
     else:  # the worker's own timeout may come first; the store's bounded call frees it either way
@@ -154,9 +161,24 @@ def test_a_run_over_a_lost_vector_server_says_so_and_is_not_high(chroma_process,
     assert [n.code for n in notices] == ["retrieval_incomplete"]
     assert "retrieval was incomplete" in notices[0].text.lower()
     assert [n.code for n in done.notices] == ["retrieval_incomplete"]
-    assert done.grade is not None and done.grade.tier is not Tier.HIGH
     assert not any("vector" in s.found_by for s in done.sources)
-    assert elapsed < HANG_CAP_S
+
+
+def test_an_agentic_run_over_a_frozen_vector_server_is_bounded(chroma_process, tmp_path, corpus):
+    proc, url = chroma_process
+    engine, kb_id = _server_engine(tmp_path / "home", url, corpus)
+    _, healthy = _ask(engine, kb_id, mode="agentic")
+    assert healthy.grade is not None and healthy.grade.tier is Tier.HIGH, healthy.grade
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        events, done = _ask(engine, kb_id, mode="agentic")
+        elapsed = time.monotonic() - started
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    assert elapsed < HANG_CAP_S  # the old code: 60 s per call to the frozen server, 204 s measured
+    assert done.grade is not None and done.grade.tier is not Tier.HIGH
+    assert [n.code for n in done.notices] == ["retrieval_incomplete"]
 
 
 _WRITER = textwrap.dedent("""
