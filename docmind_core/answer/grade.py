@@ -48,6 +48,7 @@ from docmind_core.answer.claims import code_names, source_units
 from docmind_core.text.value_kinds import question_parts, states_value
 
 log = logging.getLogger(__name__)
+_KEYWORD_ONLY_CAP = "high_but_keyword_only"  # the reason a grade of incomplete, keyword-only evidence was capped
 
 # What coverage measures (not tuning knobs, so not settings): the best of the top three chunks, and the
 # salient_terms weight from which a term counts as a rare entity (codes, numbers, capitalised names).
@@ -263,9 +264,6 @@ class CragGrader:
         if blended <= grader.blend_low:
             return Tier.LOW, f"gray_zone_blend_low:{blended:.2f}"
         return Tier.AMBIGUOUS, f"gray_zone_blend_mid:{blended:.2f}"
-
-
-_KEYWORD_ONLY_CAP = "high_but_keyword_only"  # the reason a grade of incomplete, keyword-only evidence was capped
 
 
 def _found_by_vector(chunk: RetrievedChunk) -> bool:

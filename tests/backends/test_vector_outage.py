@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from docmind_core import events as ev
 from docmind_core.backends.vector_store import ChromaVectorStore
 from docmind_core.errors import BackendUnavailable
 from docmind_core.values import Tier
-from tests.backends.test_vector_store import _chroma_cli, _fill, _free_port, _unit
+from tests.backends.test_vector_store import _fill, _unit, start_chroma_server
 
 FACT = "The Quillfeather QX-7 relay switches at 240 V and weighs 410 g."
 QUESTION = "What voltage does the Quillfeather QX-7 relay switch at?"
@@ -32,26 +31,7 @@ HANG_CAP_S = 45.0  # only catches a hang: the old code waited on a frozen server
 @pytest.fixture
 def chroma_process(tmp_path):
     """A Chroma server of this test only (it is killed or frozen): (process, url)."""
-    cli = _chroma_cli()
-    if not cli:
-        pytest.skip("the chroma CLI is not installed")
-    port = _free_port()
-    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-    proc = subprocess.Popen([cli, "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("chroma server did not start")
-        time.sleep(0.2)
+    proc, url = start_chroma_server(tmp_path / "chroma-server", start_within_s=60)
     yield proc, url
     if proc.poll() is None:
         proc.send_signal(signal.SIGCONT)
