@@ -28,7 +28,10 @@ nothing, and LOW stays LOW.
 
 When retrieval was incomplete (a worker timed out or failed), the reason says
 ``retrieval_incomplete`` and what did not answer: an empty or weak result is
-then "not fully searched", never "no_evidence" / "nothing relevant".
+then "not fully searched", never "no_evidence" / "nothing relevant".  When, in
+addition, no chunk was found by vector search (a vector server down or hung),
+HIGH is capped at AMBIGUOUS and the judge does not lift it back: keyword
+evidence alone, with the meaning side missing, is not a sure answer.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from docmind_core.answer.claims import code_names, source_units
 from docmind_core.text.value_kinds import question_parts, states_value
 
 log = logging.getLogger(__name__)
+_KEYWORD_ONLY_CAP = "high_but_keyword_only"  # the reason a grade of incomplete, keyword-only evidence was capped
 
 # What coverage measures (not tuning knobs, so not settings): the best of the top three chunks, and the
 # salient_terms weight from which a term counts as a rare entity (codes, numbers, capitalised names).
@@ -175,9 +179,15 @@ class CragGrader:
         if not incomplete:
             return result
         missing = "; ".join(incomplete)
-        reason = f"retrieval_incomplete: {missing}" if not chunks else \
+        update: dict = {}
+        if result.tier is Tier.HIGH and not any(_found_by_vector(c) for c in chunks):
+            # the meaning side did not answer (a vector server down or hung): what the keywords found alone is
+            # not a sure answer, however well it scores
+            update["tier"] = Tier.AMBIGUOUS
+            result = result.model_copy(update={"reason": f"{_KEYWORD_ONLY_CAP}:{result.reason}"})
+        update["reason"] = f"retrieval_incomplete: {missing}" if not chunks else \
             f"retrieval_incomplete: {missing}; of what was found: {result.reason}"
-        return result.model_copy(update={"reason": reason})
+        return result.model_copy(update=update)
 
     def _grade(self, query: str, chunks: Sequence[RetrievedChunk], grader: GraderSettings,
                on_low: bool) -> GradeResult:
@@ -257,6 +267,11 @@ class CragGrader:
         return Tier.AMBIGUOUS, f"gray_zone_blend_mid:{blended:.2f}"
 
 
+def _found_by_vector(chunk: RetrievedChunk) -> bool:
+    """The chunk came from a vector search (a cosine filled in from a stored vector does not count)."""
+    return chunk.scores.vector_rank is not None or "vector" in chunk.found_by
+
+
 def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSettings) -> GradeResult:
     """``grade`` with the model judge's verdict on its evidence (see the module docstring).
 
@@ -276,6 +291,8 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
     elif verdict.verdict == "answers" and tier is Tier.AMBIGUOUS:
         if not grader.judge_lifts:
             note += ", not lifted: grader.judge_lifts is off"
+        elif _KEYWORD_ONLY_CAP in grade.reason:  # the vector side was missing: see CragGrader.grade
+            note += ", not lifted: only keyword search answered"
         elif grade.unstated_kinds:  # a small model says "yes" to a passage on the topic that lacks the value
             note += ", not lifted: no top passage states the value the question asks for"
         elif grade.top_score > grader.low_threshold and grade.lex_coverage >= grader.judge_lift_min_coverage:

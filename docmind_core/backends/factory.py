@@ -174,7 +174,9 @@ def build_vector_store(settings: Settings, home: Path) -> VectorStore:
     """The Chroma server when vector_store.url is set (built even when unreachable: its status and every call
     then say so), else the embedded store under ``home/chroma``."""
     if settings.vector_store.url:
-        return ChromaVectorStore(url=settings.vector_store.url)
+        # a hung server must fail within the time a retrieval worker has, not hold the run
+        return ChromaVectorStore(url=settings.vector_store.url,
+                                 request_timeout_s=settings.retrieval.worker_timeout_ms / 1000)
     return ChromaVectorStore(path=home / "chroma")
 
 

@@ -191,3 +191,30 @@ def test_a_high_score_needs_the_fitted_coverage():
     result = grade(MID, 0.99, high_min_coverage=0.3)
     assert (result.tier, result.reason) == (Tier.AMBIGUOUS, "high_rerank_but_low_coverage")
     assert grade(NONE, 0.99, high_min_coverage=0.3).reason == "high_rerank_but_no_coverage"
+
+
+# -- issue 36: the vector side missing --------------------------------------------------------------------
+
+def _found_by(source: str, cid: str = "c1") -> RetrievedChunk:
+    scores = StageScores(rerank=0.95, keyword=3.0, keyword_rank=1) if source == "keyword" else \
+        StageScores(rerank=0.95, vector=0.8, vector_rank=1)
+    return RetrievedChunk(chunk_id=cid, document="doc.md", text=FULL, scores=scores, found_by=[source])
+
+
+def test_keyword_only_evidence_of_an_incomplete_retrieval_is_never_high():
+    from docmind_core.answer.grade import judged_grade
+    from docmind_core.values import EvidenceVerdict
+
+    settings = GraderSettings()
+    missing = ["doc_search failed (vector search failed: Cannot reach the Chroma server)"]
+    complete = CragGrader().grade(QUERY, [_found_by("keyword")], settings)
+    assert complete.tier is Tier.HIGH  # keyword-only by design (no vector of this encoder): no cap
+    capped = CragGrader().grade(QUERY, [_found_by("keyword")], settings, incomplete=missing)
+    assert capped.tier is Tier.AMBIGUOUS and "high_but_keyword_only" in capped.reason
+    assert capped.reason.startswith("retrieval_incomplete: doc_search failed")
+    # a judge that reads the passage as an answer does not lift it back
+    judged = judged_grade(capped, EvidenceVerdict(verdict="answers", p_yes=0.95), settings)
+    assert judged.tier is Tier.AMBIGUOUS and "not lifted" in judged.reason
+    # with vector evidence, what failed elsewhere (the web, a keyword worker) leaves HIGH alone
+    other = CragGrader().grade(QUERY, [_found_by("vector")], settings, incomplete=["web_search timed out"])
+    assert other.tier is Tier.HIGH

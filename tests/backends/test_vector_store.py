@@ -34,30 +34,34 @@ def _chroma_cli() -> str:
     return str(candidate) if candidate.exists() else (shutil.which("chroma") or "")
 
 
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
-    """A real Chroma server on 127.0.0.1, killed after the module."""
+def start_chroma_server(data: Path, start_within_s: float = 30) -> tuple[subprocess.Popen, str]:
+    """A real Chroma server on 127.0.0.1 storing under ``data``, once it answers its heartbeat: (process, url)."""
     cli = _chroma_cli()
     if not cli:
         pytest.skip("the chroma CLI is not installed")
     port = _free_port()
-    data = tmp_path_factory.mktemp("chroma-server")
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
     proc = subprocess.Popen([cli, "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
+    deadline = time.time() + start_within_s
     while True:
         try:
             with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
                 if resp.status == 200:
-                    break
+                    return proc, url
         except OSError:
             pass
         if proc.poll() is not None or time.time() > deadline:
             proc.kill()
             pytest.fail("chroma server did not start")
         time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory):
+    """A real Chroma server on 127.0.0.1, killed after the module."""
+    proc, url = start_chroma_server(tmp_path_factory.mktemp("chroma-server"))
     yield url
     proc.terminate()
     try:
