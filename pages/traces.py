@@ -110,16 +110,15 @@ if len(records) == 1:
 elif len(records) >= 2:
     a, b = records[0], records[1]
     st.subheader("Comparison")
+    cmp = compare_runs(a, b)
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**A · {escape_markdown(a.meta.mode)}** — {escape_markdown(a.meta.question)}")
+        st.markdown(f"**A · {escape_markdown(cmp.label_a)}** — {escape_markdown(a.meta.question)}")
         render_run(RunDigest.from_events(a.events), a.config)
     with right:
-        st.markdown(f"**B · {escape_markdown(b.meta.mode)}** — {escape_markdown(b.meta.question)}")
+        st.markdown(f"**B · {escape_markdown(cmp.label_b)}** — {escape_markdown(b.meta.question)}")
         render_run(RunDigest.from_events(b.events), b.config)
-    cmp = compare_runs(a, b)
-    render_comparison(cmp, key=f"{a.meta.run_id}-{b.meta.run_id}", config=a.config, label_a=a.meta.mode,
-                      label_b=b.meta.mode)
+    render_comparison(cmp, key=f"{a.meta.run_id}-{b.meta.run_id}", config=a.config)
     st.download_button("Comparison metrics as JSON", cmp.to_json(), file_name="docmind-comparison-metrics.json",
                        mime="application/json", icon=":material/analytics:")
 
