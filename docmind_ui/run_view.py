@@ -17,7 +17,7 @@ from docmind_ui.citation_html import anchor_id, citation_html, source_card_html
 from docmind_core.values import IndexGap, PendingIngest
 from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.settings import Settings, SettingsSnapshot
-from docmind_core.reports.timeline import RunDigest, timeline
+from docmind_core.reports.timeline import RunDigest, problem_lines, timeline
 from docmind_ui.charts import distribution_overlay, jump_to_anchor, score_chart
 from docmind_ui.html_views import (
     answer_diff_html, claims_html, evidence_grade_html, glance_html, pair_verdict_html, rounds_html, route_html,
@@ -60,8 +60,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "") -> None:
         grade = evidence_grade_html(digest.grade, web_compensated, digest.cancelled)
         if grade:
             st.markdown(grade, unsafe_allow_html=True)
-        for error in digest.errors:
-            st.warning(escape_markdown(f"{error.stage}: {error.message}"))
+        for line in problem_lines(digest):  # a stop the user asked for is said once, not as the steps it cut
+            (st.info if digest.cancelled else st.warning)(escape_markdown(line))
         for gap in digest.index_gaps:  # a KB searched with missing vectors: its vector side saw only part of it
             st.warning(escape_markdown(IndexGap(kb_id=gap.kb_id, missing_vectors=gap.missing_vectors,
                                                 total=gap.total).message()))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from docmind_core.events import Done, RunStarted, Verdict
 from docmind_core.reports.compare import answer_diff, compare_runs
-from docmind_core.reports.pair_verdict import GoldLabel
 from docmind_core.settings import Settings
 from docmind_core.values import Tier
 from tests.reports.test_compare import SOURCES, _chunk, sample_run
@@ -16,9 +15,10 @@ LABELS = {"supported": "Supported by the sources", "partly_supported": "Partly s
 
 
 def _run(run_id, mode, requested="auto", level="partly_supported", score=0.6, supported=2, checked=3,
-         tier=Tier.HIGH, total_ms=1000.0, prompt_tokens=500, config=None, sources=SOURCES, answer=None):
+         tier=Tier.HIGH, total_ms=1000.0, prompt_tokens=500, config=None, sources=SOURCES, answer=None,
+         timings=None):
     events = sample_run(run_id, mode, tier=tier, sources=sources, prompt_tokens=prompt_tokens,
-                        timings={"total": total_ms},
+                        timings={**(timings or {}), "total": total_ms},
                         **({"answer": answer} if answer is not None else {}))
     started, done = events[0], events[-1]
     assert isinstance(started, RunStarted) and isinstance(done, Done)
@@ -55,6 +55,8 @@ def test_verdict_line_says_the_better_supported_answer_did_better_and_what_the_o
 
 
 def test_gold_hits_decide_before_the_verdict_when_the_question_is_labelled():
+    from docmind_core.reports.pair_verdict import GoldLabel  # here: the page tests borrow _run from this module
+
     a = _run("ra", "RULE_PLANNER", level="supported", score=0.9, supported=3)
     b = _run("rb", "AGENTIC", sources=[_chunk("g1", "gold text", 0.7), SOURCES[1]])
     cmp = compare_runs(a, b, gold=GoldLabel(chunk_ids=["g1"]))
