@@ -94,10 +94,12 @@ def path_label(digest: RunDigest) -> str:
 def side_labels(digest_a: RunDigest, digest_b: RunDigest,
                 config_differences: Sequence[Any] = ()) -> tuple[str, str]:
     """A name for each side that tells them apart: the paths, and when these read the same, up to two settings
-    that differ (``ConfigDifference`` rows)."""
+    that differ (``ConfigDifference`` rows), or else the run ids."""
     label_a, label_b = path_label(digest_a), path_label(digest_b)
-    if label_a != label_b or not config_differences:
+    if label_a != label_b:
         return label_a, label_b
+    if not config_differences:  # the same path and settings: two runs, told apart by their ids
+        return f"{label_a} · run {digest_a.run_id[:8]}", f"{label_b} · run {digest_b.run_id[:8]}"
     shown = list(config_differences)[:2]
     more = " …" if len(config_differences) > 2 else ""
     return (label_a + " · " + ", ".join(f"{d.key} {_value(d.a)}" for d in shown) + more,

@@ -38,6 +38,8 @@ def test_labels_name_the_path_asked_for_and_the_one_run_and_settings_when_paths_
     assert same_path.label_a != same_path.label_b
     assert same_path.label_a == "agentic · grader.high_threshold 0.9"
     assert same_path.label_b == "agentic · grader.high_threshold 0.7"
+    twins = compare_runs(_run("run-a", "AGENTIC"), _run("run-b", "AGENTIC"))
+    assert (twins.label_a, twins.label_b) == ("auto → agentic · run run-a", "auto → agentic · run run-b")
 
 
 def test_verdict_line_says_the_better_supported_answer_did_better_and_what_the_other_saved():

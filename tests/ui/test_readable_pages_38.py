@@ -25,7 +25,8 @@ def _pair_page() -> None:
 
     a = _run("ra", "AGENTIC", requested="RULE_PLANNER", level="partly_supported", total_ms=900, prompt_tokens=0)
     b = _run("rb", "AGENTIC", requested="AGENTIC", level="supported", score=0.9, supported=3, total_ms=4000,
-             timings={"agentic": 3000.0}, answer="Nothing in common with the other text; the warranty covers two years [1].")
+             timings={"agentic": 3000.0},
+             answer="Nothing in common with the other text; the warranty covers two years [1].")
     render_pair(a["events"], b["events"], a["config"], b["config"], key="pair")
 
 
