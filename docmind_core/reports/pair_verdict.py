@@ -22,8 +22,8 @@ Side = Literal["A", "B", "tie", "unknown"]
 # an abstention ("No answer in the sources") beats an answer the sources contradict or do not back
 _VERDICT_RANK = {"supported": 3, "partly_supported": 2, "no_answer": 1, "not_supported": 0}
 _GRADE_RANK = {"HIGH": 2, "AMBIGUOUS": 1, "LOW": 0}
-_MODE_WORDS = {"RULE_PLANNER": "rule planner", "AGENTIC": "agentic", "SELECTED_DOC": "selected documents",
-               "NONE": "no retrieval", "AUTO": "auto"}
+_MODE_WORDS = {"RULE_PLANNER": "rule planner", "RULE": "rule planner", "AGENTIC": "agentic",
+               "SELECTED_DOC": "selected documents", "NONE": "no retrieval", "AUTO": "auto"}  # "rule": as requested
 COST_TIE_SHARE = 0.10  # latencies or token counts within 10% of each other are a tie (load noise)
 COST_TIE_MS = 100.0  # and so are latencies within 100 ms
 SCORE_TIE = 0.05  # verdict numbers of the same label closer than this are a tie
@@ -84,7 +84,7 @@ def path_label(digest: RunDigest) -> str:
     ran = digest.mode
     if not ran:
         return mode_words(requested) or "run"
-    if not requested or requested.upper() == ran.upper():
+    if not requested or mode_words(requested) == mode_words(ran):
         return mode_words(ran)
     if requested.upper() == "AUTO":
         return f"auto → {mode_words(ran)}"

@@ -32,6 +32,8 @@ def _run(run_id, mode, requested="auto", level="partly_supported", score=0.6, su
 def test_labels_name_the_path_asked_for_and_the_one_run_and_settings_when_paths_match():
     cmp = compare_runs(_run("ra", "AGENTIC", requested="RULE_PLANNER"), _run("rb", "AGENTIC", requested="AGENTIC"))
     assert (cmp.label_a, cmp.label_b) == ("rule planner (ran agentic)", "agentic")
+    as_stored = compare_runs(_run("ra", "RULE_PLANNER", requested="rule"), _run("rb", "AGENTIC", requested="auto"))
+    assert (as_stored.label_a, as_stored.label_b) == ("rule planner", "auto → agentic")  # "rule": RequestedMode
     other = Settings().with_overrides({"grader.high_threshold": 0.7}).flat()
     same_path = compare_runs(_run("ra", "AGENTIC", requested="AGENTIC"),
                              _run("rb", "AGENTIC", requested="AGENTIC", config=other))
