@@ -348,8 +348,8 @@ if not st.session_state.get(CONV_KEY) and _active() is None and not _queue():
     if examples:  # an empty Chat: a first question one click away
         st.caption("Try one of these questions about the selected knowledge bases:")
         for n, example in enumerate(examples):
-            st.button(visible_text(example), key=f"dm_example_{n}", on_click=_ask_example, args=(example,),
-                      icon=":material/help:")
+            st.button(escape_markdown(visible_text(example)), key=f"dm_example_{n}", on_click=_ask_example,
+                      args=(example,), icon=":material/help:")
 
 question = st.chat_input("Ask about your documents…")
 if question:  # never cancels the answer being written: it waits its turn (the user may stop the first)

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from docmind_core.accounts.users import LOCAL_USER
 from docmind_core.workbench import Workbench
+from tests.markdown_probe import text_of
 from tests.ui.app_support import APP, TIMEOUT, started_app
 
 KB_NAME = "examples-kb"
@@ -102,7 +103,7 @@ def test_the_empty_chat_offers_example_questions_and_one_click_asks(kb_with_data
     at = started_app()
     assert _sidebar_kbs(at).value == [kb_with_dataset]
     examples = [b for b in at.button if b.key and b.key.startswith("dm_example_")]
-    assert [b.label for b in examples] == [EXAMPLE]
+    assert [text_of(b.label).strip() for b in examples] == [EXAMPLE]  # a label is Markdown: escaped
     examples[0].click().run()
     assert not at.exception, at.exception
     assert EXAMPLE in [t.value for t in at.text]  # asked: the question stands in the conversation
