@@ -25,6 +25,22 @@ _GROUPS = [
 ]
 
 
+THRESHOLD_DIGITS = 4  # a threshold is shown with up to this many decimals, as many as it has
+
+
+def threshold_digits(*values: float) -> int:
+    """Decimals that show each of ``values`` as it is (at least 2, at most THRESHOLD_DIGITS): a live 0.995 must
+    not read 0.99, the same as a top score of 0.990 beside it."""
+    def needed(value: float) -> int:
+        return next((n for n in range(2, THRESHOLD_DIGITS) if round(value, n) == round(value, THRESHOLD_DIGITS)),
+                    THRESHOLD_DIGITS)
+    return max((needed(v) for v in values), default=2)
+
+
+def threshold_text(value: float) -> str:
+    return f"{value:.{threshold_digits(value)}f}"
+
+
 def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, title: str = "",
                 anchors: dict[str, str] | None = None) -> go.Figure:
     """Bars of every candidate's rerank score, best first, with the HIGH / LOW thresholds drawn.
@@ -49,9 +65,9 @@ def score_chart(candidates: Sequence[RetrievedChunk], high: float, low: float, t
             fig.add_bar(x=xs, y=ys, name=name, marker_color=colour, hovertext=hover, hoverinfo="text",
                         marker_line_color="#1f2937" if kept else colour, marker_line_width=1.2 if kept else 0,
                         customdata=targets if anchors else None)
-    fig.add_hline(y=high, line_dash="dash", line_color="#16a34a", annotation_text=f"HIGH {high:.2f}",
+    fig.add_hline(y=high, line_dash="dash", line_color="#16a34a", annotation_text=f"HIGH {threshold_text(high)}",
                   annotation_position="top right")
-    fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text=f"LOW {low:.2f}",
+    fig.add_hline(y=low, line_dash="dash", line_color="#dc2626", annotation_text=f"LOW {threshold_text(low)}",
                   annotation_position="top right")
     fig.update_layout(height=240, margin=dict(l=10, r=10, t=30 if title else 10, b=10), barmode="overlay",
                       title=_plain(title) or None, xaxis_title="candidate rank", yaxis_title="rerank score",

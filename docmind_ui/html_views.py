@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from docmind_core.reports.compare import AnswerDiff
+from docmind_core.reports.compare import AnswerDiff, DiffPiece
+from docmind_core.reports.pair_verdict import PairVerdict
 from docmind_core.events import Verdict
 from docmind_core.values import BackendStatus, GradeResult
 from docmind_core.reports.reasons import describe_reason
@@ -83,6 +84,15 @@ table.dm-items th, table.dm-items td { border: 1px solid #e5e7eb; padding: .1rem
   padding: 0 .35rem; margin: .1rem .3rem .1rem 0; } .dm-rounds .dm-call-bad { background: #fef2f2; border-color: #fecaca; }
 .dm-diff { line-height: 1.7; font-size: .95rem; } .dm-diff del { background: #fee2e2; color: #991b1b; }
 .dm-diff ins { background: #dcfce7; color: #166534; text-decoration: none; }
+table.dm-diff-rows { border-collapse: collapse; width: 100%; font-size: .92rem; line-height: 1.55; }
+table.dm-diff-rows th { text-align: left; font-size: .8rem; color: #4b5563; border-bottom: 1px solid #e5e7eb; }
+table.dm-diff-rows td { vertical-align: top; padding: .2rem .4rem; border-bottom: 1px solid #f3f4f6; width: 50%; }
+table.dm-diff-rows tr.dm-diff-only_a td:first-child { background: #fef2f2; }
+table.dm-diff-rows tr.dm-diff-only_b td:last-child { background: #f0fdf4; }
+table.dm-diff-rows tr.dm-diff-equal td { color: #6b7280; }
+.dm-pair-verdict { border-left: 5px solid #2563eb; background: #eff6ff; border-radius: 6px; padding: .4rem .7rem;
+  margin: .3rem 0 .5rem 0; font-size: .9rem; color: #1e3a8a; }
+.dm-pair-verdict ul { margin: .2rem 0 0 1rem; padding: 0; font-size: .82rem; color: #374151; }
 .st-key-dm-chart-preload { display: none; }
 </style>
 """
@@ -263,8 +273,37 @@ def rounds_html(digest: RunDigest) -> str:
     return '<div class="dm-rounds">' + "".join(lines) + stop + "</div>"
 
 
-def answer_diff_html(diff: AnswerDiff) -> str:
-    """The two answers as one text: words only A has struck through, words only B has underlined in green."""
-    tags = {"equal": ("", ""), "delete": ("<del>", "</del>"), "insert": ("<ins>", "</ins>")}
-    body = "".join(f"{tags[p.op][0]}{esc(p.text)}{tags[p.op][1]}" for p in diff.pieces)
-    return f'<div class="dm-diff">{body or "<i>both answers are empty</i>"}</div>'
+_DIFF_TAGS = {"equal": ("", ""), "delete": ("<del>", "</del>"), "insert": ("<ins>", "</ins>")}
+
+
+def _pieces_html(pieces: Sequence[DiffPiece], keep: tuple[str, ...]) -> str:
+    return "".join(f"{_DIFF_TAGS[p.op][0]}{esc(p.text)}{_DIFF_TAGS[p.op][1]}" for p in pieces if p.op in keep)
+
+
+def answer_diff_html(diff: AnswerDiff, label_a: str = "A", label_b: str = "B") -> str:
+    """The two answers sentence by sentence, A left and B right: inside a changed sentence the words only A has
+    struck through, those only B has in green.  Answers that share little: the two texts side by side."""
+    head = f"<tr><th>A · {esc(label_a)}</th><th>B · {esc(label_b)}</th></tr>"
+    if diff.layout == "same" or not diff.rows and diff.layout != "columns":
+        body = _pieces_html(diff.pieces, ("equal", "delete", "insert"))
+        return f'<div class="dm-diff">{body or "<i>both answers are empty</i>"}</div>'
+    if diff.layout == "columns":
+        return (f'<table class="dm-diff dm-diff-rows dm-diff-columns">{head}<tr><td>{esc(diff.answer_a)}</td>'
+                f"<td>{esc(diff.answer_b)}</td></tr></table>")
+    rows = []
+    for row in diff.rows:
+        if row.op == "changed":
+            a, b = _pieces_html(row.pieces, ("equal", "delete")), _pieces_html(row.pieces, ("equal", "insert"))
+        else:
+            a, b = esc(row.a), esc(row.b)
+        rows.append(f'<tr class="dm-diff-{row.op}"><td>{a}</td><td>{b}</td></tr>')
+    return f'<table class="dm-diff dm-diff-rows dm-diff-sentences">{head}{"".join(rows)}</table>'
+
+
+def pair_verdict_html(verdict: PairVerdict) -> str:
+    """Which run did better, and each aspect weighed (value A / value B)."""
+    items = "".join(f"<li>{esc(a.name)}: A {esc(a.a)} · B {esc(a.b)}"
+                    + ("" if a.better == "unknown" else " — tie" if a.better == "tie" else f" — {a.better} better")
+                    + "</li>" for a in verdict.aspects)
+    return (f'<div class="dm-pair-verdict" data-winner="{esc(verdict.winner)}"><b>Which did better?</b> '
+            f"{esc(verdict.line)}<ul>{items}</ul></div>")

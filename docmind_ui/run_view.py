@@ -12,17 +12,18 @@ import streamlit as st
 
 from docmind_core.errors import ConfigError
 from docmind_core.reports.compare import RunComparison, compare_runs
+from docmind_core.reports.pair_verdict import NOT_RECORDED
 from docmind_ui.citation_html import anchor_id, citation_html, source_card_html
 from docmind_ui.page_view import page_picker
 from docmind_core.ingest.page_image import PageImage
 from docmind_core.values import IndexGap, PendingIngest, RetrievedChunk
 from docmind_core.text.visible import escape_markdown, visible_rows
 from docmind_core.settings import Settings, SettingsSnapshot
-from docmind_core.reports.timeline import RunDigest, timeline
+from docmind_core.reports.timeline import RunDigest, problem_lines, timeline
 from docmind_ui.charts import distribution_overlay, jump_to_anchor, score_chart
 from docmind_ui.html_views import (
-    answer_diff_html, claims_html, evidence_grade_html, glance_html, rounds_html, route_html, timeline_html,
-    verdict_html,
+    answer_diff_html, claims_html, evidence_grade_html, glance_html, pair_verdict_html, rounds_html, route_html,
+    timeline_html, verdict_html,
 )
 
 _CHART_CONFIG = {"displayModeBar": False, "responsive": True}
@@ -62,8 +63,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "",
         grade = evidence_grade_html(digest.grade, web_compensated, digest.cancelled)
         if grade:
             st.markdown(grade, unsafe_allow_html=True)
-        for error in digest.errors:
-            st.warning(escape_markdown(f"{error.stage}: {error.message}"))
+        for line in problem_lines(digest):  # a stop the user asked for is said once, not as the steps it cut
+            (st.info if digest.cancelled else st.warning)(escape_markdown(line))
         for gap in digest.index_gaps:  # a KB searched with missing vectors: its vector side saw only part of it
             st.warning(escape_markdown(IndexGap(kb_id=gap.kb_id, missing_vectors=gap.missing_vectors,
                                                 total=gap.total).message()))
@@ -100,13 +101,17 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "",
                 page_picker(digest.sources, digest.answer, run_key, page_image)
 
 
-def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a: str = "A",
-                      label_b: str = "B") -> None:
-    """The step-aligned comparison of two runs."""
+def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a: str = "",
+                      label_b: str = "") -> None:
+    """The step-aligned comparison of two runs: which did better first.  ``label_a``/``label_b`` name the sides
+    when the caller knows better names (an experiment's variants); else the comparison's own labels."""
     import pandas as pd  # here: the Chat page's first draw shows no comparison and should not wait for pandas
 
+    label_a, label_b = label_a or cmp.label_a, label_b or cmp.label_b
     with st.container(key=f"cmp-{key}"):
         st.markdown(f"**Comparison** — A: {escape_markdown(label_a)} · B: {escape_markdown(label_b)}")
+        if cmp.verdict is not None:
+            st.markdown(pair_verdict_html(cmp.verdict), unsafe_allow_html=True)
         st.dataframe(pd.DataFrame(cmp.summary_rows()), hide_index=True, key=f"cmp-sum-{key}")
         overlap = cmp.chunk_overlap
         st.caption(f"Chunk overlap (Jaccard of source chunk ids): {overlap.jaccard:.2f} — shared "
@@ -115,10 +120,8 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
                         "Config differences"])
         with tabs[0]:
             diff = cmp.answer_diff
-            st.caption("Identical answers (citation numbers aside)." if diff.identical else
-                       f"Similarity {diff.similarity:.2f} · struck through: only in A · green: only in B "
-                       "(citation numbers left out: each run numbers its own sources)")
-            st.markdown(answer_diff_html(diff), unsafe_allow_html=True)
+            st.caption(DIFF_CAPTIONS[diff.layout].format(similarity=diff.similarity))
+            st.markdown(answer_diff_html(diff, label_a, label_b), unsafe_allow_html=True)
         with tabs[1]:
             st.dataframe(pd.DataFrame(visible_rows([{
                 "side": r.side, "document": r.document, "A [n]": r.a_index, "B [n]": r.b_index,
@@ -134,8 +137,8 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
         with tabs[2]:
             st.dataframe(pd.DataFrame([{
                 "step": s.kind,
-                "A": s.a.title if s.a else "—", "A t (ms)": round(s.a.t_ms) if s.a else None,
-                "B": s.b.title if s.b else "—", "B t (ms)": round(s.b.t_ms) if s.b else None,
+                "A": s.a.title if s.a else "—", "A t (ms)": _ms(s.a.t_ms if s.a else None, "—"),
+                "B": s.b.title if s.b else "—", "B t (ms)": _ms(s.b.t_ms if s.b else None, "—"),
             } for s in cmp.steps]), hide_index=True, key=f"cmp-steps-{key}")
         with tabs[3]:
             # one full-width table (a "run" column says whose call it is): two half-width ones cut columns off
@@ -147,7 +150,8 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
             st.plotly_chart(distribution_overlay(cmp.scores_a, cmp.scores_b, f"A {label_a}", f"B {label_b}",
                                                  high, low), key=f"cmp-chart-{key}", config=_CHART_CONFIG)
         with tabs[5]:
-            st.dataframe(pd.DataFrame([{"stage": s.stage, "A (ms)": s.a_ms, "B (ms)": s.b_ms} for s in cmp.latency]),
+            st.dataframe(pd.DataFrame([{"stage": s.stage, "A (ms)": _ms(s.a_ms), "B (ms)": _ms(s.b_ms)}
+                                       for s in cmp.latency]),
                          hide_index=True, key=f"cmp-lat-{key}")
         with tabs[6]:
             if cmp.config_differences:
@@ -161,14 +165,27 @@ def render_comparison(cmp: RunComparison, key: str, config: Any = None, label_a:
 def render_pair(events_a: list, events_b: list, config_a: Any, config_b: Any, key: str) -> RunComparison:
     """Two runs of one question in two columns, then their comparison."""
     digest_a, digest_b = RunDigest.from_events(events_a), RunDigest.from_events(events_b)
-    left, right = st.columns(2, gap="medium")
-    with left:
-        st.markdown(f"**A · {escape_markdown(digest_a.mode or 'run')}**")
-        render_run(digest_a, config_a)
-    with right:
-        st.markdown(f"**B · {escape_markdown(digest_b.mode or 'run')}**")
-        render_run(digest_b, config_b)
     cmp = compare_runs({"events": digest_a.events, "config": config_a},
                        {"events": digest_b.events, "config": config_b})
-    render_comparison(cmp, key, config_a, digest_a.mode, digest_b.mode)
+    left, right = st.columns(2, gap="medium")
+    with left:
+        st.markdown(f"**A · {escape_markdown(cmp.label_a)}**")
+        render_run(digest_a, config_a)
+    with right:
+        st.markdown(f"**B · {escape_markdown(cmp.label_b)}**")
+        render_run(digest_b, config_b)
+    render_comparison(cmp, key, config_a)
     return cmp
+
+
+DIFF_CAPTIONS = {
+    "same": "Identical answers (citation numbers aside).",
+    "sentences": "Similarity {similarity:.2f} · sentence by sentence, A left and B right · struck through: only in "
+                 "A · green: only in B (citation numbers left out: each run numbers its own sources)",
+    "columns": "Similarity {similarity:.2f}: the answers share little, so they are shown side by side rather than "
+               "diffed (citation numbers left out)",
+}
+
+
+def _ms(value: float | None, missing: str = NOT_RECORDED) -> str:
+    return missing if value is None else f"{value:,.0f}"

@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # the engine and the facade import every stage: the sign-in f
 
 log = logging.getLogger(__name__)
 KB_KEY = "dm_kb_ids"  # selected knowledge base ids (sidebar multi-select)
+KB_PARAM = "kb"  # the URL's query parameter that keeps KB_KEY across reloads
+KB_PARAM_NONE = "none"  # its value for "no knowledge base selected"
 DOC_KEY = "dm_doc_ids"  # optionally selected document ids within them
 FRAME_KEY = "dm_frame_drawn"  # set once the frame has been drawn in this session
 # True while app.py's frame runs in this script thread: the page it runs is inside the frame.  Not in the
@@ -388,6 +390,22 @@ def inject_css() -> None:
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
 
 
+def kbs_in_url(kb_ids: list[int]) -> str:
+    """The sidebar's KB selection as the URL keeps it: "1,4", or "none" for an empty selection."""
+    return ",".join(str(k) for k in kb_ids) or KB_PARAM_NONE
+
+
+def kbs_from_url(value: str | None, readable: dict[int, str]) -> list[int] | None:
+    """The KB ids a URL's ``kb`` parameter selects, those this user can read; None when it has none (or none
+    that parses), so the default applies."""
+    if not value:
+        return None
+    if value == KB_PARAM_NONE:
+        return []
+    ids = [int(part) for part in value.split(",") if part.strip().isdigit()]
+    return [k for k in ids if k in readable] if ids else None
+
+
 def draw_sidebar(bench: Workbench) -> None:
     """Knowledge base and document selection, then the live backends with a health dot each."""
     from docmind_ui.html_views import backend_html
@@ -395,8 +413,11 @@ def draw_sidebar(bench: Workbench) -> None:
     with st.sidebar:
         kbs = bench.list_kbs()
         names = {kb.id: visible_text(f"{kb.name} ({kb.document_count} docs)") for kb in kbs}
-        if KB_KEY not in st.session_state:  # an admin's default leaves out members' private KBs
-            st.session_state[KB_KEY] = [kb.id for kb in bench.default_kbs()]
+        if KB_KEY not in st.session_state:  # a reload: the URL's selection, else the user's default KBs
+            remembered = kbs_from_url(st.query_params.get(KB_PARAM), names)
+            # an admin's default leaves out members' private KBs
+            st.session_state[KB_KEY] = remembered if remembered is not None else \
+                [kb.id for kb in bench.default_kbs()]
         else:  # drop KBs deleted since they were selected
             st.session_state[KB_KEY] = [k for k in st.session_state[KB_KEY] if k in names]
         new_kb = st.session_state.pop(NEW_KB_KEY, None)
@@ -404,6 +425,9 @@ def draw_sidebar(bench: Workbench) -> None:
             st.session_state[KB_KEY] = [*st.session_state[KB_KEY], new_kb]
         st.multiselect("Knowledge bases", list(names), format_func=lambda k: names.get(k, str(k)), key=KB_KEY,
                        placeholder="Choose knowledge bases")
+        in_url = kbs_in_url(st.session_state[KB_KEY])
+        if st.query_params.get(KB_PARAM) != in_url:  # kept in the URL, so a reload selects the same KBs
+            st.query_params[KB_PARAM] = in_url
         docs = {}
         for kb_id in st.session_state[KB_KEY]:
             for doc in bench.list_documents(kb_id):

@@ -11,8 +11,9 @@ from docmind_core.errors import DocMindError
 from docmind_core.text.excerpt import clip_words
 from docmind_core.values import RequestedMode
 from docmind_core.text.visible import escape_markdown, visible_text
-from docmind_core.reports.timeline import RunDigest, timeline
+from docmind_core.reports.timeline import RunDigest, progress_words
 from docmind_core.workbench import TraceRecord  # the facade's record type; pages never import a store
+from docmind_ui.examples import example_questions
 from docmind_ui.live import RunPump
 from docmind_ui.preload import draw_preload
 from docmind_ui.run_view import render_pair, render_run
@@ -33,6 +34,9 @@ DIGEST_CACHE = "dm_digest_cache"  # run id -> its RunDigest, folded once per ses
 EXPORT_CACHE = "dm_export_cache"  # (conversation id, message count, its Markdown export)
 PRELOADED_KEY = "dm_frontend_preloaded"  # this browser tab was given plotly.js and the other pages' element code
 IDLE_RUN_KEY = "dm_preload_idle_runs"  # the preload fragment's runs since the page drew it
+LOADING_NOTE = "Loading the sources and scores of this answer…"
+NEW_CONVERSATION = ""  # the picker's entry for a new conversation (a None value would read "Choose an option")
+EXAMPLES_KEY = "dm_example_questions"  # (selected KB ids, the example questions offered for them)
 PRELOAD_AFTER_S = 2.0  # on the page this long: the browser is most likely idle (the user reads or types)
 
 
@@ -79,7 +83,7 @@ def _new_conversation() -> None:
 
 
 def _pick_conversation() -> None:
-    st.session_state[CONV_KEY] = st.session_state.get(CONV_PICK_KEY)
+    st.session_state[CONV_KEY] = st.session_state.get(CONV_PICK_KEY) or None
 
 
 def _settle_stopped_runs() -> None:
@@ -165,7 +169,7 @@ def _history(conv_id: str) -> None:
         if pair:
             first_of_pair[pair] = turn
         grouped.append(turn)
-    slots: list[tuple[list[str], st.delta_generator.DeltaGenerator]] = []
+    slots: list[tuple[list[str], st.delta_generator.DeltaGenerator, st.delta_generator.DeltaGenerator]] = []
     for turn in grouped:  # first pass: the texts
         with st.chat_message("user"):
             st.text(visible_text(turn if isinstance(turn, str) else questions.get(turn[0], "")))
@@ -175,10 +179,14 @@ def _history(conv_id: str) -> None:
                 with slot.container():
                     for column, run_id in zip(st.columns(len(turn)), turn):
                         column.text(visible_text(answers.get(run_id, "")))
-                    st.caption("Loading the sources and scores of this answer…")
-            slots.append((turn, slot))
+                # apart from the slot, and emptied explicitly: the browser keeps a replaced container's children
+                # that the new one does not overwrite, so a note inside the slot outlived its answer's full view
+                loading = st.empty()
+                loading.caption(LOADING_NOTE)
+            slots.append((turn, slot, loading))
     records = _records(run_ids)  # one batched read for the runs this session has not read yet
-    for turn, slot in slots:  # second pass: each answer's full view in place of its text
+    for turn, slot, loading in slots:  # second pass: each answer's full view in place of its text
+        loading.empty()
         found = [records[r] for r in turn]
         with slot.container():
             if any(record is None for record in found):
@@ -219,7 +227,7 @@ def _stream_into(pump: RunPump) -> RunDigest:
                 else:
                     if event.kind == "notice":
                         notes.info(escape_markdown(event.text), icon=":material/info:")
-                    last[0] = timeline([event])[0].title
+                    last[0] = progress_words(event)
                     show()
 
         st.write_stream(tokens())
@@ -326,6 +334,28 @@ if not st.session_state.get(PRELOADED_KEY):
     st.session_state[IDLE_RUN_KEY] = 0  # the page's own run of the fragment is not a timed one
     _preload_when_idle()
 
+def _ask_example(question: str) -> None:
+    _queue().append((question, MODES[st.session_state.get("dm_chat_mode") or "Auto"]))
+
+
+def _examples() -> list[str]:
+    """Example questions for the selected KBs, found once per selection in this session."""
+    kb_ids = tuple(selected_kb_ids())
+    cached = st.session_state.get(EXAMPLES_KEY)
+    if cached is None or cached[0] != kb_ids:
+        cached = (kb_ids, example_questions(bench, list(kb_ids)))
+        st.session_state[EXAMPLES_KEY] = cached
+    return cached[1]
+
+
+if not st.session_state.get(CONV_KEY) and _active() is None and not _queue():
+    examples = _examples()
+    if examples:  # an empty Chat: a first question one click away
+        st.caption("Try one of these questions about the selected knowledge bases:")
+        for n, example in enumerate(examples):
+            st.button(escape_markdown(visible_text(example)), key=f"dm_example_{n}", on_click=_ask_example,
+                      args=(example,), icon=":material/help:")
+
 question = st.chat_input("Ask about your documents…")
 if question:  # never cancels the answer being written: it waits its turn (the user may stop the first)
     _queue().append((question, MODES[mode_label or "Auto"]))
@@ -341,12 +371,13 @@ with st.sidebar:
     conversations = bench.list_conversations()
     titles = {c.id: f"{c.title or 'Untitled'} · {c.updated_at[:16].replace('T', ' ')}" for c in conversations}
     sizes = {c.id: c.message_count for c in conversations}
-    options = [None, *titles]
-    if st.session_state.get(CONV_KEY) not in options:
+    options = [NEW_CONVERSATION, *titles]
+    if st.session_state.get(CONV_KEY) not in titles:
         st.session_state[CONV_KEY] = None
-    st.session_state[CONV_PICK_KEY] = st.session_state.get(CONV_KEY)
+    st.session_state[CONV_PICK_KEY] = st.session_state.get(CONV_KEY) or NEW_CONVERSATION
     st.selectbox("Conversation", options, key=CONV_PICK_KEY, on_change=_pick_conversation,
-                 format_func=lambda c: "— new conversation —" if c is None else visible_text(titles.get(c, c)))
+                 format_func=lambda c: "— new conversation —" if c == NEW_CONVERSATION else
+                 visible_text(titles.get(c, c)))
     st.button("New conversation", on_click=_new_conversation, icon=":material/add:")
     conv_id = st.session_state.get(CONV_KEY)
     if conv_id:

@@ -16,6 +16,7 @@ from docmind_core.reports.reasons import describe_reason
 from docmind_core.text.visible import escape_markdown, visible_rows, visible_text
 from docmind_core.settings import GRAY_ZONE_MODES, GraderPatch, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest
+from docmind_ui.charts import threshold_digits
 from docmind_ui.run_view import render_comparison, render_run
 from docmind_ui.session import ensure_frame, workbench
 
@@ -52,7 +53,8 @@ selection = st.dataframe(
     table, hide_index=True, on_select="rerun", selection_mode="multi-row", key="dm_tr_table", width="stretch",
     column_order=["started", "label", "mode", "evidence grade", "question", "requested", "stop reason", "KBs", "ms", "pair",
                   "run id"],
-    column_config={"started": st.column_config.TextColumn(width="small"),
+    # wide enough for the date and the time: a small column cut the time off
+    column_config={"started": st.column_config.TextColumn("started (UTC)", width="medium"),
                    "label": st.column_config.TextColumn(width="small"),
                    "question": st.column_config.TextColumn(width="large"),
                    "ms": st.column_config.NumberColumn(width="small"),
@@ -110,16 +112,15 @@ if len(records) == 1:
 elif len(records) >= 2:
     a, b = records[0], records[1]
     st.subheader("Comparison")
+    cmp = compare_runs(a, b)
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**A · {escape_markdown(a.meta.mode)}** — {escape_markdown(a.meta.question)}")
+        st.markdown(f"**A · {escape_markdown(cmp.label_a)}** — {escape_markdown(a.meta.question)}")
         render_run(RunDigest.from_events(a.events), a.config)
     with right:
-        st.markdown(f"**B · {escape_markdown(b.meta.mode)}** — {escape_markdown(b.meta.question)}")
+        st.markdown(f"**B · {escape_markdown(cmp.label_b)}** — {escape_markdown(b.meta.question)}")
         render_run(RunDigest.from_events(b.events), b.config)
-    cmp = compare_runs(a, b)
-    render_comparison(cmp, key=f"{a.meta.run_id}-{b.meta.run_id}", config=a.config, label_a=a.meta.mode,
-                      label_b=b.meta.mode)
+    render_comparison(cmp, key=f"{a.meta.run_id}-{b.meta.run_id}", config=a.config)
     st.download_button("Comparison metrics as JSON", cmp.to_json(), file_name="docmind-comparison-metrics.json",
                        mime="application/json", icon=":material/analytics:")
 
@@ -130,10 +131,15 @@ st.caption("Recompute the evidence grade (CRAG tier) of the selected runs (or ev
 g = bench.settings().grader  # what-if starts from the live values this user's runs use
 with st.form("dm_regrade"):
     c1, c2, c3, c4, c5 = st.columns(5)
-    high = c1.number_input("high_threshold", 0.0, 1.0, float(g.high_threshold), 0.01, key="dm_rg_high")
-    low = c2.number_input("low_threshold", 0.0, 1.0, float(g.low_threshold), 0.01, key="dm_rg_low")
-    cov_high = c3.number_input("coverage_high", 0.0, 1.0, float(g.coverage_high), 0.05, key="dm_rg_ch")
-    cov_low = c4.number_input("coverage_low", 0.0, 1.0, float(g.coverage_low), 0.05, key="dm_rg_cl")
+    # as many decimals as the live values have: a live 0.995 shown as 0.99 would be regraded as 0.99
+    digits = f"%.{threshold_digits(g.high_threshold, g.low_threshold, g.coverage_high, g.coverage_low)}f"
+    high = c1.number_input("high_threshold", 0.0, 1.0, float(g.high_threshold), 0.01, key="dm_rg_high",
+                           format=digits)
+    low = c2.number_input("low_threshold", 0.0, 1.0, float(g.low_threshold), 0.01, key="dm_rg_low", format=digits)
+    cov_high = c3.number_input("coverage_high", 0.0, 1.0, float(g.coverage_high), 0.05, key="dm_rg_ch",
+                               format=digits)
+    cov_low = c4.number_input("coverage_low", 0.0, 1.0, float(g.coverage_low), 0.05, key="dm_rg_cl",
+                              format=digits)
     gray = c5.selectbox("gray_zone_mode", GRAY_ZONE_MODES, index=GRAY_ZONE_MODES.index(g.gray_zone_mode),
                         key="dm_rg_mode")
     regrade_clicked = st.form_submit_button("Regrade", icon=":material/calculate:")

@@ -258,8 +258,8 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         return _row(event, f"Fallback in {event.stage}", "warn", fields=fields)
 
     def on_start(self, event: ev.AnswerStarted) -> TimelineRow:
-        return _row(event, f"Answer prompt: {event.prompt}", "info", fields={
-            "sources": str(len(event.sources)),
+        return _row(event, "Writing the answer", "info", fields={
+            "prompt": event.prompt, "sources": str(len(event.sources)),
             "web sources": str(sum(1 for s in event.sources if s.origin == "web")),
             "memories": str(len(event.memories))})
 
@@ -319,6 +319,47 @@ class TimelineBuilder(EventFold[TimelineRow | None]):
         flagged = c.contradicted_claims or c.unsupported_claims or unanswered
         return _row(event, f"Done: {verdict.label}" + (" (cancelled)" if event.cancelled else ""),
                     "warn" if event.cancelled or flagged else "ok", event.timings_ms.get("total"), fields, items)
+
+
+_PROGRESS_WORDS = {
+    "run": "Starting", "scope": "Reading the question", "understanding": "Understanding the question",
+    "routing": "Choosing how to search", "retrieval": "Ranking what the search found",
+    "rerank": "Grading the evidence", "grader": "Grading the evidence", "web_compensation": "Searching the web",
+    "judge": "Checking the evidence", "start": "Writing the answer", "token": "Writing the answer",
+    "index_incomplete": "Searching (part of a knowledge base has no vectors yet)",
+    "ingest_pending": "Searching (a knowledge base is still being ingested)", "done": "Checking the answer",
+}
+
+
+def progress_words(event: Event) -> str:
+    """What the run is doing once ``event`` has come, in words, for the status line while an answer streams
+    ("Writing the answer", never the prompt's name)."""
+    if event.kind == "agentic_step":
+        return f"Searching, round {event.iteration}"
+    if event.kind == "fallback":
+        return f"Working around a problem in {_stage_words(event.stage)}"
+    if event.kind == "error":
+        return f"A step failed ({_stage_words(event.stage)}); going on without it"
+    if event.kind == "notice":
+        return "Writing the answer"
+    return _PROGRESS_WORDS.get(event.kind, event.kind.replace("_", " ").capitalize())
+
+
+def _stage_words(stage: str) -> str:
+    """"retrieval.doc_search" -> "retrieval, doc search"."""
+    return stage.replace(".", ", ").replace("_", " ")
+
+
+STOPPED_BY_YOU = "Stopped by you: what was written so far is kept, and the steps still running were ended."
+
+
+def problem_lines(digest: "RunDigest") -> list[str]:
+    """The run's errors as the page states them beside the answer.  A run the user stopped says so once: the
+    steps it cut short end in errors (a search's deadline, a worker's timeout) that are the stop, not a failure;
+    they stay in the timeline."""
+    if digest.cancelled:
+        return [STOPPED_BY_YOU]
+    return [f"{error.stage}: {error.message}" for error in digest.errors]
 
 
 def verdict_line(verdict: ev.Verdict) -> str:
