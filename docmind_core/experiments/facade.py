@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from docmind_core.accounts.access import KbAccessGuard, can_read_trace, require_signed_in
 from docmind_core.reports.compare import RunComparison, compare_runs
+from docmind_core.reports.pair_verdict import GoldLabel
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.experiments.datasets import (
     VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, read_beir, read_jsonl_file,
@@ -337,7 +338,12 @@ class UserExperiments:
                 if r.item_id == item_id and r.gold_left_out == gold_left_out and r.run_id}
         if variant_a not in runs or variant_b not in runs:
             raise NotFound(f"experiment #{experiment_id} has no runs of item #{item_id} for both variants")
-        return compare_runs(self._traces.get(runs[variant_a]), self._traces.get(runs[variant_b]))
+        item = next((i for i in self._datasets.items(experiment.dataset_id) if i.id == item_id), None)
+        # A labelled question lets the pair verdict count gold sources found; with its gold left out there is
+        # nothing in the index to find, so the count would only say "0 of N" for both sides.
+        gold = (GoldLabel(chunk_ids=item.gold_chunk_ids, doc_refs=item.gold_doc_ids)
+                if item is not None and item.has_gold and not gold_left_out else None)
+        return compare_runs(self._traces.get(runs[variant_a]), self._traces.get(runs[variant_b]), gold=gold)
 
     def sweep_experiment(self, experiment_id: int, variant: str | None = None) -> SweepResult:
         """Tiers of the experiment's stored runs re-computed over the threshold grid; no model call.  Each

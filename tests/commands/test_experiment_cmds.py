@@ -71,6 +71,9 @@ def test_import_run_show_sweep_apply_rerun(home):
     cmp = _json(home, "experiment", "show", str(exp_id), "--compare", str(item), "--a", "rule", "--b", "strict")
     assert cmp["type"] == "docmind.comparison" and cmp["steps"]
     assert any(c["key"] == "grader.high_threshold" for c in cmp["config_differences"])
+    # a labelled question: the pair verdict counts the gold sources each side found (issue 38 item 3)
+    gold = next(a for a in cmp["verdict"]["aspects"] if a["name"] == "gold sources found")
+    assert gold["a"].endswith(" of 1") and gold["b"].endswith(" of 1")
     # the text names the question it compares and whether its gold was left out
     question = report["questions"][0]["question"]
     text = _run(home, "experiment", "show", str(exp_id), "--compare", str(item), "--a", "rule", "--b", "strict")
@@ -79,6 +82,8 @@ def test_import_run_show_sweep_apply_rerun(home):
     text = _run(home, "experiment", "show", str(exp_id), "--compare", str(left_out["item_id"]), "--gold-left-out")
     assert f"question (item #{left_out['item_id']}): {left_out['question']}" in text
     assert "gold left out: yes" in text
+    cmp_out = _json(home, "experiment", "show", str(exp_id), "--compare", str(left_out["item_id"]), "--gold-left-out")
+    assert all(a["name"] != "gold sources found" for a in cmp_out["verdict"]["aspects"])
 
     # runs are ordinary traces, tagged with the experiment
     engine = Engine.open(home, warm=False)
