@@ -57,6 +57,8 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "",
     with st.container(key=f"run-{run_key}"):
         st.markdown(verdict_html(digest.verdict) + claims_html(digest), unsafe_allow_html=True)
         for notice in digest.notices:  # DocMind's own words: beside the answer, never in it
+            if notice.code == "ingest_pending" and digest.pending:
+                continue  # said below per KB, with its counts, as a warning
             st.info(escape_markdown(notice.text), icon=":material/info:")
         citations = digest.done.citations if digest.done else None
         st.markdown(citation_html(digest.answer, citations, digest.sources, run_id=run_key), unsafe_allow_html=True)
@@ -68,8 +70,7 @@ def render_run(digest: RunDigest, config: Any = None, key: str = "",
         for gap in digest.index_gaps:  # a KB searched with missing vectors: its vector side saw only part of it
             st.warning(escape_markdown(IndexGap(kb_id=gap.kb_id, missing_vectors=gap.missing_vectors,
                                                 total=gap.total).message()))
-        for pending in [] if any(n.code == "ingest_pending" for n in digest.notices) else digest.pending:
-            # a KB still being ingested (its pending documents were not searched), unless a notice said so
+        for pending in digest.pending:  # a KB still being ingested: its pending documents were not searched
             st.warning(escape_markdown(PendingIngest(kb_id=pending.kb_id, kb_name=pending.kb_name,
                                                      pending_documents=pending.pending_documents,
                                                      searched_documents=pending.searched_documents,
