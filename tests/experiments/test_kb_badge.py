@@ -1,0 +1,66 @@
+"""The KB badge's figure: the Wilson interval against published values, what is counted, and the wording
+with too few labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from docmind_core.experiments.badge import MIN_LABELLED, kb_badge, wilson_interval
+from docmind_core.experiments.datasets import RunLabel
+
+
+# Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table I, method 3 (Wilson
+# score, no continuity correction)
+@pytest.mark.parametrize("right, labelled, low, high", [
+    (81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718),
+])
+def test_wilson_interval_matches_published_values(right, labelled, low, high):
+    got = wilson_interval(right, labelled)
+    assert got == pytest.approx((low, high), abs=6e-5)
+
+
+def test_wilson_interval_refuses_what_is_not_a_count():
+    with pytest.raises(ValueError):
+        wilson_interval(0, 0)
+    with pytest.raises(ValueError):
+        wilson_interval(5, 4)
+
+
+def _labels(kb_ids, right: int, wrong: int, partly: int = 0, level: str = "supported") -> list[RunLabel]:
+    verdicts = ["correct"] * right + ["wrong"] * wrong + ["partly"] * partly
+    return [RunLabel(run_id=f"{kb_ids}-{level}-{i}", verdict=v, answer_verdict=level, kb_ids=list(kb_ids))
+            for i, v in enumerate(verdicts)]
+
+
+def test_statement_of_46_right_of_48():
+    badge = kb_badge(_labels([1], 46, 2), [1], ["manuals"])
+    assert (badge.right, badge.labelled, badge.needed) == (46, 48, 0)
+    assert "46 of 48 labelled were right (96%, 95% interval 86–99%, Wilson score)" in badge.statement
+    assert badge.statement.startswith("'Supported by the sources' answers in this KB")
+
+
+def test_too_few_labels_say_how_many_more_are_needed():
+    few = kb_badge(_labels([1], MIN_LABELLED - 2, 1), [1], ["manuals"])
+    assert few.rate is None and few.low is None and few.needed == 1
+    assert "too few labelled to state a rate" in few.statement
+    assert f"{MIN_LABELLED - 2} of {MIN_LABELLED - 1} labelled so far were right" in few.statement
+    assert f"1 more labelled 'Supported by the sources' answer needed (at least {MIN_LABELLED})" in few.statement
+    enough = kb_badge(_labels([1], MIN_LABELLED - 2, 2), [1], ["manuals"])
+    assert enough.stated and enough.needed == 0 and "too few" not in enough.statement
+    none = kb_badge([], [1], ["manuals"])
+    assert "none labelled yet" in none.statement and f"{MIN_LABELLED} more" in none.statement
+
+
+def test_only_supported_answers_count_and_partly_is_not_right():
+    labels = _labels([1], 3, 0, partly=2) + _labels([1], 4, 1, level="partly_supported")
+    badge = kb_badge(labels, [1], ["manuals"])
+    assert (badge.right, badge.labelled, badge.labelled_runs) == (3, 5, 10)
+    assert "5 other labelled answers had another verdict" in badge.statement
+
+
+def test_a_group_counts_runs_that_asked_only_its_kbs():
+    labels = _labels([1], 2, 0) + _labels([2], 1, 1) + _labels([1, 2], 1, 0) + _labels([1, 3], 5, 0)
+    assert kb_badge(labels, [1], ["a"]).labelled == 2
+    group = kb_badge(labels, [1, 2], ["a", "b"])
+    assert (group.right, group.labelled) == (4, 5)
+    assert group.statement.startswith("'Supported by the sources' answers in these KBs")
