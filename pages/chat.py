@@ -13,6 +13,7 @@ from docmind_core.values import RequestedMode
 from docmind_core.text.visible import escape_markdown, visible_text
 from docmind_core.reports.timeline import RunDigest, timeline
 from docmind_core.workbench import TraceRecord  # the facade's record type; pages never import a store
+from docmind_ui.feedback_view import answer_feedback
 from docmind_ui.live import RunPump
 from docmind_ui.preload import draw_preload
 from docmind_ui.run_view import render_pair, render_run
@@ -192,6 +193,7 @@ def _history(conv_id: str) -> None:
                 render_pair(first.events, second.events, first.config, second.config, key=first.meta.pair_id)
             else:
                 render_run(_digest(found[0]), found[0].config)
+                answer_feedback(bench, _digest(found[0]))
 
 
 def _stream_into(pump: RunPump) -> RunDigest:
@@ -280,7 +282,9 @@ def _show(active: ActiveRun) -> None:
             if active.mode == SIDE_BY_SIDE:
                 render_pair(active.pumps[0].events, active.pumps[1].events, settings, settings, key=active.pair_id)
             else:
-                render_run(RunDigest.from_events(active.pumps[0].events), settings)
+                digest = RunDigest.from_events(active.pumps[0].events)
+                render_run(digest, settings)
+                answer_feedback(bench, digest)
     st.session_state.pop(ACTIVE_KEY, None)
 
 

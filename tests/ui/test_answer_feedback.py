@@ -1,0 +1,89 @@
+"""Issue 37 items 1-2 on screen: an answer in Chat is labelled where it is read (with the right source), the
+label is kept with its run, and the statement of what the KB's "Supported" answers have earned changes; the
+Traces page offers the same controls on a replayed run (AppTest, offline backends, real engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("docmind_core.engine")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from docmind_core.accounts.users import LOCAL_USER  # noqa: E402
+from docmind_core.workbench import Workbench  # noqa: E402
+from tests.markdown_probe import text_of  # noqa: E402
+from tests.paths import write_texts  # noqa: E402
+from tests.ui.app_support import started_app  # noqa: E402
+
+pytestmark = pytest.mark.slow  # whole app runs (AppTest) on a real engine
+QUESTION = "How long does the Aurora X2 battery last?"
+DOCS = {
+    "aurora.md": "# Aurora X2\n\nThe Aurora X2 battery lasts 18 hours on a single charge. It charges over USB-C "
+                 "in 90 minutes.\n",
+    "vega.md": "# Vega relay\n\nThe Vega relay runs at 48 volts and switches 16 amps.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def manuals(app_engine):
+    kb = app_engine.create_kb("manuals", "Product manuals")
+    outcomes = app_engine.ingest(kb.id, write_texts(app_engine.home.parent / "docs", DOCS))
+    assert all(o.status == "added" for o in outcomes), outcomes
+    return app_engine, kb
+
+
+def _statements(at: AppTest) -> list[str]:
+    return [text_of(c.value).strip() for c in at.caption if "answers in this KB" in text_of(c.value)]
+
+
+def test_labelling_an_answer_in_chat_changes_the_kb_statement(manuals):
+    engine, kb = manuals
+    bench = Workbench(engine, LOCAL_USER)
+    at = started_app()
+    at.sidebar.multiselect(key="dm_kb_ids").set_value([kb.id]).run()
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception, at.exception
+    run_id = next(t.run_id for t in bench.list_traces(limit=10) if t.question == QUESTION)
+    before = _statements(at)
+    assert before and "none labelled yet" in before[-1]
+    at.run()  # any click: the answer is now drawn from the conversation's history, with the same controls
+    assert not at.exception, at.exception
+    at.radio(key=f"dm_fb_verdict_{run_id}").set_value("wrong").run()  # Save is enabled once a verdict is picked
+    at.selectbox(key=f"dm_fb_source_{run_id}").set_value("doc:vega.md")
+    at.button(key=f"dm_fb_save_{run_id}").click().run()
+    assert not at.exception, at.exception
+    label = bench.run_label(run_id)
+    assert label is not None and label.verdict == "wrong" and label.gold_doc_ids == ["vega.md"]
+    assert label.kb_ids == [kb.id]
+    assert any("You labelled this answer: wrong · right source: vega.md" in text_of(m.value) for m in at.markdown), \
+        [text_of(m.value) for m in at.markdown if "labelled" in m.value]
+    after = _statements(at)
+    assert after and after[-1] != before[-1]
+    assert after[-1] == bench.kb_badge([kb.id]).statement  # the page states the figure the core counts
+    if label.answer_verdict == "supported":
+        assert "0 of 1 labelled so far were right" in after[-1]
+    else:
+        assert "1 other labelled answer had another verdict" in after[-1]
+    dataset = bench.get_dataset("labels of manuals by local")
+    item = next(i for i in bench.dataset_items(dataset.id) if i.source_run_id == run_id)
+    assert item.gold_doc_ids == ["vega.md"] and item.answers == [] and item.kb == "manuals"
+
+
+def test_the_traces_page_labels_a_replayed_run(manuals):
+    engine, kb = manuals
+    bench = Workbench(engine, LOCAL_USER)
+    events = list(bench.ask(QUESTION, [kb.id], mode="rule"))
+    run_id, sources = events[-1].run_id, events[-1].sources
+    at = started_app()
+    at.switch_page("pages/traces.py").run()
+    row = next(i for i, s in enumerate(bench.list_traces(limit=500)) if s.run_id == run_id)
+    at.session_state["dm_tr_table"] = {"selection": {"rows": [row], "columns": []}}
+    at.run()
+    assert not at.exception, at.exception
+    at.radio(key=f"dm_fb_verdict_{run_id}").set_value("correct").run()
+    at.selectbox(key=f"dm_fb_source_{run_id}").set_value(f"chunk:{sources[0].chunk_id}")
+    at.button(key=f"dm_fb_save_{run_id}").click().run()
+    assert not at.exception, at.exception
+    label = bench.run_label(run_id)
+    assert label is not None and label.verdict == "correct" and label.gold_chunk_ids == [sources[0].chunk_id]
+    assert _statements(at)[-1] == bench.kb_badge([kb.id]).statement
