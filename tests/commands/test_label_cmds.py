@@ -9,23 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from docmind_core import cli as cli_module
-from docmind_core.engine import Engine
+from tests.commands.test_ask_words import QUESTION, home  # noqa: F401 - the fixture: a KB "relays", one document
 
 pytestmark = pytest.mark.slow  # a real engine (embedder, Chroma) behind the CLI
-
-QUESTION = "What voltage does the Vega relay run at?"
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("label_cmds") / "home"
-    docs = home.parent / "docs"
-    docs.mkdir()
-    (docs / "relay.md").write_text("# Vega relay\n\nThe Vega relay runs at 48 volts. It switches in 3 ms.\n",
-                                   encoding="utf-8")
-    engine = Engine.open(home, env={})
-    assert engine.ingest(engine.create_kb("relays").id, [docs / "relay.md"])[0].status == "added"
-    return home
 
 
 def _run(home, *args) -> str:

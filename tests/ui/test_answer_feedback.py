@@ -1,19 +1,17 @@
 """Issue 37 items 1-2 on screen: an answer in Chat is labelled where it is read (with the right source), the
-label is kept with its run, and the statement of what the KB's "Supported" answers have earned changes; the
-Traces page offers the same controls on a replayed run (AppTest, offline backends, real engine)."""
+label is kept with its run, and the statement of what the KB's "Supported" answers have earned changes
+(AppTest, offline backends, real engine).  The Traces page's use of the same controls is tested with the
+Experiments page (tests/ui/test_experiments_page.py)."""
 
 from __future__ import annotations
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
-pytest.importorskip("docmind_core.engine")
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-from docmind_core.accounts.users import LOCAL_USER  # noqa: E402
-from docmind_core.workbench import Workbench  # noqa: E402
-from tests.markdown_probe import text_of  # noqa: E402
-from tests.paths import write_texts  # noqa: E402
-from tests.ui.app_support import started_app  # noqa: E402
+from docmind_core.accounts.users import LOCAL_USER
+from docmind_core.workbench import Workbench
+from tests.markdown_probe import text_of
+from tests.ui.app_support import kb_with_texts, started_app
 
 pytestmark = pytest.mark.slow  # whole app runs (AppTest) on a real engine
 QUESTION = "How long does the Aurora X2 battery last?"
@@ -26,10 +24,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def manuals(app_engine):
-    kb = app_engine.create_kb("manuals", "Product manuals")
-    outcomes = app_engine.ingest(kb.id, write_texts(app_engine.home.parent / "docs", DOCS))
-    assert all(o.status == "added" for o in outcomes), outcomes
-    return app_engine, kb
+    return app_engine, kb_with_texts(app_engine, "manuals", DOCS)
 
 
 def _statements(at: AppTest) -> list[str]:
@@ -67,23 +62,3 @@ def test_labelling_an_answer_in_chat_changes_the_kb_statement(manuals):
     dataset = bench.get_dataset("labels of manuals by local")
     item = next(i for i in bench.dataset_items(dataset.id) if i.source_run_id == run_id)
     assert item.gold_doc_ids == ["vega.md"] and item.answers == [] and item.kb == "manuals"
-
-
-def test_the_traces_page_labels_a_replayed_run(manuals):
-    engine, kb = manuals
-    bench = Workbench(engine, LOCAL_USER)
-    events = list(bench.ask(QUESTION, [kb.id], mode="rule"))
-    run_id, sources = events[-1].run_id, events[-1].sources
-    at = started_app()
-    at.switch_page("pages/traces.py").run()
-    row = next(i for i, s in enumerate(bench.list_traces(limit=500)) if s.run_id == run_id)
-    at.session_state["dm_tr_table"] = {"selection": {"rows": [row], "columns": []}}
-    at.run()
-    assert not at.exception, at.exception
-    at.radio(key=f"dm_fb_verdict_{run_id}").set_value("correct").run()
-    at.selectbox(key=f"dm_fb_source_{run_id}").set_value(f"chunk:{sources[0].chunk_id}")
-    at.button(key=f"dm_fb_save_{run_id}").click().run()
-    assert not at.exception, at.exception
-    label = bench.run_label(run_id)
-    assert label is not None and label.verdict == "correct" and label.gold_chunk_ids == [sources[0].chunk_id]
-    assert _statements(at)[-1] == bench.kb_badge([kb.id]).statement
