@@ -9,6 +9,7 @@ import json
 import pytest
 
 from docmind_core.errors import AccessDenied, DatasetError
+from docmind_core.experiments.records import Variant
 from docmind_core.workbench import Workbench
 from tests.access_world import build_engine_world
 from tests.fakes.langfuse_datasets import FakeLangfuseDatasets
@@ -41,6 +42,8 @@ def test_a_label_is_stored_with_its_run_and_lands_in_the_kbs_dataset(world):
     item = next(i for i in alice.dataset_items(dataset.id) if i.source_run_id == done.run_id)
     assert item.question == "When does the zephyr project launch?" and item.kb == "alice-notes"
     assert item.answers == [done.answer] and item.answerable
+    made = alice.create_experiment("", dataset.id, [Variant(name="rule", mode="rule")])  # Experiments run it
+    assert alice.run_experiment(made.id).done == dataset.item_count
 
 
 def test_a_second_label_corrects_the_first(world):
