@@ -49,9 +49,13 @@ def answer_feedback(bench: Any, digest: RunDigest) -> None:
         return
     with st.container(key=f"dm-feedback-{run_id}"):
         saved_now = False
-        with st.expander("Was this answer right? Your label trains and measures this KB", expanded=False):
-            verdict = st.radio("This answer is", list(CHOICES), index=None, horizontal=True,
-                               key=f"dm_fb_verdict_{run_id}", format_func=CHOICES.__getitem__)
+        verdict_key = f"dm_fb_verdict_{run_id}"
+        # open once a verdict is picked: the pick reruns the page, and a run just answered is then drawn from
+        # the conversation's history, as a new (collapsed) expander that would hide the Save button
+        with st.expander("Was this answer right? Your label trains and measures this KB",
+                         expanded=st.session_state.get(verdict_key) is not None):
+            verdict = st.radio("This answer is", list(CHOICES), index=None, horizontal=True, key=verdict_key,
+                               format_func=CHOICES.__getitem__)
             sources = {f"chunk:{c.chunk_id}": f"[{i}] {c.document}" for i, c in enumerate(digest.sources, start=1)}
             documents = {f"doc:{name}": f"document {name}" for name in _document_names(bench, kb_ids)}
             options = {_NO_SOURCE: "— not given —", **sources, **documents}

@@ -85,7 +85,7 @@ def kb_badge(labels: Iterable[RunLabel], kb_ids: Sequence[int], kb_names: Sequen
     else:
         badge.needed = MIN_LABELLED - len(supported)
         so_far = (f"{right} of {len(supported)} labelled so far {'was' if right == 1 else 'were'} right"
-                  if supported else "none labelled yet")
+                  if supported else "no such answer labelled yet")
         badge.statement = (f"{head}: too few labelled to state a rate ({so_far}); {badge.needed} more labelled "
                            f"'{LABELS[SUPPORTED_LEVEL]}' answer{'s' if badge.needed != 1 else ''} needed "
                            f"(at least {MIN_LABELLED})")

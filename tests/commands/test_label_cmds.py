@@ -24,7 +24,7 @@ def test_ask_json_carries_the_badge_and_a_label_changes_it(home, tmp_path):
     first = json.loads(_run(home, "ask", QUESTION, "--kb", "relays", "--mode", "rule", "--json"))
     badge = first["kb_badge"]
     assert badge["kb_names"] == ["relays"] and badge["labelled_runs"] == 0 and badge["needed"] == 20
-    assert badge["method"].startswith("Wilson score") and "none labelled yet" in badge["statement"]
+    assert badge["method"].startswith("Wilson score") and "no such answer labelled yet" in badge["statement"]
     _run(home, "dataset", "label", first["run_id"], "--verdict", "right")
     _run(home, "dataset", "label", first["run_id"], "--verdict", "wrong", "--source-doc", "relay.md")  # corrected
     second = json.loads(_run(home, "ask", QUESTION, "--kb", "relays", "--mode", "rule", "--json"))

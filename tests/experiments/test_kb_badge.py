@@ -48,7 +48,7 @@ def test_too_few_labels_say_how_many_more_are_needed():
     enough = kb_badge(_labels([1], MIN_LABELLED - 2, 2), [1], ["manuals"])
     assert enough.stated and enough.needed == 0 and "too few" not in enough.statement
     none = kb_badge([], [1], ["manuals"])
-    assert "none labelled yet" in none.statement and f"{MIN_LABELLED} more" in none.statement
+    assert "no such answer labelled yet" in none.statement and f"{MIN_LABELLED} more" in none.statement
 
 
 def test_only_supported_answers_count_and_partly_is_not_right():

@@ -40,7 +40,7 @@ def test_labelling_an_answer_in_chat_changes_the_kb_statement(manuals):
     assert not at.exception, at.exception
     run_id = next(t.run_id for t in bench.list_traces(limit=10) if t.question == QUESTION)
     before = _statements(at)
-    assert before and "none labelled yet" in before[-1]
+    assert before and "no such answer labelled yet" in before[-1]
     at.run()  # any click: the answer is now drawn from the conversation's history, with the same controls
     assert not at.exception, at.exception
     at.radio(key=f"dm_fb_verdict_{run_id}").set_value("wrong").run()  # Save is enabled once a verdict is picked
