@@ -14,7 +14,7 @@ import streamlit as st
 
 from docmind_core.errors import DocMindError
 from docmind_core.reports.timeline import RunDigest
-from docmind_core.text.visible import escape_markdown, visible_text
+from docmind_core.text.visible import escape_markdown, visible_rows, visible_text
 
 CHOICES = {"correct": "Right", "partly": "Partly", "wrong": "Wrong",
            "should_abstain": "Should have said the sources do not hold it"}
@@ -83,3 +83,38 @@ def answer_feedback(bench: Any, digest: RunDigest) -> None:
             return
         st.caption(escape_markdown(badge.statement), help=f"{badge.method}; counts every label given to runs of "
                    "these knowledge bases: right = labelled right, partly / wrong / should have abstained are not")
+
+
+def labels_review(bench: Any) -> None:
+    """The labels given to this user's answers (all readable runs for an admin), per KB group: the table, the
+    group's statement, and the exports (JSONL, a Langfuse dataset).  A label is corrected where its answer is
+    read: in Chat, or on the Traces page (its run id is in the table)."""
+    import pandas as pd  # here: only drawn when the page gets this far
+
+    kbs = {kb.id: kb.name for kb in bench.list_kbs()}
+    rows = bench.list_labels()
+    with st.expander(f"Labels given to answers ({len(rows)})", expanded=False):
+        picked = st.multiselect("Knowledge bases (a group: runs that asked only these)", list(kbs),
+                                key="dm_fb_review_kbs", format_func=lambda k: visible_text(kbs[k]))
+        if picked:
+            rows = bench.list_labels(picked)
+            st.caption(escape_markdown(bench.kb_badge(picked).statement))
+        if not rows:
+            st.caption("No labels yet: label answers in Chat, or replayed runs on the Traces page.")
+            return
+        st.dataframe(pd.DataFrame(visible_rows([{
+            "labelled": r.label.labelled_at[:16].replace("T", " "), "label": CHOICES[r.label.verdict].lower(),
+            "answer's verdict": r.label.answer_verdict, "KBs": " + ".join(r.kb_names), "question": r.question,
+            "right source": ", ".join([*r.label.gold_doc_ids, *r.label.gold_chunk_ids]),
+            "run id": r.label.run_id} for r in rows])), hide_index=True, key="dm_fb_review_table")
+        left, right = st.columns(2)
+        left.download_button("Export as JSONL", bench.export_labels(picked or None), file_name="docmind-labels.jsonl",
+                             mime="application/jsonl", icon=":material/download:", key="dm_fb_review_jsonl")
+        if right.button("Send to Langfuse as a dataset", key="dm_fb_review_langfuse", disabled=not picked,
+                        help="Pick the knowledge bases first; needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY"):
+            try:
+                name, sent = bench.export_labels_to_langfuse(picked)
+            except DocMindError as exc:
+                st.error(escape_markdown(exc))
+            else:
+                st.success(f"Sent {sent} label(s) to the Langfuse dataset {escape_markdown(name)}")

@@ -62,3 +62,23 @@ def test_labelling_an_answer_in_chat_changes_the_kb_statement(manuals):
     dataset = bench.get_dataset("labels of manuals by local")
     item = next(i for i in bench.dataset_items(dataset.id) if i.source_run_id == run_id)
     assert item.gold_doc_ids == ["vega.md"] and item.answers == [] and item.kb == "manuals"
+
+
+def test_the_experiments_page_reviews_and_exports_the_labels(manuals):
+    engine, kb = manuals
+    bench = Workbench(engine, LOCAL_USER)
+    done = list(bench.ask(QUESTION, [kb.id], mode="rule"))[-1]
+    bench.label_run(done.run_id, "partly", gold_doc_ids=["aurora.md"])
+    at = started_app()
+    at.switch_page("pages/experiments.py").run()
+    assert not at.exception, at.exception
+    at.multiselect(key="dm_fb_review_kbs").set_value([kb.id]).run()
+    assert not at.exception, at.exception
+    table = next(df.value for df in at.dataframe if "right source" in df.value.columns)
+    row = table[table["run id"] == done.run_id].iloc[0]
+    assert (row["label"], row["right source"], row["KBs"]) == ("partly", "aurora.md", "manuals")
+    assert _statements(at) == [bench.kb_badge([kb.id]).statement]
+    langfuse = at.button(key="dm_fb_review_langfuse")
+    assert not langfuse.disabled
+    langfuse.click().run()  # no Langfuse keys in the test environment: refused, saying what to set
+    assert any("LANGFUSE_PUBLIC_KEY" in text_of(e.value) for e in at.error), [e.value for e in at.error]
