@@ -3,8 +3,8 @@ whether the KB answers them at all.
 
 A dataset is owned and shared like a knowledge base (owner, department, visibility).  Items come from
 a JSONL file (one ``{question, kb, gold_doc_ids | gold_chunk_ids, answers[], answerable, type}`` per
-line), a BEIR folder (queries + qrels, answers when the queries carry them) or labels given to runs on
-the Traces page.
+line), a BEIR folder (queries + qrels, answers when the queries carry them) or labels given to runs in
+Chat, on the Traces page or with ``dataset label`` (each labeller's dataset per KB: "labels of KB by NAME").
 
 Gold documents are named the way the KB names them: a gold id matches a document whose name is the id
 or whose name without its extension is the id (a BEIR corpus id ``d3`` ingested as ``d3.txt``).  An

@@ -7,23 +7,13 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser_support import ARTIFACTS, browser_page, prepare_demo_home, require_chromium, streamlit_server
+from tests.browser.test_browser import server  # noqa: F401 - the fixture: the app over a home with the demo KB
+from tests.browser_support import ARTIFACTS, browser_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ANSWER_TIMEOUT_MS = 90_000
 STATEMENT = '[class*="st-key-dm-feedback-"] [data-testid="stCaptionContainer"]'
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_chromium()
-    from tests.ui.test_pages import demo_files
-
-    base = tmp_path_factory.mktemp("browser-feedback")
-    prepare_demo_home(base / "home", demo_files(base / "docs"))
-    with streamlit_server(base / "home", base / "streamlit.log") as url:
-        yield url
 
 
 def test_labelling_an_answer_changes_the_kb_statement(server):
