@@ -15,7 +15,8 @@ already 76-99%, and with fewer it is wider than the rate is informative.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections import Counter
+from typing import Iterable, NamedTuple, Sequence
 
 from pydantic import BaseModel
 
@@ -63,28 +64,44 @@ class KbBadge(BaseModel):
         return self.rate is not None
 
 
-def in_scope(label: RunLabel, kb_ids: Sequence[int]) -> bool:
+class LabelTally(NamedTuple):
+    """How many labelled runs asked these KBs, were shown with this verdict and got this label."""
+
+    kb_ids: tuple[int, ...]
+    answer_verdict: str
+    verdict: str
+    runs: int
+
+
+def tally(labels: Iterable[RunLabel]) -> list[LabelTally]:
+    """Labels counted as the store counts them (``DatasetStore.label_tallies``)."""
+    counts = Counter((tuple(sorted(label.kb_ids)), label.answer_verdict, label.verdict) for label in labels)
+    return [LabelTally(*key, runs=n) for key, n in counts.items()]
+
+
+def in_scope(kb_ids_of_run: Sequence[int], kb_ids: Sequence[int]) -> bool:
     """A labelled run belongs to a KB group when every KB it asked is in the group (and it asked one)."""
-    return bool(label.kb_ids) and set(label.kb_ids) <= set(kb_ids)
+    return bool(kb_ids_of_run) and set(kb_ids_of_run) <= set(kb_ids)
 
 
-def kb_badge(labels: Iterable[RunLabel], kb_ids: Sequence[int], kb_names: Sequence[str]) -> KbBadge:
-    """The badge of the KB(s) ``kb_ids`` (named ``kb_names``) from these labels (any; filtered here)."""
-    mine = [label for label in labels if in_scope(label, kb_ids)]
-    supported = [label for label in mine if label.answer_verdict == SUPPORTED_LEVEL]
-    right = sum(1 for label in supported if label.verdict == RIGHT_VERDICT)
-    badge = KbBadge(kb_ids=sorted(kb_ids), kb_names=list(kb_names), right=right, labelled=len(supported),
-                    labelled_runs=len(mine))
+def kb_badge(tallies: Iterable[LabelTally], kb_ids: Sequence[int], kb_names: Sequence[str]) -> KbBadge:
+    """The badge of the KB(s) ``kb_ids`` (named ``kb_names``) from these tallies (of any KBs; filtered here)."""
+    mine = [t for t in tallies if in_scope(t.kb_ids, kb_ids)]
+    supported = [t for t in mine if t.answer_verdict == SUPPORTED_LEVEL]
+    labelled = sum(t.runs for t in supported)
+    right = sum(t.runs for t in supported if t.verdict == RIGHT_VERDICT)
+    badge = KbBadge(kb_ids=sorted(kb_ids), kb_names=list(kb_names), right=right, labelled=labelled,
+                    labelled_runs=sum(t.runs for t in mine))
     where = "this KB" if len(kb_ids) == 1 else "these KBs"
     head = f"'{LABELS[SUPPORTED_LEVEL]}' answers in {where}"
-    if len(supported) >= MIN_LABELLED:
-        badge.rate = right / len(supported)
-        badge.low, badge.high = wilson_interval(right, len(supported))
-        badge.statement = (f"{head}: {right} of {len(supported)} labelled were right ({badge.rate:.0%}, 95% "
+    if labelled >= MIN_LABELLED:
+        badge.rate = right / labelled
+        badge.low, badge.high = wilson_interval(right, labelled)
+        badge.statement = (f"{head}: {right} of {labelled} labelled were right ({badge.rate:.0%}, 95% "
                            f"interval {badge.low * 100:.0f}–{badge.high * 100:.0f}%, Wilson score)")
     else:
-        badge.needed = MIN_LABELLED - len(supported)
-        so_far = (f"{right} of {len(supported)} labelled so far {'was' if right == 1 else 'were'} right"
+        badge.needed = MIN_LABELLED - labelled
+        so_far = (f"{right} of {labelled} labelled so far {'was' if right == 1 else 'were'} right"
                   if supported else "no such answer labelled yet")
         badge.statement = (f"{head}: too few labelled to state a rate ({so_far}); {badge.needed} more labelled "
                            f"'{LABELS[SUPPORTED_LEVEL]}' answer{'s' if badge.needed != 1 else ''} needed "

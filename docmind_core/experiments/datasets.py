@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from docmind_core.errors import DatasetError, NotFound
 from docmind_core.store.db import Database, utcnow
+
+if TYPE_CHECKING:
+    from docmind_core.experiments.badge import LabelTally
 
 # "partly": some of the answer is right, not all of it; counted as not right wherever a rate is stated
 Verdict = Literal["correct", "partly", "wrong", "should_abstain"]
@@ -323,6 +326,15 @@ class DatasetStore:
                                        f"({', '.join('?' * len(batch))}) ORDER BY labelled_at, run_id", batch)
             found += [_label(r) for r in rows.fetchall()]
         return found
+
+    def label_tallies(self) -> "list[LabelTally]":
+        """Every label counted by (the run's KBs, the verdict it was shown with, the label): what a KB badge
+        needs, without reading each label."""
+        from docmind_core.experiments.badge import LabelTally
+
+        rows = self._db.db.execute("SELECT kb_ids, answer_verdict, verdict, COUNT(*) FROM run_labels "
+                                   "GROUP BY kb_ids, answer_verdict, verdict").fetchall()
+        return [LabelTally(tuple(sorted(json.loads(r[0] or "[]"))), r[1] or "", r[2], int(r[3])) for r in rows]
 
     def delete_label(self, run_id: str) -> RunLabel:
         """Remove a run's label and the dataset item it added; returns what was removed."""

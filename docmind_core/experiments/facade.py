@@ -283,7 +283,7 @@ class UserExperiments:
         user = self._signed_in()
         labels = self._datasets.labels()
         if kb_ids is not None:
-            labels = [label for label in labels if in_scope(label, kb_ids)]
+            labels = [label for label in labels if in_scope(label.kb_ids, kb_ids)]
         rows = self._run_rows([label.run_id for label in labels])
         names: dict[int, str] = {}
         out = []
@@ -328,7 +328,7 @@ class UserExperiments:
         if not kb_ids:
             raise DatasetError("a badge needs at least one knowledge base")
         names = [self._calls.get_kb(kb_id).name for kb_id in kb_ids]  # refused for a KB this user may not read
-        return kb_badge(self._datasets.labels(), kb_ids, names)
+        return kb_badge(self._datasets.label_tallies(), kb_ids, names)
 
     def _run_rows(self, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
         """run id -> (owner, question) of the stored runs among these, from the runs' rows only."""
