@@ -47,6 +47,8 @@ from docmind_core.errors import AccessDenied, CallerError, ConfigError, DocMindE
 from docmind_core.ingest.page_image import PageImage, render_page
 from docmind_core.events import Event
 from docmind_core.experiments.datasets import Dataset, DatasetItem, DatasetStore, RunLabel
+from docmind_core.experiments.badge import KbBadge
+from docmind_core.experiments.label_export import LabelRow
 from docmind_core.experiments.experiment_store import ExperimentStore
 from docmind_core.experiments.facade import DatasetsAsKbs, UserExperiments
 from docmind_core.experiments.metrics import ExperimentReport
@@ -594,8 +596,29 @@ class Workbench:
         self._experiments.delete_dataset(dataset_id)
 
     def label_run(self, run_id: str, verdict: str, gold_chunk_ids: Sequence[str] = (),
-                  dataset: str | None = None) -> RunLabel:
-        return self._experiments.label_run(run_id, verdict, gold_chunk_ids, dataset)
+                  dataset: str | None = None, gold_doc_ids: Sequence[str] = ()) -> RunLabel:
+        return self._experiments.label_run(run_id, verdict, gold_chunk_ids, dataset, gold_doc_ids)
+
+    def run_label(self, run_id: str) -> RunLabel | None:
+        return self._experiments.run_label(run_id)
+
+    def run_labels(self, run_ids: Sequence[str]) -> dict[str, RunLabel]:
+        return self._experiments.run_labels(run_ids)
+
+    def list_labels(self, kb_ids: Sequence[int] | None = None) -> list[LabelRow]:
+        return self._experiments.list_labels(kb_ids)
+
+    def remove_label(self, run_id: str) -> RunLabel:
+        return self._experiments.remove_label(run_id)
+
+    def export_labels(self, kb_ids: Sequence[int] | None = None) -> str:
+        return self._experiments.export_labels(kb_ids)
+
+    def export_labels_to_langfuse(self, kb_ids: Sequence[int], dataset_name: str = "") -> tuple[str, int]:
+        return self._experiments.export_labels_to_langfuse(kb_ids, self._engine.env, dataset_name)
+
+    def kb_badge(self, kb_ids: Sequence[int]) -> KbBadge:
+        return self._experiments.kb_badge(kb_ids)
 
     def create_experiment(self, name: str, dataset_id: int, variants: Sequence[Variant],
                           leave_gold_out: bool = False, limit: int | None = None) -> Experiment:

@@ -14,6 +14,7 @@ from docmind_core.text.visible import escape_markdown, visible_text
 from docmind_core.reports.timeline import RunDigest, progress_words
 from docmind_core.workbench import TraceRecord  # the facade's record type; pages never import a store
 from docmind_ui.examples import example_questions
+from docmind_ui.feedback_view import answer_feedback
 from docmind_ui.live import RunPump
 from docmind_ui.preload import draw_preload
 from docmind_ui.run_view import render_pair, render_run
@@ -199,7 +200,9 @@ def _history(conv_id: str) -> None:
                     first, second = second, first
                 render_pair(first.events, second.events, first.config, second.config, key=first.meta.pair_id)
             else:
-                render_run(_digest(found[0]), found[0].config, page_image=_page_image)
+                digest = _digest(found[0])
+                render_run(digest, found[0].config, page_image=_page_image)
+                answer_feedback(bench, digest)
 
 
 def _page_image(source, page: int, passage: str):
@@ -293,7 +296,9 @@ def _show(active: ActiveRun) -> None:
             if active.mode == SIDE_BY_SIDE:
                 render_pair(active.pumps[0].events, active.pumps[1].events, settings, settings, key=active.pair_id)
             else:
-                render_run(RunDigest.from_events(active.pumps[0].events), settings, page_image=_page_image)
+                digest = RunDigest.from_events(active.pumps[0].events)
+                render_run(digest, settings, page_image=_page_image)
+                answer_feedback(bench, digest)
     st.session_state.pop(ACTIVE_KEY, None)
 
 

@@ -17,6 +17,7 @@ from docmind_core.reports.reasons import describe_reason
 from docmind_core.text.visible import escape_markdown
 from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap
+from docmind_ui.feedback_view import labels_review
 from docmind_ui.run_view import render_comparison
 from docmind_ui.session import ensure_frame, live_workbench, workbench
 
@@ -92,6 +93,7 @@ with st.expander(f"Datasets ({len(datasets)})", expanded=not datasets or importe
                     st.rerun()
         if imported:
             st.success(imported)
+labels_review(bench)
 
 # -- a new experiment ----------------------------------------------------------------------
 if datasets:

@@ -17,6 +17,7 @@ from docmind_core.text.visible import escape_markdown, visible_rows, visible_tex
 from docmind_core.settings import GRAY_ZONE_MODES, GraderPatch, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest
 from docmind_ui.charts import threshold_digits
+from docmind_ui.feedback_view import answer_feedback
 from docmind_ui.run_view import render_comparison, render_run
 from docmind_ui.session import ensure_frame, workbench
 
@@ -92,23 +93,11 @@ if len(records) == 1:
     st.subheader("Replay")
     st.markdown(f"**Question:** {escape_markdown(record.meta.question)}",
                 help=f"run {escape_markdown(record.meta.run_id)}")
-    render_run(RunDigest.from_events(record.events), record.config)
+    replayed = RunDigest.from_events(record.events)
+    render_run(replayed, record.config)
     for note in SettingsSnapshot.read(record.config).notes():
         st.caption(escape_markdown(note))
-    with st.expander("Label this run (adds its question to a labelled dataset)"):
-        sources = record.done.sources if record.done else []
-        verdict = st.radio("The answer is", ["correct", "wrong", "should_abstain"], horizontal=True,
-                           key="dm_tr_verdict", format_func=lambda v: v.replace("_", " "))
-        gold = st.multiselect("Gold chunks (the sources that hold the answer)", [c.chunk_id for c in sources],
-                              key="dm_tr_gold", format_func=lambda cid: visible_text(next(
-                                  f"[{i}] {c.document}" for i, c in enumerate(sources, 1) if c.chunk_id == cid)))
-        if st.button("Save label", icon=":material/label:", key="dm_tr_label"):
-            try:
-                saved = bench.label_run(record.meta.run_id, verdict, gold)
-            except DocMindError as exc:
-                st.error(escape_markdown(exc))
-            else:
-                st.success(f"Labelled {saved.verdict.replace('_', ' ')} (dataset item #{saved.dataset_item_id})")
+    answer_feedback(bench, replayed)
 elif len(records) >= 2:
     a, b = records[0], records[1]
     st.subheader("Comparison")

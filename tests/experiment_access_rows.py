@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from docmind_core.errors import DatasetError
 from docmind_core.experiments.records import Variant
 
 
@@ -58,6 +59,21 @@ def _label(w, b, v) -> bool:
     return b.label_run(run_id, "should_abstain").verdict == "should_abstain"
 
 
+def _labelled(w) -> str:
+    """A run of alice's that she has labelled right."""
+    run_id = w.trace()
+    w.alice.label_run(run_id, "right")
+    return run_id
+
+
+def _langfuse_export(w, b, v) -> bool:
+    """Past the access check, the export is refused only because this world configures no Langfuse."""
+    try:
+        b.export_labels_to_langfuse([w.shared_kb(v).id])
+    except DatasetError as exc:
+        return "Langfuse is not configured" in str(exc)
+    return True
+
 
 def _start(w, b, v) -> bool:
     thread = b.start_experiment(_experiment(w))
@@ -83,6 +99,15 @@ EXPERIMENT_ROWS = [
      lambda w, b, v: b.share_dataset(_dataset(w, v).id, "private").visibility == "private"),
     ("delete_dataset", True, may_manage, lambda w, b, v: b.delete_dataset(_dataset(w, v).id) is None),
     ("label_run", False, owner_or_admin, _label),
+    ("run_label", False, owner_or_admin, lambda w, b, v: b.run_label(_labelled(w)).verdict == "correct"),
+    ("run_labels", False, owner_or_admin, lambda w, b, v: (r := _labelled(w)) in b.run_labels([r])),
+    ("list_labels", False, owner_or_admin, lambda w, b, v: (r := _labelled(w)) in
+     {x.label.run_id for x in b.list_labels()}),
+    ("remove_label", False, owner_or_admin, lambda w, b, v: b.remove_label(_labelled(w)).verdict == "correct"),
+    ("export_labels", False, owner_or_admin, lambda w, b, v: (r := _labelled(w)) in b.export_labels()),
+    # counts of every label of a KB's runs: whoever may read the KB
+    ("kb_badge", True, may_read, lambda w, b, v: b.kb_badge([w.shared_kb(v).id]).labelled_runs >= 0),
+    ("export_labels_to_langfuse", True, may_read, _langfuse_export),
     ("create_experiment", True, may_read,
      lambda w, b, v: b.create_experiment("x", _dataset(w, v).id, [Variant(name="a", mode="rule")]).id > 0),
     ("list_experiments", False, owner_or_admin, lambda w, b, v: (e := _experiment(w)) in

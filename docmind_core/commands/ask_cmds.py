@@ -12,7 +12,7 @@ from docmind_core.commands import (
     Invocation, as_user_option, echo, echo_json, pass_invocation, text_id_type, write_or_echo_json,
 )
 from docmind_core.errors import CallerError
-from docmind_core.events import Done, Notice, Token
+from docmind_core.events import Done, Notice, RunStarted, Token
 from docmind_core.values import cited_place
 from docmind_core.reports.run_summary import summarise, timeline_lines
 from docmind_core.settings import coerce, key_specs
@@ -50,6 +50,9 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
         elif streaming and isinstance(event, Notice):  # DocMind's own note: beside the answer, not in it
             echo(f"[note] {event.text}\n")
     summary = summarise(events)
+    asked = list(events[0].kb_ids) if events and isinstance(events[0], RunStarted) else []  # the KBs it could read
+    badge = bench.kb_badge(asked) if asked else None
+    summary.kb_badge = badge.model_dump(mode="json") if badge is not None else None
     if as_json:
         echo_json(json.dumps(summary.model_dump(mode="json"), ensure_ascii=False, indent=2))
         return
@@ -64,6 +67,8 @@ def ask(invocation: Invocation, question, kbs, mode, docs, conversation, as_json
          f"(evidence grade {summary.tier or '-'}) coverage={_fmt(summary.coverage)} backend={summary.backend}")
     if verdict.get("meaning"):
         echo(f"  {verdict['meaning']}")
+    if badge is not None:
+        echo(f"  {badge.statement}", single_line=True)
     if verdict.get("reasons"):
         echo("  why: " + "; ".join(verdict["reasons"]))
     if score:

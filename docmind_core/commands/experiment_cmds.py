@@ -147,15 +147,61 @@ def dataset_delete(invocation: Invocation, name, as_user):
 
 @dataset.command("label")
 @click.argument("run_id", type=text_id_type("run id"))
-@click.option("--verdict", type=click.Choice(["correct", "wrong", "should_abstain"]), required=True)
+@click.option("--verdict", type=click.Choice(["right", "correct", "partly", "wrong", "should_abstain"]), required=True,
+              help="right (= correct), partly, wrong, or should_abstain (the KB does not hold the answer).")
 @click.option("--gold", "gold", multiple=True, help="A source chunk id of the run that holds the answer.")
-@click.option("--dataset", "dataset_name", default=None, help="Add the question to this dataset.")
+@click.option("--source-doc", "source_docs", multiple=True,
+              help="The right source: a document of the run's knowledge bases, by name.")
+@click.option("--dataset", "dataset_name", default=None,
+              help="Add the question to this dataset (default: your labelled dataset of the run's KBs).")
 @as_user_option
 @pass_invocation
-def dataset_label(invocation: Invocation, run_id, verdict, gold, dataset_name, as_user):
-    """Label a run's answer; its question joins a dataset of labelled runs."""
-    label = invocation.workbench(as_user).label_run(run_id, verdict, list(gold), dataset=dataset_name)
+def dataset_label(invocation: Invocation, run_id, verdict, gold, source_docs, dataset_name, as_user):
+    """Label a run's answer (again: to correct it); its question joins a dataset of labelled runs."""
+    label = invocation.workbench(as_user).label_run(run_id, verdict, list(gold), dataset=dataset_name,
+                                                    gold_doc_ids=list(source_docs))
     echo(f"run {label.run_id}: {label.verdict} (dataset item #{label.dataset_item_id})", single_line=True)
+
+
+@dataset.command("unlabel")
+@click.argument("run_id", type=text_id_type("run id"))
+@as_user_option
+@pass_invocation
+def dataset_unlabel(invocation: Invocation, run_id, as_user):
+    """Take back a run's label (and the dataset item it added)."""
+    invocation.workbench(as_user).remove_label(run_id)
+    echo(f"run {run_id}: label removed", single_line=True)
+
+
+@dataset.command("labels")
+@click.option("--kb", "kbs", multiple=True, help="Labels of runs that asked only these KBs (repeatable).")
+@click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the labels with their runs (question, answer, verdict, evidence, config) as JSONL.")
+@click.option("--langfuse", "langfuse_name", default=None, help="Send them as this Langfuse dataset (--kb needed).")
+@as_user_option
+@pass_invocation
+def dataset_labels(invocation: Invocation, kbs, jsonl_path, langfuse_name, as_user):
+    """Review the labels of your runs, with each KB group's badge; export them as JSONL or to Langfuse."""
+    bench = invocation.workbench(as_user)
+    kb_ids = bench.kb_ids_for(list(kbs)) if kbs else None
+    if jsonl_path:
+        jsonl_path.write_text(bench.export_labels(kb_ids), encoding="utf-8")
+        echo(f"wrote {jsonl_path}")
+        return
+    if langfuse_name is not None:
+        if not kb_ids:
+            raise click.UsageError("--langfuse needs --kb: the labels of which knowledge bases")
+        name, sent = bench.export_labels_to_langfuse(kb_ids, langfuse_name)
+        echo(f"sent {sent} label(s) to the Langfuse dataset {name}", single_line=True)
+        return
+    for row in bench.list_labels(kb_ids):
+        label = row.label
+        source = ", ".join(label.gold_doc_ids + label.gold_chunk_ids)
+        echo(f"{label.run_id[:12]}  {'right' if label.verdict == 'correct' else label.verdict:<14} "
+             f"{label.answer_verdict or '-':<16} {' + '.join(row.kb_names):<20} {row.question[:60]}"
+             + (f"  [source: {source}]" if source else ""), single_line=True)
+    if kb_ids:
+        echo(bench.kb_badge(kb_ids).statement, single_line=True)
 
 
 # -- experiments ----------------------------------------------------------------

@@ -5,7 +5,9 @@ Every run here is a product run: ``Workbench.ask`` of the acting user on a KB th
 (and its chunker), stored as a trace.  The BEIR retrieval benchmarks are :mod:`docmind_core.eval`, which
 indexes a corpus directly with its own chunker; the README ("Code layout") says how the two differ.
 
-* :mod:`.datasets` — labelled questions in SQLite (JSONL / BEIR import, labels from traces);
+* :mod:`.datasets` — labelled questions in SQLite (JSONL / BEIR import, labels given to runs);
+* :mod:`.badge`    — what "Supported by the sources" has earned per KB: labelled precision, Wilson interval;
+* :mod:`.label_export` — labels with their runs as JSONL or a Langfuse dataset;
 * :mod:`.records`  — what an experiment is: variants, rows, progress;
 * :mod:`.experiment_store` — experiments and their rows in SQLite, with the runner heartbeat;
 * :mod:`.runner`   — the bounded-parallel, resumable runner;

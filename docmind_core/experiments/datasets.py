@@ -3,8 +3,8 @@ whether the KB answers them at all.
 
 A dataset is owned and shared like a knowledge base (owner, department, visibility).  Items come from
 a JSONL file (one ``{question, kb, gold_doc_ids | gold_chunk_ids, answers[], answerable, type}`` per
-line), a BEIR folder (queries + qrels, answers when the queries carry them) or labels given to runs on
-the Traces page.
+line), a BEIR folder (queries + qrels, answers when the queries carry them) or labels given to runs in
+Chat, on the Traces page or with ``dataset label`` (each labeller's dataset per KB: "labels of KB by NAME").
 
 Gold documents are named the way the KB names them: a gold id matches a document whose name is the id
 or whose name without its extension is the id (a BEIR corpus id ``d3`` ingested as ``d3.txt``).  An
@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from docmind_core.errors import DatasetError, NotFound
 from docmind_core.store.db import Database, utcnow
 
-Verdict = Literal["correct", "wrong", "should_abstain"]
-VERDICTS: tuple[str, ...] = ("correct", "wrong", "should_abstain")
+if TYPE_CHECKING:
+    from docmind_core.experiments.badge import LabelTally
+
+# "partly": some of the answer is right, not all of it; counted as not right wherever a rate is stated
+Verdict = Literal["correct", "partly", "wrong", "should_abstain"]
+VERDICTS: tuple[str, ...] = ("correct", "partly", "wrong", "should_abstain")
+VERDICT_ALIASES = {"right": "correct"}  # the word the pages use for a correct answer
 MAX_ITEMS = 100_000
 
 
@@ -69,12 +74,17 @@ class Dataset(BaseModel):
 
 
 class RunLabel(BaseModel):
+    """An analyst's verdict on one run's answer and, optionally, the right source (a chunk or a document)."""
+
     run_id: str
     verdict: Verdict
     gold_chunk_ids: list[str] = Field(default_factory=list)
+    gold_doc_ids: list[str] = Field(default_factory=list)  # document names, as a dataset item names them
     labelled_by: int | None = None
     labelled_at: str = ""
     dataset_item_id: int | None = None
+    answer_verdict: str = ""  # the verdict level the answer was shown with (answer/verdict.py), "" if none
+    kb_ids: list[int] = Field(default_factory=list)  # the KBs the run asked
 
 
 # --------------------------------------------------------------------------
@@ -285,23 +295,68 @@ class DatasetStore:
 
     # -- labels given to runs -----------------------------------------------------
     def set_label(self, label: RunLabel) -> RunLabel:
+        """Store (or replace: a correction) the label of ``label.run_id``."""
         with self._db.transaction() as db:
-            db.execute("INSERT INTO run_labels (run_id, verdict, gold_chunk_ids, labelled_by, labelled_at, "
-                       "dataset_item_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-                       "verdict = excluded.verdict, gold_chunk_ids = excluded.gold_chunk_ids, "
-                       "labelled_by = excluded.labelled_by, labelled_at = excluded.labelled_at, "
-                       "dataset_item_id = excluded.dataset_item_id",
+            db.execute(f"INSERT INTO run_labels ({_LABEL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                       "ON CONFLICT (run_id) DO UPDATE SET verdict = excluded.verdict, "
+                       "gold_chunk_ids = excluded.gold_chunk_ids, labelled_by = excluded.labelled_by, "
+                       "labelled_at = excluded.labelled_at, dataset_item_id = excluded.dataset_item_id, "
+                       "gold_doc_ids = excluded.gold_doc_ids, answer_verdict = excluded.answer_verdict, "
+                       "kb_ids = excluded.kb_ids",
                        [label.run_id, label.verdict, json.dumps(label.gold_chunk_ids), label.labelled_by,
-                        label.labelled_at or utcnow(), label.dataset_item_id])
+                        label.labelled_at or utcnow(), label.dataset_item_id,
+                        json.dumps(label.gold_doc_ids, ensure_ascii=False), label.answer_verdict,
+                        json.dumps(sorted(label.kb_ids))])
         return self.label(label.run_id)  # type: ignore[return-value]
 
     def label(self, run_id: str) -> RunLabel | None:
-        row = self._db.db.execute("SELECT run_id, verdict, gold_chunk_ids, labelled_by, labelled_at, dataset_item_id "
-                                  "FROM run_labels WHERE run_id = ?", [run_id]).fetchone()
-        if row is None:
-            return None
-        return RunLabel(run_id=row[0], verdict=row[1], gold_chunk_ids=json.loads(row[2] or "[]"),
-                        labelled_by=row[3], labelled_at=row[4], dataset_item_id=row[5])
+        row = self._db.db.execute(f"SELECT {_LABEL_COLUMNS} FROM run_labels WHERE run_id = ?", [run_id]).fetchone()
+        return _label(row) if row is not None else None
+
+    def labels(self, run_ids: Iterable[str] | None = None) -> list[RunLabel]:
+        """Every label (``run_ids`` None) or the labels of these runs, oldest first."""
+        if run_ids is None:
+            rows = self._db.db.execute(f"SELECT {_LABEL_COLUMNS} FROM run_labels ORDER BY labelled_at, run_id")
+            return [_label(r) for r in rows.fetchall()]
+        wanted = list(dict.fromkeys(run_ids))
+        found: list[RunLabel] = []
+        for start in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
+            batch = wanted[start:start + 500]
+            rows = self._db.db.execute(f"SELECT {_LABEL_COLUMNS} FROM run_labels WHERE run_id IN "
+                                       f"({', '.join('?' * len(batch))}) ORDER BY labelled_at, run_id", batch)
+            found += [_label(r) for r in rows.fetchall()]
+        return found
+
+    def label_tallies(self) -> "list[LabelTally]":
+        """Every label counted by (the run's KBs, the verdict it was shown with, the label): what a KB badge
+        needs, without reading each label."""
+        from docmind_core.experiments.badge import LabelTally
+
+        rows = self._db.db.execute("SELECT kb_ids, answer_verdict, verdict, COUNT(*) FROM run_labels "
+                                   "GROUP BY kb_ids, answer_verdict, verdict").fetchall()
+        return [LabelTally(tuple(sorted(json.loads(r[0] or "[]"))), r[1] or "", r[2], int(r[3])) for r in rows]
+
+    def delete_label(self, run_id: str) -> RunLabel:
+        """Remove a run's label and the dataset item it added; returns what was removed."""
+        label = self.label(run_id)
+        if label is None:
+            raise NotFound(f"run {run_id} has no label")
+        with self._db.transaction() as db:
+            db.execute("DELETE FROM run_labels WHERE run_id = ?", [run_id])
+            if label.dataset_item_id is not None:
+                db.execute("DELETE FROM dataset_items WHERE id = ? AND source_run_id = ?",
+                           [label.dataset_item_id, run_id])
+        return label
+
+
+_LABEL_COLUMNS = ("run_id, verdict, gold_chunk_ids, labelled_by, labelled_at, dataset_item_id, gold_doc_ids, "
+                  "answer_verdict, kb_ids")
+
+
+def _label(row: Sequence[Any]) -> RunLabel:
+    return RunLabel(run_id=row[0], verdict=row[1], gold_chunk_ids=json.loads(row[2] or "[]"), labelled_by=row[3],
+                    labelled_at=row[4], dataset_item_id=row[5], gold_doc_ids=json.loads(row[6] or "[]"),
+                    answer_verdict=row[7] or "", kb_ids=json.loads(row[8] or "[]"))
 
 
 def _dataset(row: Sequence[Any]) -> Dataset:

@@ -4,8 +4,9 @@
 |-------------|--------------------------------------------------|-------------------------------------|
 | dataset     | as a KB: admin, owner, its department, or every  | admin or owner (share, delete);     |
 |             | signed-in user when public                       | anyone signed in imports (owns it)  |
-| run label   | as an item of its dataset                        | who may read the run, into a dataset|
-|             |                                                  | they manage                         |
+| run label   | who may read the run (the owner and admins);     | who may read the run, into a dataset|
+|             | its question as an item of its dataset           | they manage                         |
+| KB badge    | who may read every KB of the group (counts only) | (follows from the labels)           |
 | experiment  | the owner and admins (like traces)               | the owner and admins                |
 
 Experiment runs go through ``Workbench.ask`` of the acting user: their KB access applies to every
@@ -23,15 +24,19 @@ import logging
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from docmind_core.accounts.access import KbAccessGuard, can_read_trace, require_signed_in
 from docmind_core.reports.compare import RunComparison, compare_runs
 from docmind_core.reports.pair_verdict import GoldLabel
 from docmind_core.errors import AccessDenied, NotFound
 from docmind_core.experiments.datasets import (
-    VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, read_beir, read_jsonl_file,
+    VERDICT_ALIASES, VERDICTS, Dataset, DatasetError, DatasetItem, DatasetStore, RunLabel, beir_corpus_files, read_beir,
+    read_jsonl_file,
 )
+from docmind_core.answer.verdict import verdict_of
+from docmind_core.experiments.badge import KbBadge, in_scope, kb_badge
+from docmind_core.experiments.label_export import LabelRow, LangfuseKeys, label_rows_jsonl, push_to_langfuse
 from docmind_core.experiments.experiment_store import ExperimentStore
 from docmind_core.experiments.metrics import ExperimentReport
 from docmind_core.experiments.records import Experiment, ExperimentError, Progress, Variant, describe_experiment
@@ -45,12 +50,13 @@ from docmind_core.store.db import Database
 from docmind_core.store.traces import TraceRecord, TraceStore
 
 if TYPE_CHECKING:
-    from docmind_core.values import IngestOutcome, KnowledgeBase
+    from docmind_core.values import DocumentRecord, IngestOutcome, KnowledgeBase
     from docmind_core.accounts.users import User
 
 log = logging.getLogger(__name__)
 
-LABELLED_FROM_TRACES = "labelled runs of {user}"
+LABELLED_FROM_TRACES = "labelled runs of {user}"  # a run that asked no KB
+LABELS_OF_KB = "labels of {kbs} by {user}"  # the per-KB labelled dataset of one labeller
 
 
 class DatasetsAsKbs:
@@ -76,6 +82,8 @@ class UserCalls(ExperimentAsker, Protocol):
     def settings(self) -> Settings: ...
 
     def get_kb(self, kb_id: int) -> "KnowledgeBase": ...
+
+    def list_documents(self, kb_id: int) -> "list[DocumentRecord]": ...
 
     def get_trace(self, run_id: str) -> TraceRecord: ...
 
@@ -197,44 +205,147 @@ class UserExperiments:
 
     # -- labels from traces -------------------------------------------------------------
     def label_run(self, run_id: str, verdict: str, gold_chunk_ids: Sequence[str] = (),
-                  dataset: str | None = None) -> RunLabel:
-        """Mark a run's answer correct / wrong / should-abstain and its gold chunks.
+                  dataset: str | None = None, gold_doc_ids: Sequence[str] = ()) -> RunLabel:
+        """Mark a run's answer right (``correct``) / ``partly`` / ``wrong`` / ``should_abstain``, and the right
+        source: chunks the run found (``gold_chunk_ids``) or documents of its KBs by name (``gold_doc_ids``).
 
-        The label is kept on the run and the question is added (or updated) as an item of ``dataset``
-        (default: this user's "labelled runs of NAME" dataset, created when missing), with the run's KB,
-        the gold chunks, and ``answerable = verdict != should_abstain``.
+        Labelling a run again corrects its label.  The label keeps the verdict the answer was shown with and
+        the run's KBs (the KB badge counts them); the run keeps its question, config snapshot and evidence.
+        The question is added (or updated) as an item of ``dataset`` (default: this user's labelled dataset of
+        the run's KBs, "labels of KB by NAME", created when missing; "labelled runs of NAME" for a run that
+        asked none), with the run's KB, the gold and ``answerable = verdict != should_abstain``.
         """
+        verdict = VERDICT_ALIASES.get(verdict, verdict)
         if verdict not in VERDICTS:
-            raise DatasetError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
+            raise DatasetError(f"verdict must be one of right, {', '.join(VERDICTS)}, got {verdict!r}")
         record = self._calls.get_trace(run_id)  # the owner or an admin
         user = self._signed_in()
         sources = {c.chunk_id for c in (record.done.sources if record.done else [])}
         unknown = [c for c in gold_chunk_ids if c not in sources]
         if unknown:
             raise DatasetError(f"gold chunks must be sources of the run; not: {', '.join(unknown[:3])}")
-        name = dataset or LABELLED_FROM_TRACES.format(user=user.username)
-        target = self._datasets.find(name)
         kb_names = self._readable_kb_names(record.meta.kb_ids)
+        self._check_gold_documents(record.meta.kb_ids, gold_doc_ids)
+        name = dataset or (LABELS_OF_KB.format(kbs=" + ".join(kb_names), user=user.username) if kb_names
+                           else LABELLED_FROM_TRACES.format(user=user.username))
+        target = self._datasets.find(name)
         item = DatasetItem(question=record.meta.question, kb=kb_names[0] if kb_names else "",
-                           gold_chunk_ids=list(gold_chunk_ids), answerable=verdict != "should_abstain",
+                           gold_doc_ids=list(gold_doc_ids), gold_chunk_ids=list(gold_chunk_ids),
+                           answerable=verdict != "should_abstain",
                            answers=[record.done.answer] if verdict == "correct" and record.done else [],
                            type="from_trace", source_run_id=run_id)
+        previous = self._datasets.label(run_id)
         if target is None:
             target = self._datasets.create(name, [item], owner_id=user.owner_key, department=user.department,
-                                           source="traces")
+                                           source="traces", kb_name=kb_names[0] if len(kb_names) == 1 else "")
             item_id = self._datasets.items(target.id)[-1].id
         else:
             self._managed_dataset(target.id)
-            previous = self._datasets.label(run_id)
             if previous is not None and previous.dataset_item_id is not None and any(
                     i.id == previous.dataset_item_id for i in self._datasets.items(target.id)):
                 item_id = previous.dataset_item_id
                 self._datasets.replace_item(item_id, item)
             else:
                 item_id = self._datasets.add_items(target.id, [item])[0]
+        answer_verdict = verdict_of(record.done).level if record.done else ""
         return self._datasets.set_label(RunLabel(run_id=run_id, verdict=verdict,  # type: ignore[arg-type]
-                                                 gold_chunk_ids=list(gold_chunk_ids), labelled_by=user.owner_key,
-                                                 dataset_item_id=item_id))
+                                                 gold_chunk_ids=list(gold_chunk_ids),
+                                                 gold_doc_ids=list(gold_doc_ids), labelled_by=user.owner_key,
+                                                 dataset_item_id=item_id, answer_verdict=answer_verdict,
+                                                 kb_ids=list(record.meta.kb_ids)))
+
+    def _check_gold_documents(self, kb_ids: Sequence[int], names: Sequence[str]) -> None:
+        """A named right source must be a document of one of the run's KBs that this user may read."""
+        if not names:
+            return
+        known: set[str] = set()
+        for kb_id in kb_ids:
+            try:
+                known.update(d.name for d in self._calls.list_documents(kb_id))
+            except (AccessDenied, NotFound):
+                continue
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise DatasetError(f"the right source must be a document of the run's knowledge bases; not: "
+                               f"{', '.join(unknown[:3])}")
+
+    def run_label(self, run_id: str) -> RunLabel | None:
+        """The label of a run this user may read; None when it has none."""
+        self._calls.get_trace(run_id)
+        return self._datasets.label(run_id)
+
+    def run_labels(self, run_ids: Sequence[str]) -> dict[str, RunLabel]:
+        """The labels of those of these runs that this user may read (one read; for a page of answers)."""
+        readable = self._readable_run_owners(run_ids)
+        return {label.run_id: label for label in self._datasets.labels(readable)}
+
+    def list_labels(self, kb_ids: Sequence[int] | None = None) -> list[LabelRow]:
+        """Labels of the runs this user may read (of the group ``kb_ids`` when given), oldest first, for review."""
+        user = self._signed_in()
+        labels = self._datasets.labels()
+        if kb_ids is not None:
+            labels = [label for label in labels if in_scope(label.kb_ids, kb_ids)]
+        rows = self._run_rows([label.run_id for label in labels])
+        names: dict[int, str] = {}
+        out = []
+        for label in labels:
+            row = rows.get(label.run_id)
+            if row is None or not can_read_trace(user, row[0]):
+                continue
+            for kb_id in label.kb_ids:
+                if kb_id not in names:
+                    found = self._readable_kb_names([kb_id])
+                    names[kb_id] = found[0] if found else f"#{kb_id}"
+            out.append(LabelRow(label=label, question=row[1], kb_names=[names[k] for k in label.kb_ids]))
+        return out
+
+    def remove_label(self, run_id: str) -> RunLabel:
+        """Take back a run's label (and the dataset item it added)."""
+        self._calls.get_trace(run_id)
+        return self._datasets.delete_label(run_id)
+
+    def export_labels(self, kb_ids: Sequence[int] | None = None) -> str:
+        """The labels :meth:`list_labels` returns as JSONL, each line with its run's question, KBs, answer,
+        verdict, evidence (sources) and config snapshot."""
+        rows = self.list_labels(kb_ids)
+        records = {r.run_id: r for r in self._traces.iter_many([row.label.run_id for row in rows])}
+        return label_rows_jsonl(rows, records)
+
+    def export_labels_to_langfuse(self, kb_ids: Sequence[int], env: Mapping[str, str],
+                                  dataset_name: str = "") -> tuple[str, int]:
+        """The labels of a KB group as a Langfuse dataset (created when missing); (its name, items sent).
+        Refused when Langfuse is not configured (the keys in ``env``, as for tracing)."""
+        names = [self._calls.get_kb(kb_id).name for kb_id in kb_ids]  # refused for a KB this user may not read
+        keys = LangfuseKeys.from_env(env, self._calls.settings().tracing.langfuse_host)
+        rows = self.list_labels(kb_ids)
+        records = {r.run_id: r for r in self._traces.iter_many([row.label.run_id for row in rows])}
+        name = dataset_name or f"docmind labels: {' + '.join(names)}"
+        return name, push_to_langfuse(keys, name, rows, records)
+
+    def kb_badge(self, kb_ids: Sequence[int]) -> KbBadge:
+        """What the "Supported by the sources" verdict has earned in these KBs, from every label of their runs
+        (counts only: the labels' questions stay with their runs).  Each KB must be one this user may read."""
+        self._signed_in()
+        if not kb_ids:
+            raise DatasetError("a badge needs at least one knowledge base")
+        names = [self._calls.get_kb(kb_id).name for kb_id in kb_ids]  # refused for a KB this user may not read
+        return kb_badge(self._datasets.label_tallies(), kb_ids, names)
+
+    def _run_rows(self, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
+        """run id -> (owner, question) of the stored runs among these, from the runs' rows only."""
+        found: dict[str, tuple[int | None, str]] = {}
+        wanted = list(dict.fromkeys(run_ids))
+        for start in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
+            batch = wanted[start:start + 500]
+            for run_id, owner, question in self._db.db.execute(
+                    f"SELECT run_id, user_id, question FROM traces WHERE run_id IN ({', '.join('?' * len(batch))})",
+                    batch).fetchall():
+                found[run_id] = (owner, question)
+        return found
+
+    def _readable_run_owners(self, run_ids: Sequence[str]) -> list[str]:
+        user = self._signed_in()
+        return [run_id for run_id, (owner, _q) in self._run_rows(run_ids).items() if can_read_trace(user, owner)]
 
     def _readable_kb_names(self, kb_ids: Sequence[int]) -> list[str]:
         names = []

@@ -76,6 +76,9 @@ class RunSummary(BaseModel):
     pending_documents: int = 0  # documents of the searched KBs still being ingested (not searched)
     pending: list[dict[str, Any]] = Field(default_factory=list)  # per KB: kb_id, kb_name, pending, searched
     usage: dict[str, int] = Field(default_factory=dict)
+    # what "Supported by the sources" has earned in the KBs this run asked, from their labelled runs
+    # (experiments/badge.py: counts, rate, Wilson interval, statement); None when no KB was asked
+    kb_badge: dict[str, Any] | None = None
 
 
 def summarise(events: Iterable[Event]) -> RunSummary:

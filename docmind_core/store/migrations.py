@@ -573,3 +573,13 @@ def m018_document_files(db: sqlite_utils.Database) -> None:
         );
         """,
     )
+
+
+@migration
+def m019_label_feedback(db: sqlite_utils.Database) -> None:
+    # Feedback where answers are read: a label may name the right source as a document (not only a chunk the
+    # run found), and keeps the verdict the answer was shown with and the KBs the run asked, so a KB's
+    # statement of how often its "Supported" answers were right is counted without reading every trace.
+    for column in ("gold_doc_ids TEXT NOT NULL DEFAULT '[]'", "answer_verdict TEXT NOT NULL DEFAULT ''",
+                   "kb_ids TEXT NOT NULL DEFAULT '[]'"):
+        db.execute(f"ALTER TABLE run_labels ADD COLUMN {column}")

@@ -15,3 +15,13 @@ def started_app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not at.exception, at.exception
     return at
+
+
+def kb_with_texts(engine, name: str, texts: dict[str, str]):
+    """A KB of ``engine`` holding these texts (file name -> text), every one ingested."""
+    from tests.paths import write_texts
+
+    kb = engine.create_kb(name)
+    outcomes = engine.ingest(kb.id, write_texts(engine.home.parent / f"{name}-docs", texts))
+    assert all(o.status == "added" for o in outcomes), outcomes
+    return kb

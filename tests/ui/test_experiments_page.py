@@ -173,12 +173,12 @@ def test_traces_page_labels_a_run_into_a_dataset(engine):
     at.session_state["dm_tr_table"] = {"selection": {"rows": [row], "columns": []}}
     at.run()
     assert not at.exception, at.exception
-    at.radio(key="dm_tr_verdict").set_value("correct")
-    at.multiselect(key="dm_tr_gold").set_value([sources[0].chunk_id])
-    next(b for b in at.button if b.label == "Save label").click().run()
+    at.radio(key=f"dm_fb_verdict_{run_id}").set_value("correct").run()
+    at.selectbox(key=f"dm_fb_source_{run_id}").set_value(f"chunk:{sources[0].chunk_id}")
+    at.button(key=f"dm_fb_save_{run_id}").click().run()
     assert not at.exception, at.exception
-    assert any("Labelled correct" in s.value for s in at.success)
-    item = next(i for i in bench.dataset_items(bench.get_dataset("labelled runs of local").id)
+    assert any("You labelled this answer: right" in s.value for s in at.markdown)
+    item = next(i for i in bench.dataset_items(bench.get_dataset("labels of orion by local").id)
                 if i.source_run_id == run_id) if bench.list_datasets() else None
     assert item is not None and item.answerable and item.kb == "orion"
     assert item.gold_chunk_ids == [sources[0].chunk_id] and item.answers  # "correct" keeps the run's answer
