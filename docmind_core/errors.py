@@ -16,6 +16,9 @@ raises on purpose is one of two kinds, and an entry point (CLI, pages, MCP) may 
     ├── CallerError
     │   ├── ConfigError ─ ConfigConflict      a config key or value refused; a form's write refused
     │   ├── InputTooLarge                     over a limits.* cap
+    │   ├── InvalidId                         an id from outside that no record can have
+    │   ├── EmptyInput                        a question or query with nothing but spaces
+    │   ├── PageImagesUnavailable             page images asked for without the pages extra
     │   ├── AccessDenied ─ SignInRequired     may not read or change it; nobody signed in
     │   ├── NotFound                          no such knowledge base, document, run ...
     │   ├── IngestError                       a document that cannot be read or indexed
@@ -175,3 +178,15 @@ class ToolExecutionError(RuntimeFailure):
         super().__init__(f"{tool} failed: {cause}")
         self.tool = tool
         self.cause = cause
+
+
+class InvalidId(CallerError):
+    """An id from outside that no record can have (not a whole number in range, or not an id's characters)."""
+
+
+class EmptyInput(CallerError):
+    """A question, query or text with nothing in it but spaces."""
+
+
+class PageImagesUnavailable(CallerError):
+    """Page images need the optional pypdfium2 package (the ``pages`` extra)."""

@@ -10,6 +10,7 @@ been shown for a while; never with the page's own draw, where the parse delayed 
 
 from __future__ import annotations
 
+import base64
 import datetime
 
 import streamlit as st
@@ -22,7 +23,11 @@ WIDGET_PREFIX = "dm_preload_"
 # The element kinds the other pages draw that a first visit to Chat does not, as AppTest names them: a page that
 # starts using a new kind adds it here and to _draw_kinds (tests/ui/test_preload.py checks both against the code).
 PRELOADED_KINDS = ("plotly_chart", "dataframe", "date_input", "text_input", "text_area", "number_input", "checkbox",
-                   "radio", "tabs", "progress", "file_uploader", "download_button", "form", "chat_message", "html")
+                   "radio", "tabs", "progress", "file_uploader", "download_button", "form", "chat_message", "html", "image")
+
+
+# The smallest PNG (1 x 1, transparent): enough for the browser to fetch the image element's code.
+_ONE_PIXEL_PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
 
 
 def draw_preload() -> None:
@@ -51,3 +56,4 @@ def _draw_kinds() -> None:
         st.form_submit_button("preload", disabled=True)
     with st.chat_message("assistant"):
         st.html("<span></span>")
+    st.image(_ONE_PIXEL_PNG)  # a cited PDF page is shown as an image (Chat's source cards, hit testing)

@@ -14,7 +14,7 @@ from docmind_core.errors import CallerError, DocMindError, RuntimeFailure
 from tests.paths import ROOT
 
 BRANCHES = (CallerError, RuntimeFailure)
-CALLER = ["ConfigError", "ConfigConflict", "InputTooLarge", "AccessDenied", "SignInRequired", "NotFound",
+CALLER = ["ConfigError", "ConfigConflict", "InputTooLarge", "InvalidId", "EmptyInput", "PageImagesUnavailable", "AccessDenied", "SignInRequired", "NotFound",
           "IngestError", "IngestCancelled", "IngestPaused", "EmbedderMismatch", "DocumentBusy", "UserError", "DatasetError",
           "ExperimentError", "TraceFormatError"]
 RUNTIME = ["BackendUnavailable", "ModelCallCut", "IncompleteReply", "ModelOutputError", "EmptyReply", "DeadlineCut",

@@ -144,6 +144,17 @@ def world(tmp_path_factory):
 Action = Callable[[World, Workbench, str], bool]
 
 
+def _page_image_reaches_the_document(w, b, v) -> bool:
+    """The shared document is Markdown, so a reader is told it has no page images: the refusal of what it is,
+    after the read check passed (a reader of no KB is refused before that)."""
+    from docmind_core.errors import NotFound
+    try:
+        b.page_image(w.shared_document(v).id, 1)
+    except NotFound as not_a_pdf:
+        return "no page images" in str(not_a_pdf)
+    return True
+
+
 def _ask_sees_kb(w: World, b: Workbench, v: str) -> bool:
     kb = w.shared_kb(v)
     events = list(b.ask("What is the zephyr budget?", [kb.id]))
@@ -280,6 +291,7 @@ ROWS: list[tuple[str, bool, Callable[[str, str], bool], Action]] = [
     ("document_chunks", True, may_read_kb, lambda w, b, v: bool(b.document_chunks(w.shared_document(v).id))),
     ("document_text", True, may_read_kb,
      lambda w, b, v: "zephyr" in b.document_text(w.shared_document(v).id).lower()),
+    ("page_image", True, may_read_kb, _page_image_reaches_the_document),
     ("search", True, may_read_kb, lambda w, b, v: b.search("zephyr budget", [w.shared_kb(v).id]) is not None),
     ("ask", True, may_read_kb, _ask_sees_kb),
     # the offline baseline of `eval answers` rebuilds the process's shared backends: admins only

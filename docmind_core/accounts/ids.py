@@ -18,7 +18,7 @@ from typing import Annotated, Any, Iterable
 
 from pydantic import Field, TypeAdapter, ValidationError, WithJsonSchema
 
-from docmind_core.errors import CallerError
+from docmind_core.errors import InvalidId
 
 MAX_RECORD_ID = 2**63 - 1  # SQLite's largest INTEGER
 _TEXT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
@@ -31,9 +31,6 @@ _RECORD_ID = TypeAdapter(RecordId)
 # whole number, so record_id refuses the rest in DocMind's words (not pydantic's, with its links).
 RecordIdArgument = Annotated[int, WithJsonSchema(_RECORD_ID.json_schema())]
 
-
-class InvalidId(CallerError):
-    """An id from outside that no record can have (not a whole number in range, or not an id's characters)."""
 
 
 def _shown(value: Any) -> str:

@@ -11,12 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from docmind_core.errors import CallerError, InputTooLarge
+from docmind_core.errors import EmptyInput, InputTooLarge
 from docmind_core.settings import Settings
 
-
-class EmptyInput(CallerError):
-    """A question, query or text with nothing in it but spaces."""
 
 
 def require_text(text: str, what: str = "question") -> str:

@@ -13,14 +13,11 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from docmind_core.errors import CallerError, IngestError
+from docmind_core.errors import IngestError, PageImagesUnavailable
 
 HIGHLIGHT_RGBA = (255, 214, 0, 110)
 _SKIPPED_RE = re.compile(r"[\s\-\u00ad\u2010\u2011]")
 
-
-class PageImagesUnavailable(CallerError):
-    """Page images need the optional pypdfium2 package."""
 
 
 @dataclass(frozen=True)

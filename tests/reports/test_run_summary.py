@@ -41,7 +41,7 @@ SUMMARY_KEYS = {
     "web_compensated", "sources", "citations", "coverage", "invalid_refs", "confidence", "band", "ungrounded",
     "stop_reason", "timings_ms", "backend", "backends", "errors", "fallbacks", "judge", "index_gaps",
     "pending_documents", "pending", "usage", "confidence_reason", "asks_for", "answers_question", "claims",
-    "claim_counts", "verdict", "notices",
+    "claim_counts", "verdict", "notices", "kb_badge",
     "route_reason_words", "grade_reason_words", "stop_reason_words",
 }
 VERDICT_KEYS = {"level", "label", "meaning", "score", "score_meaning", "reasons", "evidence_grade",
@@ -160,6 +160,7 @@ def _expected_from_digest(digest: RunDigest) -> dict:
                    "model_calls": digest.tokens["calls"]} if done is not None else {}),
         "verdict": digest.verdict.model_dump() if done is not None else None,
         "notices": [n.model_dump() for n in digest.notices],
+        "kb_badge": None,  # filled by `docmind ask`, which knows the asked KBs; a digest does not
     }
 
 
