@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from docmind_core.errors import IngestError
+from docmind_core.ingest.budget import DEFAULT_MAX_TEXT_CHARS, TextBudget
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -46,9 +47,10 @@ def mime_for(path: Path | str) -> str:
 
 
 def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = MAX_FILE_BYTES,
-                  name: str = "") -> LoadedDocument:
+                  name: str = "", max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> LoadedDocument:
     """Read ``path`` (or the given bytes of it) and extract its text; ``name`` (default: the file's name)
-    is what messages call it."""
+    is what messages call it.  Extraction stops with an :class:`IngestError` once the text passes
+    ``max_text_chars`` (ingest.max_text_mb), counted as each page, paragraph or row comes out."""
     path = Path(path)
     name = name or path.name
     ext = path.suffix.lower()
@@ -65,7 +67,7 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
         raise IngestError(f"{name}: the file is empty")
     if ext == ".docx":
         _check_unpacked_size(name, data, max_bytes)
-    text = parser(name, data)
+    text = parser(name, data, TextBudget(name, max_text_chars))
     text = _tidy(text)
     if not text.strip():
         raise IngestError(f"{name}: no text could be extracted (scanned images or an empty document?)")
@@ -130,11 +132,13 @@ class TextFile:
     encoding: str
     mime: str
     piece_bytes: int = PIECE_BYTES
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS  # ingest.max_text_mb: the text of a CSV can outgrow its file
 
     def pieces(self) -> Iterator[str]:
         tidier = _PieceTidier()
+        budget = TextBudget(self.name, self.max_text_chars)
         for text in self._texts():
-            out = tidier.feed(text)
+            out = budget.text(tidier.feed(text))
             if out:
                 yield out
         if not tidier.started:
@@ -214,7 +218,7 @@ def _cut(text: str, size: int) -> Iterator[str]:
 
 
 def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
-                   piece_bytes: int = PIECE_BYTES) -> TextFile | None:
+                   piece_bytes: int = PIECE_BYTES, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> TextFile | None:
     """Hash and check a .txt/.md/.csv file reading it block by block (never whole); None when it is not
     UTF-8 or BOM-marked text (then only :func:`load_document`'s encoding detection, on the whole file, reads it).
     A .csv file comes back as a :class:`CsvFile`, whose pieces are its rendered rows.
@@ -258,7 +262,7 @@ def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
         raise _binary_refusal(name)
     kind = CsvFile if ext == ".csv" else TextFile
     return kind(path=path, name=name, digest=digest.hexdigest(), size=size, encoding=encoding,
-                mime=MIME_TYPES[ext], piece_bytes=piece_bytes)
+                mime=MIME_TYPES[ext], piece_bytes=piece_bytes, max_text_chars=max_text_chars)
 
 
 # --------------------------------------------------------------------------
@@ -317,17 +321,38 @@ def _tidy(text: str) -> str:
 
 
 def _tidy_lines(text: str) -> str:
-    """Line ends to \\n, NULs out, no blanks before a line end, at most one empty line in a row.
+    """Line ends to \\n, NULs out, no blanks before a line end, at most one empty line in a row, and a blank
+    run of over :data:`_MAX_BLANK_RUN` characters cut short (megabytes of spaces would otherwise be one chunk
+    of two words).
 
     Each step reads only whitespace and NULs around what it changes, so text cut after a character
     that is neither comes out the same in pieces as whole (:class:`_PieceTidier`).
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    text = re.sub(r"[ \t\u00a0]+\n", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text)
+    text = _BLANKS_BEFORE_BREAK_RE.sub("\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return _LONG_BLANK_RE.sub(_short_blank, text)
 
 
-_TRAILING_BLANK_RE = re.compile(r"[\s\x00]*\Z")
+# Each run is tried once, from its first character, and never given back: "[ \t]+\n" tried from every
+# character of a run of spaces that no line break ends, and read the rest of it each time (n² steps).
+_BLANKS_BEFORE_BREAK_RE = re.compile(r"(?<![ \t\u00a0])[ \t\u00a0]++\n")
+
+
+_MAX_BLANK_RUN = 64
+_LONG_BLANK_RE = re.compile(r"(?<!\s)\s{%d,}" % (_MAX_BLANK_RUN + 1))
+
+
+def _short_blank(run: re.Match[str]) -> str:
+    """A long blank run as the break it makes: a paragraph, a line, or its first characters."""
+    lines = run.group(0).count("\n")
+    return "\n\n" if lines >= 2 else "\n" if lines else run.group(0)[:_MAX_BLANK_RUN]
+
+
+# The last character that is neither blank nor NUL, with the blanks after it: tried only at such characters,
+# so finding it reads each blank once ("[\s\x00]*\Z" re-read a blank run from every one of its characters: a
+# 64 KB run of spaces took minutes).
+_LAST_INKED_RE = re.compile(r"[^\s\x00][\s\x00]*\Z")
 
 
 class _PieceTidier:
@@ -339,11 +364,17 @@ class _PieceTidier:
 
     def __init__(self) -> None:
         self.held = ""
+        self.blank_parts: list[str] = []  # blank pieces after ``held``, joined once (not re-joined per piece)
         self.started = False  # something has been given out (the leading strip is done)
 
     def feed(self, piece: str) -> str:
-        piece = self.held + piece
-        cut = _TRAILING_BLANK_RE.search(piece).start()
+        last = _LAST_INKED_RE.search(piece)
+        if last is None:
+            self.blank_parts.append(piece)  # all blank: it joins what is held
+            return ""
+        cut = len(self.held) + sum(map(len, self.blank_parts)) + last.start() + 1
+        piece = self.held + "".join(self.blank_parts) + piece
+        self.blank_parts.clear()
         self.held = piece[cut:]
         out = _tidy_lines(piece[:cut])
         if not self.started:
@@ -357,11 +388,11 @@ class _PieceTidier:
 # --------------------------------------------------------------------------
 
 
-def _parse_text(name: str, data: bytes) -> str:
-    return decode_text(name, data)
+def _parse_text(name: str, data: bytes, budget: TextBudget) -> str:
+    return budget.text(decode_text(name, data))
 
 
-def _parse_html(name: str, data: bytes) -> str:
+def _parse_html(name: str, data: bytes, budget: TextBudget) -> str:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(decode_text(name, data), "html.parser")
@@ -381,10 +412,10 @@ def _parse_html(name: str, data: bytes) -> str:
     text = "\n".join(line.strip() for line in text.split("\n"))
     if title and title not in text[:200]:
         text = f"# {title}\n\n{text}"
-    return text
+    return budget.text(text)  # no more than the page's own text: its size is bounded by the file's
 
 
-def _parse_pdf(name: str, data: bytes) -> str:
+def _parse_pdf(name: str, data: bytes, budget: TextBudget) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -397,7 +428,7 @@ def _parse_pdf(name: str, data: bytes) -> str:
                 reader.decrypt("")
             except Exception:
                 raise IngestError(f"{name}: the PDF is password-protected") from None
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = [budget.pdf_page_text(page, number) for number, page in enumerate(reader.pages, 1)]
     except IngestError:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
@@ -437,7 +468,7 @@ def _check_unpacked_size(name: str, data: bytes, max_bytes: int) -> None:
                           f"{max_bytes / 1048576:g} MB (ingest.max_file_mb)")
 
 
-def _parse_docx(name: str, data: bytes) -> str:
+def _parse_docx(name: str, data: bytes, budget: TextBudget) -> str:
     import zipfile
 
     try:
@@ -459,14 +490,14 @@ def _parse_docx(name: str, data: bytes) -> str:
             text = "#" * int(match.group(1)) + " " + text
         elif style == "Title":
             text = "# " + text
-        lines.append(text)
+        lines.append(budget.text(text))
     for table in document.tables:
-        for row in table.rows:
-            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
+        for row in table.rows:  # a merged cell repeats in every row it spans
+            lines.append(budget.text(" | ".join(cell.text.strip() for cell in row.cells)))
     return "\n\n".join(lines)
 
 
-def _parse_csv(name: str, data: bytes) -> str:
+def _parse_csv(name: str, data: bytes, budget: TextBudget) -> str:
     text = decode_text(name, data)
     dialect = _sniff(text[:4096])
     # A cell may be as long as the file (the csv module's default cap is 128 KiB); the cap only ever grows.
@@ -477,7 +508,7 @@ def _parse_csv(name: str, data: bytes) -> str:
     header, body = rows[0], rows[1:]
     if not body:
         return " | ".join(header)
-    return "\n".join(_csv_line(header, row) for row in body)
+    return "\n".join(budget.text(_csv_line(header, row)) for row in body)  # each row repeats the column names
 
 
 def _sniff(head: str) -> type[csv.Dialect] | csv.Dialect:
@@ -507,7 +538,7 @@ def _column(header: list[str], index: int) -> str:
     return header[index].strip() if index < len(header) else f"column {index + 1}"
 
 
-_PARSERS: dict[str, Callable[[str, bytes], str]] = {
+_PARSERS: dict[str, Callable[[str, bytes, TextBudget], str]] = {
     ".txt": _parse_text,
     ".md": _parse_text,
     ".markdown": _parse_text,

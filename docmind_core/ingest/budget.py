@@ -1,0 +1,148 @@
+"""How much text one file may unpack to, counted while it is extracted.
+
+A small file can unpack to far more text than it holds: a PDF whose pages share one compressed 70 MB
+content stream, a CSV whose every value is rendered under a long column name.  The parsers charge a
+:class:`TextBudget` as they go (each page, paragraph, row or piece), so such a file is refused as soon as
+it passes ``ingest.max_text_mb``, long before its text (or the parsed PDF operators behind it) fills the
+memory, and never only after the whole text exists.
+
+A PDF page is charged twice: first the decoded size of its content streams, counted without keeping them
+(pypdf parses a page's whole content into Python objects, tens of bytes per byte, before any text comes
+out), then the text it gave.  One page whose text-bearing content is over :data:`PDF_PAGE_CONTENT_BYTES`
+is refused whatever the budget left, as parsing it alone would take the memory.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from docmind_core.errors import IngestError
+
+MB = 1024 * 1024
+# The default of ingest.max_text_mb, for callers without settings: the same as the default file limit.
+DEFAULT_MAX_TEXT_CHARS = 64 * MB
+# pypdf holds a page's parsed operators at ~40 bytes per content byte (measured: a 70 MB stream took 2.9 GB):
+# 8 MB is ~300 MB of parse at most, and over a hundred times what a dense page of text needs.
+PDF_PAGE_CONTENT_BYTES = 8 * MB
+_INFLATE_STEP = 1 << 20  # decoded bytes per zlib call while counting
+
+
+@dataclass
+class TextBudget:
+    """Characters one file's extraction may still produce; :meth:`take` refuses the file once they run out."""
+
+    name: str  # the document name messages use
+    max_chars: int
+    used: int = 0
+
+    @classmethod
+    def of_megabytes(cls, name: str, megabytes: float) -> "TextBudget":
+        return cls(name, max(1, int(megabytes * MB)))
+
+    @property
+    def left(self) -> int:
+        return max(0, self.max_chars - self.used)
+
+    def take(self, chars: int) -> None:
+        """Count ``chars`` more characters of extracted text; raises :class:`IngestError` past the limit."""
+        self.used += chars
+        if self.used > self.max_chars:
+            raise IngestError(f"{self.name}: its text unpacks to more than {self.max_chars / MB:g} MB "
+                              f"(ingest.max_text_mb); extraction stopped there. Split the file or raise the limit")
+
+    def text(self, text: str) -> str:
+        """``text``, counted."""
+        self.take(len(text))
+        return text
+
+    def pdf_page_text(self, page: Any, number: int) -> str:
+        """The text of a pypdf page (``number`` from 1), its content measured before pypdf parses it.
+
+        The content is a bound on the text it gives (operators around every string), so a page whose content
+        is over what is left of the budget is refused before it is parsed; then its text is what is charged.
+        """
+        size = pdf_content_size(page, min(self.left, PDF_PAGE_CONTENT_BYTES))
+        if size > PDF_PAGE_CONTENT_BYTES:
+            raise IngestError(f"{self.name}: page {number} unpacks to more than {PDF_PAGE_CONTENT_BYTES // MB} MB "
+                              f"of page content (a compression bomb?); the PDF is not read")
+        if size > self.left:
+            self.take(size)  # raises: the page alone would pass the limit
+        return self.text(page.extract_text() or "")
+
+
+def pdf_content_size(page: Any, limit: int) -> int:
+    """The decoded size of a pypdf page's content streams and of the form XObjects it can draw (whose text
+    pypdf extracts too), counted up to just past ``limit`` without keeping them.
+
+    A FlateDecode stream (what a bomb uses) is inflated a step at a time and dropped; a stream under any other
+    filter is decoded by pypdf, whose own caps bound it.
+    """
+    from pypdf.generic import ArrayObject, StreamObject
+
+    streams: list[Any] = []
+    contents = page.get("/Contents")
+    if contents is not None:
+        contents = contents.get_object()
+        streams = [item.get_object() for item in contents] if isinstance(contents, ArrayObject) else [contents]
+    streams += _form_xobjects(page)
+    total = 0
+    for stream in streams:
+        if isinstance(stream, StreamObject):
+            total += _stream_size(stream, limit - total)
+            if total > limit:
+                break
+    return total
+
+
+def _form_xobjects(holder: Any, seen: set[object] | None = None) -> list[Any]:
+    """The form XObjects reachable from ``holder``'s resources (forms drawing forms), each once."""
+    from pypdf.generic import DictionaryObject, StreamObject
+
+    from pypdf.generic import IndirectObject
+
+    seen = set() if seen is None else seen
+    found: list[Any] = []
+    resources = holder.get("/Resources")
+    resources = resources.get_object() if resources is not None else None
+    xobjects = resources.get("/XObject") if isinstance(resources, DictionaryObject) else None
+    xobjects = xobjects.get_object() if xobjects is not None else None
+    if not isinstance(xobjects, DictionaryObject):
+        return found
+    for ref in xobjects.values():
+        form = ref.get_object()
+        key = (ref.idnum, ref.generation) if isinstance(ref, IndirectObject) else id(form)
+        if not isinstance(form, StreamObject) or form.get("/Subtype") != "/Form" or key in seen:
+            continue
+        seen.add(key)
+        found.append(form)
+        found += _form_xobjects(form, seen)
+    return found
+
+
+def _stream_size(stream: Any, limit: int) -> int:
+    filters = stream.get("/Filter")
+    names = [str(f) for f in filters] if isinstance(filters, list) else ([str(filters)] if filters else [])
+    raw = getattr(stream, "_data", None)  # the encoded bytes as stored in the file
+    if names in (["/FlateDecode"], ["/Fl"]) and isinstance(raw, bytes) and stream.get("/DecodeParms") is None:
+        return _inflated_size(raw, limit)
+    return len(stream.get_data() or b"")
+
+
+def _inflated_size(raw: bytes, limit: int) -> int:
+    """Bytes ``raw`` inflates to, counted up to just past ``limit``; a damaged stream counts what came out
+    before the damage (pypdf's own decoding then decides what it gives)."""
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a zlib or gzip header, as pypdf reads it
+    size = 0
+    data = raw
+    try:
+        while size <= limit:
+            out = inflater.decompress(data, _INFLATE_STEP)
+            size += len(out)
+            data = inflater.unconsumed_tail
+            if inflater.eof or (not out and not data):
+                break
+    except zlib.error:
+        pass
+    return size
