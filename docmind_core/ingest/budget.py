@@ -6,10 +6,12 @@ content stream, a CSV whose every value is rendered under a long column name.  T
 it passes ``ingest.max_text_mb``, long before its text (or the parsed PDF operators behind it) fills the
 memory, and never only after the whole text exists.
 
-A PDF page is charged twice: first the decoded size of its content streams, counted without keeping them
-(pypdf parses a page's whole content into Python objects, tens of bytes per byte, before any text comes
-out), then the text it gave.  One page whose text-bearing content is over :data:`PDF_PAGE_CONTENT_BYTES`
-is refused whatever the budget left, as parsing it alone would take the memory.
+A PDF page's content streams are measured before pypdf parses them (a bounded inflate that keeps
+nothing): pypdf parses a page's whole content into Python objects before any text comes out, at ~10-20 s
+and up to ~45 MB per MB of content on a loaded host.  A page is refused when its content is over 1/16 of
+the text limit, at least 1 MB (4 MB by default; a dense page of text needs under 100 KB), and the file when all the content
+it has made pypdf parse is over 64 times its own size (a compression bomb: text content deflates 3-6 times)
+and over 4 MB.  Then the page's text is charged.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from docmind_core.errors import IngestError
 MB = 1024 * 1024
 # The default of ingest.max_text_mb, for callers without settings: the same as the default file limit.
 DEFAULT_MAX_TEXT_CHARS = 64 * MB
-# pypdf holds a page's parsed operators at ~40 bytes per content byte (measured: a 70 MB stream took 2.9 GB):
-# 8 MB is ~300 MB of parse at most, and over a hundred times what a dense page of text needs.
-PDF_PAGE_CONTENT_BYTES = 8 * MB
+# Decoded page content one PDF may have pypdf parse, whatever its size: ~40-80 s on a loaded host.
+PDF_CONTENT_FLOOR_BYTES = 4 * MB
+# ... and beyond that floor, at most this many times the file's own size.
+PDF_CONTENT_EXPANSION = 64
 _INFLATE_STEP = 1 << 20  # decoded bytes per zlib call while counting
 
 
@@ -35,7 +38,9 @@ class TextBudget:
 
     name: str  # the document name messages use
     max_chars: int
+    source_bytes: int = 0  # the file's size: what its PDF content may expand from
     used: int = 0
+    content_used: int = 0  # decoded PDF page content handed to pypdf so far
 
     @classmethod
     def of_megabytes(cls, name: str, megabytes: float) -> "TextBudget":
@@ -44,6 +49,14 @@ class TextBudget:
     @property
     def left(self) -> int:
         return max(0, self.max_chars - self.used)
+
+    @property
+    def page_content_limit(self) -> int:
+        return max(MB, self.max_chars // 16)
+
+    @property
+    def content_limit(self) -> int:
+        return max(PDF_CONTENT_FLOOR_BYTES, PDF_CONTENT_EXPANSION * self.source_bytes)
 
     def take(self, chars: int) -> None:
         """Count ``chars`` more characters of extracted text; raises :class:`IngestError` past the limit."""
@@ -58,17 +71,19 @@ class TextBudget:
         return text
 
     def pdf_page_text(self, page: Any, number: int) -> str:
-        """The text of a pypdf page (``number`` from 1), its content measured before pypdf parses it.
-
-        The content is a bound on the text it gives (operators around every string), so a page whose content
-        is over what is left of the budget is refused before it is parsed; then its text is what is charged.
-        """
-        size = pdf_content_size(page, min(self.left, PDF_PAGE_CONTENT_BYTES))
-        if size > PDF_PAGE_CONTENT_BYTES:
-            raise IngestError(f"{self.name}: page {number} unpacks to more than {PDF_PAGE_CONTENT_BYTES // MB} MB "
-                              f"of page content (a compression bomb?); the PDF is not read")
-        if size > self.left:
-            self.take(size)  # raises: the page alone would pass the limit
+        """The text of a pypdf page (``number`` from 1), its content measured before pypdf parses it."""
+        page_limit = self.page_content_limit
+        file_left = self.content_limit - self.content_used
+        size = pdf_content_size(page, min(page_limit, file_left))
+        if size > page_limit:
+            raise IngestError(f"{self.name}: page {number} unpacks to more than {page_limit / MB:g} MB of page "
+                              f"content (a compression bomb?; the page limit is 1/16 of ingest.max_text_mb, at "
+                              f"least 1 MB); the PDF is not read")
+        self.content_used += size
+        if self.content_used > self.content_limit:
+            raise IngestError(f"{self.name}: by page {number} its pages unpack to more than "
+                              f"{self.content_limit / MB:g} MB of content, {PDF_CONTENT_EXPANSION} times the "
+                              f"file's size (a compression bomb?); the PDF is not read")
         return self.text(page.extract_text() or "")
 
 

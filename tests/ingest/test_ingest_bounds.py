@@ -86,8 +86,8 @@ def test_a_long_blank_run_is_cut_short_so_two_words_are_not_one_huge_chunk(tmp_p
 
 @pytest.fixture
 def parsed_streams(monkeypatch) -> list[int]:
-    """Sizes of the content streams pypdf parses; one over 16 MB stops the test there (the old code parsed a
-    bomb's 70 MB stream four times, 750 s and 2.9 GB), so it fails fast instead."""
+    """Sizes of the content streams pypdf parses; one over 16 MB, or a 21st, stops the test there (the old code
+    parsed a bomb's 70 MB stream four times, 750 s and 2.9 GB), so it fails fast instead."""
     from pypdf.generic import ContentStream
 
     sizes: list[int] = []
@@ -95,7 +95,7 @@ def parsed_streams(monkeypatch) -> list[int]:
 
     def recording(self, stream):
         sizes.append(len(stream.getbuffer()))
-        if sizes[-1] > 16 * MB:
+        if sizes[-1] > 16 * MB or len(sizes) > 20:
             raise RuntimeError("the test stops a bomb's parse")
         return real(self, stream)
 
@@ -113,10 +113,20 @@ def test_a_pdf_whose_pages_share_one_huge_stream_is_refused_before_it_is_parsed(
     good.write_bytes(pdf_sharing_one_stream(2, text_content(3000), distinct=True))
     out = {o.name: o for o in engine.ingest(kb.id, [bomb, good])}
     assert out["bomb.pdf"].status == "failed"
-    assert out["bomb.pdf"].error.startswith("bomb.pdf: page 1 unpacks to more than 8 MB of page content")
+    assert out["bomb.pdf"].error.startswith("bomb.pdf: page 1 unpacks to more than 4 MB of page content")
     assert out["good.pdf"].status == "added", out["good.pdf"].error
     assert parsed_streams and max(parsed_streams) < 1 * MB  # only the good file's pages were parsed
     assert engine.check_kb(kb.id).ok
+
+
+def test_a_pdf_of_many_pages_sharing_one_stream_is_refused_after_a_few_pages(tmp_path, parsed_streams):
+    """Each page is fine on its own (1 MB of content); a tiny file that makes pypdf parse 200 MB is a bomb."""
+    path = tmp_path / "shared.pdf"
+    path.write_bytes(pdf_sharing_one_stream(200, text_content(MB - 4096)))
+    assert path.stat().st_size < 50_000
+    with pytest.raises(IngestError, match=r"shared\.pdf: by page \d+ its pages unpack to more than 4 MB of content"):
+        load_document(path)
+    assert len(parsed_streams) <= 4
 
 
 def test_pdf_extraction_stops_at_the_text_limit_not_after_the_last_page(tmp_path, parsed_streams):
