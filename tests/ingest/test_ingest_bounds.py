@@ -5,7 +5,6 @@ limit named, in every format."""
 from __future__ import annotations
 
 import io
-import zipfile
 from pathlib import Path
 
 import numpy as np
