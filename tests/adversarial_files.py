@@ -3,16 +3,26 @@ bench/adversarial_ingest.py): a PDF compression bomb, one giant word, a CSV cell
 
 from __future__ import annotations
 
+import random
+import string
 import zlib
 from pathlib import Path
 
 
-def text_content(text_bytes: int, string_chars: int = 1000) -> bytes:
-    """A page content stream that shows about ``text_bytes`` of words, in strings of ``string_chars``."""
-    words = (b"lorem ipsum dolor sit amet " * (string_chars // 27 + 1))[:string_chars]
-    show = b"(" + words + b") Tj T*\n"
-    count = max(1, text_bytes // len(words))
-    return b"BT /F1 9 Tf 12 TL 36 800 Td\n" + show * count + b"ET\n"
+def text_content(text_bytes: int, string_chars: int = 1000, seed: int | None = None) -> bytes:
+    """A page content stream that shows about ``text_bytes`` of words, in strings of ``string_chars``: one
+    phrase over and over (it deflates ~200 times), or with ``seed``, random words (~3 times, like real text)."""
+    if seed is None:
+        lines = [(b"lorem ipsum dolor sit amet " * (string_chars // 27 + 1))[:string_chars]]
+    else:
+        rng = random.Random(seed)
+        vocabulary = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
+                      for _ in range(3000)]
+        lines = [" ".join(rng.choice(vocabulary) for _ in range(string_chars // 4)).encode()[:string_chars]
+                 for _ in range(64)]
+    count = max(1, text_bytes // string_chars)
+    shows = b"".join(b"(" + lines[i % len(lines)] + b") Tj T*\n" for i in range(count))
+    return b"BT /F1 9 Tf 12 TL 36 800 Td\n" + shows + b"ET\n"
 
 
 def pdf_sharing_one_stream(pages: int, content: bytes, distinct: bool = False) -> bytes:

@@ -10,8 +10,8 @@ A PDF page's content streams are measured before pypdf parses them (a bounded in
 nothing): pypdf parses a page's whole content into Python objects before any text comes out, at ~10-20 s
 and up to ~45 MB per MB of content on a loaded host.  A page is refused when its content is over 1/16 of
 the text limit, at least 1 MB (4 MB by default; a dense page of text needs under 100 KB), and the file when all the content
-it has made pypdf parse is over 64 times its own size (a compression bomb: text content deflates 3-6 times)
-and over 4 MB.  Then the page's text is charged.
+it has made pypdf parse is over 32 times its own size (a compression bomb: text content deflates 3-6 times)
+and over 1 MB.  Then the page's text is charged.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from docmind_core.errors import IngestError
 MB = 1024 * 1024
 # The default of ingest.max_text_mb, for callers without settings: the same as the default file limit.
 DEFAULT_MAX_TEXT_CHARS = 64 * MB
-# Decoded page content one PDF may have pypdf parse, whatever its size: ~40-80 s on a loaded host.
-PDF_CONTENT_FLOOR_BYTES = 4 * MB
-# ... and beyond that floor, at most this many times the file's own size.
-PDF_CONTENT_EXPANSION = 64
+# Decoded page content one PDF may have pypdf parse, whatever its size: ~10-20 s on a loaded host.
+PDF_CONTENT_FLOOR_BYTES = 1 * MB
+# ... and beyond that floor, at most this many times the file's own size (deflate packs text 3-6 times; a
+# bomb of 1,000 pages sharing one 1 MB stream is 40 KB).
+PDF_CONTENT_EXPANSION = 32
 _INFLATE_STEP = 1 << 20  # decoded bytes per zlib call while counting
 
 
