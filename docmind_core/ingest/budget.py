@@ -10,14 +10,14 @@ A PDF page's content streams are measured before pypdf parses them (a bounded in
 nothing): pypdf parses a page's whole content into Python objects before any text comes out, at ~10-20 s
 and up to ~45 MB per MB of content on a loaded host.  A page is refused when its content is over 1/16 of
 the text limit, at least 1 MB (4 MB by default; a dense page of text needs under 100 KB), and the file when all the content
-it has made pypdf parse is over 32 times its own size (a compression bomb: text content deflates 3-6 times)
-and over 1 MB.  Then the page's text is charged.
+it has made pypdf parse is over 1 MB and over 32 times what its distinct content streams store (a compression
+bomb: text deflates 3-6 times, and a stream that many pages draw is stored once but parsed for each).  Then the page's text is charged.
 """
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from docmind_core.errors import IngestError
@@ -27,8 +27,8 @@ MB = 1024 * 1024
 DEFAULT_MAX_TEXT_CHARS = 64 * MB
 # Decoded page content one PDF may have pypdf parse, whatever its size: ~10-20 s on a loaded host.
 PDF_CONTENT_FLOOR_BYTES = 1 * MB
-# ... and beyond that floor, at most this many times the file's own size (deflate packs text 3-6 times; a
-# bomb of 1,000 pages sharing one 1 MB stream is 40 KB).
+# ... and beyond that floor, at most this many times what the distinct content streams store (deflate packs
+# text 3-6 times).
 PDF_CONTENT_EXPANSION = 32
 _INFLATE_STEP = 1 << 20  # decoded bytes per zlib call while counting
 
@@ -39,9 +39,10 @@ class TextBudget:
 
     name: str  # the document name messages use
     max_chars: int
-    source_bytes: int = 0  # the file's size: what its PDF content may expand from
     used: int = 0
     content_used: int = 0  # decoded PDF page content handed to pypdf so far
+    stored_bytes: int = 0  # the stored (compressed) size of the distinct content streams met so far
+    met_streams: set[object] = field(default_factory=set)
 
     @classmethod
     def of_megabytes(cls, name: str, megabytes: float) -> "TextBudget":
@@ -57,7 +58,7 @@ class TextBudget:
 
     @property
     def content_limit(self) -> int:
-        return max(PDF_CONTENT_FLOOR_BYTES, PDF_CONTENT_EXPANSION * self.source_bytes)
+        return max(PDF_CONTENT_FLOOR_BYTES, PDF_CONTENT_EXPANSION * self.stored_bytes)
 
     def take(self, chars: int) -> None:
         """Count ``chars`` more characters of extracted text; raises :class:`IngestError` past the limit."""
@@ -73,9 +74,15 @@ class TextBudget:
 
     def pdf_page_text(self, page: Any, number: int) -> str:
         """The text of a pypdf page (``number`` from 1), its content measured before pypdf parses it."""
+        streams = page_streams(page)
+        for stream in streams:  # a stream many pages draw is stored once but parsed for each
+            key = _stream_key(stream)
+            if key not in self.met_streams:
+                self.met_streams.add(key)
+                self.stored_bytes += len(getattr(stream, "_data", b"") or b"")
         page_limit = self.page_content_limit
         file_left = self.content_limit - self.content_used
-        size = pdf_content_size(page, min(page_limit, file_left))
+        size = content_size(streams, min(page_limit, file_left))
         if size > page_limit:
             raise IngestError(f"{self.name}: page {number} unpacks to more than {page_limit / MB:g} MB of page "
                               f"content (a compression bomb?; the page limit is 1/16 of ingest.max_text_mb, at "
@@ -83,18 +90,13 @@ class TextBudget:
         self.content_used += size
         if self.content_used > self.content_limit:
             raise IngestError(f"{self.name}: by page {number} its pages unpack to more than "
-                              f"{self.content_limit / MB:g} MB of content, {PDF_CONTENT_EXPANSION} times the "
-                              f"file's size (a compression bomb?); the PDF is not read")
+                              f"{self.content_limit / MB:g} MB of content, {PDF_CONTENT_EXPANSION} times what their "
+                              f"content streams store (a compression bomb?); the PDF is not read")
         return self.text(page.extract_text() or "")
 
 
-def pdf_content_size(page: Any, limit: int) -> int:
-    """The decoded size of a pypdf page's content streams and of the form XObjects it can draw (whose text
-    pypdf extracts too), counted up to just past ``limit`` without keeping them.
-
-    A FlateDecode stream (what a bomb uses) is inflated a step at a time and dropped; a stream under any other
-    filter is decoded by pypdf, whose own caps bound it.
-    """
+def page_streams(page: Any) -> list[Any]:
+    """A pypdf page's content streams and the form XObjects it can draw (whose text pypdf extracts too)."""
     from pypdf.generic import ArrayObject, StreamObject
 
     streams: list[Any] = []
@@ -102,21 +104,31 @@ def pdf_content_size(page: Any, limit: int) -> int:
     if contents is not None:
         contents = contents.get_object()
         streams = [item.get_object() for item in contents] if isinstance(contents, ArrayObject) else [contents]
-    streams += _form_xobjects(page)
+    return [s for s in streams if isinstance(s, StreamObject)] + _form_xobjects(page)
+
+
+def content_size(streams: list[Any], limit: int) -> int:
+    """The decoded size of ``streams``, counted up to just past ``limit`` without keeping them.
+
+    A FlateDecode stream (what a bomb uses) is inflated a step at a time and dropped; a stream under any other
+    filter is decoded by pypdf, whose own caps bound it.
+    """
     total = 0
     for stream in streams:
-        if isinstance(stream, StreamObject):
-            total += _stream_size(stream, limit - total)
-            if total > limit:
-                break
+        total += _stream_size(stream, limit - total)
+        if total > limit:
+            break
     return total
+
+
+def _stream_key(stream: Any) -> object:
+    ref = getattr(stream, "indirect_reference", None)
+    return (ref.idnum, ref.generation) if ref is not None else id(stream)
 
 
 def _form_xobjects(holder: Any, seen: set[object] | None = None) -> list[Any]:
     """The form XObjects reachable from ``holder``'s resources (forms drawing forms), each once."""
-    from pypdf.generic import DictionaryObject, StreamObject
-
-    from pypdf.generic import IndirectObject
+    from pypdf.generic import DictionaryObject, IndirectObject, StreamObject
 
     seen = set() if seen is None else seen
     found: list[Any] = []

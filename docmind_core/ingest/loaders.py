@@ -67,7 +67,7 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
         raise IngestError(f"{name}: the file is empty")
     if ext == ".docx":
         _check_unpacked_size(name, data, max_bytes)
-    text = parser(name, data, TextBudget(name, max_text_chars, source_bytes=len(data)))
+    text = parser(name, data, TextBudget(name, max_text_chars))
     text = _tidy(text)
     if not text.strip():
         raise IngestError(f"{name}: no text could be extracted (scanned images or an empty document?)")
