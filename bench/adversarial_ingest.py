@@ -107,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget-s", type=float, default=180.0, help="cancel one file's ingest after this long")
     parser.add_argument("--big-mb", type=float, default=50.0, help="size of the large plain text")
+    parser.add_argument("--only", default="", help="comma-separated file names to run (the ordinary file always runs)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -116,6 +117,8 @@ def main() -> None:
     print(f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     with tempfile.TemporaryDirectory(prefix="docmind-adversarial-") as tmp:
         files = write_files(Path(tmp), args.big_mb)
+        if args.only:
+            files = [files[0]] + [f for f in files[1:] if f.name in args.only.split(",")]
         rows = []
         for path in files:
             row = measure(path, args.budget_s)
