@@ -354,6 +354,11 @@ class IngestSettings(_Group):
         100_000, ge=1, le=10_000_000,
         description="Most child chunks one file may make; a file estimated above it is refused before any "
                     "encoding (at ~10-50 chunks/s on 2 cores, 100,000 chunks is about an hour)")
+    max_text_mb: float = Field(
+        64.0, ge=0.01, le=4096,
+        description="Most text one file may unpack to (MB of characters); counted while it is extracted (each PDF "
+                    "page before it is parsed, each paragraph or row), so a small file that unpacks to far more "
+                    "(a compression bomb) is refused within seconds")
     max_queued_jobs: int = Field(50, ge=1, le=10_000,
                                  description="Ingest jobs waiting or running at once; enqueueing more is refused")
     resume_interrupted: bool = Field(

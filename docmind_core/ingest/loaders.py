@@ -22,6 +22,7 @@ from docmind_core.errors import IngestError
 from docmind_core.ingest.pdf_text import read_pdf
 from docmind_core.ingest.tables import docx_table_text, markdown_tables, replace_html_tables
 from docmind_core.text.table_rows import row_statement
+from docmind_core.ingest.budget import DEFAULT_MAX_TEXT_CHARS, TextBudget
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
 
@@ -50,9 +51,10 @@ def mime_for(path: Path | str) -> str:
 
 
 def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = MAX_FILE_BYTES,
-                  name: str = "") -> LoadedDocument:
+                  name: str = "", max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> LoadedDocument:
     """Read ``path`` (or the given bytes of it) and extract its text; ``name`` (default: the file's name)
-    is what messages call it."""
+    is what messages call it.  Extraction stops with an :class:`IngestError` once the text passes
+    ``max_text_chars`` (ingest.max_text_mb), counted as each page, paragraph or row comes out."""
     path = Path(path)
     name = name or path.name
     ext = path.suffix.lower()
@@ -70,11 +72,12 @@ def load_document(path: Path | str, data: bytes | None = None, max_bytes: int = 
     if ext == ".docx":
         _check_unpacked_size(name, data, max_bytes)
     page_starts: tuple[int, ...] = ()
+    budget = TextBudget(name, max_text_chars)
     if ext == ".pdf":  # its text comes tidy, with the offsets of its pages (tidying would move them)
-        read = read_pdf(name, data)
+        read = read_pdf(name, data, budget)
         text, page_starts = read.text, read.page_starts
     else:
-        text = _tidy(parser(name, data))
+        text = _tidy(parser(name, data, budget))
     if not text.strip():
         raise IngestError(f"{name}: no text could be extracted (scanned images or an empty document?)")
     return LoadedDocument(text=text, mime=MIME_TYPES[ext], page_starts=page_starts)
@@ -138,11 +141,13 @@ class TextFile:
     encoding: str
     mime: str
     piece_bytes: int = PIECE_BYTES
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS  # ingest.max_text_mb: the text of a CSV can outgrow its file
 
     def pieces(self) -> Iterator[str]:
         tidier = _PieceTidier()
+        budget = TextBudget(self.name, self.max_text_chars)
         for text in self._texts():
-            out = tidier.feed(text)
+            out = budget.text(tidier.feed(text))
             if out:
                 yield out
         if not tidier.started:
@@ -222,7 +227,7 @@ def _cut(text: str, size: int) -> Iterator[str]:
 
 
 def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
-                   piece_bytes: int = PIECE_BYTES) -> TextFile | None:
+                   piece_bytes: int = PIECE_BYTES, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> TextFile | None:
     """Hash and check a .txt/.md/.csv file reading it block by block (never whole); None when it is not
     UTF-8 or BOM-marked text (then only :func:`load_document`'s encoding detection, on the whole file, reads it).
     A .csv file comes back as a :class:`CsvFile`, whose pieces are its rendered rows.
@@ -266,7 +271,7 @@ def open_text_file(path: Path, name: str, max_bytes: int = MAX_FILE_BYTES,
         raise _binary_refusal(name)
     kind = CsvFile if ext == ".csv" else TextFile
     return kind(path=path, name=name, digest=digest.hexdigest(), size=size, encoding=encoding,
-                mime=MIME_TYPES[ext], piece_bytes=piece_bytes)
+                mime=MIME_TYPES[ext], piece_bytes=piece_bytes, max_text_chars=max_text_chars)
 
 
 # --------------------------------------------------------------------------
@@ -325,17 +330,38 @@ def _tidy(text: str) -> str:
 
 
 def _tidy_lines(text: str) -> str:
-    """Line ends to \\n, NULs out, no blanks before a line end, at most one empty line in a row.
+    """Line ends to \\n, NULs out, no blanks before a line end, at most one empty line in a row, and a blank
+    run of over :data:`_MAX_BLANK_RUN` characters cut short (megabytes of spaces would otherwise be one chunk
+    of two words).
 
     Each step reads only whitespace and NULs around what it changes, so text cut after a character
     that is neither comes out the same in pieces as whole (:class:`_PieceTidier`).
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
-    text = re.sub(r"[ \t\u00a0]+\n", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text)
+    text = _BLANKS_BEFORE_BREAK_RE.sub("\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return _LONG_BLANK_RE.sub(_short_blank, text)
 
 
-_TRAILING_BLANK_RE = re.compile(r"[\s\x00]*\Z")
+# Each run is tried once, from its first character, and never given back: "[ \t]+\n" tried from every
+# character of a run of spaces that no line break ends, and read the rest of it each time (n² steps).
+_BLANKS_BEFORE_BREAK_RE = re.compile(r"(?<![ \t\u00a0])[ \t\u00a0]++\n")
+
+
+_MAX_BLANK_RUN = 64
+_LONG_BLANK_RE = re.compile(r"(?<!\s)\s{%d,}" % (_MAX_BLANK_RUN + 1))
+
+
+def _short_blank(run: re.Match[str]) -> str:
+    """A long blank run as the break it makes: a paragraph, a line, or its first characters."""
+    lines = run.group(0).count("\n")
+    return "\n\n" if lines >= 2 else "\n" if lines else run.group(0)[:_MAX_BLANK_RUN]
+
+
+# The last character that is neither blank nor NUL, with the blanks after it: tried only at such characters,
+# so finding it reads each blank once ("[\s\x00]*\Z" re-read a blank run from every one of its characters: a
+# 64 KB run of spaces took minutes).
+_LAST_INKED_RE = re.compile(r"[^\s\x00][\s\x00]*\Z")
 
 
 class _PieceTidier:
@@ -347,11 +373,17 @@ class _PieceTidier:
 
     def __init__(self) -> None:
         self.held = ""
+        self.blank_parts: list[str] = []  # blank pieces after ``held``, joined once (not re-joined per piece)
         self.started = False  # something has been given out (the leading strip is done)
 
     def feed(self, piece: str) -> str:
-        piece = self.held + piece
-        cut = _TRAILING_BLANK_RE.search(piece).start()
+        last = _LAST_INKED_RE.search(piece)
+        if last is None:
+            self.blank_parts.append(piece)  # all blank: it joins what is held
+            return ""
+        cut = len(self.held) + sum(map(len, self.blank_parts)) + last.start() + 1
+        piece = self.held + "".join(self.blank_parts) + piece
+        self.blank_parts.clear()
         self.held = piece[cut:]
         out = _tidy_lines(piece[:cut])
         if not self.started:
@@ -365,40 +397,61 @@ class _PieceTidier:
 # --------------------------------------------------------------------------
 
 
-def _parse_text(name: str, data: bytes) -> str:
-    return decode_text(name, data)
+def _parse_text(name: str, data: bytes, budget: TextBudget) -> str:
+    return budget.text(decode_text(name, data))
 
 
-def _parse_markdown(name: str, data: bytes) -> str:
-    return markdown_tables(decode_text(name, data))  # a pipe table: one statement per row
+def _parse_markdown(name: str, data: bytes, budget: TextBudget) -> str:
+    return budget.text(markdown_tables(decode_text(name, data)))  # a pipe table: one statement per row
 
 
-def _parse_html(name: str, data: bytes) -> str:
+def _parse_html(name: str, data: bytes, budget: TextBudget) -> str:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(decode_text(name, data), "html.parser")
     title = soup.title.get_text(strip=True) if soup.title else ""
-    for tag in soup(["script", "style", "noscript", "template", "head"]):
-        tag.decompose()
-    replace_html_tables(soup)  # before the line breaks below: a table becomes one statement per row
-    # Block elements end with a newline so sentences and headings stay apart.
-    for block in soup.find_all(["p", "div", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6",
-                                "section", "article", "table", "pre", "blockquote"]):
-        block.insert_after("\n")
-    for heading in soup.find_all(["h1", "h2", "h3", "h4", "h5", "h6"]):
-        heading.insert_before("\n" + "#" * int(heading.name[1]) + " ")  # keep headings as Markdown for chunking
-    for cell in soup.find_all(["td", "th"]):
-        cell.insert_after(" | ")
-    text = soup.get_text()
+    replace_html_tables(soup)  # a table becomes one statement per row
+    text = _html_text(soup)
     text = re.sub(r"[ \t]+", " ", text)
     text = "\n".join(line.strip() for line in text.split("\n"))
     if title and title not in text[:200]:
         text = f"# {title}\n\n{text}"
-    return text
+    return budget.text(text)  # no more than the page's own text: its size is bounded by the file's
 
 
-def _parse_pdf(name: str, data: bytes) -> str:
-    return read_pdf(name, data).text  # load_document also keeps its page offsets (pdf_text.read_pdf)
+_HTML_DROPPED = frozenset(["script", "style", "noscript", "template", "head"])
+# Block elements end with a newline so sentences and headings stay apart; cells end with " | ".
+_HTML_AFTER = {**dict.fromkeys(["p", "div", "li", "tr", "br", "h1", "h2", "h3", "h4", "h5", "h6", "section",
+                                "article", "table", "pre", "blockquote"], "\n"), "td": " | ", "th": " | "}
+
+
+def _html_text(soup) -> str:
+    """The page's strings in document order, a Markdown mark before each heading (kept for chunking) and a
+    break after each block, in one walk: inserting those marks into the tree cost a scan of the parent's
+    children each (n² for a page of n sibling paragraphs: 15,000 took minutes)."""
+    from bs4 import CData, NavigableString, Tag
+
+    parts: list[str] = []
+    stack: list[tuple[object, bool]] = [(soup, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            parts.append(_HTML_AFTER[node.name])
+        elif isinstance(node, Tag):
+            if node.name in _HTML_DROPPED:
+                continue
+            if node.name in ("h1", "h2", "h3", "h4", "h5", "h6"):
+                parts.append("\n" + "#" * int(node.name[1]) + " ")
+            if node.name in _HTML_AFTER:
+                stack.append((node, True))
+            stack.extend((child, False) for child in reversed(node.contents))
+        elif type(node) in (NavigableString, CData):  # what get_text() reads: no comments or doctypes
+            parts.append(str(node))
+    return "".join(parts)
+
+
+def _parse_pdf(name: str, data: bytes, budget: TextBudget) -> str:
+    return read_pdf(name, data, budget).text  # load_document also keeps its page offsets (pdf_text.read_pdf)
 
 
 def _check_unpacked_size(name: str, data: bytes, max_bytes: int) -> None:
@@ -416,7 +469,7 @@ def _check_unpacked_size(name: str, data: bytes, max_bytes: int) -> None:
                           f"{max_bytes / 1048576:g} MB (ingest.max_file_mb)")
 
 
-def _parse_docx(name: str, data: bytes) -> str:
+def _parse_docx(name: str, data: bytes, budget: TextBudget) -> str:
     import zipfile
 
     try:
@@ -433,7 +486,7 @@ def _parse_docx(name: str, data: bytes) -> str:
         if isinstance(block, Table):
             table = docx_table_text(block)
             if table:
-                lines.append(table)
+                lines.append(budget.text(table))
             continue
         text = block.text.strip()
         if not text:
@@ -444,11 +497,11 @@ def _parse_docx(name: str, data: bytes) -> str:
             text = "#" * int(match.group(1)) + " " + text
         elif style == "Title":
             text = "# " + text
-        lines.append(text)
+        lines.append(budget.text(text))
     return "\n\n".join(lines)
 
 
-def _parse_csv(name: str, data: bytes) -> str:
+def _parse_csv(name: str, data: bytes, budget: TextBudget) -> str:
     text = decode_text(name, data)
     dialect = _sniff(text[:4096])
     # A cell may be as long as the file (the csv module's default cap is 128 KiB); the cap only ever grows.
@@ -459,7 +512,7 @@ def _parse_csv(name: str, data: bytes) -> str:
     header, body = rows[0], rows[1:]
     if not body:
         return " | ".join(header)
-    return "\n".join(_csv_line(header, row) for row in body)
+    return "\n".join(budget.text(_csv_line(header, row)) for row in body)  # each row repeats the column names
 
 
 def _sniff(head: str) -> type[csv.Dialect] | csv.Dialect:
@@ -485,7 +538,7 @@ def _csv_line(header: list[str], row: list[str]) -> str:
     return row_statement(header, row)
 
 
-_PARSERS: dict[str, Callable[[str, bytes], str]] = {
+_PARSERS: dict[str, Callable[[str, bytes, TextBudget], str]] = {
     ".txt": _parse_text,
     ".md": _parse_markdown,
     ".markdown": _parse_markdown,

@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from docmind_core.errors import IngestError
+from docmind_core.ingest.budget import DEFAULT_MAX_TEXT_CHARS, TextBudget
 from docmind_core.text.table_rows import row_statement
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,11 @@ class Line:
 # --------------------------------------------------------------------------
 
 
-def read_pdf(name: str, data: bytes) -> PdfText:
-    """The text of the PDF ``data`` (named ``name`` in messages), pages in order, with their start offsets."""
+def read_pdf(name: str, data: bytes, budget: TextBudget | None = None) -> PdfText:
+    """The text of the PDF ``data`` (named ``name`` in messages), pages in order, with their start offsets.
+    ``budget`` measures each page's content before it is parsed and counts its text (a compression bomb stops
+    at the page that passes the limit, not after all of them)."""
+    budget = budget if budget is not None else TextBudget(name, DEFAULT_MAX_TEXT_CHARS)
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -85,7 +89,8 @@ def read_pdf(name: str, data: bytes) -> PdfText:
                 reader.decrypt("")
             except Exception:
                 raise IngestError(f"{name}: the PDF is password-protected") from None
-        pages = [_page_fragments(page) for page in reader.pages]
+        pages = [_counted(budget, _measured(budget, page, number))
+                 for number, page in enumerate(reader.pages, 1)]
     except IngestError:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
@@ -93,6 +98,18 @@ def read_pdf(name: str, data: bytes) -> PdfText:
     except Exception as exc:  # pypdf raises many internal types on damaged files
         raise IngestError(f"{name}: corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from None
     return assemble(pages)
+
+
+def _measured(budget: TextBudget, page, number: int):
+    budget.measure_pdf_page(page, number)
+    return page
+
+
+def _counted(budget: TextBudget, page) -> list[Fragment] | str:
+    """The page's fragments (or plain text), their characters counted against the file's text budget."""
+    read = _page_fragments(page)
+    budget.take(len(read) if isinstance(read, str) else sum(len(f.text) for f in read))
+    return read
 
 
 def _page_fragments(page) -> list[Fragment] | str:

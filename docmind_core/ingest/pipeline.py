@@ -46,6 +46,7 @@ from typing import Callable, Sequence
 from docmind_core.backends.protocols import Embedder, IndexedChunk, KeywordIndex, VectorStore
 from docmind_core.errors import DocMindError, EmbedderMismatch, IngestCancelled, IngestError, IngestPaused
 from docmind_core.ingest.check import KbCheckReport, KbChecker
+from docmind_core.ingest.budget import TextBudget
 from docmind_core.ingest.chunking import chunk_document
 from docmind_core.ingest.indexing import IndexWriter
 from docmind_core.ingest.leases import Lease, LeaseBook
@@ -75,6 +76,14 @@ def estimated_chunks(tokens: int, settings: Settings) -> int:
     """About how many child chunks a text of ``tokens`` makes (each child advances by chunk size minus overlap)."""
     step = max(1, settings.rag.chunk_tokens - min(settings.rag.chunk_overlap_tokens, settings.rag.chunk_tokens // 2))
     return math.ceil(tokens / step)
+
+
+def _check_chunk_limit(name: str, estimate: int, settings: Settings) -> None:
+    """Refuse a file whose text so far already makes more chunks than ``ingest.max_chunks_per_file``."""
+    if estimate > settings.ingest.max_chunks_per_file:
+        raise IngestError(f"{name}: about {estimate:,} chunks or more, over the limit of "
+                          f"{settings.ingest.max_chunks_per_file:,} per file (ingest.max_chunks_per_file); "
+                          f"split the file or raise the limit")
 
 
 def _serialised(method):
@@ -205,9 +214,11 @@ class Ingestor:
         digest, size = "", 0
         try:
             max_bytes = int(settings.ingest.max_file_mb * 1024 * 1024)
+            max_text = TextBudget.of_megabytes(source.name, settings.ingest.max_text_mb).max_chars
             opened = None
             if source.path.suffix.lower() in STREAMED_EXTENSIONS and _file_size(source.path) > STREAM_MIN_BYTES:
-                opened = open_text_file(source.path, source.name, max_bytes)  # None: not UTF-8, read whole below
+                # None: not UTF-8, read whole below
+                opened = open_text_file(source.path, source.name, max_bytes, max_text_chars=max_text)
             if opened is not None:
                 digest, size = opened.digest, opened.size
             else:
@@ -227,20 +238,18 @@ class Ingestor:
             if opened is not None:
                 pieces, mime = opened.pieces, opened.mime
             else:
-                loaded = load_document(source.path, data=data, max_bytes=max_bytes, name=source.name)
+                loaded = load_document(source.path, data=data, max_bytes=max_bytes, name=source.name,
+                                       max_text_chars=max_text)
                 original = data if loaded.mime == "application/pdf" else None  # its pages are shown as images
                 del data  # the text is what is kept from here on
                 pieces, mime = functools.partial(iter, [loaded.text]), loaded.mime
                 page_starts = loaded.page_starts
             reporter("chunking", 0.1)
             tokens = chars = 0
-            for piece in pieces():
+            for piece in pieces():  # stops at the first piece past the limit, not after the whole text
                 tokens, chars = tokens + uncached_count_tokens(piece), chars + len(piece)
+                _check_chunk_limit(source.name, estimated_chunks(tokens, settings), settings)
             estimate = estimated_chunks(tokens, settings)
-            if estimate > settings.ingest.max_chunks_per_file:
-                raise IngestError(f"{source.name}: about {estimate:,} chunks, over the limit of "
-                                  f"{settings.ingest.max_chunks_per_file:,} per file (ingest.max_chunks_per_file); "
-                                  f"split the file or raise the limit")
             if estimate > STREAM_MIN_CHUNKS:
                 return PreparedFile(source=source, reporter=reporter, started=started, digest=digest, size=size,
                                  text="", mime=mime, parents=[], children=[], existing=existing,

@@ -128,12 +128,20 @@ def uncached_count_tokens(text: str) -> int:
     return len(_TOKEN_RE.findall(text)) + sum((len(w) - 1) // 8 for w in _LONG_WORD_RE.findall(text))
 
 
+# A latin run is handed out in spans of at most this many characters (a multiple of 8, so the spans of a run
+# cost exactly what the run costs): the chunker can cut a run of megabytes (one "word" without a space) like
+# any other text, and no chunk, so no encoder input, holds more than a chunk's worth of it.
+SPAN_RUN_CHARS = 64
+_SPAN_RE = re.compile(f"[{_CJK}]|[A-Za-z0-9]{{1,{SPAN_RUN_CHARS}}}|[^\\s{_CJK}A-Za-z0-9]")
+
+
 def iter_token_spans(text: str, pos: int = 0, endpos: int | None = None) -> Iterator[tuple[int, int, int]]:
     """(start, end, cost) of each counted token in order, one at a time (the costs add up to
-    ``count_tokens(text)``; the chunker cuts an over-long sentence at token boundaries): a sentence of millions of characters (a text without
-    punctuation) is cut without a list of all its tokens.  ``pos``/``endpos`` look at ``text[pos:endpos]``
-    without copying it (offsets stay those of ``text``)."""
-    for m in _TOKEN_RE.finditer(text, pos, len(text) if endpos is None else endpos):
+    ``count_tokens(text)``; the chunker cuts an over-long sentence at token boundaries): a sentence of millions
+    of characters (a text without punctuation) is cut without a list of all its tokens, and a latin run longer
+    than :data:`SPAN_RUN_CHARS` comes in spans of that length.  ``pos``/``endpos`` look at ``text[pos:endpos]``
+    without copying it (offsets stay those of ``text``); ``pos`` is the end of an earlier span (or 0)."""
+    for m in _SPAN_RE.finditer(text, pos, len(text) if endpos is None else endpos):
         tok = m.group(0)
         yield m.start(), m.end(), 1 + (len(tok) - 1) // 8 if len(tok) > 1 else 1
 
