@@ -222,8 +222,15 @@ def _line_key(row: list[Fragment]) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\d+", "#", " ".join(f.text for f in row))).strip().lower()
 
 
+_RUNNING_LINE_MAX_CHARS = 120  # a header or footer is a short line; a body line repeated on every page is text
+
+
 def _edge_rows(page: list[list[Fragment]]) -> list[list[Fragment]]:
-    return page[:2] + page[-2:] if len(page) > 4 else page
+    """The lines a header or footer can be: two at each end, one on a short page, none on a page of two lines
+    (whose lines are its body, however often they repeat)."""
+    if len(page) > 4:
+        return page[:2] + page[-2:]
+    return page[:1] + page[-1:] if len(page) > 2 else []
 
 
 def _running_lines(pages: list[list[list[Fragment]] | str]) -> set[str]:
@@ -231,7 +238,8 @@ def _running_lines(pages: list[list[list[Fragment]] | str]) -> set[str]:
     laid = [p for p in pages if not isinstance(p, str)]
     if len(laid) < 2:
         return set()
-    counts = Counter(key for page in laid for key in {_line_key(row) for row in _edge_rows(page)})
+    counts = Counter(key for page in laid for key in {_line_key(row) for row in _edge_rows(page)
+                                                      if len(_line_key(row)) <= _RUNNING_LINE_MAX_CHARS})
     need = max(2, (len(laid) + 1) // 2)
     return {key for key, n in counts.items() if n >= need and key.strip("# ")}
 

@@ -96,3 +96,22 @@ def test_a_year_alone_at_the_top_of_a_one_page_letter_is_no_page_number():
     page = [_line("2026", 760.0, 80.0), _line("Annual letter to the shareholders.", 700.0, 250.0),
             _line("1", 60.0, 56.0)]
     assert assemble([page]).text == "2026\nAnnual letter to the shareholders."  # the footer "1" goes
+
+
+def test_pages_whose_body_lines_repeat_keep_them():
+    """Only short lines at a page's ends are headers or footers: two pages of the same three long body lines
+    (a form printed twice, or the bench's shared-stream PDF) were read as nothing but running lines."""
+    body = ("The reserve fund holds enough for eighteen months of operations at the current rate of spending, "
+            "and the board reviews it every quarter against the plan.")
+    page = [Fragment(x0=0, x1=900, y=800 - 12 * i, height=9, text=f"{body} Line {i}.") for i in range(3)]
+    text = assemble([page, list(page)]).text
+    assert text.count("Line 0.") == 2 and text.count("Line 2.") == 2
+
+
+def test_a_short_page_loses_only_its_repeated_header_line():
+    pages = [[Fragment(x0=0, x1=200, y=800, height=9, text="ACME quarterly memo"),
+              Fragment(x0=0, x1=500, y=780, height=9, text=f"Body of page {n} states its own figure {n}0 EUR."),
+              Fragment(x0=0, x1=500, y=760, height=9, text=text)]
+             for n, text in ((1, "Spending stayed within the plan."), (2, "The reserve is reviewed in May."))]
+    text = assemble(pages).text
+    assert "ACME quarterly memo" not in text and "figure 10 EUR" in text and "reviewed in May" in text
