@@ -34,6 +34,13 @@ also reads the other language by meaning (``_read_across``): when nothing in the
 words and nothing in the question's own language holds much of what it asks, the other language's units
 closest to the question are quoted, if close enough and clearly closer than the best answer in the question's
 language ("What does a flashing red light … mean?" → "红灯闪烁表示硬件故障…", with "(the source is in Chinese)").
+
+The neighbouring fact is never quoted as the answer (``text/targets.py``): a unit that states the asked value of
+another entity ("N2", "3.2.1", the "Nimbus N1" row for "the N1 Lite") or under another qualifier ("Maximum power
+draw" for "idle") is left out, and when only such units remain the answer says what they state instead ("The
+sources state the Nimbus N1's maximum power draw (28 W), not its idle power draw.").  A comparison answers from
+the table rows of each side ("Compare the Team and Business plans": both rows) and says which side the sources
+do not state.
 """
 
 from __future__ import annotations
@@ -49,7 +56,8 @@ from docmind_core.backends.protocols import Embedder
 from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 from docmind_core.text.query_signals import comparison_entities, split_foci
-from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value
+from docmind_core.text.targets import Statement, Target, match_statement, read_target, sides_missing, stated_instead
+from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value, values_in
 
 log = logging.getLogger(__name__)
 
@@ -530,8 +538,72 @@ def _read_across(q: _Question, sources: Sequence[RetrievedChunk], lexical: Seque
     return sorted(found, key=lambda c: c.score, reverse=True)
 
 
+def _heading_of(unit: _Unit, units_by_source: dict[int, list[_Unit]]) -> str:
+    """The Markdown heading the unit stands under in its chunk ("### Firmware 3.2.1 — 2026-02-10")."""
+    heading = ""
+    for other in units_by_source.get(unit.source, []):
+        if other.position >= unit.position:
+            break
+        if other.text.startswith("#"):
+            heading = other.text.lstrip("#").strip()
+    return heading
+
+
+class _TargetReader:
+    """Reads units of the sources against the question's target (``text/targets.py``)."""
+
+    def __init__(self, question: str, sources: Sequence[RetrievedChunk]):
+        self.question = question
+        self.target: Target = read_target(question)
+        self.parts = [p for p in question_parts(question) if p.kind is not None]
+        self.sources = sources
+        self.evidence = "\n".join(f"{c.document}\n{c.text}" for c in sources)
+        self.units = {n: source_units(c.text, n) for n, c in enumerate(sources, start=1)}
+        self.keys = {n: tuple(u.cells[0] for u in units if u.cells) for n, units in self.units.items()}
+
+    def statement(self, unit: _Unit) -> Statement:
+        chunk = self.sources[unit.source - 1]
+        context = " \n".join(x for x in (_title_line(chunk.text), _heading_of(unit, self.units), chunk.document) if x)
+        body = " | ".join(unit.cells) if unit.is_row else unit.text
+        return Statement(body, context, unit.cells, unit.headers if len(unit.headers) == len(unit.cells) else (),
+                         self.evidence, self.keys.get(unit.source, ()))
+
+    def read(self, unit: _Unit, shown: str):
+        """The best match of the unit's answering values (the match, and the value's text)."""
+        statement = self.statement(unit)
+        asked = {v.key for v in values_in(self.question)}
+        values = [v for v in values_in(shown) if v.key not in asked]
+        if self.parts:
+            values = [v for v in values if any(states_value(p.kind, v.text, self.question, p.units)
+                                               for p in self.parts)] or values
+        matches = [(match_statement(self.target, statement, v), v.text.strip()) for v in values] or \
+            [(match_statement(self.target, statement), "")]
+        return min(matches, key=lambda mv: (not mv[0].ok, len(mv[0].missing_entities) + len(mv[0].missing_qualifiers)))
+
+    def on_target(self, candidates: Sequence[_Candidate]) -> tuple[list[_Candidate], list[tuple[_Candidate, object, str]]]:
+        """The candidates on target, and those off it with their match and value (best first)."""
+        if self.target.empty:
+            return list(candidates), []
+        kept, off = [], []
+        for c in candidates:
+            match, value = self.read(c.unit, c.text)
+            (kept if match.ok else off).append(c if match.ok else (c, match, value))
+        return kept, off
+
+
 def _ranked_candidates(question: str, sources: Sequence[RetrievedChunk],
-                       encoder: Embedder | None = None) -> list[_Candidate]:
+                       encoder: Embedder | None = None, off_target: list | None = None) -> list[_Candidate]:
+    """The candidates that answer, best first; those that state the asked value of another entity or under
+    another qualifier are left out (and appended to ``off_target`` when given)."""
+    ranked = _ranked_by_words(question, sources, encoder)
+    kept, off = _TargetReader(question, sources).on_target(ranked)
+    if off_target is not None:
+        off_target.extend(off)
+    return kept
+
+
+def _ranked_by_words(question: str, sources: Sequence[RetrievedChunk],
+                     encoder: Embedder | None = None) -> list[_Candidate]:
     q = read_question(question)
     candidates = _candidates(question, sources)
     if encoder is not None:
@@ -595,8 +667,8 @@ def cover_each_focus(question: str, chosen: list[ScoredSentence],
             sides.append(own[0])
             continue
         # the best answer about it; failing that, any unit about it, one with an asked value first
-        pool = _ranked_candidates(sub_question, sources) + sorted(
-            _candidates(sub_question, sources), key=lambda c: (c.valued, c.score), reverse=True)
+        pool = _ranked_candidates(sub_question, sources) + _TargetReader(sub_question, sources).on_target(sorted(
+            _candidates(sub_question, sources), key=lambda c: (c.valued, c.score), reverse=True))[0]
         for c in pool:
             if _names(c.text, focus) or _names(titles[c.unit.source], focus):
                 if c.text not in {s.text for s in sides}:
@@ -692,9 +764,14 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
     """The cited extractive answer in the question's language (``language`` is "zh" or "en"); ``encoder``:
     a multilingual embedder, to find the answer in sources in the other language."""
     zh = language == "zh"
-    chosen = select_sentences(rank_sentences(question, sources, encoder))
+    off_target: list = []
+    chosen = select_sentences([c.sentence for c in _ranked_candidates(question, sources, encoder, off_target)])
+    rows, missing_sides = side_rows(question, sources)
+    if rows:
+        chosen = rows + [s for s in chosen if s.text not in {r.text for r in rows}][:max(0, MAX_QUOTED_SENTENCES
+                                                                                         - len(rows))]
     if chosen:
-        lines = _with_section_text(cover_each_focus(question, chosen, sources), sources)
+        lines = _with_section_text(chosen if rows else cover_each_focus(question, chosen, sources), sources)
         lines += bridge_lines(question, chosen, sources)
         note = _language_note(lines, language)
         if zh:
@@ -702,9 +779,62 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
         else:
             lead = f"The sources only partly match the question{note}; here is what they say:" if low_confidence \
                 else f"According to the sources{note}:"
-        return "\n".join([lead] + [cite(s.text, s.source) for s in lines])
+        tail = [sides_missing(question, read_target(question), missing_sides)] if missing_sides else []
+        return "\n".join([lead] + [cite(s.text, s.source) for s in lines] + tail)
+    if off_target:
+        # only the neighbouring fact is there: say what it states, not that it answers
+        candidate, match, value = off_target[0]
+        return cite(stated_instead(question, read_target(question), match, value), candidate.unit.source)
     names = ("、" if zh else ", ").join(dict.fromkeys(s.document for s in sources))
+    unnamed = _unnamed_entities(question, sources)
     if zh:
+        if unnamed:
+            return f"检索到的资料（{names}）没有提到 {'、'.join(unnamed)}，因此我无法根据资料作答。"
         return f"检索到的资料（{names}）中没有能回答这个问题的内容，因此我无法根据资料作答。"
+    if unnamed:
+        return f"The retrieved sources ({names}) do not mention {', '.join(unnamed)}, so I cannot answer it from them."
     return (f"The retrieved sources ({names}) do not contain an answer to this question, "
             "so I cannot answer it from them.")
+
+
+def _unnamed_entities(question: str, sources: Sequence[RetrievedChunk]) -> list[str]:
+    """The versions and codes of the question no source names ("3.3.0" when the notes list 3.2.1 and 3.1.0)."""
+    text = "\n".join(f"{c.document}\n{c.text}" for c in sources).lower()
+    out = []
+    for entity in read_target(question).entities:
+        if entity.kind in ("version", "code") and entity.key and \
+                not re.search(rf"(?<![a-z0-9.]){re.escape(entity.key)}(?![a-z0-9]|\.\d)", text):
+            out.append(entity.text)
+    return out
+
+
+def side_rows(question: str, sources: Sequence[RetrievedChunk]) -> tuple[list[ScoredSentence], list[str]]:
+    """For a comparison ("Compare the Team and Business plans", "N1 和 N2 的内存有什么区别"), the table row of
+    each side, with the columns the question asks about (all when it names none), and the sides no row
+    states; ([], []) when the question compares nothing or no side has a row."""
+    reader = _TargetReader(question, sources)
+    sides = reader.target.sides
+    if not sides:
+        return [], []
+    q = read_question(question)
+    rows: list[ScoredSentence] = []
+    missing: list[str] = []
+    for side in sides:
+        found = None
+        for number, units in reader.units.items():
+            for unit in units:
+                if not unit.is_row or not unit.cells[0]:
+                    continue
+                statement = reader.statement(unit)
+                match = match_statement(reader.target, statement)
+                if side.text in match.sides and match.entities_ok and match.qualifiers_ok:
+                    found = ScoredSentence(_clip(render_row(unit.cells, unit.headers, _row_columns(q, unit)[0])),
+                                           number, 1.0)
+                    break
+            if found is not None:
+                break
+        if found is None:
+            missing.append(side.text)
+        else:
+            rows.append(found)
+    return (rows, missing) if rows else ([], [])
