@@ -28,7 +28,7 @@ from docmind_core.answer.claims import Unit, about_the_sources, source_names, so
 from docmind_core.text.targets import (
     Match, Statement, match_statement, read_target, sides_missing, stated_instead,
 )
-from docmind_core.text.value_kinds import Value, question_parts, states_value, values_in
+from docmind_core.text.value_kinds import Value, bare_text, question_parts, states_value, values_in
 from docmind_core.values import ClaimCheck, RetrievedChunk
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _asked_parts(question: str):
 def _answer_values(claim_text: str, question: str, parts) -> list[Value | None]:
     """The values of a claim that answer the question (of an asked kind, not stated in the question)."""
     asked_values = {v.key for v in values_in(question)}
-    values = [v for v in values_in(claim_text) if v.key not in asked_values]
+    values = [v for v in values_in(bare_text(claim_text)) if v.key not in asked_values]
     if parts:
         values = [v for v in values if any(states_value(p.kind, v.text, question, p.units) for p in parts)] or values
     return values or [None]
@@ -122,8 +122,9 @@ def check_target(question: str, claims: Sequence[ClaimCheck], sources: Sequence[
                 matches.append((found, value))
         if not matches:
             continue
-        worst = max(matches, key=lambda mv: (not mv[0].ok,))
-        results.append((claim, worst[0], worst[1]))
+        # a claim that states the asked value on target answers, whatever else it states beside it
+        best = min(matches, key=lambda mv: (not mv[0].ok,))
+        results.append((claim, best[0], best[1]))
     if not results:
         return TargetCheck()
     on = [r for r in results if r[1].ok]

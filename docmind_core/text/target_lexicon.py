@@ -39,7 +39,7 @@ QUALIFIERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # Words of a qualifier group that, in a question, are too common to ask for the condition on their own
 # ("How much storage do I get *from* the Team plan?" asks for no range; "a year" is a duration).
 QUESTION_ONLY_WEAK = frozenset({"from", "between", "a year", "a month", "up to", "usual", "usually", "mean", "一年",
-                                "min", "max"})
+                                "min", "max", "每年", "每月", "每个月", "一般情况", "通常"})
 
 # Currencies a question may ask a price in: the value's unit must be one of the group's.
 CURRENCIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]] = {

@@ -40,7 +40,7 @@ from docmind_core.text.target_lexicon import (
     VARIANT_WORDS, ZH_PLACES, ZH_VARIANT_WORDS,
 )
 from docmind_core.text.tokens import detect_language, is_cjk, part_of_speech
-from docmind_core.text.value_kinds import Value, values_in
+from docmind_core.text.value_kinds import Value, question_parts, values_in
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
 # a name-like token: a capitalised word, a code with a digit ("N1", "AUR-4012"), an all-caps word
@@ -55,6 +55,8 @@ _NOT_NAMES = frozenset(("usd eur rmb cny jpy gbp gb tb mb kb gib mib w kw kwh v 
                         "monday tuesday wednesday thursday friday saturday sunday english chinese i ok faq api url "
                         "id sla yes no").split())
 _NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
+_MEASURED_KINDS = frozenset({"quantity", "money", "count", "address", "date", "version"})
+_ORDINAL_RE = re.compile(r"\d+(?:st|nd|rd|th|s)", re.IGNORECASE)
 _SHORT_VERSION_RE = re.compile(r"(?:\b(?:(?-i:[A-Z][a-z]+)|version|firmware|release|build)|版本|固件)\s*(v?\d+\.\d+)(?![\d.]*\d|\s*(?:%|°|(?:ghz|mhz|gbe?|tb|mb|kg|g|w|kw|v|mm|cm|m|km|usd|eur|x|days?|hours?|years?)\b))",
     re.IGNORECASE)
 
@@ -152,7 +154,8 @@ def _runs(question: str) -> list[list[str]]:
         words = m.group(0).split()
         while words and words[0].lower() in _LEAD_WORDS:
             words = words[1:]
-        words = [w for w in words if w.lower() not in _NOT_NAMES]
+        # single letters ("U.S"), ordinals ("17th") and units name no entity
+        words = [w for w in words if w.lower() not in _NOT_NAMES and len(w) > 1 and not _ORDINAL_RE.fullmatch(w)]
         if words:
             out.append(words)
     return out
@@ -163,7 +166,7 @@ def _is_code(word: str) -> bool:
 
 
 def _chinese_entities(question: str) -> list[Entity]:
-    found: list[str] = [p for p in ZH_PLACES if p in question]
+    found: list[str] = [p for p in ZH_PLACES if p in question] + re.findall(r"《([^》]{1,40})》", question)
     found = [p for p in found if not any(p != q and p in q for q in found)]  # "中国" inside "中国大陆"
     for word, flag in part_of_speech(question):
         if flag in _NAME_TAGS and len(word) >= 2 and all(is_cjk(c) for c in word) and word not in found \
@@ -211,7 +214,11 @@ def read_target(question: str) -> Target:
     sides: tuple[Entity, ...] = ()
     if _comparison_cue(question):
         sides = _sides(entities)
-    qualifiers = qualifiers_in(question, asking=True)
+    # a qualifier conditions a measured value ("idle power draw", "默认地址"); in a question asking for a name
+    # or an open answer it describes what is asked about ("the largest airport in New England"), and the
+    # statement that answers may leave it to the one before
+    measured = any(p.kind in _MEASURED_KINDS for p in question_parts(question))
+    qualifiers = qualifiers_in(question, asking=True) if measured else ()
     return Target(question, tuple(entities), qualifiers, _currency_asked(question), sides)
 
 
@@ -322,9 +329,33 @@ def _entity_holds(entity: Entity, near: str, statement: Statement, as_side: bool
             continue
         if in_near:
             continue
-        if strict or not _occurs(word, statement.evidence, entity.words):
+        if strict or not (_occurs(word, statement.evidence, entity.words) or _near_spelling(word, statement.evidence)):
             return False
     return _entity_phrase(entity, near)
+
+
+def _near_spelling(word: str, text: str) -> bool:
+    """A long name misspelt by one letter in the question ("Eurpean") still names what the evidence spells right."""
+    if len(word) < 6 or not word.isalpha() or not word.isascii():
+        return False
+    word = word.lower()
+    for other in set(re.findall(rf"\b{word[0]}[a-z]{{{len(word) - 2},{len(word)}}}\b", text.lower())):
+        if _one_edit(word, other):
+            return True
+    return False
+
+
+def _one_edit(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = next((k for k in range(len(a)) if a[k] != b[k]), len(a))
+    if len(a) == len(b):
+        return a[i + 1:] == b[i + 1:] or (i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i] and a[i + 2:] == b[i + 2:])
+    return a[i:] == b[i + 1:]
 
 
 def _romanised_known(word: str) -> bool:
@@ -508,8 +539,9 @@ def stated_instead(question: str, target: Target, match: Match, value: str = "")
     attribute = _attribute(question, asked_q)
     if zh:
         zq, sq = QUALIFIER_ZH.get(asked_q, asked_q), QUALIFIER_ZH.get(stated_q, stated_q)
-        return (f"资料给出的是 {subject} 的{sq}{attribute}（{value}），没有给出{zq}{attribute}。" if value
-                else f"资料没有给出 {subject} 的{zq}{attribute}。")
+        owner = f"{subject} 的" if subject else ""
+        return (f"资料给出的是{owner}{sq}{attribute}（{value}），没有给出{zq}{attribute}。" if value
+                else f"资料没有给出{owner}{zq}{attribute}。")
     owner = f"the {subject}'s " if subject else "the "
     stated = f"{stated_q} {attribute}".strip() or "value"
     text = (f"The sources state {owner}{stated} ({value}), not its {asked_q} {attribute}." if value

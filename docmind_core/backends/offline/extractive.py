@@ -572,7 +572,7 @@ class _TargetReader:
         """The best match of the unit's answering values (the match, and the value's text)."""
         statement = self.statement(unit)
         asked = {v.key for v in values_in(self.question)}
-        values = [v for v in values_in(shown) if v.key not in asked]
+        values = [v for v in values_in(CITATION_MARKER_RE.sub(" ", shown)) if v.key not in asked]
         if self.parts:
             values = [v for v in values if any(states_value(p.kind, v.text, self.question, p.units)
                                                for p in self.parts)] or values
@@ -742,7 +742,7 @@ def bridge_lines(question: str, chosen: Sequence[ScoredSentence],
         name = re.sub(r"\s*[(（][^)）]*[)）]\s*$", "", _title_line(chunk.text) or chunk.document).strip()
         if len(name) < 4 or name.lower() in question_lower or name.lower() not in lead_lower:
             continue
-        for c in _ranked_candidates(f"{question} {name}", [chunk]):
+        for c in _ranked_by_words(f"{question} {name}", [chunk]):  # the next hop names the bridge, not the asked
             if c.text not in quoted and not any(c.text in q or q in c.text for q in quoted):
                 return [ScoredSentence(c.text, number, c.score)]
     return []
