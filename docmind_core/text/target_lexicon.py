@@ -33,7 +33,6 @@ QUALIFIERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                ("每年", "年度", "年付", "按年", "一年")),
     "monthly": (("monthly", "per month", "a month", "each month", "every month"),
                 ("每月", "月度", "月付", "按月", "每个月")),
-    "total": (("total", "in total", "overall", "combined", "altogether"), ("总共", "总计", "合计", "一共", "总数")),
 }
 
 # Words of a qualifier group that, in a question, are too common to ask for the condition on their own

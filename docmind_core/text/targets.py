@@ -40,13 +40,14 @@ from docmind_core.text.target_lexicon import (
     VARIANT_WORDS, ZH_PLACES, ZH_VARIANT_WORDS,
 )
 from docmind_core.text.tokens import detect_language, is_cjk, part_of_speech
-from docmind_core.text.value_kinds import Value, question_parts, values_in
+from docmind_core.text.value_kinds import Value, measure_units, question_parts, values_in
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
 # a name-like token: a capitalised word, a code with a digit ("N1", "AUR-4012"), an all-caps word
 _TOKEN = r"(?:[A-Z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*|[A-Za-z]+[-_]?\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*|\d+[A-Za-z][A-Za-z0-9]*)"
 _RUN_RE = re.compile(rf"(?<![\w.-]){_TOKEN}(?:[ \t]+(?:{_TOKEN}|(?:{'|'.join(sorted(VARIANT_WORDS))})\b))*")
 _LEAD_WORDS = frozenset(("what which who whom whose where when why how is are was were do does did can could will would "
+                         "this that these those aside apart besides "
                          "should shall may might must compare tell list give show name describe explain please "
                          "according based the a an in on at of for and or vs versus between both").split())
 # capitalised words that name no entity: units, months, days, languages, generic words that open questions
@@ -88,6 +89,7 @@ class Target:
     qualifiers: tuple[str, ...] = ()
     currency: str = ""
     sides: tuple[Entity, ...] = ()
+    measured: bool = False  # it asks for a measured value (a quantity, a price, a count, a date, an address...)
 
     @property
     def empty(self) -> bool:
@@ -147,6 +149,9 @@ def _currency_asked(question: str) -> str:
 # --------------------------------------------------------------------------
 
 
+_ADJECTIVE_RE = re.compile(r"[A-Z][a-z]+(?:ic|ian|ean|ese|ish)")
+
+
 def _runs(question: str) -> list[list[str]]:
     """Runs of name-like tokens ("Nimbus N1 Lite", "Aurora Team"), question words stripped from the front."""
     out = []
@@ -154,6 +159,8 @@ def _runs(question: str) -> list[list[str]]:
         words = m.group(0).split()
         while words and words[0].lower() in _LEAD_WORDS:
             words = words[1:]
+        if len(words) == 1 and _ADJECTIVE_RE.fullmatch(words[0]) and re.match(r"\s+[a-z]", question[m.end():]):
+            continue  # "This Celtic ruler", "an Italian woman": describes, names no one
         # single letters ("U.S"), ordinals ("17th") and units name no entity
         words = [w for w in words if w.lower() not in _NOT_NAMES and len(w) > 1 and not _ORDINAL_RE.fullmatch(w)]
         if words:
@@ -172,7 +179,11 @@ def _chinese_entities(question: str) -> list[Entity]:
         if flag in _NAME_TAGS and len(word) >= 2 and all(is_cjk(c) for c in word) and word not in found \
                 and not any(word in f or f in word for f in found):
             found.append(word)
-    return [Entity(w, (w,), (False,), "place" if w in ZH_PLACES else "name") for w in found]
+    out = []
+    for w in found:
+        core = re.sub(r"(?:地区|省|市|县|区|镇|村|州)$", "", w) if w not in ZH_PLACES else w
+        out.append(Entity(w, (core if len(core) >= 2 else w,), (False,), "place" if w in ZH_PLACES else "name"))
+    return out
 
 
 def _comparison_cue(question: str) -> bool:
@@ -213,13 +224,25 @@ def read_target(question: str) -> Target:
         entities.extend(_chinese_entities(question))
     sides: tuple[Entity, ...] = ()
     if _comparison_cue(question):
-        sides = _sides(entities)
+        sides = _sides(_compared(question, entities))
     # a qualifier conditions a measured value ("idle power draw", "默认地址"); in a question asking for a name
     # or an open answer it describes what is asked about ("the largest airport in New England"), and the
     # statement that answers may leave it to the one before
-    measured = any(p.kind in _MEASURED_KINDS for p in question_parts(question))
+    measured = any(p.kind in _MEASURED_KINDS or measure_units(p.text) for p in question_parts(question))
     qualifiers = qualifiers_in(question, asking=True) if measured else ()
-    return Target(question, tuple(entities), qualifiers, _currency_asked(question), sides)
+    return Target(question, tuple(entities), qualifiers, _currency_asked(question), sides, measured)
+
+
+def _compared(question: str, entities: Sequence[Entity]) -> list[Entity]:
+    """The entities a comparison sets against each other: those next to its "and" / "or" / "和" (the names
+    ``query_signals.comparison_entities`` finds); all of them when it finds fewer than two."""
+    from docmind_core.text.query_signals import comparison_entities
+
+    names = [n.lower() for n in comparison_entities(question)]
+    if len(names) < 2:
+        return list(entities)
+    return [e for e in entities if any(set(e.words) & set(re.findall(r"[\w.-]+", n)) or e.text.lower() in n
+                                       for n in names)]
 
 
 def _sides(entities: Sequence[Entity]) -> tuple[Entity, ...]:
@@ -437,7 +460,7 @@ def match_statement(target: Target, statement: Statement, value: Value | None = 
     near = f"{statement.body}\n{statement.context}"
     missing_entities = [e.text for e in target.entities
                         if not any(_same_entity(e, s) for s in target.sides)
-                        and not (_place_holds(e, near, statement, value) if e.kind == "place"
+                        and not (_place_holds(e, near, statement, value) if e.kind == "place" and target.measured
                                  else _entity_holds(e, near, statement))]
     sides = tuple(s.text for s in target.sides if _entity_holds(s, near, statement, as_side=True))
     if target.sides and not sides:
