@@ -779,6 +779,8 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
         else:
             lead = f"The sources only partly match the question{note}; here is what they say:" if low_confidence \
                 else f"According to the sources{note}:"
+        if not rows:
+            missing_sides = covered_sides(question, lines, sources)
         tail = [sides_missing(question, read_target(question), missing_sides)] if missing_sides else []
         return "\n".join([lead] + [cite(s.text, s.source) for s in lines] + tail)
     if off_target:
@@ -808,6 +810,41 @@ def _unnamed_entities(question: str, sources: Sequence[RetrievedChunk]) -> list[
     return out
 
 
+def _asked_columns(q: _Question, unit: _Unit) -> list[int] | None:
+    """The columns of a row a comparison asks about: those a header names, all (None) when the question names
+    no attribute or names what the rows are ("plans" over a "Plan" column), [] when it names one no column has."""
+    columns, by_header = _row_columns(q, unit)
+    if by_header or not q.content or not unit.headers:
+        return columns if by_header else None
+    key_header = _TextIndex(unit.headers[0])
+    if any(key_header.synonym_credit(term) > 0 for term in q.content):
+        return None
+    return []
+
+
+def covered_sides(question: str, lines: Sequence[ScoredSentence], sources: Sequence[RetrievedChunk]) -> list[str]:
+    """The compared sides no quoted line states: none names the side (itself, or by its source's title or
+    document name) together with what is compared ("weight" in "Compare the weight of the N1 and the N2")."""
+    target = read_target(question)
+    q = read_question(question)
+    missing = []
+    for side in target.sides:
+        named = False
+        for line in lines:
+            chunk = sources[line.source - 1]
+            where = f"{line.text}\n{_title_line(chunk.text)}\n{chunk.document}"
+            index = _TextIndex(line.text)
+            if q.content and not any(index.synonym_credit(term) > 0 for term in q.content):
+                continue
+            if all(re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", where, re.IGNORECASE) or
+                   (is_cjk(w[0]) and w in where) for w in side.words):
+                named = True
+                break
+        if not named:
+            missing.append(side.text)
+    return missing
+
+
 def side_rows(question: str, sources: Sequence[RetrievedChunk]) -> tuple[list[ScoredSentence], list[str]]:
     """For a comparison ("Compare the Team and Business plans", "N1 和 N2 的内存有什么区别"), the table row of
     each side, with the columns the question asks about (all when it names none), and the sides no row
@@ -828,8 +865,10 @@ def side_rows(question: str, sources: Sequence[RetrievedChunk]) -> tuple[list[Sc
                 statement = reader.statement(unit)
                 match = match_statement(reader.target, statement)
                 if side.text in match.sides and match.entities_ok and match.qualifiers_ok:
-                    found = ScoredSentence(_clip(render_row(unit.cells, unit.headers, _row_columns(q, unit)[0])),
-                                           number, 1.0)
+                    columns = _asked_columns(q, unit)
+                    if columns == []:
+                        continue  # the row states none of what is compared ("weight" in a price table)
+                    found = ScoredSentence(_clip(render_row(unit.cells, unit.headers, columns)), number, 1.0)
                     break
             if found is not None:
                 break
