@@ -26,7 +26,7 @@ from typing import Sequence
 
 from docmind_core.answer.claims import Unit, about_the_sources, source_names, source_units, supporting_units
 from docmind_core.text.targets import (
-    Match, Statement, match_statement, qualifiers_in, read_target, sides_missing, stated_instead,
+    Match, Statement, match_statement, part_target, qualifiers_in, read_target, sides_missing, stated_instead,
 )
 from docmind_core.text.value_kinds import Value, bare_text, question_parts, states_value, values_in
 from docmind_core.values import ClaimCheck, RetrievedChunk
@@ -57,8 +57,14 @@ class TargetCheck:
 # --------------------------------------------------------------------------
 
 
-def _statement(unit: Unit, row_keys: tuple[str, ...], evidence: str) -> Statement:
-    return Statement(unit.body, unit.context, unit.cells, unit.headers, evidence, row_keys)
+def _statement(unit: Unit, row_keys: tuple[str, ...], evidence: str, units: Sequence[Unit] = ()) -> Statement:
+    """A unit as a statement; a Markdown heading ("Firmware 3.2.0 — 2025-11-04") with its section's sentences,
+    which say what the heading's version or date is about."""
+    body = unit.body
+    section = [u.body for u in units if u.section and u.section.lstrip("#").strip() == unit.body and not u.window]
+    if section:
+        body = " ".join([body, *section[:4]])
+    return Statement(body, unit.context, unit.cells, unit.headers, evidence, row_keys)
 
 
 def _row_keys(units: Sequence[Unit]) -> tuple[str, ...]:
@@ -116,15 +122,19 @@ def check_target(question: str, claims: Sequence[ClaimCheck], sources: Sequence[
             continue
         if parts and not any(states_value(p.kind, claim.text, question, p.units) for p in parts):
             continue  # states none of the asked values: context, not an answer
+        own = part_target(question, claim.text, target)
+        if own.empty:
+            continue  # answers a part of the question that names nothing ("what known issue did it have?")
         source = sources[claim.source_index - 1]
         units = supporting_units(claim.text, source, names)
         if not units:
             continue  # supported by a reading this module cannot place (the model judge): not judged here
-        keys = _row_keys(source_units(source.text, source.document))
+        all_units = source_units(source.text, source.document)
+        keys = _row_keys(all_units)
         matches = []
         values = _answer_values(claim.text, question, parts)
         for value in values:
-            found = _best([match_statement(target, _statement(u, keys, evidence), value) for u in units])
+            found = _best([match_statement(own, _statement(u, keys, evidence, all_units), value) for u in units])
             if found is not None:
                 matches.append((found, value))
         if not matches:
@@ -173,7 +183,7 @@ def evidence_target_misses(question: str, passages: Sequence[RetrievedChunk]) ->
     best: Match | None = None
     sides: set[str] = set()
     for chunk in passages:
-        units = [u for u in source_units(chunk.text, chunk.document) if not u.window]
+        units = source_units(chunk.text, chunk.document)  # windows too: "Nimbus N2 datasheet. Maximum …: 45 W"
         keys = _row_keys(units)
         for unit in units:
             text = unit.body + ("\n" + unit.section if unit.section else "")
@@ -181,7 +191,7 @@ def evidence_target_misses(question: str, passages: Sequence[RetrievedChunk]) ->
                 continue
             values = _answer_values(unit.body, question, parts) if parts else [None]
             for value in values:
-                m = match_statement(target, _statement(unit, keys, evidence), value)
+                m = match_statement(target, _statement(unit, keys, evidence, units), value)
                 if m.ok:
                     sides |= set(m.sides)
                     if not target.sides:

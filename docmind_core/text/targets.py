@@ -39,7 +39,7 @@ from docmind_core.text.target_lexicon import (
     COMPARISON_CUES_EN, COMPARISON_CUES_ZH, CURRENCIES, EN_PLACES, QUALIFIERS, QUESTION_ONLY_WEAK,
     VARIANT_WORDS, ZH_PLACES, ZH_VARIANT_WORDS,
 )
-from docmind_core.text.tokens import detect_language, is_cjk, part_of_speech
+from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, part_of_speech
 from docmind_core.text.value_kinds import Value, measure_units, question_parts, values_in
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
@@ -56,6 +56,10 @@ _NOT_NAMES = frozenset(("usd eur rmb cny jpy gbp gb tb mb kb gib mib w kw kwh v 
                         "monday tuesday wednesday thursday friday saturday sunday english chinese i ok faq api url "
                         "id sla yes no").split())
 _NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
+# the commonest Chinese surnames: a word jieba tags as a person's name is one only when it opens with one
+_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢"
+                      "姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
+                      "欧阳司马诸葛上官东方皇甫令狐慕容")
 _MEASURED_KINDS = frozenset({"quantity", "money", "count", "address", "date", "version"})
 _ORDINAL_RE = re.compile(r"\d+(?:st|nd|rd|th|s)", re.IGNORECASE)
 _SHORT_VERSION_RE = re.compile(r"(?:\b(?:(?-i:[A-Z][a-z]+)|version|firmware|release|build)|版本|固件)\s*(v?\d+\.\d+)(?![\d.]*\d|\s*(?:%|°|(?:ghz|mhz|gbe?|tb|mb|kg|g|w|kw|v|mm|cm|m|km|usd|eur|x|days?|hours?|years?)\b))",
@@ -176,9 +180,12 @@ def _chinese_entities(question: str) -> list[Entity]:
     found: list[str] = [p for p in ZH_PLACES if p in question] + re.findall(r"《([^》]{1,40})》", question)
     found = [p for p in found if not any(p != q and p in q for q in found)]  # "中国" inside "中国大陆"
     for word, flag in part_of_speech(question):
-        if flag in _NAME_TAGS and len(word) >= 2 and all(is_cjk(c) for c in word) and word not in found \
-                and not any(word in f or f in word for f in found):
-            found.append(word)
+        if flag not in _NAME_TAGS or len(word) < 2 or not all(is_cjk(c) for c in word) or word in found \
+                or any(word in f or f in word for f in found):
+            continue
+        if flag.startswith("nr") and not (len(word) <= 4 and word[0] in _SURNAMES):
+            continue  # jieba tags many unknown words as names ("续航"); a person's name opens with a surname
+        found.append(word)
     out = []
     for w in found:
         core = re.sub(r"(?:地区|省|市|县|区|镇|村|州)$", "", w) if w not in ZH_PLACES else w
@@ -243,6 +250,21 @@ def _compared(question: str, entities: Sequence[Entity]) -> list[Entity]:
         return list(entities)
     return [e for e in entities if any(set(e.words) & set(re.findall(r"[\w.-]+", n)) or e.text.lower() in n
                                        for n in names)]
+
+
+def part_target(question: str, text: str, whole: Target | None = None) -> Target:
+    """The target of the question part ``text`` answers: the part sharing most words with it ("Which version
+    first let the N2 join …, and what known issue did it have?" is two parts, and "Its known issue was …"
+    answers the second, which names no entity); the whole question's when it has one part or compares."""
+    whole = whole if whole is not None else read_target(question)
+    pieces = question_parts(question)
+    if len(pieces) < 2 or whole.sides:
+        return whole
+    words = frozenset(keyword_tokens(CITATION_MARKER_RE.sub(" ", text), stem=True))
+    best = max(pieces, key=lambda p: len(words & p.words))
+    if not words & best.words:
+        return whole
+    return read_target(best.text)
 
 
 def _sides(entities: Sequence[Entity]) -> tuple[Entity, ...]:

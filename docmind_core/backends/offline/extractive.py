@@ -56,7 +56,9 @@ from docmind_core.backends.protocols import Embedder
 from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 from docmind_core.text.query_signals import comparison_entities, split_foci
-from docmind_core.text.targets import Statement, Target, match_statement, read_target, sides_missing, stated_instead
+from docmind_core.text.targets import (
+    Statement, Target, match_statement, part_target, read_target, sides_missing, stated_instead,
+)
 from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value, values_in
 
 log = logging.getLogger(__name__)
@@ -565,19 +567,28 @@ class _TargetReader:
         chunk = self.sources[unit.source - 1]
         context = " \n".join(x for x in (_title_line(chunk.text), _heading_of(unit, self.units), chunk.document) if x)
         body = " | ".join(unit.cells) if unit.is_row else unit.text
+        if unit.text.startswith("#"):  # a heading is quoted with its section's sentences (_with_section_text)
+            section = []
+            for other in self.units.get(unit.source, [])[unit.position + 1:]:
+                if other.text.startswith("#"):
+                    break
+                section.append(other.text)
+            body = " ".join([body, *section[:3]])
         return Statement(body, context, unit.cells, unit.headers if len(unit.headers) == len(unit.cells) else (),
                          self.evidence, self.keys.get(unit.source, ()))
 
-    def read(self, unit: _Unit, shown: str):
-        """The best match of the unit's answering values (the match, and the value's text)."""
+    def read(self, unit: _Unit, shown: str, target: Target | None = None):
+        """The best match of the unit's answering values (the match, and the value's text) against ``target``
+        (the question's, by default)."""
+        target = target if target is not None else self.target
         statement = self.statement(unit)
         asked = {v.key for v in values_in(self.question)}
         values = [v for v in values_in(CITATION_MARKER_RE.sub(" ", shown)) if v.key not in asked]
         if self.parts:
             values = [v for v in values if any(states_value(p.kind, v.text, self.question, p.units)
                                                for p in self.parts)] or values
-        matches = [(match_statement(self.target, statement, v), v.text.strip()) for v in values] or \
-            [(match_statement(self.target, statement), "")]
+        matches = [(match_statement(target, statement, v), v.text.strip()) for v in values] or \
+            [(match_statement(target, statement), "")]
         return min(matches, key=lambda mv: (not mv[0].ok, len(mv[0].missing_entities) + len(mv[0].missing_qualifiers)))
 
     def on_target(self, candidates: Sequence[_Candidate]) -> tuple[list[_Candidate], list[tuple[_Candidate, object, str]]]:
@@ -586,7 +597,7 @@ class _TargetReader:
             return list(candidates), []
         kept, off = [], []
         for c in candidates:
-            match, value = self.read(c.unit, c.text)
+            match, value = self.read(c.unit, c.text, part_target(self.question, c.text, self.target))
             (kept if match.ok else off).append(c if match.ok else (c, match, value))
         return kept, off
 
