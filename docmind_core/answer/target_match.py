@@ -26,7 +26,7 @@ from typing import Sequence
 
 from docmind_core.answer.claims import Unit, about_the_sources, source_names, source_units, supporting_units
 from docmind_core.text.targets import (
-    Match, Statement, match_statement, part_target, qualifiers_in, read_target, sides_missing, stated_instead,
+    PRONOUN_START_RE, Match, Statement, match_statement, part_target, qualifiers_in, read_target, sides_missing, stated_instead,
 )
 from docmind_core.text.value_kinds import Value, bare_text, question_parts, states_value, values_in
 from docmind_core.values import ClaimCheck, RetrievedChunk
@@ -60,11 +60,16 @@ class TargetCheck:
 def _statement(unit: Unit, row_keys: tuple[str, ...], evidence: str, units: Sequence[Unit] = ()) -> Statement:
     """A unit as a statement; a Markdown heading ("Firmware 3.2.0 — 2025-11-04") with its section's sentences,
     which say what the heading's version or date is about."""
-    body = unit.body
+    body, context = unit.body, unit.context
     section = [u.body for u in units if u.section and u.section.lstrip("#").strip() == unit.body and not u.window]
     if section:
         body = " ".join([body, *section[:4]])
-    return Statement(body, unit.context, unit.cells, unit.headers, evidence, row_keys)
+    if PRONOUN_START_RE.match(unit.body):  # "Its warranty period is two years": the one before names whose
+        singles = [u for u in units if not u.window and not u.cells]
+        at = next((i for i, u in enumerate(singles) if u is unit), 0)
+        if at > 0:
+            context = f"{singles[at - 1].body}\n{context}"
+    return Statement(body, context, unit.cells, unit.headers, evidence, row_keys)
 
 
 def _row_keys(units: Sequence[Unit]) -> tuple[str, ...]:

@@ -60,6 +60,9 @@ _NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
 _SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢"
                       "姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
                       "欧阳司马诸葛上官东方皇甫令狐慕容")
+# a sentence that opens with one of these is about what the sentence before it names ("Its warranty period …")
+PRONOUN_START_RE = re.compile(r"^\W*(?:it|its|they|their|this|these|he|she|his|her|the\s+(?:device|appliance|"
+                              r"product|company|plan|model))\b|^\W*(?:它|其|该|此|他|她)", re.IGNORECASE)
 _MEASURED_KINDS = frozenset({"quantity", "money", "count", "address", "date", "version"})
 _ORDINAL_RE = re.compile(r"\d+(?:st|nd|rd|th|s)", re.IGNORECASE)
 _SHORT_VERSION_RE = re.compile(r"(?:\b(?:(?-i:[A-Z][a-z]+)|version|firmware|release|build)|版本|固件)\s*(v?\d+\.\d+)(?![\d.]*\d|\s*(?:%|°|(?:ghz|mhz|gbe?|tb|mb|kg|g|w|kw|v|mm|cm|m|km|usd|eur|x|days?|hours?|years?)\b))",

@@ -57,7 +57,7 @@ from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 from docmind_core.text.query_signals import comparison_entities, split_foci
 from docmind_core.text.targets import (
-    Statement, Target, match_statement, part_target, read_target, sides_missing, stated_instead,
+    PRONOUN_START_RE, Statement, Target, match_statement, part_target, read_target, sides_missing, stated_instead,
 )
 from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value, values_in
 
@@ -565,7 +565,9 @@ class _TargetReader:
 
     def statement(self, unit: _Unit) -> Statement:
         chunk = self.sources[unit.source - 1]
-        context = " \n".join(x for x in (_title_line(chunk.text), _heading_of(unit, self.units), chunk.document) if x)
+        antecedent = unit.prev if PRONOUN_START_RE.match(unit.text) else ""  # "Its warranty …" is the X2's
+        context = " \n".join(x for x in (antecedent, _title_line(chunk.text), _heading_of(unit, self.units),
+                                          chunk.document) if x)
         body = " | ".join(unit.cells) if unit.is_row else unit.text
         if unit.text.startswith("#"):  # a heading is quoted with its section's sentences (_with_section_text)
             section = []
