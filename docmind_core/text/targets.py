@@ -56,13 +56,11 @@ _NOT_NAMES = frozenset(("usd eur rmb cny jpy gbp gb tb mb kb gib mib w kw kwh v 
                         "monday tuesday wednesday thursday friday saturday sunday english chinese i ok faq api url "
                         "id sla yes no").split())
 _NAME_TAGS = frozenset({"nr", "ns", "nt", "nrt", "nrfg"})
-# the commonest Chinese surnames: a word jieba tags as a person's name is one only when it opens with one
-_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢"
-                      "姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
-                      "欧阳司马诸葛上官东方皇甫令狐慕容")
 # a sentence that opens with one of these is about what the sentence before it names ("Its warranty period …")
 PRONOUN_START_RE = re.compile(r"^\W*(?:it|its|they|their|this|these|he|she|his|her|the\s+(?:device|appliance|"
                               r"product|company|plan|model))\b|^\W*(?:它|其|该|此|他|她)", re.IGNORECASE)
+# a question part that points back at what an earlier part asks about ("what known issue did it have?")
+_REFERS_BACK_RE = re.compile(r"\b(?:it|its|they|their|them|this|that one)\b|它|其|该|此", re.IGNORECASE)
 _MEASURED_KINDS = frozenset({"quantity", "money", "count", "address", "date", "version"})
 _ORDINAL_RE = re.compile(r"\d+(?:st|nd|rd|th|s)", re.IGNORECASE)
 _SHORT_VERSION_RE = re.compile(r"(?:\b(?:(?-i:[A-Z][a-z]+)|version|firmware|release|build)|版本|固件)\s*(v?\d+\.\d+)(?![\d.]*\d|\s*(?:%|°|(?:ghz|mhz|gbe?|tb|mb|kg|g|w|kw|v|mm|cm|m|km|usd|eur|x|days?|hours?|years?)\b))",
@@ -181,13 +179,16 @@ def _is_code(word: str) -> bool:
 
 def _chinese_entities(question: str) -> list[Entity]:
     found: list[str] = [p for p in ZH_PLACES if p in question] + re.findall(r"《([^》]{1,40})》", question)
+    tokens = [w for w, _flag in part_of_speech(question)]
+    for i, w in enumerate(tokens[:-1]):  # "姆拉登·佩特里奇": a transliterated name, read by its last part
+        if w == "·" and (i + 2 >= len(tokens) or tokens[i + 2] != "·") and len(tokens[i + 1]) >= 2 \
+                and all(is_cjk(c) for c in tokens[i + 1]):
+            found.append(tokens[i + 1])
     found = [p for p in found if not any(p != q and p in q for q in found)]  # "中国" inside "中国大陆"
     for word, flag in part_of_speech(question):
         if flag not in _NAME_TAGS or len(word) < 2 or not all(is_cjk(c) for c in word) or word in found \
                 or any(word in f or f in word for f in found):
             continue
-        if flag.startswith("nr") and not (len(word) <= 4 and word[0] in _SURNAMES):
-            continue  # jieba tags many unknown words as names ("续航"); a person's name opens with a surname
         found.append(word)
     out = []
     for w in found:
@@ -267,7 +268,10 @@ def part_target(question: str, text: str, whole: Target | None = None) -> Target
     best = max(pieces, key=lambda p: len(words & p.words))
     if not words & best.words:
         return whole
-    return read_target(best.text)
+    own = read_target(best.text)
+    if own.empty and not _REFERS_BACK_RE.search(best.text):
+        return whole  # a part that names nothing and points back at nothing is asked of the whole question's target
+    return own
 
 
 def _sides(entities: Sequence[Entity]) -> tuple[Entity, ...]:

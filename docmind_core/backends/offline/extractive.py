@@ -847,8 +847,8 @@ def covered_sides(question: str, lines: Sequence[ScoredSentence], sources: Seque
             chunk = sources[line.source - 1]
             where = f"{line.text}\n{_title_line(chunk.text)}\n{chunk.document}"
             index = _TextIndex(line.text)
-            if q.content and not any(index.synonym_credit(term) > 0 for term in q.content):
-                continue
+            if target.measured and q.content and not any(index.synonym_credit(term) > 0 for term in q.content):
+                continue  # a measured comparison: the line must state the measure
             if all(re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", where, re.IGNORECASE) or
                    (is_cjk(w[0]) and w in where) for w in side.words):
                 named = True
