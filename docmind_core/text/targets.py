@@ -166,6 +166,9 @@ def _runs(question: str) -> list[list[str]]:
             words = words[1:]
         if len(words) == 1 and _ADJECTIVE_RE.fullmatch(words[0]) and re.match(r"\s+[a-z]", question[m.end():]):
             continue  # "This Celtic ruler", "an Italian woman": describes, names no one
+        if len(words) == 1 and m.start() == len(question) - len(question.lstrip()) and \
+                re.fullmatch(r"[A-Z][a-z]+(?:ing|ed|ly)", words[0]):
+            continue  # "Meaning …", "Located …": a word capitalised because it opens the question
         # single letters ("U.S"), ordinals ("17th") and units name no entity
         words = [w for w in words if w.lower() not in _NOT_NAMES and len(w) > 1 and not _ORDINAL_RE.fullmatch(w)]
         if words:

@@ -779,6 +779,8 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
     zh = language == "zh"
     off_target: list = []
     chosen = select_sentences([c.sentence for c in _ranked_candidates(question, sources, encoder, off_target)])
+    if not chosen and len(comparison_entities(question)) >= 2 and not read_question(question).asks_value:
+        chosen = cover_each_focus(question, [], sources)  # nothing about both at once: the best about each
     rows, missing_sides = side_rows(question, sources)
     if rows:
         chosen = rows + [s for s in chosen if s.text not in {r.text for r in rows}][:max(0, MAX_QUOTED_SENTENCES
