@@ -108,3 +108,16 @@ def test_the_offline_reader_compares_from_both_rows():
 def test_the_offline_reader_names_a_missing_side():
     answer = extractive_answer("Compare the Aurora Team and Premium plans", [PLANS], "en")
     assert "Team: Price 12 USD" in answer and "do not state it for Premium" in answer
+
+
+def test_a_model_answer_about_something_else_gives_way_to_what_the_sources_state():
+    from docmind_core.answer.answer_check import second_opinion
+
+    model_answer = "The idle power draw of the Nimbus N1 is 28 W [1]."  # the N1's maximum, given as its idle draw
+    opinion = second_opinion(IDLE_N1, model_answer, SOURCES, 8, Tier.AMBIGUOUS,
+                             lambda: extractive_answer(IDLE_N1, SOURCES, "en"))
+    assert opinion.model.off_target and "another product, version or condition" in opinion.reason
+    assert "not its idle power draw" in opinion.replacement
+    right = "The maximum power draw of the Nimbus N2 is 45 W [2]."
+    assert not second_opinion("What is the maximum power draw of the Nimbus N2?", right, SOURCES, 8, Tier.HIGH,
+                              lambda: "").replacement
