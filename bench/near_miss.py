@@ -30,6 +30,7 @@ always ``fit`` (the rules were written looking at them).  Print both; quote ``re
 
     python bench/near_miss.py [--sets demo,hotpotqa,cmrc2018] [--per-set 80] [--split report|fit|both]
                               [--json out.json] [--eval-dir ../shared/eval] [--show]
+                              [--base-url http://127.0.0.1:8080/v1 --model M --profile local_small --kinds near]
 
 Run it on two trees to compare (the base commit unpacked elsewhere, with PYTHONPATH pointing at it): the script
 reads the confidence fields it needs with getattr, so an older tree runs it too.
@@ -159,14 +160,23 @@ def split_of(question: str, seed: int) -> str:
 # --------------------------------------------------------------------------
 
 
-def run_demo(seed: int) -> list[Row]:
+def run_demo(seed: int, llm: dict | None = None, kinds: str = "all", split: str = "both") -> list[Row]:
+    """``llm``: dotted settings for a real model ({"llm.base_url": ..., "llm.model": ..., "llm.profile": ...});
+    ``kinds``: "near" asks only the near misses (a real model takes 15-40 s a question)."""
+    from docmind_core.engine import Engine
     from docmind_core.events import Done
     from tests.demo_world import open_demo_engine
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="near-miss-") as home:
         engine, kb = open_demo_engine(Path(home))
+        if llm:
+            engine = Engine.open(Path(home), overrides=llm, env={"OPENAI_API_KEY": "none"})
         for kind, question, gold in DEMO:
+            if kinds == "near" and kind == "answerable":
+                continue
+            if split != "both" and split_of(question, seed) != split:
+                continue
             done = None
             for event in engine.ask(question, [kb]):
                 if isinstance(event, Done):
@@ -333,6 +343,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--show", action="store_true", help="print each near miss shown HIGH")
     parser.add_argument("--eval-dir", type=Path, default=None, help="the shared eval folder (default: ../shared/eval)")
+    parser.add_argument("--base-url", default="", help="demo runs with this OpenAI-compatible model server")
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
+    parser.add_argument("--profile", default="local_small")
+    parser.add_argument("--kinds", default="all", choices=("all", "near"), help="near: demo near misses only")
     args = parser.parse_args()
     global SHARED
     SHARED = args.eval_dir or SHARED
@@ -341,7 +355,9 @@ def main() -> None:
     started = time.perf_counter()
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
         if name == "demo":
-            rows += run_demo(args.seed)
+            llm = {"llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile} \
+                if args.base_url else None
+            rows += run_demo(args.seed, llm, args.kinds, args.split)
         elif (SHARED / name).is_dir():
             rows += run_shared(name, args.per_set, args.seed)
         else:

@@ -44,10 +44,11 @@ from docmind_core.text.value_kinds import Value, measure_units, question_parts, 
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff"
 # a name-like token: a capitalised word, a code with a digit ("N1", "AUR-4012"), an all-caps word
-_TOKEN = r"(?:[A-Z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*|[A-Za-z]+[-_]?\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*|\d+[A-Za-z][A-Za-z0-9]*)"
-_RUN_RE = re.compile(rf"(?<![\w.-]){_TOKEN}(?:[ \t]+(?:{_TOKEN}|(?:{'|'.join(sorted(VARIANT_WORDS))})\b))*")
+_TOKEN = r"(?:[A-Z\u00C0-\u00DE\u0160\u017D\u0106\u010C\u0141\u015A\u0179\u017B][^\W_\u3000-\u9fff]*(?:[-_][^\W_\u3000-\u9fff]+)*|[A-Za-z]+[-_]?\d[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*|\d+[A-Za-z][A-Za-z0-9]*)"
+_RUN_RE = re.compile(rf"(?<![A-Za-z0-9_.\u00C0-\u024F-]){_TOKEN}(?:[ \t]+(?:{_TOKEN}|(?:{'|'.join(sorted(VARIANT_WORDS))})\b))*")
 _LEAD_WORDS = frozenset(("what which who whom whose where when why how is are was were do does did can could will would "
-                         "this that these those aside apart besides "
+                         "this that these those aside apart besides during after before since until under with "
+                         "without from into by as like among about over "
                          "should shall may might must compare tell list give show name describe explain please "
                          "according based the a an in on at of for and or vs versus between both").split())
 # capitalised words that name no entity: units, months, days, languages, generic words that open questions
@@ -169,8 +170,9 @@ def _runs(question: str) -> list[list[str]]:
         if len(words) == 1 and m.start() == len(question) - len(question.lstrip()) and \
                 re.fullmatch(r"[A-Z][a-z]+(?:ing|ed|ly)", words[0]):
             continue  # "Meaning …", "Located …": a word capitalised because it opens the question
-        # single letters ("U.S"), ordinals ("17th") and units name no entity
-        words = [w for w in words if w.lower() not in _NOT_NAMES and len(w) > 1 and not _ORDINAL_RE.fullmatch(w)]
+        # single letters ("U.S"), ordinals ("17th"), units and words glued to a year ("in2014") name no entity
+        words = [w for w in words if w.lower() not in _NOT_NAMES and len(w) > 1 and not _ORDINAL_RE.fullmatch(w)
+                 and not re.fullmatch(r"[a-z]+\d+", w)]
         if words:
             out.append(words)
     return out
@@ -181,7 +183,8 @@ def _is_code(word: str) -> bool:
 
 
 def _chinese_entities(question: str) -> list[Entity]:
-    found: list[str] = [p for p in ZH_PLACES if p in question] + re.findall(r"《([^》]{1,40})》", question)
+    titled = set(re.findall(r"《([^》]{1,40})》", question))
+    found: list[str] = [p for p in ZH_PLACES if p in question] + list(titled)
     tokens = [w for w, _flag in part_of_speech(question)]
     for i, w in enumerate(tokens[:-1]):  # "姆拉登·佩特里奇": a transliterated name, read by its last part
         if w == "·" and (i + 2 >= len(tokens) or tokens[i + 2] != "·") and len(tokens[i + 1]) >= 2 \
@@ -196,13 +199,17 @@ def _chinese_entities(question: str) -> list[Entity]:
     out = []
     for w in found:
         core = re.sub(r"(?:地区|省|市|县|区|镇|村|州)$", "", w) if w not in ZH_PLACES else w
-        out.append(Entity(w, (core if len(core) >= 2 else w,), (False,), "place" if w in ZH_PLACES else "name"))
+        kind = "place" if w in ZH_PLACES else ("name" if w in titled else "tagged")
+        out.append(Entity(w, (core if len(core) >= 2 else w,), (False,), kind))
     return out
 
 
 def _comparison_cue(question: str) -> bool:
+    from docmind_core.text.query_signals import comparison_entities
+
     low = question.lower()
-    return any(_has_phrase(low, c) for c in COMPARISON_CUES_EN) or any(c in question for c in COMPARISON_CUES_ZH)
+    return any(_has_phrase(low, c) for c in COMPARISON_CUES_EN) or any(c in question for c in COMPARISON_CUES_ZH) \
+        or (bool(re.search(r"\s(?:or|vs\.?|versus)\s|还是", question)) and len(comparison_entities(question)) >= 2)
 
 
 @lru_cache(maxsize=512)
@@ -384,7 +391,10 @@ def _entity_holds(entity: Entity, near: str, statement: Statement, as_side: bool
             continue
         if in_near:
             continue
-        if strict or not (_occurs(word, statement.evidence, entity.words) or _near_spelling(word, statement.evidence)):
+        if strict or not (_occurs(word, statement.evidence, entity.words) or _near_spelling(word, statement.evidence)
+                          or (entity.kind == "tagged" and all(ch in statement.evidence for ch in word))):
+            # jieba tags common words as names ("大洋"); one whose every character the evidence holds may be
+            # a word cut otherwise ("太平洋") or a name misspelt, not another name
             return False
     return _entity_phrase(entity, near)
 
@@ -490,8 +500,9 @@ def _place_holds(entity: Entity, near: str, statement: Statement, value: Value |
 def match_statement(target: Target, statement: Statement, value: Value | None = None) -> Match:
     """``statement`` (stating ``value``, when known) read against ``target``."""
     near = f"{statement.body}\n{statement.context}"
+    # a comparison is held to its sides; its other names say what is compared ("closer to Canada")
     missing_entities = [e.text for e in target.entities
-                        if not any(_same_entity(e, s) for s in target.sides)
+                        if not target.sides
                         and not (_place_holds(e, near, statement, value) if e.kind == "place" and target.measured
                                  else _entity_holds(e, near, statement))]
     sides = tuple(s.text for s in target.sides if _entity_holds(s, near, statement, as_side=True))
