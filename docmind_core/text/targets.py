@@ -8,11 +8,17 @@ no model call; the lexicon is ``text/target_lexicon.py``.
 
 The question's target:
 
-- *entities*: versions ("3.3.0"), codes and model names ("N1", "AUR-4012"), the variant words that follow
-  them ("N1 Lite", "N1 轻量版"), capitalised names ("Aurora Cloud", "Team", "Japan") and places in
-  Chinese ("杭州", "日本");
-- *qualifiers*: the lexicon's groups ("idle", "maximum", "default", "allowed range" ...) and a currency;
-- *sides*: the entities a comparison compares ("Compare the Team and Business plans", "N1 和 N2 … 区别").
+- *entities*: versions ("3.3.0", "Aurora 4.3"), codes and model names ("N1", "AUR-4012"), the variant words
+  that follow them ("N1 Lite", "N1 轻量版"), capitalised names ("Aurora Cloud", "Team", "Japan"), and in Chinese
+  places, 《titles》, transliterated names by their last part and the names jieba tags;
+- *qualifiers*: the lexicon's groups ("idle", "maximum", "default", "allowed range" ...) and a currency, only
+  when the question asks for a measured value ("the largest airport in New England" asks who, not how much);
+- *sides*: the entities a comparison compares ("Compare the Team and Business plans", "N1 和 N2 … 区别",
+  "X or Y?"); a comparison is held to its sides only, its other names say what is compared.
+
+A question of several parts ("Which version first let the N2 join …, and what known issue did it have?") is
+read part by part (:func:`part_target`): a statement answering a part that points back ("it") and names nothing
+is held to nothing.
 
 A statement matches it when:
 
@@ -21,8 +27,10 @@ A statement matches it when:
   variant ("N1" inside "N1 Lite"); in a table row, an entity that is the key cell of some row must be the
   key cell of this one ("Team" is not the Business row);
 - each other name stands in the statement, its context, or anywhere in the evidence (a multi-hop answer
-  states its value about the bridge, not about the name the question starts from); a name in another script
-  is not held against a statement (only pinyin spellings of Chinese names are read across);
+  states its value about the bridge, not about the name the question starts from), misspelt by one letter at
+  most; a name in another script is not held against a statement (only pinyin spellings of Chinese names are
+  read across); a sentence opening with a pronoun ("Its warranty …") is read with the one before it;
+- a place, in a question asking for a measured value, stands in the clause its value is stated in;
 - each qualifier stands where the value is: in a sentence, the stretch of it between the values before and
   after, or its heading; in a table row, the header of the value's column, the row's key cell or the
   table's heading.  A qualifier asked and not matched fails, even when the statement carries no other.
@@ -31,7 +39,7 @@ A statement matches it when:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
