@@ -13,7 +13,8 @@ the checks the model's answer failed:
 - the evidence was not graded HIGH, the model's answer makes a claim its sources do not hold, and the offline
   reading declines to answer (an honest "the sources do not say" beats a made-up fact); or
 - every value the model's answer gives is stated of another entity or under another qualifier than asked
-  (target_match.py), and the offline reading says so ("The sources state the N1's maximum draw (28 W), not its
+  (target_match.py), or the evidence was not graded HIGH and the answer makes a claim its sources do not hold,
+  and the offline reading says what the sources state instead ("The sources state the N1's maximum draw (28 W), not its
   idle draw.").
 
 Otherwise the model's answer stands, with the band its checks give it.  The replaced answer is kept in the
@@ -96,7 +97,8 @@ def rescue_reason(model: AnswerReading, offline: AnswerReading, tier: Tier | Non
     if tier == Tier.HIGH and offline.holds:
         return (f"the language model's answer failed the checks ({faults(model)}), and DocMind's offline reading "
                 f"of the same evidence passes them")
-    if model.off_target and not model.unsupported and not model.contradicted and offline.off_target:
+    if (model.off_target or (tier != Tier.HIGH and (model.unsupported or model.contradicted))) \
+            and offline.off_target:
         return (f"the language model's answer failed the checks ({faults(model)}), and DocMind's offline reading "
                 f"says what the sources state instead")
     if tier != Tier.HIGH and (model.unsupported or model.contradicted) and offline.declines:

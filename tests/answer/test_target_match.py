@@ -121,3 +121,15 @@ def test_a_model_answer_about_something_else_gives_way_to_what_the_sources_state
     right = "The maximum power draw of the Nimbus N2 is 45 W [2]."
     assert not second_opinion("What is the maximum power draw of the Nimbus N2?", right, SOURCES, 8, Tier.HIGH,
                               lambda: "").replacement
+
+
+def test_a_made_up_value_on_evidence_about_something_else_gives_way_too():
+    from docmind_core.answer.answer_check import second_opinion
+
+    # Qwen2.5-Coder 1.5B on the demo KB: the N2's idle figure given as the N1's "typical" draw
+    question = "What is the typical power draw of the Nimbus N1?"
+    made_up = "The typical power draw of the Nimbus N1 is 18 W at idle [2]."
+    opinion = second_opinion(question, made_up, SOURCES, 8, Tier.AMBIGUOUS,
+                             lambda: extractive_answer(question, SOURCES, "en"))
+    assert opinion.model.unsupported or opinion.model.off_target
+    assert opinion.replacement and "not its typical" in opinion.replacement, opinion
