@@ -201,6 +201,10 @@ class GraderSettings(_Group):
     require_asked_value: bool = Field(
         True, description="HIGH needs a top chunk stating a value of the kind the question asks for (a quantity "
                           "in the asked units, a date, a price, a version...), else at most AMBIGUOUS")
+    require_asked_target: bool = Field(
+        True, description="HIGH (evidence tier and answer band) needs the statement that states each answered value "
+                          "to name the entity the question asks about and carry its qualifier (idle, maximum, "
+                          "default...); a compared side missing or a value stated of another entity is never HIGH")
     near_zero_coverage: float = Field(
         0.1, ge=0, le=1, description="Evidence with coverage under this (or a question without salient terms) "
                                      "is never HIGH, whatever the score and gray-zone mode")

@@ -400,6 +400,9 @@ class GradeResult(_Value):
     # kinds of value the question asks for that no top chunk states (grade.unstated_kinds); the judge may not
     # lift such evidence to HIGH
     unstated_kinds: list[str] = []
+    # what of the question's target (entity, qualifier, compared side) no top statement holds where it states
+    # a value of the asked kind (answer/target_match.py): such evidence is never HIGH, and the judge may not lift it
+    unmatched_target: list[str] = []
 
 
 class CitationOccurrence(_Value):
@@ -469,6 +472,12 @@ class Confidence(_Value):
     asks_for: list[str] = Field(default_factory=list)  # kinds of value the question asks for (answer_type.py)
     answers_question: bool | None = None  # False: an asked value no supported claim states; None: none asked
     unanswered: list[str] = Field(default_factory=list)  # the asked kinds no supported claim states
+    # issue 34: the answered values read where their sources state them (answer/target_match.py).  False: some
+    # answered value is stated of another entity, under another qualifier, or a compared side is missing
+    # (band at most MEDIUM; LOW when no answered value is on target); None: no target or nothing answered
+    target_matched: bool | None = None
+    target_misses: list[str] = Field(default_factory=list)  # "entity Nimbus N1", "qualifier idle", "side N2"
+    target_note: str = ""  # what the sources state instead, in the question's language
 
 
 # --------------------------------------------------------------------------

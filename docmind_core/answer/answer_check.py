@@ -11,7 +11,11 @@ the checks the model's answer failed:
 - the evidence was graded HIGH, and the offline answer has a supported claim, none unsupported or
   contradicted, and states every kind of value the question asks for; or
 - the evidence was not graded HIGH, the model's answer makes a claim its sources do not hold, and the offline
-  reading declines to answer (an honest "the sources do not say" beats a made-up fact).
+  reading declines to answer (an honest "the sources do not say" beats a made-up fact); or
+- every value the model's answer gives is stated of another entity or under another qualifier than asked
+  (target_match.py), or the evidence was not graded HIGH and the answer makes a claim its sources do not hold,
+  and the offline reading says what the sources state instead ("The sources state the N1's maximum draw (28 W), not its
+  idle draw.").
 
 Otherwise the model's answer stands, with the band its checks give it.  The replaced answer is kept in the
 run's ``Fallback`` event, so the timeline shows what the model wrote and why it was not shown.
@@ -24,6 +28,7 @@ from typing import Callable, Sequence
 
 from docmind_core.answer.answer_type import KIND_WORDS, check_answer_type
 from docmind_core.answer.citations import parse_citations
+from docmind_core.answer.target_match import check_target
 from docmind_core.text.tokens import detect_language
 from docmind_core.values import CitationResult, RetrievedChunk, Tier
 
@@ -37,10 +42,11 @@ class AnswerReading:
     unsupported: int
     contradicted: int
     missing: tuple[str, ...]  # kinds of value the question asks for that no supported claim states
+    off_target: str = ""  # no answered value is stated of the asked entity and qualifier: what is stated instead
 
     @property
     def fails(self) -> bool:
-        return bool(self.unsupported or self.contradicted or self.missing)
+        return bool(self.unsupported or self.contradicted or self.missing or self.off_target)
 
     @property
     def holds(self) -> bool:
@@ -59,9 +65,12 @@ def read_answer(question: str, answer: str, sources: Sequence[RetrievedChunk], m
     citations = citations if citations is not None else parse_citations(answer, sources, min_sentence_len)
     statuses = [c.status for c in citations.claims]
     answered = check_answer_type(question, citations.claims) if question.strip() else None
+    target = check_target(question, citations.claims, sources) if question.strip() else None
+    off = target is not None and target.matched is False and not target.partial
     return AnswerReading(citations=citations, supported=statuses.count("supported"),
                          unsupported=statuses.count("unsupported"), contradicted=statuses.count("contradicted"),
-                         missing=tuple(answered.missing) if answered is not None else ())
+                         missing=tuple(answered.missing) if answered is not None else (),
+                         off_target=(target.note or "off target") if off else "")
 
 
 def faults(reading: AnswerReading) -> str:
@@ -73,6 +82,8 @@ def faults(reading: AnswerReading) -> str:
     if reading.contradicted:
         parts.append(f"{reading.contradicted} of its claims contradict{'s' if reading.contradicted == 1 else ''} "
                      f"the cited source")
+    if reading.off_target:
+        parts.append("it states the value of another product, version or condition than the one asked about")
     if reading.unsupported:
         parts.append(f"{reading.unsupported} of its claims {'is' if reading.unsupported == 1 else 'are'} "
                      f"not found in the sources")
@@ -86,6 +97,10 @@ def rescue_reason(model: AnswerReading, offline: AnswerReading, tier: Tier | Non
     if tier == Tier.HIGH and offline.holds:
         return (f"the language model's answer failed the checks ({faults(model)}), and DocMind's offline reading "
                 f"of the same evidence passes them")
+    if (model.off_target or (tier != Tier.HIGH and (model.unsupported or model.contradicted))) \
+            and offline.off_target:
+        return (f"the language model's answer failed the checks ({faults(model)}), and DocMind's offline reading "
+                f"says what the sources state instead")
     if tier != Tier.HIGH and (model.unsupported or model.contradicted) and offline.declines:
         return (f"the language model's answer failed the checks ({faults(model)}) on evidence graded "
                 f"{tier.value if tier else 'unknown'}, and DocMind's offline reading finds no answer in it")
@@ -99,6 +114,8 @@ def rescue_notice(question: str, model: AnswerReading) -> str:
         bits = []
         if model.missing:
             bits.append("没有给出问题所问的" + "或".join(dict.fromkeys(_ZH_KIND.get(k, k) for k in model.missing)))
+        if model.off_target:
+            bits.append("给出的是其他产品、版本或条件的数值")
         if model.contradicted or model.unsupported:
             bits.append("含有资料中找不到的说法")
         return f"注意：语言模型的回答{'，并且'.join(bits)}，已搁置（保留在运行时间线中），以下是 DocMind 对同一批资料的离线摘录：\n\n"

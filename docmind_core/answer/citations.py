@@ -32,6 +32,7 @@ from typing import Sequence
 
 from docmind_core.answer.answer_type import check_answer_type
 from docmind_core.answer.claims import ABSENCE_RE, check_claims, claim_counts, holds, sentence_units
+from docmind_core.answer.target_match import TargetCheck, check_target
 from docmind_core.values import (
     Band,
     ClaimCheck,
@@ -238,7 +239,8 @@ _BAND_CAP: dict[str, Band] = {Tier.AMBIGUOUS.value: "MEDIUM", Tier.LOW.value: "L
 
 
 def confidence_from(citations: CitationResult | None, top_score: float, tier: Tier | str | None,
-                    settings: CitationSettings, question: str = "", stand_in: bool = False) -> Confidence:
+                    settings: CitationSettings, question: str = "", stand_in: bool = False,
+                    sources: Sequence[RetrievedChunk] = ()) -> Confidence:
     """confidence = supported coverage x top rerank score (or the top score alone), with a band and a reason.
 
     Supported coverage is the share of the answer's substantive claims a source states (see claims.py), so
@@ -258,6 +260,11 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
     (answer_check.py).  Its claims can all hold while it misses an open question (the cause of an error code
     for "what should I do?"), which no value check sees, so the band is at most MEDIUM: HIGH is for an answer
     written to the question that passed its checks.
+
+    With the question and the ``sources``, each answered value is read where its source states it
+    (target_match.py): stated of another entity or under another qualifier than the question's, it answers
+    something else.  No answered value on target: band LOW (and the score below it); some, or a comparison
+    with a side missing: at most MEDIUM.  ``target_note`` says what the sources state instead.
     """
     top = min(1.0, max(0.0, float(top_score or 0.0)))
     tier_value = tier.value if isinstance(tier, Tier) else (tier or "")
@@ -289,6 +296,12 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
         band = "MEDIUM"
     if stand_in and band == "HIGH":
         band = "MEDIUM"
+    target = check_target(question, claims, sources) if question.strip() and sources else TargetCheck()
+    if target.matched is False:
+        if target.partial:
+            band = "MEDIUM" if band == "HIGH" else band
+        else:
+            band, score = "LOW", min(score, settings.band_low * 0.5)
     ungrounded = bool(unsupported or contradicted) or (
         coverage is not None and coverage < UNGROUNDED_COVERAGE and tier_value == Tier.LOW.value)
     grade = f"evidence tier {tier_value or 'unknown'}, top score {top:.2f}"
@@ -307,7 +320,10 @@ def confidence_from(citations: CitationResult | None, top_score: float, tier: Ti
         said += f"; {answered.reason}"
     if stand_in:
         said += "; an offline excerpt stands in for the model's answer, which failed its checks"
+    if target.matched is False:
+        said += f"; {target.reason}"
     return Confidence(score=round(score, 4), band=band, ungrounded=ungrounded, reason=f"{said}; {grade}",
                       asks_for=list(answered.asked) if answered else [],
                       answers_question=answered.answers if answered else None,
-                      unanswered=list(answered.missing) if answered else [])
+                      unanswered=list(answered.missing) if answered else [],
+                      target_matched=target.matched, target_misses=list(target.misses), target_note=target.note)

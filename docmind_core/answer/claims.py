@@ -562,6 +562,21 @@ def read_source(content: ClaimContent, claim_text: str, source: RetrievedChunk) 
     return Verdict("unsupported", "", _missing_reason(content, source))
 
 
+def supporting_units(claim_text: str, source: RetrievedChunk, names: frozenset[str] = frozenset()) -> list[Unit]:
+    """The sentences and rows of ``source`` that state the claim (one it quotes, or one that supports it;
+    a two-sentence window only when no single unit does): where target_match.py reads its entity and
+    qualifier."""
+    content = claim_content(claim_text, names)
+    units = source_units(source.text, source.document)
+    core = _normalised(_bare(claim_text))
+    single = [u for u in units if not u.window and (
+        (len(_normalised(u.body)) >= 8 and _normalised(u.body) in core)
+        or (_read_unit(content, u) or Verdict("unsupported")).status == "supported")]
+    if single:
+        return single
+    return [u for u in units if u.window and (_read_unit(content, u) or Verdict("unsupported")).status == "supported"]
+
+
 def _missing_reason(content: ClaimContent, source: RetrievedChunk) -> str:
     lower = source.text.lower()
     absent = [n for n in content.names if n not in lower]

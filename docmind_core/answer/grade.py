@@ -16,7 +16,9 @@ thing" but lacks the asked-for entity — so each corrects the other:
 * in every mode, evidence holding (almost) none of the question's salient terms (coverage under
   ``grader.near_zero_coverage``, or a question without salient terms) is never HIGH: at most AMBIGUOUS;
   nor is evidence whose top chunks state no value of a kind the question asks for (``grader.require_asked_value``:
-  a quantity in the asked units, a date, a price, a version ...; :func:`unstated_kinds`).
+  a quantity in the asked units, a date, a price, a version ...; :func:`unstated_kinds`), nor evidence whose
+  statements of such a value name another entity or qualifier than the question's (``grader.require_asked_target``:
+  the N1's maximum draw for "the N1's idle draw"; ``answer/target_match.py``).
 
 The tier never throws evidence away: LOW or AMBIGUOUS with chunks is answered
 under the low-confidence prompt; only an empty context uses the fallback.
@@ -46,6 +48,7 @@ from docmind_core.values import EvidenceVerdict, GradeResult, RetrievedChunk, Ti
 from docmind_core.settings import GraderSettings, GrayZoneMode
 from docmind_core.text.tokens import is_cjk, keyword_tokens, salient_terms
 from docmind_core.answer.claims import code_names, source_units
+from docmind_core.answer.target_match import evidence_target_misses
 from docmind_core.text.value_kinds import question_parts, states_value
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,8 @@ class CoverageReport:
     has_terms: bool
     # the kinds of value the question asks for ("quantity", "date", ...) that no top chunk states
     unstated_kinds: tuple[str, ...] = ()
+    # what of the question's entity, qualifier or compared sides no top statement holds (target_match.py)
+    unmatched_target: tuple[str, ...] = ()
 
 
 def chunk_score(chunk: RetrievedChunk) -> float:
@@ -116,7 +121,8 @@ def coverage_report(query: str, chunks: Sequence[RetrievedChunk]) -> CoverageRep
         found = found_terms(terms, chunk.text, chunk.terms)
         rare_hit = rare_hit or any(terms[term] >= RARE_ENTITY_WEIGHT for term in found)
         best = max(best, weight_share(terms, found))
-    return CoverageReport(round(best, 4), rare_hit, True, unstated_kinds(query, top))
+    return CoverageReport(round(best, 4), rare_hit, True, unstated_kinds(query, top),
+                          evidence_target_misses(query, top))
 
 
 def unstated_kinds(question: str, passages: Sequence[RetrievedChunk]) -> tuple[str, ...]:
@@ -206,7 +212,8 @@ class CragGrader:
         return GradeResult(tier=tier, top_score=round(top, 4), lex_coverage=report.coverage,
                            kb_entity_weak=kb_entity_weak, web_compensation_needed=web_needed,
                            reason=reason, gray_zone_mode=mode,
-                           unstated_kinds=list(report.unstated_kinds) if grader.require_asked_value else [])
+                           unstated_kinds=list(report.unstated_kinds) if grader.require_asked_value else [],
+                           unmatched_target=list(report.unmatched_target) if grader.require_asked_target else [])
 
     def tier_for(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
         """The tier of a top score and a coverage report under ``grader`` (threshold sweeps compute the
@@ -221,6 +228,9 @@ class CragGrader:
         if tier is Tier.HIGH and grader.require_asked_value and report.unstated_kinds:
             # the evidence is about the question, but states no value of the kind it asks for
             return Tier.AMBIGUOUS, "high_but_asked_value_not_in_evidence:" + ",".join(report.unstated_kinds)
+        if tier is Tier.HIGH and grader.require_asked_target and report.unmatched_target:
+            # a value of the asked kind is there, stated of another entity or under another qualifier
+            return Tier.AMBIGUOUS, "high_but_asked_target_not_in_evidence:" + ",".join(report.unmatched_target)
         return tier, reason
 
     def _tier_by_signals(self, top: float, report: CoverageReport, grader: GraderSettings) -> tuple[Tier, str]:
@@ -295,6 +305,8 @@ def judged_grade(grade: GradeResult, verdict: EvidenceVerdict, grader: GraderSet
             note += ", not lifted: only keyword search answered"
         elif grade.unstated_kinds:  # a small model says "yes" to a passage on the topic that lacks the value
             note += ", not lifted: no top passage states the value the question asks for"
+        elif grade.unmatched_target:  # ... or to the neighbouring fact (another product, another qualifier)
+            note += ", not lifted: no top passage states it of the asked entity and qualifier"
         elif grade.top_score > grader.low_threshold and grade.lex_coverage >= grader.judge_lift_min_coverage:
             tier, note = Tier.HIGH, note + ", lifted to HIGH"
         else:

@@ -380,7 +380,8 @@ class AnswerPipeline:
         confidence = None
         if state.grade is not None and not cancel.is_set():  # a stopped answer is partial: no confidence
             confidence = confidence_from(citations, state.grade.top_score, state.grade.tier, settings.citation,
-                                         question=request.question, stand_in=state.stand_in)
+                                         question=request.question, stand_in=state.stand_in,
+                                         sources=state.sources if settings.grader.require_asked_target else ())
         decision = state.decision
         done = Done(
             run_id=request.run_id, answer=state.answer,

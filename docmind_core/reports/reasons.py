@@ -37,7 +37,8 @@ GRADE_WORDS: dict[str, str] = {
 # codes with a value after the colon: "gray_zone_blend_mid:0.27", "gray_zone_error:ValueError",
 # "high_but_asked_value_not_in_evidence:quantity,date"
 _BLEND_BANDS = {"gray_zone_blend_high": "high", "gray_zone_blend_mid": "middle", "gray_zone_blend_low": "low"}
-GRADE_PREFIXES = (*_BLEND_BANDS, "gray_zone_error", "retrieval_incomplete", "high_but_asked_value_not_in_evidence")
+GRADE_PREFIXES = (*_BLEND_BANDS, "gray_zone_error", "retrieval_incomplete", "high_but_asked_value_not_in_evidence",
+                  "high_but_asked_target_not_in_evidence")
 KIND_WORDS_FOR_REASONS: dict[str, str] = {
     "quantity": "a quantity in the asked units", "count": "a count", "date": "a date or time", "money": "a price",
     "version": "a version", "address": "an address or command", "name": "a name",
@@ -124,6 +125,10 @@ def describe_reason(code: str | None) -> str:
             asked = " or ".join(kinds) or "a value"
             return (f"the evidence scored well and holds the question's key terms, but none of its top passages "
                     f"states {asked}, which the question asks for, so it is not a sure answer")
+        if head == "high_but_asked_target_not_in_evidence":  # "entity Nimbus N1 Lite,qualifier idle"
+            missing = " and ".join(m.strip() for m in rest.split(",") if m.strip()) or "what the question asks about"
+            return (f"the evidence scored well and states a value of the asked kind, but never of what the question "
+                    f"asks about ({missing}), so it is not a sure answer")
         if head == "gray_zone_error":
             return f"between the thresholds; the gray-zone rule failed ({rest or 'an error'}), so the tier is uncertain"
         if head == "retrieval_incomplete":

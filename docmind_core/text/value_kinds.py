@@ -244,9 +244,10 @@ _TIME = frozenset({"day", "hour", "minute", "second", "week", "month", "year", "
 _LENGTH = frozenset({"mm", "cm", "m", "km", "nm", "um"})
 _MEASURE_UNITS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
     (re.compile(r"\b(?:power|draw|wattage|consumption)\b|功耗|功率|耗电", re.I), frozenset({"w", "kw"})),
-    (re.compile(r"\bweigh(?:t|s)?\b|重量|多重", re.I), frozenset({"kg", "g", "mg"})),
+    (re.compile(r"\bweigh(?:t|s)?\b|\bheavy\b|重量|多重", re.I), frozenset({"kg", "g", "mg"})),
     (re.compile(r"\b(?:storage|memory|ram|disk)\b|内存|存储|硬盘", re.I), frozenset({"tb", "gb", "mb", "kb", "pb"})),
     (re.compile(r"\btemperature\b|温度", re.I), frozenset({"degree"})),
+    (re.compile(r"\bdimensions?\b|尺寸", re.I), _LENGTH),
     (re.compile(r"\bvoltage\b|电压", re.I), frozenset({"v"})),
     (re.compile(r"\b(?:uptime|percentage|availability)\b|百分比|百分之|可用性", re.I), frozenset({"%"})),
     (re.compile(r"\bhow\s+long\b", re.I), _TIME | _LENGTH),

@@ -34,6 +34,13 @@ also reads the other language by meaning (``_read_across``): when nothing in the
 words and nothing in the question's own language holds much of what it asks, the other language's units
 closest to the question are quoted, if close enough and clearly closer than the best answer in the question's
 language ("What does a flashing red light … mean?" → "红灯闪烁表示硬件故障…", with "(the source is in Chinese)").
+
+The neighbouring fact is never quoted as the answer (``text/targets.py``): a unit that states the asked value of
+another entity ("N2", "3.2.1", the "Nimbus N1" row for "the N1 Lite") or under another qualifier ("Maximum power
+draw" for "idle") is left out, and when only such units remain the answer says what they state instead ("The
+sources state the Nimbus N1's maximum power draw (28 W), not its idle power draw.").  A comparison answers from
+the table rows of each side ("Compare the Team and Business plans": both rows) and says which side the sources
+do not state.
 """
 
 from __future__ import annotations
@@ -50,7 +57,10 @@ from docmind_core.values import RetrievedChunk
 from docmind_core.text.tokens import CITATION_MARKER_RE, detect_language, is_cjk, keyword_tokens, salient_terms, sentences
 from docmind_core.text.query_signals import comparison_entities, split_foci
 from docmind_core.text.table_rows import parse_row_statement
-from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value
+from docmind_core.text.targets import (
+    PRONOUN_START_RE, Statement, Target, match_statement, part_target, read_target, sides_missing, stated_instead,
+)
+from docmind_core.text.value_kinds import QuestionPart, alternatives, question_parts, states_value, values_in
 
 log = logging.getLogger(__name__)
 
@@ -554,8 +564,83 @@ def _read_across(q: _Question, sources: Sequence[RetrievedChunk], lexical: Seque
     return sorted(found, key=lambda c: c.score, reverse=True)
 
 
+def _heading_of(unit: _Unit, units_by_source: dict[int, list[_Unit]]) -> str:
+    """The Markdown heading the unit stands under in its chunk ("### Firmware 3.2.1 — 2026-02-10")."""
+    heading = ""
+    for other in units_by_source.get(unit.source, []):
+        if other.position >= unit.position:
+            break
+        if other.text.startswith("#"):
+            heading = other.text.lstrip("#").strip()
+    return heading
+
+
+class _TargetReader:
+    """Reads units of the sources against the question's target (``text/targets.py``)."""
+
+    def __init__(self, question: str, sources: Sequence[RetrievedChunk]):
+        self.question = question
+        self.target: Target = read_target(question)
+        self.parts = [p for p in question_parts(question) if p.kind is not None]
+        self.sources = sources
+        self.evidence = "\n".join(f"{c.document}\n{c.text}" for c in sources)
+        self.units = {n: source_units(c.text, n) for n, c in enumerate(sources, start=1)}
+        self.keys = {n: tuple(u.cells[0] for u in units if u.cells) for n, units in self.units.items()}
+
+    def statement(self, unit: _Unit) -> Statement:
+        chunk = self.sources[unit.source - 1]
+        antecedent = unit.prev if PRONOUN_START_RE.match(unit.text) else ""  # "Its warranty …" is the X2's
+        context = " \n".join(x for x in (antecedent, _title_line(chunk.text), _heading_of(unit, self.units),
+                                          chunk.document) if x)
+        body = " | ".join(unit.cells) if unit.is_row else unit.text
+        if unit.text.startswith("#"):  # a heading is quoted with its section's sentences (_with_section_text)
+            section = []
+            for other in self.units.get(unit.source, [])[unit.position + 1:]:
+                if other.text.startswith("#"):
+                    break
+                section.append(other.text)
+            body = " ".join([body, *section[:3]])
+        return Statement(body, context, unit.cells, unit.headers if len(unit.headers) == len(unit.cells) else (),
+                         self.evidence, self.keys.get(unit.source, ()))
+
+    def read(self, unit: _Unit, shown: str, target: Target | None = None):
+        """The best match of the unit's answering values (the match, and the value's text) against ``target``
+        (the question's, by default)."""
+        target = target if target is not None else self.target
+        statement = self.statement(unit)
+        asked = {v.key for v in values_in(self.question)}
+        values = [v for v in values_in(CITATION_MARKER_RE.sub(" ", shown)) if v.key not in asked]
+        if self.parts:
+            values = [v for v in values if any(states_value(p.kind, v.text, self.question, p.units)
+                                               for p in self.parts)] or values
+        matches = [(match_statement(target, statement, v), v.text.strip()) for v in values] or \
+            [(match_statement(target, statement), "")]
+        return min(matches, key=lambda mv: (not mv[0].ok, len(mv[0].missing_entities) + len(mv[0].missing_qualifiers)))
+
+    def on_target(self, candidates: Sequence[_Candidate]) -> tuple[list[_Candidate], list[tuple[_Candidate, object, str]]]:
+        """The candidates on target, and those off it with their match and value (best first)."""
+        if self.target.empty:
+            return list(candidates), []
+        kept, off = [], []
+        for c in candidates:
+            match, value = self.read(c.unit, c.text, part_target(self.question, c.text, self.target))
+            (kept if match.ok else off).append(c if match.ok else (c, match, value))
+        return kept, off
+
+
 def _ranked_candidates(question: str, sources: Sequence[RetrievedChunk],
-                       encoder: Embedder | None = None) -> list[_Candidate]:
+                       encoder: Embedder | None = None, off_target: list | None = None) -> list[_Candidate]:
+    """The candidates that answer, best first; those that state the asked value of another entity or under
+    another qualifier are left out (and appended to ``off_target`` when given)."""
+    ranked = _ranked_by_words(question, sources, encoder)
+    kept, off = _TargetReader(question, sources).on_target(ranked)
+    if off_target is not None:
+        off_target.extend(off)
+    return kept
+
+
+def _ranked_by_words(question: str, sources: Sequence[RetrievedChunk],
+                     encoder: Embedder | None = None) -> list[_Candidate]:
     q = read_question(question)
     candidates = _candidates(question, sources)
     if encoder is not None:
@@ -619,8 +704,8 @@ def cover_each_focus(question: str, chosen: list[ScoredSentence],
             sides.append(own[0])
             continue
         # the best answer about it; failing that, any unit about it, one with an asked value first
-        pool = _ranked_candidates(sub_question, sources) + sorted(
-            _candidates(sub_question, sources), key=lambda c: (c.valued, c.score), reverse=True)
+        pool = _ranked_candidates(sub_question, sources) + _TargetReader(sub_question, sources).on_target(sorted(
+            _candidates(sub_question, sources), key=lambda c: (c.valued, c.score), reverse=True))[0]
         for c in pool:
             if _names(c.text, focus) or _names(titles[c.unit.source], focus):
                 if c.text not in {s.text for s in sides}:
@@ -729,7 +814,7 @@ def bridge_lines(question: str, chosen: Sequence[ScoredSentence],
         name = re.sub(r"\s*[(（][^)）]*[)）]\s*$", "", _title_line(chunk.text) or chunk.document).strip()
         if len(name) < 4 or name.lower() in question_lower or name.lower() not in lead_lower:
             continue
-        for c in _ranked_candidates(f"{question} {name}", [chunk]):
+        for c in _ranked_by_words(f"{question} {name}", [chunk]):  # the next hop names the bridge, not the asked
             if c.text not in quoted and not any(c.text in q or q in c.text for q in quoted):
                 return [ScoredSentence(c.text, number, c.score)]
     return []
@@ -751,10 +836,17 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
     """The cited extractive answer in the question's language (``language`` is "zh" or "en"); ``encoder``:
     a multilingual embedder, to find the answer in sources in the other language."""
     zh = language == "zh"
-    chosen = answer_each_clause(question, select_sentences(rank_sentences(question, sources, encoder)), sources,
-                                encoder)
+    off_target: list = []
+    ranked = [c.sentence for c in _ranked_candidates(question, sources, encoder, off_target)]
+    chosen = answer_each_clause(question, select_sentences(ranked), sources, encoder)  # "… and who leads it?"
+    if not chosen and len(comparison_entities(question)) >= 2 and not read_question(question).asks_value:
+        chosen = cover_each_focus(question, [], sources)  # nothing about both at once: the best about each
+    rows, missing_sides = side_rows(question, sources)
+    if rows:
+        chosen = rows + [s for s in chosen if s.text not in {r.text for r in rows}][:max(0, MAX_QUOTED_SENTENCES
+                                                                                         - len(rows))]
     if chosen:
-        lines = _with_section_text(cover_each_focus(question, chosen, sources), sources)
+        lines = _with_section_text(chosen if rows else cover_each_focus(question, chosen, sources), sources)
         lines += bridge_lines(question, chosen, sources)
         note = _language_note(lines, language)
         if zh:
@@ -762,9 +854,101 @@ def extractive_answer(question: str, sources: Sequence[RetrievedChunk], language
         else:
             lead = f"The sources only partly match the question{note}; here is what they say:" if low_confidence \
                 else f"According to the sources{note}:"
-        return "\n".join([lead] + [cite(s.text, s.source) for s in lines])
+        if not rows:
+            missing_sides = covered_sides(question, lines, sources)
+        tail = [sides_missing(question, read_target(question), missing_sides)] if missing_sides else []
+        return "\n".join([lead] + [cite(s.text, s.source) for s in lines] + tail)
+    if off_target:
+        # only the neighbouring fact is there: say what it states, not that it answers
+        candidate, match, value = off_target[0]
+        return cite(stated_instead(question, read_target(question), match, value), candidate.unit.source)
     names = ("、" if zh else ", ").join(dict.fromkeys(s.document for s in sources))
+    unnamed = _unnamed_entities(question, sources)
     if zh:
+        if unnamed:
+            return f"检索到的资料（{names}）没有提到 {'、'.join(unnamed)}，因此我无法根据资料作答。"
         return f"检索到的资料（{names}）中没有能回答这个问题的内容，因此我无法根据资料作答。"
+    if unnamed:
+        return f"The retrieved sources ({names}) do not mention {', '.join(unnamed)}, so I cannot answer it from them."
     return (f"The retrieved sources ({names}) do not contain an answer to this question, "
             "so I cannot answer it from them.")
+
+
+def _unnamed_entities(question: str, sources: Sequence[RetrievedChunk]) -> list[str]:
+    """The versions and codes of the question no source names ("3.3.0" when the notes list 3.2.1 and 3.1.0)."""
+    text = "\n".join(f"{c.document}\n{c.text}" for c in sources).lower()
+    out = []
+    for entity in read_target(question).entities:
+        if entity.kind in ("version", "code") and entity.key and \
+                not re.search(rf"(?<![a-z0-9.]){re.escape(entity.key)}(?![a-z0-9]|\.\d)", text):
+            out.append(entity.text)
+    return out
+
+
+def _asked_columns(q: _Question, unit: _Unit) -> list[int] | None:
+    """The columns of a row a comparison asks about: those a header names, all (None) when the question names
+    no attribute or names what the rows are ("plans" over a "Plan" column), [] when it names one no column has."""
+    columns, by_header = _row_columns(q, unit)
+    if by_header or not q.content or not unit.headers:
+        return columns if by_header else None
+    key_header = _TextIndex(unit.headers[0])
+    if any(key_header.synonym_credit(term) > 0 for term in q.content):
+        return None
+    return []
+
+
+def covered_sides(question: str, lines: Sequence[ScoredSentence], sources: Sequence[RetrievedChunk]) -> list[str]:
+    """The compared sides no quoted line states: none names the side (itself, or by its source's title or
+    document name) together with what is compared ("weight" in "Compare the weight of the N1 and the N2")."""
+    target = read_target(question)
+    q = read_question(question)
+    missing = []
+    for side in target.sides:
+        named = False
+        for line in lines:
+            chunk = sources[line.source - 1]
+            where = f"{line.text}\n{_title_line(chunk.text)}\n{chunk.document}"
+            index = _TextIndex(line.text)
+            if target.measured and q.content and not any(index.synonym_credit(term) > 0 for term in q.content):
+                continue  # a measured comparison: the line must state the measure
+            if all(re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", where, re.IGNORECASE) or
+                   (is_cjk(w[0]) and w in where) for w in side.words):
+                named = True
+                break
+        if not named:
+            missing.append(side.text)
+    return missing
+
+
+def side_rows(question: str, sources: Sequence[RetrievedChunk]) -> tuple[list[ScoredSentence], list[str]]:
+    """For a comparison ("Compare the Team and Business plans", "N1 和 N2 的内存有什么区别"), the table row of
+    each side, with the columns the question asks about (all when it names none), and the sides no row
+    states; ([], []) when the question compares nothing or no side has a row."""
+    reader = _TargetReader(question, sources)
+    sides = reader.target.sides
+    if not sides:
+        return [], []
+    q = read_question(question)
+    rows: list[ScoredSentence] = []
+    missing: list[str] = []
+    for side in sides:
+        found = None
+        for number, units in reader.units.items():
+            for unit in units:
+                if not unit.is_row or not unit.cells[0]:
+                    continue
+                statement = reader.statement(unit)
+                match = match_statement(reader.target, statement)
+                if side.text in match.sides and match.entities_ok and match.qualifiers_ok:
+                    columns = _asked_columns(q, unit)
+                    if columns == []:
+                        continue  # the row states none of what is compared ("weight" in a price table)
+                    found = ScoredSentence(_clip(render_row(unit.cells, unit.headers, columns)), number, 1.0)
+                    break
+            if found is not None:
+                break
+        if found is None:
+            missing.append(side.text)
+        else:
+            rows.append(found)
+    return (rows, missing) if rows else ([], [])
