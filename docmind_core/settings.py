@@ -568,6 +568,7 @@ class GraderPatch(_Group):
     entity_weak_below: float | None = None
     web_fallback_on_ambiguous: bool | None = None
     require_asked_value: bool | None = None
+    require_asked_target: bool | None = None
     near_zero_coverage: float | None = None
     high_min_coverage: float | None = None
     blend_high: float | None = None

@@ -60,7 +60,8 @@ def test_the_incomplete_retrieval_note_leaves_the_confidence_unchanged():
     assert notice.code == "retrieval_incomplete" and "retrieval was incomplete" in notice.text.lower()
     # the confidence is that of the answer alone, over the same evidence
     alone = confidence_from(parse_citations(done.answer, done.sources, cfg.citation.coverage_min_sentence_len),
-                            done.grade.top_score, done.grade.tier, cfg.citation, question=QUESTION)
+                            done.grade.top_score, done.grade.tier, cfg.citation, question=QUESTION,
+                            sources=done.sources)
     assert done.confidence == alone
     summary = summarise(events).model_dump(mode="json")  # what `ask --json` prints
     assert summary["notices"] == [{"code": "retrieval_incomplete", "text": notice.text}]
