@@ -181,9 +181,22 @@ def _runs(question: str) -> list[list[str]]:
         # single letters ("U.S"), ordinals ("17th"), units and words glued to a year ("in2014") name no entity
         words = [w for w in words if w.lower() not in _NOT_NAMES and len(w) > 1 and not _ORDINAL_RE.fullmatch(w)
                  and not re.fullmatch(r"[a-z]+\d+", w)]
-        if words:
-            out.append(words)
+        out.extend(_split_after_codes(words))
     return out
+
+
+def _split_after_codes(words: list[str]) -> list[list[str]]:
+    """A run that names one thing after another ("Nimbus N1 Nimbus N2", as a rewritten query lists them): a
+    word after a model code starts the next name unless it is a code or a variant word ("Nimbus N1 Lite")."""
+    runs: list[list[str]] = []
+    for word in words:
+        if runs and _is_code(runs[-1][-1]) and not _is_code(word) and word.lower() not in VARIANT_WORDS:
+            runs.append([word])
+        elif runs:
+            runs[-1].append(word)
+        else:
+            runs.append([word])
+    return runs
 
 
 def _is_code(word: str) -> bool:
@@ -210,6 +223,10 @@ def _chinese_entities(question: str) -> list[Entity]:
         kind = "place" if w in ZH_PLACES else ("name" if w in titled else "tagged")
         out.append(Entity(w, (core if len(core) >= 2 else w,), (False,), kind))
     return out
+
+
+_QUESTION_WORD_RE = re.compile(r"\b(?:what|which|who|whom|whose|when|where|why|how|is|are|does|do|did|can)\b|[?？吗呢]",
+                               re.IGNORECASE)
 
 
 def _comparison_cue(question: str) -> bool:
@@ -252,7 +269,10 @@ def read_target(question: str) -> Target:
     if re.search(f"[{_CJK}]", question):
         entities.extend(_chinese_entities(question))
     sides: tuple[Entity, ...] = ()
-    if _comparison_cue(question):
+    codes = {e.text.lower() for e in entities if e.kind == "code"}
+    # "Nimbus N1 Nimbus N2 maximum power draw" (a model's rewrite of "compare …"): two models listed side by side
+    # are read as the sides of a comparison, each answered where it is stated
+    if _comparison_cue(question) or (len(codes) >= 2 and not _QUESTION_WORD_RE.search(question)):
         sides = _sides(_compared(question, entities))
     # a qualifier conditions a measured value ("idle power draw", "默认地址"); in a question asking for a name
     # or an open answer it describes what is asked about ("the largest airport in New England"), and the

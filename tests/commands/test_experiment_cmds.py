@@ -176,7 +176,7 @@ def test_sweep_keeps_the_safety_floor_and_applies_nothing_below_it(home):
     answer in another document): nothing is recommended, --apply changes nothing and says why.  (The asked-value
     check, which is not swept, is off for this variant: with it that evidence is no longer HIGH.)"""
     run = _json(home, "experiment", "run", "--dataset", "orion-set", "--variant",
-                "r:rule:grader.require_asked_value=false", "--leave-gold-out")
+                "r:rule:grader.require_asked_value=false,grader.require_asked_target=false", "--leave-gold-out")
     exp_id = str(run["experiment_id"])
     points = _json(home, "experiment", "sweep", exp_id, "--floor", "0")["points"]
     top = max(p["unanswerable_not_high"] for p in points)

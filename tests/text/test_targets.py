@@ -95,3 +95,10 @@ def test_what_the_sources_state_instead_is_said_in_words():
     zh = "Nimbus N1 的重量是多少？"
     text = stated_instead(zh, read_target(zh), match_statement(read_target(zh), WEIGHT, value("1.9 kg")), "1.9 kg")
     assert "Nimbus N2" in text and "Nimbus N1" in text and "1.9 kg" in text
+
+
+def test_a_rewritten_query_listing_two_models_names_each():
+    """A model's rewrite lists names one after the other ("Nimbus N1 Nimbus N2 maximum power draw"): that is two
+    entities, not one "Nimbus N1 Nimbus N2" that no statement names (it kept a right comparison from HIGH)."""
+    assert [e.text for e in read_target("Nimbus N1 Nimbus N2 maximum power draw").entities] == ["Nimbus N1", "Nimbus N2"]
+    assert [e.text for e in read_target("What is the idle draw of the Nimbus N1 Lite?").entities] == ["Nimbus N1 Lite"]

@@ -25,10 +25,10 @@ def engine(app_engine):
     assert all(o.status == "added" for o in engine.ingest(kb.id, sorted((FIXTURES / "kb").iterdir())))
     bench = Workbench(engine, LOCAL_USER, "cli")
     dataset = bench.import_dataset("orion-set", FIXTURES / "set.jsonl", kb="orion")
-    # the asked-value check (grader.require_asked_value) finds that a left-out question's evidence states no value
+    # the asked-value and asked-target checks (grader.require_asked_value, grader.require_asked_target) find that a left-out question's evidence states no value
     # of the kind it asks for; off here, so that at every threshold of the sweep some unanswerable run stays HIGH,
     # which the floor tests below need (the check itself is not one of the swept keys)
-    plain = {"grader.require_asked_value": False}
+    plain = {"grader.require_asked_value": False, "grader.require_asked_target": False}  # the target check too
     made = bench.create_experiment("rule vs agentic", dataset.id,
                                    [Variant(name="rule", mode="rule", overrides=plain),
                                     Variant(name="agentic", mode="agentic", overrides=plain)],
