@@ -15,7 +15,7 @@ from docmind_core.reports.compare import AnswerDiff, DiffPiece
 from docmind_core.reports.pair_verdict import PairVerdict
 from docmind_core.events import Verdict
 from docmind_core.values import BackendStatus, GradeResult
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.text.visible import escape_html
 from docmind_core.reports.timeline import RunDigest, TimelineRow
 

@@ -13,7 +13,7 @@ from docmind_core.errors import DocMindError
 from docmind_core.experiments.metrics import METRICS, TIERS
 from docmind_core.experiments.records import MODE_NAMES, parse_variant
 from docmind_core.experiments.sweep import OBJECTIVE_HELP, OBJECTIVES
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.text.visible import escape_markdown
 from docmind_core.settings import GRAY_ZONE_MODES
 from docmind_ui.experiment_charts import sweep_curves, sweep_heatmap

@@ -12,7 +12,7 @@ from docmind_core.reports.regrade import regrade
 from docmind_core.errors import DocMindError
 from docmind_core.values import NO_RETRIEVAL_MODE, Mode, StopReason, Tier
 from docmind_core.reports.pair_labels import pair_labels
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.text.visible import escape_markdown, visible_rows, visible_text
 from docmind_core.settings import GRAY_ZONE_MODES, GraderPatch, SettingsSnapshot
 from docmind_core.reports.timeline import RunDigest

@@ -10,7 +10,7 @@ from docmind_core.events import Done, Fallback, Graded, Retrieved, Routed, Scope
 from docmind_core.text.excerpt import clip_words, word_window
 from docmind_core.values import GradeResult, Mode, PathDecision, RetrievedChunk, Scope, Tier
 from docmind_core.reports.pair_labels import pair_labels
-from docmind_core.reports.reasons import ROUTE_WORDS, STOP_WORDS, GRADE_WORDS, describe_reason
+from docmind_core.text.reasons import ROUTE_WORDS, STOP_WORDS, GRADE_WORDS, describe_reason
 from docmind_core.reports.run_summary import summarise
 from docmind_core.store.traces import TraceSummary
 from docmind_core.reports.timeline import RunDigest, timeline

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from docmind_core.answer.answer_type import KIND_WORDS
 from docmind_core.events import Done, Verdict, VerdictLevel
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.settings import CitationSettings
 from docmind_core.values import Scope, Tier
 

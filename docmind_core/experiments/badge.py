@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Sequence
 
 from pydantic import BaseModel
 
 from docmind_core.answer.verdict import LABELS
-from docmind_core.experiments.datasets import RunLabel
+from docmind_core.experiments.datasets import LabelTally, RunLabel
 
 MIN_LABELLED = 20  # labelled "Supported" answers before a rate is stated
 Z_95 = 1.959963984540054  # the two-sided 95% normal quantile
@@ -62,15 +62,6 @@ class KbBadge(BaseModel):
     @property
     def stated(self) -> bool:
         return self.rate is not None
-
-
-class LabelTally(NamedTuple):
-    """How many labelled runs asked these KBs, were shown with this verdict and got this label."""
-
-    kb_ids: tuple[int, ...]
-    answer_verdict: str
-    verdict: str
-    runs: int
 
 
 def tally(labels: Iterable[RunLabel]) -> list[LabelTally]:

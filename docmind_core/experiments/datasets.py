@@ -15,15 +15,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, NamedTuple, Sequence
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from docmind_core.errors import DatasetError, NotFound
 from docmind_core.store.db import Database, utcnow
 
-if TYPE_CHECKING:
-    from docmind_core.experiments.badge import LabelTally
+
+class LabelTally(NamedTuple):
+    """How many labelled runs asked these KBs, were shown with this verdict and got this label (what the
+    store counts for a KB's badge, ``experiments/badge.py``)."""
+
+    kb_ids: tuple[int, ...]
+    answer_verdict: str
+    verdict: str
+    runs: int
+
 
 # "partly": some of the answer is right, not all of it; counted as not right wherever a rate is stated
 Verdict = Literal["correct", "partly", "wrong", "should_abstain"]
@@ -330,7 +338,6 @@ class DatasetStore:
     def label_tallies(self) -> "list[LabelTally]":
         """Every label counted by (the run's KBs, the verdict it was shown with, the label): what a KB badge
         needs, without reading each label."""
-        from docmind_core.experiments.badge import LabelTally
 
         rows = self._db.db.execute("SELECT kb_ids, answer_verdict, verdict, COUNT(*) FROM run_labels "
                                    "GROUP BY kb_ids, answer_verdict, verdict").fetchall()

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Sequence
 
 from docmind_core.text.excerpt import clip_words
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.values import CitationResult, RetrievedChunk
 from docmind_core.settings import flat_snapshot
 from docmind_core.reports.pair_verdict import (

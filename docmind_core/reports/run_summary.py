@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from docmind_core.answer.verdict import verdict_of
 from docmind_core.events import Done, Event
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.text.visible import escape_markdown, strip_control
 from docmind_core.reports.timeline import RunDigest, timeline
 

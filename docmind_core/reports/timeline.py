@@ -17,7 +17,7 @@ from docmind_core.answer.answer_type import KIND_WORDS
 from docmind_core.answer.verdict import verdict_of
 from docmind_core.events import Event, EventFold, event_from_dict
 from docmind_core.values import GradeResult, Mode, RetrievedChunk, ToolCallRecord
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.text.tokens import detect_language
 
 RowStatus = Literal["ok", "info", "warn", "error"]

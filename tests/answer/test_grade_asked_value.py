@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from docmind_core.answer.grade import CragGrader, judge_can_move, judged_grade, unstated_kinds
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.settings import GraderSettings
 from docmind_core.values import EvidenceVerdict, RetrievedChunk, StageScores, Tier
 from tests.agentic_world import drain

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from docmind_core import cli as cli_module
 from docmind_core.engine import Engine
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 
 pytestmark = pytest.mark.slow  # a real engine (embedder, Chroma) behind the CLI
 

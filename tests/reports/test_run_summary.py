@@ -18,7 +18,7 @@ from docmind_core.engine import Engine
 from docmind_core.events import Event, RunStarted
 from docmind_core.values import RetrievalPlan, Understanding
 from docmind_core.prompts import PromptLibrary
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 from docmind_core.reports.run_summary import RunSummary, summarise
 from docmind_core.reports.timeline import RunDigest
 from docmind_core.answer.tools import ToolContext, Toolbox

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from docmind_core.events import Done, RunStarted
 from docmind_core.values import GradeResult, Tier
-from docmind_core.reports.reasons import STOP_WORDS
+from docmind_core.text.reasons import STOP_WORDS
 from docmind_core.accounts.users import LOCAL_USER, UserStore
 from docmind_core.workbench import Workbench
 from docmind_ui.auth import TOKEN_KEY

@@ -15,7 +15,7 @@ from docmind_core.answer import grade, route
 from docmind_core.answer.selected_doc import QUESTION_GRADED
 from docmind_core.values import Scope, StopReason
 from docmind_core.text import query_signals
-from docmind_core.reports.reasons import describe_reason
+from docmind_core.text.reasons import describe_reason
 
 _RAW = re.compile(r"(?<![\w.])[a-z]+(?:_[a-z]+)+(?![\w.])")
 
