@@ -72,11 +72,6 @@ class TextBudget:
         self.take(len(text))
         return text
 
-    def pdf_page_text(self, page: Any, number: int) -> str:
-        """The text of a pypdf page (``number`` from 1), its content measured before pypdf parses it."""
-        self.measure_pdf_page(page, number)
-        return self.text(page.extract_text() or "")
-
     def measure_pdf_page(self, page: Any, number: int) -> None:
         """Refuse the file before pypdf parses page ``number`` when its content unpacks past the limits."""
         streams = page_streams(page)

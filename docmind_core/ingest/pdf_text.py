@@ -89,8 +89,7 @@ def read_pdf(name: str, data: bytes, budget: TextBudget | None = None) -> PdfTex
                 reader.decrypt("")
             except Exception:
                 raise IngestError(f"{name}: the PDF is password-protected") from None
-        pages = [_counted(budget, _measured(budget, page, number))
-                 for number, page in enumerate(reader.pages, 1)]
+        pages = [_budgeted_page(budget, page, number) for number, page in enumerate(reader.pages, 1)]
     except IngestError:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
@@ -100,13 +99,10 @@ def read_pdf(name: str, data: bytes, budget: TextBudget | None = None) -> PdfTex
     return assemble(pages)
 
 
-def _measured(budget: TextBudget, page, number: int):
+def _budgeted_page(budget: TextBudget, page, number: int) -> list[Fragment] | str:
+    """Page ``number``'s fragments (or plain text): its content measured before it is parsed, its characters
+    counted against the file's text budget after."""
     budget.measure_pdf_page(page, number)
-    return page
-
-
-def _counted(budget: TextBudget, page) -> list[Fragment] | str:
-    """The page's fragments (or plain text), their characters counted against the file's text budget."""
     read = _page_fragments(page)
     budget.take(len(read) if isinstance(read, str) else sum(len(f.text) for f in read))
     return read
